@@ -1,0 +1,52 @@
+"""hl: a Keras-style deep-learning library over a C core reached through cffi.
+
+    import hl
+    x = hl.randn(3, 4)
+    y = (x @ x.T).relu().sum()
+
+See README.md for the tour and docs/ for the design.
+"""
+from . import errors
+from ._core import version as _version
+from .devices import Device, cpu, cuda, device, get_default_device, set_default_device
+from .dtypes import (DType, bfloat16, bool_, dtype, float16, float32, float64, int32, int64,
+                     uint8)
+from .tensor import Tensor, as_tensor, from_numpy, tensor
+from . import ops
+from .ops import *  # noqa: F401,F403
+from .ops import random
+
+__version__ = _version()
+bool = bool_  # noqa: A001 - hl.bool like torch.bool; Python's bool stays builtins.bool
+
+
+def set_num_threads(n):
+    """Threads for libcore's loops and OpenBLAS together (they never run at once, so the two
+    never oversubscribe the cores)."""
+    from . import _core
+    _core.set_num_threads(n)
+
+
+def get_num_threads():
+    from . import _core
+    return _core.get_num_threads()
+
+
+def cuda_available():
+    """True when the CUDA backend is built and a GPU answers."""
+    from . import _core
+    return _core.device_available(1, 0)
+
+
+def memory_stats(device=None):
+    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
+    from . import _core
+    d = globals()["device"](device)
+    return _core.memory_stats(d.code, d.index)
+
+
+def empty_cache(device=None):
+    """Returns the allocator's cached blocks to the system (or the GPU driver)."""
+    from . import _core
+    d = globals()["device"](device)
+    _core.empty_cache(d.code, d.index)

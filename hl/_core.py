@@ -1,0 +1,272 @@
+"""The cffi binding of libcore: the only module in hl that touches cffi objects.
+
+A core tensor is held as an opaque handle (a cffi pointer whose release is tied to Python's
+garbage collector). Layers above pass handles back into these functions and never look
+inside them. Every core call returns a status; ``check`` turns a failure into the matching
+``hl.errors`` exception carrying the core's message (which names the op, shapes and dtypes).
+"""
+import numpy as np
+import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
+
+from . import errors
+from ._hl_core import ffi, lib
+
+_release = lib.hl_tensor_release
+_gc = ffi.gc
+_new_out = ffi.new
+_NULL = ffi.NULL
+
+OPS = {ffi.string(lib.hl_op_name(i)).decode(): i for i in range(lib.hl_op_count())}
+
+_ERRORS = {
+    lib.HL_ERR_SHAPE: errors.ShapeError,
+    lib.HL_ERR_DTYPE: errors.DTypeError,
+    lib.HL_ERR_DEVICE: errors.DeviceError,
+    lib.HL_ERR_INDEX: errors.IndexError,
+    lib.HL_ERR_VALUE: errors.ValueError,
+    lib.HL_ERR_UNSUPPORTED: errors.UnsupportedError,
+    lib.HL_ERR_MEMORY: errors.MemoryError,
+    lib.HL_ERR_NOT_VIEWABLE: errors.ValueError,
+    lib.HL_ERR_INTERNAL: errors.InternalError,
+}
+
+
+def op_code(name):
+    try:
+        return OPS[name]
+    except KeyError:
+        raise errors.UnsupportedError(f"libcore has no op named {name!r}") from None
+
+
+def last_error():
+    return ffi.string(lib.hl_last_error()).decode("utf-8", "replace")
+
+
+def raise_status(status):
+    raise _ERRORS.get(status, errors.HLError)(last_error())
+
+
+def check(status):
+    if status:
+        raise_status(status)
+
+
+def _own(ptr):
+    return _gc(ptr, _release)
+
+
+# ---- library ----------------------------------------------------------------------------
+
+def version():
+    return ffi.string(lib.hl_version()).decode()
+
+
+def set_num_threads(n):
+    lib.hl_set_num_threads(int(n))
+
+
+def get_num_threads():
+    return lib.hl_get_num_threads()
+
+
+def device_available(kind, index):
+    return bool(lib.hl_device_available((kind, index)))
+
+
+def memory_stats(kind, index):
+    vals = ffi.new("int64_t[3]")
+    check(lib.hl_memory_stats((kind, index), vals, vals + 1, vals + 2))
+    return {"in_use": vals[0], "cached": vals[1], "peak": vals[2]}
+
+
+def empty_cache(kind, index):
+    check(lib.hl_memory_empty_cache((kind, index)))
+
+
+# ---- tensors ----------------------------------------------------------------------------
+
+def empty(shape, dtype_code, kind=0, index=0):
+    p = _new_out("hl_tensor *[1]")
+    check(lib.hl_tensor_empty(dtype_code, (kind, index), len(shape), list(shape), p))
+    return _own(p[0])
+
+
+def shape(h):
+    return tuple(lib.hl_tensor_shape(h)[0:lib.hl_tensor_ndim(h)])
+
+
+def strides(h):
+    return tuple(lib.hl_tensor_strides(h)[0:lib.hl_tensor_ndim(h)])
+
+
+def ndim(h):
+    return lib.hl_tensor_ndim(h)
+
+
+def numel(h):
+    return lib.hl_tensor_numel(h)
+
+
+def dtype_code(h):
+    return lib.hl_tensor_dtype(h)
+
+
+def device_of(h):
+    d = lib.hl_tensor_device(h)
+    return d.kind, d.index
+
+
+def offset(h):
+    return lib.hl_tensor_offset(h)
+
+
+def is_contiguous(h):
+    return bool(lib.hl_tensor_is_contiguous(h))
+
+
+def shares_storage(a, b):
+    return bool(lib.hl_tensor_shares_storage(a, b))
+
+
+class _ArrayView:
+    """Exposes a CPU tensor's memory to numpy without a copy; the resulting array keeps this
+    object, and so the handle and its storage, alive."""
+
+    __slots__ = ("__array_interface__", "_handle")
+
+    def __init__(self, h, np_dtype):
+        self._handle = h
+        n = lib.hl_tensor_ndim(h)
+        size = np_dtype.itemsize
+        self.__array_interface__ = {
+            "version": 3,
+            "shape": tuple(lib.hl_tensor_shape(h)[0:n]),
+            "strides": tuple(s * size for s in lib.hl_tensor_strides(h)[0:n]),
+            "typestr": np_dtype.str if np_dtype.kind != "V" else "|V2",
+            "data": (int(ffi.cast("uintptr_t", lib.hl_tensor_data(h))), False),
+        }
+
+
+def numpy_view(h, np_dtype):
+    """A numpy array over a CPU tensor's memory (no copy). np_dtype is the numpy dtype."""
+    if lib.hl_tensor_numel(h) == 0:
+        return np.empty(shape(h), dtype=np_dtype)
+    if lib.hl_tensor_data(h) == _NULL:
+        raise errors.DeviceError("numpy_view: the tensor is not in host memory")
+    arr = np.asarray(_ArrayView(h, np_dtype))
+    if arr.dtype != np_dtype:  # bfloat16 arrives as raw 2-byte records
+        arr = arr.view(np_dtype)
+    return arr
+
+
+def read(h, np_dtype):
+    """A new numpy array with the tensor's values (works for any device)."""
+    c = contiguous(h)
+    out = np.empty(shape(c), dtype=np_dtype)
+    if out.size:
+        check(lib.hl_tensor_read(c, ffi.from_buffer(out), out.nbytes))
+    return out
+
+
+def from_numpy(arr, dtype_code, kind=0, index=0):
+    """A new tensor holding a copy of arr (already of the matching numpy dtype)."""
+    arr = np.ascontiguousarray(arr)
+    h = empty(arr.shape, dtype_code, kind, index)
+    if arr.size:
+        check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))
+    return h
+
+
+def to_device(h, kind, index):
+    p = _new_out("hl_tensor *[1]")
+    check(lib.hl_tensor_to_device(h, (kind, index), p))
+    return _own(p[0])
+
+
+# ---- calls ------------------------------------------------------------------------------
+
+class _Out:
+    """Marks an output argument in ``call``: the core fills it with a new tensor (or, when
+    ``into`` is a handle, writes into that tensor)."""
+
+    __slots__ = ("into",)
+
+    def __init__(self, into=None):
+        self.into = into
+
+
+OUT = _Out()
+
+
+def out(into=None):
+    return _Out(into)
+
+
+def call(fn_name, *args):
+    """Calls hl_<fn_name>(*args); None becomes NULL and each OUT argument becomes an output
+    slot. Returns the output handles (a single one, or a tuple when there are several)."""
+    fn = getattr(lib, "hl_" + fn_name)
+    cargs, slots = [], []
+    for a in args:
+        if isinstance(a, _Out):
+            p = _new_out("hl_tensor *[1]")
+            if a.into is not None:
+                p[0] = a.into
+            slots.append(p)
+            cargs.append(p)
+        elif a is None:
+            cargs.append(_NULL)
+        else:
+            cargs.append(a)
+    check(fn(*cargs))
+    outs = tuple(_own(p[0]) if p[0] != _NULL else None for p in slots)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def call_many_out(fn_name, n, *args):
+    """Calls a core function whose last argument is an array of n output tensors."""
+    fn = getattr(lib, "hl_" + fn_name)
+    outs = _new_out(f"hl_tensor *[{max(n, 1)}]")
+    check(fn(*[_NULL if a is None else a for a in args], outs))
+    return [_own(outs[i]) for i in range(n)]
+
+
+def tensor_array(handles):
+    """A C array of tensor handles (for concat); keep the result alive during the call."""
+    return ffi.new("hl_tensor *[]", list(handles))
+
+
+# The hot paths get their own functions: one core call, no generic argument handling.
+
+def unary(op, h, alpha=0.0, beta=0.0, into=None):
+    p = _new_out("hl_tensor *[1]")
+    if into is not None:
+        p[0] = into
+    st = lib.hl_unary(op, h, alpha, beta, p)
+    if st:
+        raise_status(st)
+    return _gc(p[0], _release)
+
+
+def binary(op, a, b, into=None):
+    p = _new_out("hl_tensor *[1]")
+    if into is not None:
+        p[0] = into
+    st = lib.hl_binary(op, a, b, p)
+    if st:
+        raise_status(st)
+    return _gc(p[0], _release)
+
+
+def contiguous(h):
+    p = _new_out("hl_tensor *[1]")
+    check(lib.hl_contiguous(h, p))
+    return _own(p[0])
+
+
+def copy_into(dst, src):
+    check(lib.hl_copy(dst, src))
+
+
+def fill(h, value):
+    check(lib.hl_fill(h, float(value)))

@@ -1,0 +1,41 @@
+"""hl's exceptions: one hierarchy for every failure the core or the Python layers report.
+
+Each class also derives from the matching Python built-in, so ``except ValueError`` and
+``except IndexError`` keep working in code written for numpy.
+"""
+
+
+class HLError(Exception):
+    """Base class of every hl error."""
+
+
+class ShapeError(HLError, ValueError):
+    """Shapes that do not fit the operation (broadcasting, matmul, reshape...)."""
+
+
+class DTypeError(HLError, TypeError):
+    """A dtype the operation does not take, or operands whose dtypes differ."""
+
+
+class DeviceError(HLError, RuntimeError):
+    """Tensors on different devices, or a device that is not available."""
+
+
+class IndexError(HLError, IndexError):  # noqa: A001 - deliberately mirrors the built-in
+    """An axis or an index out of range."""
+
+
+class ValueError(HLError, ValueError):  # noqa: A001
+    """An invalid argument value."""
+
+
+class UnsupportedError(HLError, NotImplementedError):
+    """A valid request that this build cannot carry out."""
+
+
+class MemoryError(HLError, MemoryError):  # noqa: A001
+    """An allocation failed."""
+
+
+class InternalError(HLError, RuntimeError):
+    """A bug in hl: please report it."""

@@ -1,0 +1,64 @@
+"""Helpers shared by the op families: wrapping core handles, turning arguments into tensors,
+normalising axes."""
+from .. import _core, errors
+from .. import dtypes as _dt
+from ..tensor import Tensor, _wrap, as_tensor
+
+__all__ = ["Tensor", "_wrap", "as_tensor", "scalar_like", "operands", "norm_axis", "norm_axes",
+           "into", "core"]
+
+core = _core
+
+
+def scalar_like(value, dtype, like):
+    """A 0-d tensor holding value, of dtype, on like's device."""
+    h = _core.empty((), dtype.code, *_core.device_of(like._h))
+    _core.fill(h, value)
+    return _wrap(h, dtype)
+
+
+def operands(a, b):
+    """a and b as tensors of one dtype (numpy promotion; Python scalars are weak)."""
+    if isinstance(a, Tensor):
+        if isinstance(b, Tensor):
+            if a._dtype is b._dtype:
+                return a, b
+            d = _dt.promote(a._dtype, b._dtype)
+            return (a if a._dtype is d else a.astype(d)), (b if b._dtype is d else b.astype(d))
+        if isinstance(b, (int, float, bool)):
+            d = _dt.promote_scalar(a._dtype, b)
+            return (a if a._dtype is d else a.astype(d)), scalar_like(b, d, a)
+        return operands(a, as_tensor(b, device=a.device))
+    if isinstance(b, Tensor):
+        y, x = operands(b, a)
+        return x, y
+    return operands(as_tensor(a), b)
+
+
+def norm_axis(axis, ndim, op="op"):
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1):
+        raise errors.IndexError(f"{op}: axis {axis} is out of range for a tensor of {ndim} "
+                                f"dimensions")
+    return axis + ndim if axis < 0 else axis
+
+
+def norm_axes(axis, ndim, op="op"):
+    """A sorted tuple of distinct non-negative axes; None means all of them."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int):
+        axis = (axis,)
+    out = sorted({norm_axis(a, ndim, op) for a in axis})
+    if len(out) != len(tuple(axis)):
+        raise errors.ValueError(f"{op}: repeated axis in {tuple(axis)}")
+    return tuple(out)
+
+
+def into(out):
+    """The core handle to write a result into, or None."""
+    if out is None:
+        return None
+    if not isinstance(out, Tensor):
+        raise errors.ValueError(f"out= must be an hl Tensor, got {type(out).__name__}")
+    return out._h

@@ -1,0 +1,105 @@
+"""Tensors made from nothing: empty, zeros, ones, full (and their _like forms), arange,
+linspace, eye, and the triangle masks tril/triu."""
+import math
+
+from .. import _core, errors
+from .. import dtypes as _dt
+from .. import devices as _dev
+from ._util import _wrap
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def empty(*shape, dtype=None, device=None):
+    """A tensor whose values are whatever the memory held."""
+    d = _dt.dtype(dtype) if dtype is not None else _dt.float32
+    dev = _dev.device(device)
+    return _wrap(_core.empty(_shape_arg(shape), d.code, dev.code, dev.index), d)
+
+
+def full(shape, value, dtype=None, device=None):
+    if isinstance(shape, int):
+        shape = (shape,)
+    if dtype is None:
+        dtype = _dt.bool_ if isinstance(value, bool) else (
+            _dt.int64 if isinstance(value, int) else _dt.float32)
+    t = empty(*shape, dtype=dtype, device=device)
+    _core.fill(t._h, value)
+    return t
+
+
+def zeros(*shape, dtype=None, device=None):
+    return full(_shape_arg(shape), 0, dtype=dtype or _dt.float32, device=device)
+
+
+def ones(*shape, dtype=None, device=None):
+    return full(_shape_arg(shape), 1, dtype=dtype or _dt.float32, device=device)
+
+
+def empty_like(x, dtype=None, device=None):
+    return empty(*x.shape, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def zeros_like(x, dtype=None, device=None):
+    return full(x.shape, 0, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def ones_like(x, dtype=None, device=None):
+    return full(x.shape, 1, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def full_like(x, value, dtype=None, device=None):
+    return full(x.shape, value, dtype=dtype or x.dtype, device=device or x.device)
+
+
+def arange(start, stop=None, step=1, dtype=None, device=None):
+    """Values from start (inclusive) to stop (exclusive) by step, like numpy.arange. Integer
+    arguments give int64, any float gives float32 (unless dtype says otherwise)."""
+    if stop is None:
+        start, stop = 0, start
+    if step == 0:
+        raise errors.ValueError("arange: step must not be zero")
+    if dtype is None:
+        ints = all(isinstance(v, int) for v in (start, stop, step))
+        dtype = _dt.int64 if ints else _dt.float32
+    d = _dt.dtype(dtype)
+    n = max(0, math.ceil((stop - start) / step))
+    dev = _dev.device(device)
+    return _wrap(_core.call("arange", float(start), float(step), n, d.code, (dev.code, dev.index),
+                            _core.OUT), d)
+
+
+def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
+    if num < 0:
+        raise errors.ValueError(f"linspace: num must be >= 0, got {num}")
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    t = arange(0, num, dtype=_dt.float64, device=device) * step + start
+    if endpoint and num > 1:
+        t[num - 1] = stop
+    return t.astype(dtype or _dt.float32)
+
+
+def eye(n, m=None, k=0, dtype=None, device=None):
+    d = _dt.dtype(dtype) if dtype is not None else _dt.float32
+    dev = _dev.device(device)
+    return _wrap(_core.call("eye", int(n), int(n if m is None else m), int(k), d.code,
+                            (dev.code, dev.index), _core.OUT), d)
+
+
+def tril(x, k=0):
+    """The lower triangle of the last two axes (from diagonal k); the rest zero."""
+    return _wrap(_core.call("triangle", x._h, int(k), 0, _core.OUT), x.dtype)
+
+
+def triu(x, k=0):
+    """The upper triangle of the last two axes (from diagonal k); the rest zero."""
+    return _wrap(_core.call("triangle", x._h, int(k), 1, _core.OUT), x.dtype)
+
+
+__all__ = ["empty", "full", "zeros", "ones", "empty_like", "zeros_like", "ones_like",
+           "full_like", "arange", "linspace", "eye", "tril", "triu"]

@@ -1,0 +1,93 @@
+"""Random numbers from the core's counter-based generator (Philox 4x32-10).
+
+The generator is a seed and an offset: each draw of n numbers uses counters offset..offset+n-1
+and then moves the offset on, so the numbers depend on the seed and the order of draws, never
+on the thread count. ``manual_seed`` (or ``hl.random.seed``) restarts the sequence.
+"""
+import os
+import threading
+
+from .. import _core, errors
+from .. import dtypes as _dt
+from .creation import empty, _shape_arg
+
+
+class Generator:
+    """A seed and a counter offset; draws advance the offset by what they consume."""
+
+    def __init__(self, seed=None):
+        self._lock = threading.Lock()
+        self.manual_seed(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+
+    def manual_seed(self, seed):
+        with self._lock:
+            self.seed = int(seed) & 0xFFFFFFFFFFFFFFFF
+            self.offset = 0
+        return self
+
+    def _take(self, n):
+        with self._lock:
+            off = self.offset
+            # normal draws use two 32-bit words per element: reserve 4 counters per 4 values
+            self.offset += (n + 3) // 4 * 4 + 4
+        return off
+
+    def get_state(self):
+        return {"seed": self.seed, "offset": self.offset}
+
+    def set_state(self, state):
+        with self._lock:
+            self.seed, self.offset = int(state["seed"]), int(state["offset"])
+
+
+default_generator = Generator(0)
+
+
+def manual_seed(seed):
+    """Seeds hl's default generator."""
+    return default_generator.manual_seed(seed)
+
+
+seed = manual_seed
+
+
+def _fill(kind, t, a, b, generator):
+    g = generator or default_generator
+    if not t.dtype.is_floating and kind != "bernoulli":
+        raise errors.DTypeError(f"random {kind}: needs a float dtype, got {t.dtype.name}")
+    _core.call("random_" + kind, t._h, g.seed, g._take(t.size), float(a), *(
+        [float(b)] if b is not None else []))
+    return t
+
+
+def uniform(*shape, low=0.0, high=1.0, dtype=None, device=None, generator=None):
+    """Uniform on [low, high)."""
+    return _fill("uniform", empty(*_shape_arg(shape), dtype=dtype or _dt.float32, device=device),
+                 low, high, generator)
+
+
+def rand(*shape, dtype=None, device=None, generator=None):
+    return uniform(*shape, dtype=dtype, device=device, generator=generator)
+
+
+def normal(*shape, mean=0.0, std=1.0, dtype=None, device=None, generator=None):
+    if std < 0:
+        raise errors.ValueError(f"normal: std must be >= 0, got {std}")
+    return _fill("normal", empty(*_shape_arg(shape), dtype=dtype or _dt.float32, device=device),
+                 mean, std, generator)
+
+
+def randn(*shape, dtype=None, device=None, generator=None):
+    return normal(*shape, dtype=dtype, device=device, generator=generator)
+
+
+def bernoulli(*shape, p=0.5, dtype=None, device=None, generator=None):
+    """1 with probability p, else 0."""
+    if not 0.0 <= p <= 1.0:
+        raise errors.ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+    return _fill("bernoulli", empty(*_shape_arg(shape), dtype=dtype or _dt.float32,
+                                    device=device), p, None, generator)
+
+
+__all__ = ["Generator", "default_generator", "manual_seed", "uniform", "rand", "normal",
+           "randn", "bernoulli"]

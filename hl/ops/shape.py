@@ -1,0 +1,292 @@
+"""Shape ops: views (reshape, permute, squeeze, expand, flip, split, indexing) that share
+storage, and the copies that change shape (concat, stack, pad, tile)."""
+import numbers
+
+import numpy as np
+
+from .. import _core, errors
+from .. import dtypes as _dt
+from ._util import Tensor, _wrap, as_tensor, norm_axis, norm_axes
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def reshape(x, *shape):
+    """x with a new shape (one entry may be -1): a view when the strides allow, else a copy."""
+    shape = _shape_arg(shape)
+    return _wrap(_core.call("reshape", x._h, len(shape), list(shape), _core.OUT), x._dtype)
+
+
+def view(x, *shape):
+    """Like reshape, but never copies: raises when the strides do not allow a view."""
+    shape = _shape_arg(shape)
+    return _wrap(_core.call("view_reshape", x._h, len(shape), list(shape), _core.OUT), x._dtype)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s, e = norm_axis(start_dim, x.ndim, "flatten"), norm_axis(end_dim, x.ndim, "flatten")
+    shp = x.shape
+    return reshape(x, *shp[:s], -1 if 0 not in shp else int(np.prod(shp[s:e + 1])), *shp[e + 1:])
+
+
+def permute(x, *axes):
+    axes = _shape_arg(axes)
+    if len(axes) != x.ndim:
+        raise errors.ValueError(f"permute: {len(axes)} axes given for a tensor of {x.ndim} "
+                                f"dimensions")
+    return _wrap(_core.call("view_permute", x._h, list(axes), _core.OUT), x._dtype)
+
+
+def transpose(x, *axes):
+    """transpose() reverses the axes; transpose(a, b) swaps two (PyTorch);
+    transpose((2, 0, 1)) permutes (numpy)."""
+    axes = _shape_arg(axes) if axes else ()
+    if not axes:
+        return permute(x, *reversed(range(x.ndim)))
+    if len(axes) == 2 and x.ndim != 2:
+        a, b = norm_axis(axes[0], x.ndim, "transpose"), norm_axis(axes[1], x.ndim, "transpose")
+        perm = list(range(x.ndim))
+        perm[a], perm[b] = perm[b], perm[a]
+        return permute(x, *perm)
+    return permute(x, *axes)
+
+
+def squeeze(x, axis=None):
+    axes = [] if axis is None else ([axis] if isinstance(axis, int) else list(axis))
+    return _wrap(_core.call("view_squeeze", x._h, len(axes), axes, _core.OUT), x._dtype)
+
+
+def unsqueeze(x, axis):
+    return _wrap(_core.call("view_unsqueeze", x._h, int(axis), _core.OUT), x._dtype)
+
+
+expand_dims = unsqueeze
+
+
+def expand(x, *shape):
+    """x broadcast to shape (-1 keeps a dimension); a view with zero strides."""
+    shape = _shape_arg(shape)
+    return _wrap(_core.call("view_expand", x._h, len(shape), list(shape), _core.OUT), x._dtype)
+
+
+broadcast_to = expand
+
+
+def flip(x, axis=None):
+    axes = list(range(x.ndim)) if axis is None else (
+        [axis] if isinstance(axis, int) else list(axis))
+    return _wrap(_core.call("view_flip", x._h, len(axes), axes, _core.OUT), x._dtype)
+
+
+def split(x, sizes_or_sections, axis=0):
+    """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
+    axis = norm_axis(axis, x.ndim, "split")
+    n = x.shape[axis]
+    if isinstance(sizes_or_sections, numbers.Integral):
+        k = int(sizes_or_sections)
+        if k <= 0 or n % k:
+            raise errors.ShapeError(f"split: axis {axis} of size {n} does not divide into {k} "
+                                    f"equal parts")
+        sizes = [n // k] * k
+    else:
+        sizes = [int(s) for s in sizes_or_sections]
+    hs = _core.call_many_out("view_split", len(sizes), x._h, axis, len(sizes), sizes)
+    return [_wrap(h, x._dtype) for h in hs]
+
+
+def chunk(x, chunks, axis=0):
+    """PyTorch's chunk: parts of ceil(n / chunks) along axis (the last may be smaller)."""
+    n = x.shape[norm_axis(axis, x.ndim, "chunk")]
+    step = -(-n // chunks)
+    sizes = [step] * (n // step) + ([n % step] if n % step else [])
+    return split(x, sizes, axis)
+
+
+def concat(xs, axis=0):
+    """Joins tensors along an existing axis (dtypes are promoted together)."""
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise errors.ValueError("concat: needs at least one tensor")
+    d = xs[0]._dtype
+    for x in xs[1:]:
+        d = _dt.promote(d, x._dtype)
+    xs = [x if x._dtype is d else x.astype(d) for x in xs]
+    arr = _core.tensor_array([x._h for x in xs])
+    return _wrap(_core.call("concat", len(xs), arr, int(axis), _core.OUT), d)
+
+
+concatenate = cat = concat
+
+
+def stack(xs, axis=0):
+    """Joins tensors of one shape along a new axis."""
+    xs = [as_tensor(x) for x in xs]
+    if not xs:
+        raise errors.ValueError("stack: needs at least one tensor")
+    axis = norm_axis(axis, xs[0].ndim + 1, "stack")
+    return concat([unsqueeze(x, axis) for x in xs], axis)
+
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "replicate": 2}
+
+
+def pad(x, pads, mode="constant", value=0.0):
+    """Pads (or, with negative amounts, crops) x. pads: numpy-style ((before, after), ...)
+    per axis, or ONNX-style flat [begins..., ends...]. mode: constant, reflect, edge."""
+    if mode not in _PAD_MODES:
+        raise errors.ValueError(f"pad: mode must be one of {sorted(_PAD_MODES)}, got {mode!r}")
+    pads = list(pads)
+    if pads and isinstance(pads[0], (tuple, list)):
+        if len(pads) != x.ndim:
+            raise errors.ValueError(f"pad: {len(pads)} (before, after) pairs for a tensor of "
+                                    f"{x.ndim} dimensions")
+        flat = [int(p[0]) for p in pads] + [int(p[1]) for p in pads]
+    else:
+        flat = [int(p) for p in pads]
+    if len(flat) != 2 * x.ndim:
+        raise errors.ValueError(f"pad: expected {2 * x.ndim} pad amounts for {x.ndim} "
+                                f"dimensions, got {len(flat)}")
+    return _wrap(_core.call("pad", x._h, flat, _PAD_MODES[mode], float(value), _core.OUT),
+                 x._dtype)
+
+
+def tile(x, repeats):
+    repeats = [int(r) for r in ([repeats] if isinstance(repeats, int) else repeats)]
+    if len(repeats) < x.ndim:
+        repeats = [1] * (x.ndim - len(repeats)) + repeats
+    while x.ndim < len(repeats):
+        x = unsqueeze(x, 0)
+    return _wrap(_core.call("tile", x._h, repeats, _core.OUT), x._dtype)
+
+
+# ---- indexing ----------------------------------------------------------------------------
+
+def _is_advanced(k):
+    return isinstance(k, (Tensor, np.ndarray, list))
+
+
+def _expand_key(key, ndim):
+    """The key as a tuple with Ellipsis expanded to full slices."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise errors.IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if used > ndim:
+        raise errors.IndexError(f"too many indices for a tensor of {ndim} dimensions: {used} "
+                                f"were indexed")
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([slice(None)] * (ndim - used))
+        else:
+            out.append(k)
+    if not n_ell:
+        out.extend([slice(None)] * (ndim - used))
+    return out
+
+
+def _basic_index(x, key):
+    """x[key] for ints, slices and None: a view."""
+    shape = x.shape
+    starts, lengths, steps = [], [], []
+    selects, new_axes = [], []
+    axis = 0
+    for k in key:
+        if k is None:
+            new_axes.append(len(starts) - len(selects) + len(new_axes))
+            continue
+        n = shape[axis]
+        if isinstance(k, slice):
+            s, e, st = k.indices(n)
+            r = range(s, e, st)
+            starts.append(r.start if len(r) else 0)
+            lengths.append(len(r))
+            steps.append(st)
+        elif isinstance(k, (numbers.Integral, np.integer)) or (
+                isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_integer):
+            i = int(k)
+            if not -n <= i < n:
+                raise errors.IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+            starts.append(i % n if n else 0)
+            lengths.append(1)
+            steps.append(1)
+            selects.append(axis)
+        else:
+            raise errors.IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., "
+                                    f"or one integer/bool array")
+        axis += 1
+    h = _core.call("view_slice", x._h, starts, lengths, steps, _core.OUT)
+    for a in reversed(selects):
+        h = _core.call("view_select", h, a, 0, _core.OUT)
+    for a in new_axes:
+        h = _core.call("view_unsqueeze", h, a, _core.OUT)
+    return _wrap(h, x._dtype)
+
+
+def getitem(x, key):
+    """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
+    (gathers along its axis) or a bool mask over the leading axes."""
+    if isinstance(key, Tensor) and key.dtype is _dt.bool_ or (
+            isinstance(key, np.ndarray) and key.dtype == np.bool_):
+        return _mask_index(x, as_tensor(key, device=x.device))
+    parts = _expand_key(key, x.ndim)
+    adv = [i for i, k in enumerate(parts) if _is_advanced(k)]
+    if not adv:
+        return _basic_index(x, parts)
+    if len(adv) > 1:
+        raise errors.UnsupportedError("indexing with more than one integer array is not "
+                                      "supported; index one axis at a time")
+    pos = adv[0]
+    idx = as_tensor(parts[pos], device=x.device)
+    if idx.dtype is _dt.bool_:
+        raise errors.UnsupportedError("a bool mask must be the whole index (x[mask])")
+    parts[pos] = slice(None)
+    y = _basic_index(x, parts)
+    # the gathered axis is y's axis counting the non-int, non-None parts before it
+    axis = sum(1 for k in parts[:pos] if k is not None and not isinstance(k, (numbers.Integral, np.integer)))
+    axis += sum(1 for k in parts[:pos] if k is None)
+    from .index import gather
+    return gather(y, idx, axis)
+
+
+def _mask_index(x, mask):
+    if mask.shape != x.shape[:mask.ndim]:
+        raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
+                                f"tensor's leading shape {x.shape[:mask.ndim]}")
+    from .index import gather, nonzero
+    flat = reshape(x, -1, *x.shape[mask.ndim:])
+    idx = reshape(nonzero(reshape(mask, -1)), -1)
+    return gather(flat, idx, 0)
+
+
+def setitem(x, key, value):
+    """x[key] = value for basic keys, and x[mask] = value for a bool mask of x's shape."""
+    if (isinstance(key, Tensor) and key.dtype is _dt.bool_) or (
+            isinstance(key, np.ndarray) and key.dtype == np.bool_):
+        mask = as_tensor(key, device=x.device)
+        if mask.shape != x.shape:
+            raise errors.UnsupportedError(
+                f"masked assignment needs a mask of the tensor's shape {x.shape}, got {mask.shape}")
+        from .elementwise import where
+        where(mask, as_tensor(value, dtype=x.dtype, device=x.device), x, out=x)
+        return
+    parts = _expand_key(key, x.ndim)
+    if any(_is_advanced(k) for k in parts):
+        raise errors.UnsupportedError("assignment through an integer-array index is not "
+                                      "supported; use scatter_elements")
+    target = _basic_index(x, parts)
+    src = value if isinstance(value, Tensor) else as_tensor(value, dtype=x.dtype, device=x.device)
+    _core.copy_into(target._h, src._h)
+
+
+__all__ = ["reshape", "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
+           "expand_dims", "expand", "broadcast_to", "flip", "split", "chunk", "concat",
+           "concatenate", "cat", "stack", "pad", "tile", "getitem", "setitem"]

@@ -1,0 +1,439 @@
+"""hl.Tensor: a handle on a tensor owned by the C core.
+
+A Tensor is dtype + shape + strides over reference-counted core storage. Views (reshape,
+transpose, slicing, expand, squeeze) share storage; ``numpy()`` and ``__array__`` on a CPU
+tensor return an array over the same memory (the array keeps the storage alive), so writes
+through one show in the other. Operators follow numpy's broadcasting and promotion rules,
+with Python scalars taking the tensor's dtype (see hl.dtypes).
+
+Operations live in hl.ops, one module per family; Tensor's methods and operators are thin
+doors into them.
+"""
+import numbers
+import operator
+
+import numpy as np
+
+from . import _core, errors
+from . import dtypes as _dt
+from . import devices as _dev
+
+_BY_CODE = _dt.BY_CODE
+
+
+class Tensor:
+    """An n-dimensional array on a device.
+
+    ``Tensor(data, dtype=None, device=None, requires_grad=False)`` copies data (a numpy
+    array, nested lists, a scalar or another Tensor). Without a dtype, float64 numpy data
+    keeps float64, Python floats give float32, Python ints int64 and bools bool.
+    """
+
+    __slots__ = ("_h", "_dtype", "_shape", "requires_grad", "stores_grad", "grad", "creator",
+                 "name", "__weakref__")
+    __array_priority__ = 1000  # numpy defers to our reflected operators
+    __hash__ = object.__hash__  # == is element-wise, identity hashing keeps sets and dicts working
+
+    def __init__(self, data=None, dtype=None, device=None, requires_grad=False,
+                 stores_grad=False, name=None):
+        if data is None:
+            data = []
+        if isinstance(data, Tensor):
+            src = data if dtype is None else data.astype(dtype)
+            d = _dev.device(device) if device is not None else src.device
+            h = _core.to_device(src._h, d.code, d.index)
+            t = _wrap(h)
+        else:
+            t = _from_data(data, dtype, device)
+        self._h, self._dtype, self._shape = t._h, t._dtype, t._shape
+        self.requires_grad = requires_grad
+        self.stores_grad = stores_grad
+        self.grad = None
+        self.creator = None
+        self.name = name
+
+    # ---- metadata -----------------------------------------------------------------------
+
+    @property
+    def shape(self):
+        s = self._shape
+        if s is None:
+            s = self._shape = _core.shape(self._h)
+        return s
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def numel(self):
+        return self.size
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    @property
+    def device(self):
+        kind, index = _core.device_of(self._h)
+        return _dev.Device("cpu" if kind == 0 else "cuda", index)
+
+    @property
+    def strides(self):
+        """Strides in elements (numpy's are in bytes)."""
+        return _core.strides(self._h)
+
+    def is_contiguous(self):
+        return _core.is_contiguous(self._h)
+
+    def shares_memory(self, other):
+        return _core.shares_storage(self._h, other._h)
+
+    # ---- conversion ---------------------------------------------------------------------
+
+    def numpy(self):
+        """The values as a numpy array: a view of the same memory for a CPU tensor (writes
+        show through), a copy for a tensor on another device."""
+        if self._dtype is _dt.bfloat16 and _dt.bfloat16.np is None:
+            raise errors.DTypeError("numpy has no bfloat16 without the ml_dtypes package")
+        if _core.device_of(self._h)[0] == 0:
+            return _core.numpy_view(self._h, self._dtype.np)
+        return _core.read(self._h, self._dtype.np)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        if dtype is not None and np.dtype(dtype) != arr.dtype:
+            return arr.astype(dtype)
+        return arr.copy() if copy else arr
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.size != 1:
+            raise errors.ValueError(
+                f"item(): only a tensor with one element converts to a Python scalar, "
+                f"this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if not self._dtype.is_integer:
+            raise TypeError(f"only integer tensors can be used as an index, not {self._dtype.name}")
+        return int(self.item())
+
+    def __bool__(self):
+        if self.size != 1:
+            raise errors.ValueError(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; "
+                f"use .any() or .all()")
+        return bool(self.item())
+
+    def to(self, *args, **kwargs):
+        """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``: a tensor there (self when
+        nothing changes)."""
+        device = kwargs.pop("device", None)
+        dtype = kwargs.pop("dtype", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, (_dt.DType, type, np.dtype)) or (
+                    isinstance(a, str) and a.split(":")[0] not in ("cpu", "cuda")):
+                dtype = a
+            else:
+                device = a
+        t = self
+        if dtype is not None and _dt.dtype(dtype) is not t._dtype:
+            t = t.astype(dtype)
+        if device is not None:
+            d = _dev.device(device)
+            if d != t.device:
+                t = _wrap(_core.to_device(t._h, d.code, d.index))
+        return t
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def astype(self, dtype):
+        d = _dt.dtype(dtype)
+        return _wrap(_core.call("cast", self._h, d.code, _core.OUT), d)
+
+    def contiguous(self):
+        return _wrap(_core.contiguous(self._h), self._dtype)
+
+    def clone(self):
+        return _wrap(_core.call("cast", self._h, self._dtype.code, _core.OUT), self._dtype)
+
+    copy = clone
+
+    def detach(self):
+        """The same data with no autograd history."""
+        return _wrap(self._h, self._dtype)
+
+    def fill_(self, value):
+        _core.fill(self._h, value)
+        return self
+
+    def copy_(self, src):
+        """Copies src (broadcast and cast) into this tensor, in place."""
+        _core.copy_into(self._h, as_tensor(src, device=self.device)._h)
+        return self
+
+    # ---- printing -----------------------------------------------------------------------
+
+    def __repr__(self):
+        extras = [f"dtype={self._dtype.name}"]
+        dev = self.device
+        if dev.kind != "cpu":
+            extras.append(f"device='{dev}'")
+        if self.requires_grad:
+            extras.append("requires_grad=True")
+        if self._dtype is _dt.bfloat16:
+            body = np.array2string(self.astype(_dt.float32).numpy(), separator=", ")
+        else:
+            body = np.array2string(np.asarray(self.cpu().numpy()), separator=", ",
+                                   threshold=1000)
+        body = body.replace("\n", "\n       ")
+        return f"tensor({body}, {', '.join(extras)})"
+
+    __str__ = __repr__
+
+    # ---- views --------------------------------------------------------------------------
+
+    def reshape(self, *shape):
+        return _ops().reshape(self, *shape)
+
+    def view(self, *shape):
+        return _ops().view(self, *shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _ops().flatten(self, start_dim, end_dim)
+
+    def permute(self, *axes):
+        return _ops().permute(self, *axes)
+
+    def transpose(self, *axes):
+        return _ops().transpose(self, *axes)
+
+    @property
+    def T(self):
+        return _ops().permute(self, *reversed(range(self.ndim)))
+
+    def squeeze(self, axis=None):
+        return _ops().squeeze(self, axis)
+
+    def unsqueeze(self, axis):
+        return _ops().unsqueeze(self, axis)
+
+    def expand(self, *shape):
+        return _ops().expand(self, *shape)
+
+    def broadcast_to(self, shape):
+        return _ops().expand(self, *shape)
+
+    def flip(self, axis=None):
+        return _ops().flip(self, axis)
+
+    def __getitem__(self, key):
+        return _ops().getitem(self, key)
+
+    def __setitem__(self, key, value):
+        _ops().setitem(self, key, value)
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    # ---- operators ----------------------------------------------------------------------
+
+    def __neg__(self):
+        return _ops().neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops().abs(self)
+
+    def __invert__(self):
+        return _ops().invert(self)
+
+    def __matmul__(self, other):
+        return _ops().matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops().matmul(as_tensor(other, device=self.device), self)
+
+    def _operator(name, reflected=False):  # noqa: N805 - builds the operator methods below
+        def method(self, other):
+            f = getattr(_ops(), name)
+            return f(other, self) if reflected else f(self, other)
+        method.__name__ = name
+        return method
+
+    __add__ = _operator("add")
+    __radd__ = _operator("add", True)
+    __sub__ = _operator("sub")
+    __rsub__ = _operator("sub", True)
+    __mul__ = _operator("mul")
+    __rmul__ = _operator("mul", True)
+    __truediv__ = _operator("true_divide")
+    __rtruediv__ = _operator("true_divide", True)
+    __floordiv__ = _operator("floor_divide")
+    __rfloordiv__ = _operator("floor_divide", True)
+    __mod__ = _operator("mod")
+    __rmod__ = _operator("mod", True)
+    __pow__ = _operator("pow")
+    __rpow__ = _operator("pow", True)
+    __and__ = _operator("bitwise_and")
+    __rand__ = _operator("bitwise_and", True)
+    __or__ = _operator("bitwise_or")
+    __ror__ = _operator("bitwise_or", True)
+    __xor__ = _operator("bitwise_xor")
+    __rxor__ = _operator("bitwise_xor", True)
+    __eq__ = _operator("eq")
+    __ne__ = _operator("ne")
+    __lt__ = _operator("lt")
+    __le__ = _operator("le")
+    __gt__ = _operator("gt")
+    __ge__ = _operator("ge")
+
+    def __iadd__(self, other):
+        return _ops().add(self, other, out=self)
+
+    def __isub__(self, other):
+        return _ops().sub(self, other, out=self)
+
+    def __imul__(self, other):
+        return _ops().mul(self, other, out=self)
+
+    def __itruediv__(self, other):
+        return _ops().true_divide(self, other, out=self)
+
+    del _operator
+
+    # Every other op is reachable as a method too: x.exp(), x.sum(axis=1), x.matmul(y)...
+    def __getattr__(self, name):
+        f = getattr(_ops(), name, None) if not name.startswith("_") else None
+        if f is None or not callable(f):
+            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
+
+        def bound(*args, **kwargs):
+            return f(self, *args, **kwargs)
+
+        bound.__name__ = name
+        bound.__doc__ = f.__doc__
+        return bound
+
+    def __reduce__(self):
+        return (_rebuild, (np.array(self.cpu().numpy()), self._dtype.name, str(self.device),
+                           self.requires_grad, self.stores_grad, self.name))
+
+
+def _rebuild(arr, dtype_name, device, requires_grad, stores_grad, name):
+    return Tensor(arr, dtype=dtype_name, device=device, requires_grad=requires_grad,
+                  stores_grad=stores_grad, name=name)
+
+
+def _ops():
+    from . import ops
+    return ops
+
+
+_new = object.__new__
+
+
+def _wrap(h, dtype=None):
+    """A Tensor over a core handle (no copy)."""
+    t = _new(Tensor)
+    t._h = h
+    t._dtype = dtype if dtype is not None else _BY_CODE[_core.dtype_code(h)]
+    t._shape = None
+    t.requires_grad = False
+    t.stores_grad = False
+    t.grad = None
+    t.creator = None
+    t.name = None
+    return t
+
+
+def _infer_dtype(data):
+    """The hl dtype for Python data without one given."""
+    if isinstance(data, bool):
+        return _dt.bool_
+    if isinstance(data, numbers.Integral):
+        return _dt.int64
+    if isinstance(data, numbers.Real):
+        return _dt.float32
+    arr = np.asarray(data)
+    if arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
+        return _dt.float32  # Python floats in lists
+    if arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64, np.uint8):
+        return _dt.int64
+    if arr.dtype == np.float16:
+        return _dt.float16
+    return _dt.from_numpy(arr.dtype)
+
+
+def _from_data(data, dtype, device):
+    d = _dt.dtype(dtype) if dtype is not None else _infer_dtype(data)
+    dev = _dev.device(device)
+    if isinstance(data, np.ndarray) and data.dtype.kind in "fiub" and d.np is not None:
+        arr = data
+    else:
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:
+            raise errors.ShapeError(f"cannot make a tensor from ragged data: {e}") from None
+        if arr.dtype == object:
+            raise errors.DTypeError(f"cannot make a tensor from {type(data).__name__} data "
+                                    f"of objects")
+    if arr.ndim > 8:
+        raise errors.ShapeError(f"hl tensors have at most 8 dimensions; got shape {arr.shape}")
+    if d.np is None:
+        raise errors.DTypeError(f"{d.name} needs the ml_dtypes package for numpy conversion")
+    if arr.dtype != d.np:
+        if d.is_integer and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+            raise errors.ValueError(f"cannot convert non-finite values to {d.name}")
+        arr = arr.astype(d.np)
+    return _wrap(_core.from_numpy(arr, d.code, dev.code, dev.index), d)
+
+
+def as_tensor(x, dtype=None, device=None):
+    """x itself when it is already a Tensor of that dtype and device, else a new Tensor."""
+    if isinstance(x, Tensor):
+        if dtype is not None and _dt.dtype(dtype) is not x._dtype:
+            x = x.astype(dtype)
+        if device is not None and _dev.device(device) != x.device:
+            x = x.to(device)
+        return x
+    return _from_data(x, dtype, device)
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new Tensor holding a copy of data."""
+    return Tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def from_numpy(arr):
+    """A tensor with a copy of arr's values and its dtype."""
+    return _from_data(np.asarray(arr), _dt.from_numpy(np.asarray(arr).dtype), None)
+

@@ -1,0 +1,323 @@
+/*
+ * hl_core.h - the one public header of libcore, hl's C core.
+ *
+ * Conventions (read these once, they hold for every function below):
+ *  - Every entry point returns an hl_status. HL_OK is 0; anything else is a failure whose
+ *    human-readable message (naming the op, the shapes and dtypes) is in hl_last_error(),
+ *    which is thread-local. The core never aborts, never prints, and checks shapes, dtypes,
+ *    devices and index ranges itself before touching memory.
+ *  - Tensors are opaque, reference-counted handles. A function that produces a tensor takes
+ *    `hl_tensor **out`: if *out is NULL the core allocates the result (the caller owns one
+ *    reference); if *out is a tensor, the result is written into it after checking its shape,
+ *    dtype and device (it must not overlap the inputs), and the caller still owns one new
+ *    reference to it. Release every reference with hl_tensor_release().
+ *  - Shapes, strides and offsets are in elements, int64_t. Strides may be zero (broadcast) or
+ *    negative (flipped views). Axes may be negative (counted from the end) wherever an axis
+ *    is taken.
+ *  - Ops are named by an op code. The op list lives in libcore/src/ops.h; hl_op_lookup()
+ *    maps a name ("add", "conv", ...) to its code, so bindings never hard-code numbers.
+ *
+ * The block between HL_CDEF_BEGIN and HL_CDEF_END is what cffi parses: keep it free of
+ * preprocessor lines and of anything cffi cannot read.
+ */
+#ifndef HL_CORE_H
+#define HL_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* HL_CDEF_BEGIN */
+
+/* ---- status codes, dtypes, devices ----------------------------------------------------- */
+
+typedef int hl_status;
+enum {
+    HL_OK = 0,
+    HL_ERR_SHAPE = 1,       /* incompatible or invalid shapes */
+    HL_ERR_DTYPE = 2,       /* dtype not supported by the op, or dtypes that differ */
+    HL_ERR_DEVICE = 3,      /* tensors on different devices, or a device that is absent */
+    HL_ERR_INDEX = 4,       /* an axis or an index out of range */
+    HL_ERR_VALUE = 5,       /* an invalid argument value (negative size, zero step...) */
+    HL_ERR_UNSUPPORTED = 6, /* a valid request this build cannot do */
+    HL_ERR_MEMORY = 7,      /* allocation failed */
+    HL_ERR_NOT_VIEWABLE = 8,/* a view was asked for but the strides do not allow one */
+    HL_ERR_INTERNAL = 9
+};
+
+typedef enum {
+    HL_F32 = 0, HL_F64 = 1, HL_I32 = 2, HL_I64 = 3, HL_U8 = 4, HL_BOOL = 5,
+    HL_F16 = 6, HL_BF16 = 7,
+    HL_NUM_DTYPES = 8
+} hl_dtype;
+
+enum { HL_MAX_DIMS = 8 };
+
+enum { HL_DEVICE_CPU = 0, HL_DEVICE_CUDA = 1 };
+typedef struct { int kind; int index; } hl_device;
+
+typedef struct hl_tensor hl_tensor;
+typedef struct hl_plan hl_plan;
+
+/* ---- library information and errors ------------------------------------------------------ */
+
+const char *hl_version(void);
+const char *hl_last_error(void);          /* message of the last failure on this thread */
+hl_status hl_last_status(void);
+const char *hl_status_name(hl_status s);
+const char *hl_dtype_name(hl_dtype dtype);
+size_t hl_dtype_size(hl_dtype dtype);
+int hl_op_count(void);
+const char *hl_op_name(int op);           /* NULL when op is out of range */
+int hl_op_lookup(const char *name);       /* -1 when no op has that name */
+
+/* Threads used by libcore's OpenMP loops and by OpenBLAS (set together, so they never
+   oversubscribe the cores). */
+void hl_set_num_threads(int n);
+int hl_get_num_threads(void);
+
+/* ---- devices and memory ---------------------------------------------------------------------- */
+
+int hl_device_available(hl_device device);           /* 1 when a backend serves it */
+/* Bytes handed to tensors now, held in the cache, and the high-water mark of the first. */
+hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak);
+hl_status hl_memory_empty_cache(hl_device device);
+
+/* ---- tensors ------------------------------------------------------------------------------------ */
+
+hl_status hl_tensor_empty(hl_dtype dtype, hl_device device, int ndim, const int64_t *shape,
+                          hl_tensor **out);
+hl_tensor *hl_tensor_retain(hl_tensor *t);
+void hl_tensor_release(hl_tensor *t);
+
+hl_dtype hl_tensor_dtype(const hl_tensor *t);
+hl_device hl_tensor_device(const hl_tensor *t);
+int hl_tensor_ndim(const hl_tensor *t);
+const int64_t *hl_tensor_shape(const hl_tensor *t);
+const int64_t *hl_tensor_strides(const hl_tensor *t);   /* in elements */
+int64_t hl_tensor_offset(const hl_tensor *t);           /* in elements, into the storage */
+int64_t hl_tensor_numel(const hl_tensor *t);
+int hl_tensor_is_contiguous(const hl_tensor *t);        /* row-major, no gaps */
+void *hl_tensor_data(const hl_tensor *t);               /* first element; NULL off the CPU */
+int hl_tensor_shares_storage(const hl_tensor *a, const hl_tensor *b);
+
+/* Host <-> tensor copies of a contiguous tensor's bytes (any device). */
+hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes);
+hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes);
+/* A contiguous copy on another device (a plain copy when the device is the same). */
+hl_status hl_tensor_to_device(const hl_tensor *x, hl_device device, hl_tensor **out);
+
+/* ---- views: no data moves; the result shares the input's storage ------------------------ */
+
+/* One entry of shape may be -1 (inferred). Fails with HL_ERR_NOT_VIEWABLE when the strides
+   do not allow a view; hl_reshape then copies. */
+hl_status hl_view_reshape(const hl_tensor *x, int ndim, const int64_t *shape, hl_tensor **out);
+hl_status hl_reshape(const hl_tensor *x, int ndim, const int64_t *shape, hl_tensor **out);
+hl_status hl_view_permute(const hl_tensor *x, const int64_t *perm, hl_tensor **out);
+/* Per axis: the first index, the number of elements taken and the step (may be negative). */
+hl_status hl_view_slice(const hl_tensor *x, const int64_t *start, const int64_t *length,
+                        const int64_t *step, hl_tensor **out);
+hl_status hl_view_select(const hl_tensor *x, int64_t axis, int64_t index, hl_tensor **out);
+/* Broadcast to shape (numpy rules; -1 keeps a dimension). */
+hl_status hl_view_expand(const hl_tensor *x, int ndim, const int64_t *shape, hl_tensor **out);
+/* naxes == 0 squeezes every size-1 axis. */
+hl_status hl_view_squeeze(const hl_tensor *x, int naxes, const int64_t *axes, hl_tensor **out);
+hl_status hl_view_unsqueeze(const hl_tensor *x, int64_t axis, hl_tensor **out);
+hl_status hl_view_flip(const hl_tensor *x, int naxes, const int64_t *axes, hl_tensor **out);
+/* Splits along axis into n views of the given sizes (they must sum to the axis length). */
+hl_status hl_view_split(const hl_tensor *x, int64_t axis, int n, const int64_t *sizes,
+                        hl_tensor **outs);
+
+/* ---- copies, casts, fills ------------------------------------------------------------------ */
+
+hl_status hl_contiguous(const hl_tensor *x, hl_tensor **out);  /* x itself when contiguous */
+/* dst[...] = src, broadcasting src to dst's shape and casting to dst's dtype. */
+hl_status hl_copy(hl_tensor *dst, const hl_tensor *src);
+hl_status hl_cast(const hl_tensor *x, hl_dtype dtype, hl_tensor **out);
+hl_status hl_fill(hl_tensor *dst, double value);
+hl_status hl_arange(double start, double step, int64_t n, hl_dtype dtype, hl_device device,
+                    hl_tensor **out);
+/* n x m with ones on diagonal k. */
+hl_status hl_eye(int64_t n, int64_t m, int64_t k, hl_dtype dtype, hl_device device,
+                 hl_tensor **out);
+/* Keeps the lower (upper = 0) or upper triangle of the last two axes, from diagonal k; zeroes
+   the rest (ONNX Trilu). */
+hl_status hl_triangle(const hl_tensor *x, int64_t k, int upper, hl_tensor **out);
+
+/* ---- element-wise ------------------------------------------------------------------------ */
+
+/* op: a unary op code ("neg", "exp", "leaky_relu", ...). alpha and beta are the op's
+   parameters where it has them (leaky_relu/elu/celu: alpha; selu: alpha, gamma=beta;
+   hard_sigmoid: alpha, beta) and are ignored otherwise. */
+hl_status hl_unary(int op, const hl_tensor *x, double alpha, double beta, hl_tensor **out);
+/* op: a binary op code ("add", ..., "eq", ..., "logical_and", ...). a and b broadcast (numpy
+   rules) and must share a dtype; comparisons and logical ops give bool. */
+hl_status hl_binary(int op, const hl_tensor *a, const hl_tensor *b, hl_tensor **out);
+/* cond (bool) ? a : b, all three broadcast together. */
+hl_status hl_where(const hl_tensor *cond, const hl_tensor *a, const hl_tensor *b,
+                   hl_tensor **out);
+
+/* ---- reductions -------------------------------------------------------------------------- */
+
+/* op: "sum", "mean", "max", "min", "prod", "l2", "logsumexp". naxes == 0 reduces nothing. */
+hl_status hl_reduce(int op, const hl_tensor *x, int naxes, const int64_t *axes, int keepdims,
+                    hl_tensor **out);
+/* op: "argmax", "argmin"; result int64. select_last picks the last of equal extremes. */
+hl_status hl_arg_reduce(int op, const hl_tensor *x, int64_t axis, int keepdims,
+                        int select_last, hl_tensor **out);
+hl_status hl_cumsum(const hl_tensor *x, int64_t axis, int exclusive, int reverse,
+                    hl_tensor **out);
+
+/* ---- linear algebra ------------------------------------------------------------------------ */
+
+/* numpy.matmul: 1-D operands promoted and the added axis removed, batch axes broadcast. */
+hl_status hl_matmul(const hl_tensor *a, const hl_tensor *b, hl_tensor **out);
+/* alpha * op(a) @ op(b) + beta * c, a and b 2-D, c (may be NULL) broadcast to (M, N). */
+hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, int trans_a,
+                  int trans_b, double alpha, double beta, hl_tensor **out);
+
+/* ---- convolution (1-D and 2-D, NC[H]W) ---------------------------------------------------- */
+/* S = number of spatial axes = x's ndim - 2. stride, dilation: S entries; pads: 2*S entries,
+   all begins then all ends (ONNX order). w is (C_out, C_in / groups, k...). bias may be NULL. */
+
+hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                  const int64_t *stride, const int64_t *pads, const int64_t *dilation,
+                  int64_t groups, hl_tensor **out);
+/* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
+hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,
+                             const int64_t *stride, const int64_t *pads,
+                             const int64_t *dilation, int64_t groups, hl_tensor **out);
+/* Gradient of hl_conv with respect to w, whose shape is w_shape (S + 2 entries). */
+hl_status hl_conv_grad_weight(const hl_tensor *dy, const hl_tensor *x, const int64_t *w_shape,
+                              const int64_t *stride, const int64_t *pads,
+                              const int64_t *dilation, int64_t groups, hl_tensor **out);
+/* Transposed convolution; w is (C_in, C_out / groups, k...) as in ONNX and PyTorch.
+   output_padding: S entries added to the end of each output spatial axis. */
+hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                            const int64_t *stride, const int64_t *pads,
+                            const int64_t *dilation, const int64_t *output_padding,
+                            int64_t groups, hl_tensor **out);
+
+/* ---- pooling (1-D and 2-D, NC[H]W) -------------------------------------------------------- */
+/* op: "max_pool" or "avg_pool". kernel, stride, dilation: S entries; pads: 2*S (begins, ends).
+   For max_pool, *indices (may be NULL) receives int64 flat indices into each input plane. */
+
+hl_status hl_pool(int op, const hl_tensor *x, const int64_t *kernel, const int64_t *stride,
+                  const int64_t *pads, const int64_t *dilation, int ceil_mode,
+                  int count_include_pad, hl_tensor **out, hl_tensor **indices);
+/* Gradient of hl_pool with respect to x (shape x_shape). max_pool needs the indices it gave. */
+hl_status hl_pool_grad(int op, const hl_tensor *dy, const hl_tensor *indices,
+                       const int64_t *x_shape, const int64_t *kernel, const int64_t *stride,
+                       const int64_t *pads, const int64_t *dilation, int ceil_mode,
+                       int count_include_pad, hl_tensor **out);
+
+/* ---- normalisation -------------------------------------------------------------------------- */
+
+/* x is (N, C, ...). training: normalise with the batch statistics and update running_mean /
+   running_var in place (running = (1 - momentum) * running + momentum * batch, unbiased
+   variance, PyTorch convention); otherwise use the running statistics. save_mean and
+   save_invstd (C entries, may be NULL) are what hl_batch_norm_grad needs. */
+hl_status hl_batch_norm(const hl_tensor *x, const hl_tensor *scale, const hl_tensor *bias,
+                        hl_tensor *running_mean, hl_tensor *running_var, int training,
+                        double momentum, double eps, hl_tensor **out, hl_tensor **save_mean,
+                        hl_tensor **save_invstd);
+hl_status hl_batch_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_tensor *scale,
+                             const hl_tensor *save_mean, const hl_tensor *save_invstd,
+                             int training, hl_tensor **dx, hl_tensor **dscale,
+                             hl_tensor **dbias);
+/* Normalises over the axes from `axis` to the end; scale and bias have those axes' shape (or
+   are NULL). mean and invstd get x's leading shape. */
+hl_status hl_layer_norm(const hl_tensor *x, const hl_tensor *scale, const hl_tensor *bias,
+                        int64_t axis, double eps, hl_tensor **out, hl_tensor **mean,
+                        hl_tensor **invstd);
+hl_status hl_layer_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_tensor *scale,
+                             const hl_tensor *mean, const hl_tensor *invstd, int64_t axis,
+                             hl_tensor **dx, hl_tensor **dscale, hl_tensor **dbias);
+
+/* ---- softmax and cross-entropy ---------------------------------------------------------- */
+
+/* op: "softmax" or "log_softmax". */
+hl_status hl_softmax(int op, const hl_tensor *x, int64_t axis, hl_tensor **out);
+/* Gradient from the forward output y and its gradient dy. */
+hl_status hl_softmax_grad(int op, const hl_tensor *y, const hl_tensor *dy, int64_t axis,
+                          hl_tensor **out);
+/* logits (N, C, d...) with the class axis 1. target: int32/int64 labels (N, d...), or
+   probabilities with the logits' shape (one-hot or soft). Labels equal to ignore_index give
+   loss 0 and no gradient. loss: per-sample losses (N, d...); log_prob: log_softmax(logits). */
+hl_status hl_softmax_cross_entropy(const hl_tensor *logits, const hl_tensor *target,
+                                   int64_t ignore_index, hl_tensor **loss,
+                                   hl_tensor **log_prob);
+/* dlogits from log_prob, target and dloss (per-sample gradient, the loss's shape). */
+hl_status hl_softmax_cross_entropy_grad(const hl_tensor *log_prob, const hl_tensor *target,
+                                        const hl_tensor *dloss, int64_t ignore_index,
+                                        hl_tensor **out);
+
+/* ---- indexing ------------------------------------------------------------------------------- */
+
+/* ONNX Gather: out = x[:axis] + indices.shape + x[axis+1:]; negative indices count from the end.
+   index_select is gather with 1-D indices. */
+hl_status hl_gather(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
+                    hl_tensor **out);
+/* Gradient of hl_gather: dy scattered (added) into zeros of shape x_shape. */
+hl_status hl_gather_grad(const hl_tensor *dy, int64_t axis, const hl_tensor *indices,
+                         int ndim, const int64_t *x_shape, hl_tensor **out);
+hl_status hl_gather_elements(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
+                             hl_tensor **out);
+/* reduction: 0 none (replace), 1 add, 2 mul, 3 max, 4 min (ONNX ScatterElements). */
+hl_status hl_scatter_elements(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
+                              const hl_tensor *updates, int reduction, hl_tensor **out);
+/* out[..., i, ...] = on if indices[...] == i else off; negative indices count from depth. */
+hl_status hl_one_hot(const hl_tensor *indices, int64_t depth, int64_t axis, double on_value,
+                     double off_value, hl_dtype dtype, hl_tensor **out);
+/* int64 (ndim, count) coordinates of the non-zero elements, row-major order (ONNX NonZero). */
+hl_status hl_nonzero(const hl_tensor *x, hl_tensor **out);
+hl_status hl_topk(const hl_tensor *x, int64_t k, int64_t axis, int largest, int sorted,
+                  hl_tensor **values, hl_tensor **indices);
+
+/* ---- shape-changing copies ------------------------------------------------------------------- */
+
+hl_status hl_concat(int n, hl_tensor *const *xs, int64_t axis, hl_tensor **out);
+/* pads: 2*ndim entries, all begins then all ends (ONNX order); negative pads crop.
+   mode: 0 constant, 1 reflect, 2 edge. */
+hl_status hl_pad(const hl_tensor *x, const int64_t *pads, int mode, double value,
+                 hl_tensor **out);
+hl_status hl_tile(const hl_tensor *x, const int64_t *repeats, hl_tensor **out);
+/* Resize to out_shape (same ndim as x). mode: 0 nearest, 1 linear (n-linear over the axes
+   whose size changes). coord: 0 half_pixel, 1 asymmetric, 2 align_corners,
+   3 pytorch_half_pixel. nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+   scales (ndim entries, may be NULL) override out/in for the coordinate mapping. */
+hl_status hl_resize(const hl_tensor *x, const int64_t *out_shape, const double *scales,
+                    int mode, int coord, int nearest, hl_tensor **out);
+hl_status hl_resize_grad(const hl_tensor *dy, const int64_t *x_shape, const double *scales,
+                         int mode, int coord, int nearest, hl_tensor **out);
+
+/* ---- random numbers ---------------------------------------------------------------------- */
+/* Counter-based (Philox 4x32-10): element i of the output is a function of (seed, offset + i)
+   alone, so the numbers do not depend on the thread count. dst must be contiguous. */
+
+hl_status hl_random_uniform(hl_tensor *dst, uint64_t seed, uint64_t offset, double low,
+                            double high);
+hl_status hl_random_normal(hl_tensor *dst, uint64_t seed, uint64_t offset, double mean,
+                           double std);
+hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, double p);
+
+/* ---- plans (graph mode) ---------------------------------------------------------------------- */
+/* Between hl_plan_begin() and hl_plan_end() on a thread, op entry points check their
+   arguments, allocate their outputs and append a record to the plan instead of running.
+   hl_plan_run() replays the records in order, in one call. */
+
+hl_status hl_plan_begin(void);
+hl_status hl_plan_end(hl_plan **out);
+hl_status hl_plan_run(hl_plan *plan);
+int64_t hl_plan_size(const hl_plan *plan);
+void hl_plan_release(hl_plan *plan);
+
+/* HL_CDEF_END */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HL_CORE_H */

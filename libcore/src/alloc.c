@@ -1,0 +1,164 @@
+/*
+ * alloc.c - the caching allocator behind every storage.
+ *
+ * Blocks are rounded up to a size class (four classes per power of two, so at most 25% slack)
+ * and, when freed, kept on that class's free list for the next request of the same class.
+ * Each device has its own lists; the backend's raw_alloc/raw_free do the real work, so the
+ * CUDA backend reuses this file unchanged. The CPU cache is capped (HL_CPU_CACHE_MB, default
+ * 2048 MB); the sanitizer build (HL_NO_CACHE) bypasses the cache so that AddressSanitizer sees
+ * every use after free.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core.h"
+
+enum { NUM_CLASSES = 256, MAX_DEVICES = 17 };
+
+typedef struct free_block {
+    void *data;
+    struct free_block *next;
+} free_block;
+
+typedef struct {
+    pthread_mutex_t lock;
+    free_block *lists[NUM_CLASSES];
+    int64_t in_use, cached, peak, cache_limit;
+} device_pool;
+
+static device_pool pools[MAX_DEVICES];
+static pthread_once_t pools_once = PTHREAD_ONCE_INIT;
+
+static void pools_init(void) {
+    int64_t limit_mb = 2048;
+    const char *env = getenv("HL_CPU_CACHE_MB");
+    if (env) limit_mb = atoll(env);
+    for (int i = 0; i < MAX_DEVICES; i++) {
+        pthread_mutex_init(&pools[i].lock, NULL);
+        pools[i].cache_limit = i == 0 ? limit_mb << 20 : INT64_MAX;
+    }
+}
+
+static device_pool *pool_for(hl_device d) {
+    pthread_once(&pools_once, pools_init);
+    int slot = d.kind == HL_DEVICE_CPU ? 0 : 1 + d.index;
+    if (slot < 0 || slot >= MAX_DEVICES) return NULL;
+    return &pools[slot];
+}
+
+/* The size class of n bytes and the block size it stands for. */
+static int size_class(size_t n, size_t *block) {
+    if (n <= 64) { *block = 64; return 0; }
+    int e = 63 - __builtin_clzll((unsigned long long)(n - 1)); /* 2^e < n <= 2^(e+1) */
+    size_t base = (size_t)1 << e, quarter = base >> 2;
+    size_t steps = (n - base + quarter - 1) / quarter;           /* 1..4 */
+    *block = base + steps * quarter;
+    int cls = (e - 6) * 4 + (int)steps;
+    return cls < NUM_CLASSES ? cls : -1;
+}
+
+hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
+    const hl_backend *be = hl_backend_for(device);
+    device_pool *pool = pool_for(device);
+    if (!be || !pool)
+        return hl_fail(HL_ERR_DEVICE, "no backend serves device %s:%d",
+                       device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
+    hl_storage *s = malloc(sizeof *s);
+    if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
+    size_t block = 0;
+    int cls = size_class(nbytes ? nbytes : 1, &block);
+    void *data = NULL;
+#ifndef HL_NO_CACHE
+    if (cls >= 0) {
+        pthread_mutex_lock(&pool->lock);
+        free_block *fb = pool->lists[cls];
+        if (fb) {
+            pool->lists[cls] = fb->next;
+            pool->cached -= (int64_t)block;
+            data = fb->data;
+        }
+        pthread_mutex_unlock(&pool->lock);
+        free(fb);
+    }
+#endif
+    if (cls < 0) block = nbytes;
+    if (!data) data = be->raw_alloc(block, device.index);
+    if (!data) {
+        hl_memory_empty_cache(device);  /* free what the cache holds, then try once more */
+        data = be->raw_alloc(block, device.index);
+    }
+    if (!data) {
+        free(s);
+        return hl_fail(HL_ERR_MEMORY, "out of memory allocating %zu bytes on %s", nbytes, be->name);
+    }
+    pthread_mutex_lock(&pool->lock);
+    pool->in_use += (int64_t)block;
+    if (pool->in_use > pool->peak) pool->peak = pool->in_use;
+    pthread_mutex_unlock(&pool->lock);
+    s->data = data;
+    s->nbytes = nbytes;
+    s->block_bytes = block;
+    s->device = device;
+    s->refcount = 1;
+    *out = s;
+    return HL_OK;
+}
+
+void hl_storage_release(hl_storage *s) {
+    if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    const hl_backend *be = hl_backend_for(s->device);
+    device_pool *pool = pool_for(s->device);
+    size_t block = 0;
+    int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
+    bool kept = false;
+    pthread_mutex_lock(&pool->lock);
+    pool->in_use -= (int64_t)s->block_bytes;
+#ifndef HL_NO_CACHE
+    if (cls >= 0 && block == s->block_bytes &&
+        pool->cached + (int64_t)block <= pool->cache_limit) {
+        free_block *fb = malloc(sizeof *fb);
+        if (fb) {
+            fb->data = s->data;
+            fb->next = pool->lists[cls];
+            pool->lists[cls] = fb;
+            pool->cached += (int64_t)block;
+            kept = true;
+        }
+    }
+#endif
+    pthread_mutex_unlock(&pool->lock);
+    if (!kept) be->raw_free(s->data, s->device.index);
+    free(s);
+}
+
+hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak) {
+    device_pool *pool = pool_for(device);
+    if (!pool || !hl_backend_for(device))
+        return hl_fail(HL_ERR_DEVICE, "memory_stats: no backend serves that device");
+    pthread_mutex_lock(&pool->lock);
+    if (in_use) *in_use = pool->in_use;
+    if (cached) *cached = pool->cached;
+    if (peak) *peak = pool->peak;
+    pthread_mutex_unlock(&pool->lock);
+    return HL_OK;
+}
+
+hl_status hl_memory_empty_cache(hl_device device) {
+    const hl_backend *be = hl_backend_for(device);
+    device_pool *pool = pool_for(device);
+    if (!pool || !be) return hl_fail(HL_ERR_DEVICE, "empty_cache: no backend serves that device");
+    pthread_mutex_lock(&pool->lock);
+    for (int c = 0; c < NUM_CLASSES; c++) {
+        free_block *fb = pool->lists[c];
+        while (fb) {
+            free_block *next = fb->next;
+            be->raw_free(fb->data, device.index);
+            free(fb);
+            fb = next;
+        }
+        pool->lists[c] = NULL;
+    }
+    pool->cached = 0;
+    pthread_mutex_unlock(&pool->lock);
+    return HL_OK;
+}

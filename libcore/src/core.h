@@ -1,0 +1,146 @@
+/*
+ * core.h - libcore's private header: the tensor and storage structs, the call record that
+ * every op entry point builds, the backend interface, and the helpers entry points share.
+ * Nothing here is visible through hl_core.h.
+ */
+#ifndef HL_CORE_PRIVATE_H
+#define HL_CORE_PRIVATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "hl_core.h"
+#include "ops.h"
+
+/* ---- storage and tensors ---- */
+
+typedef struct hl_storage {
+    void *data;          /* 64-byte aligned; device memory for non-CPU devices */
+    size_t nbytes;       /* bytes usable by tensors */
+    size_t block_bytes;  /* size of the block the allocator handed out */
+    hl_device device;
+    int refcount;        /* atomic */
+} hl_storage;
+
+struct hl_tensor {
+    int refcount;        /* atomic */
+    hl_dtype dtype;
+    int ndim;
+    int64_t shape[HL_MAX_DIMS];
+    int64_t strides[HL_MAX_DIMS]; /* in elements */
+    int64_t offset;               /* in elements */
+    hl_storage *storage;
+};
+
+/* Bytes from storage->data to element 0 of t. */
+static inline char *hl_ptr(const hl_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)hl_dtype_size(t->dtype);
+}
+int64_t hl_shape_numel(int ndim, const int64_t *shape);
+bool hl_same_shape(const hl_tensor *a, const hl_tensor *b);
+bool hl_same_device(hl_device a, hl_device b);
+/* A fresh tensor struct over storage (retained). */
+hl_status hl_tensor_wrap(hl_storage *s, hl_dtype dtype, int ndim, const int64_t *shape,
+                         const int64_t *strides, int64_t offset, hl_tensor **out);
+void hl_storage_release(hl_storage *s);
+
+/* ---- errors ---- */
+
+/* Records the message for hl_last_error() and returns code. printf-style. */
+hl_status hl_fail(hl_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "(2, 3) float32": the shape and dtype of t, for messages. Returns one of a ring of
+   thread-local buffers, so up to eight may appear in one message. */
+const char *hl_desc(const hl_tensor *t);
+const char *hl_shape_str(int ndim, const int64_t *shape);
+const char *hl_op_str(int op);
+
+/* Normalises axis (may be negative) against ndim, or fails naming the op. */
+hl_status hl_norm_axis(const char *op, int64_t *axis, int ndim);
+
+/* ---- the call record ---- */
+
+enum { HL_CALL_MAX_IN = 6, HL_CALL_MAX_OUT = 4, HL_CALL_INTS = 32, HL_CALL_FLOATS = 8 };
+
+/* One kernel invocation: what graph mode records and replays. Inputs beyond HL_CALL_MAX_IN
+   (concat) go through in_many. Attributes are plain numbers; each op documents its layout
+   beside its entry point. */
+typedef struct hl_call {
+    int op;
+    int n_in, n_out;
+    const hl_tensor *in[HL_CALL_MAX_IN];
+    const hl_tensor **in_many;   /* when n_in > HL_CALL_MAX_IN, else NULL */
+    hl_tensor *out[HL_CALL_MAX_OUT];
+    int64_t i[HL_CALL_INTS];
+    double f[HL_CALL_FLOATS];
+} hl_call;
+
+static inline const hl_tensor *hl_call_in(const hl_call *c, int k) {
+    return c->in_many ? c->in_many[k] : c->in[k];
+}
+
+typedef hl_status (*hl_kernel)(const hl_call *c);
+
+/* Runs the call on the device of its first output (or first input), or appends it to the
+   plan being recorded on this thread. */
+hl_status hl_submit(const hl_call *c);
+
+/* ---- backends ---- */
+
+enum { HL_BACKEND_ABI = 1 };
+
+typedef struct hl_backend {
+    int abi;                 /* HL_BACKEND_ABI */
+    const char *name;
+    void *(*raw_alloc)(size_t nbytes, int index);   /* 64-byte aligned */
+    void (*raw_free)(void *p, int index);
+    /* Byte copies; kind 0 host->device, 1 device->host, 2 device->device. */
+    hl_status (*memcpy)(void *dst, const void *src, size_t nbytes, int kind, int index);
+    unsigned compute_dtypes; /* bit (1 << dtype) set for each dtype kernels compute in */
+    hl_kernel kernels[HL_OP_COUNT];
+} hl_backend;
+
+/* Fails with a DTypeError unless the device's backend computes in dtype. */
+hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tensor *t);
+
+const hl_backend *hl_backend_for(hl_device device);
+extern const hl_backend hl_cpu_backend;
+
+/* ---- allocator ---- */
+
+hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out);
+
+/* ---- output preparation ---- */
+
+/* Gives the op an output of (dtype, device, shape): allocates one when *out is NULL, else
+   checks the caller's tensor matches and takes a reference to it. Either way, on success the
+   caller of the entry point will own one reference. */
+hl_status hl_out_prepare(const char *op, hl_tensor **out, hl_dtype dtype, hl_device device,
+                         int ndim, const int64_t *shape);
+/* Undoes hl_out_prepare after a later failure: drops the reference and restores *out. */
+void hl_out_abandon(hl_tensor **out, hl_tensor *caller_value);
+/* Fails when out overlaps in, unless allow_same and they are the identical view. */
+hl_status hl_check_no_overlap(const char *op, const hl_tensor *out, const hl_tensor *in,
+                              bool allow_same);
+/* Fails unless every tensor given is on device d. */
+hl_status hl_check_device(const char *op, hl_device d, const hl_tensor *t);
+/* Broadcasts two shapes (numpy rules) or fails naming the op. */
+hl_status hl_broadcast_shapes(const char *op, int na, const int64_t *a, int nb,
+                              const int64_t *b, int *nout, int64_t *out);
+
+bool hl_plan_recording(void);
+
+/* ---- numbers ---- */
+
+float hl_half_to_float(uint16_t h);
+uint16_t hl_float_to_half(float f);
+float hl_bf16_to_float(uint16_t h);
+uint16_t hl_float_to_bf16(float f);
+
+#define HL_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define HL_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* One name per dtype: HL_F32 float, etc. Element-wise kernels instantiate over these. */
+typedef uint16_t hl_half_bits;
+
+#endif /* HL_CORE_PRIVATE_H */

@@ -1,0 +1,42 @@
+/*
+ * backend.c - the CPU backend: 64-byte aligned host memory and the kernel table, generated
+ * from the op list (ops.h): op NAME of family F runs hl_cpu_F. A family whose file is not
+ * linked in leaves its ops NULL (weak symbols), which hl_submit reports as "not implemented".
+ */
+#include <stdlib.h>
+
+#include "../core.h"
+
+#define DECLARE_FAMILY(family) \
+    hl_status hl_cpu_##family(const hl_call *c) __attribute__((weak));
+HL_KERNEL_FAMILIES(DECLARE_FAMILY)
+
+static void *cpu_alloc(size_t nbytes, int index) {
+    (void)index;
+    size_t rounded = (nbytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+
+static void cpu_free(void *p, int index) {
+    (void)index;
+    free(p);
+}
+
+static hl_status cpu_memcpy(void *dst, const void *src, size_t nbytes, int kind, int index) {
+    (void)kind;
+    (void)index;
+    memcpy(dst, src, nbytes);
+    return HL_OK;
+}
+
+#define KERNEL_ROW(NAME, name, family, ...) [HL_OP_##NAME] = hl_cpu_##family,
+const hl_backend hl_cpu_backend = {
+    .abi = HL_BACKEND_ABI,
+    .name = "cpu",
+    .raw_alloc = cpu_alloc,
+    .raw_free = cpu_free,
+    .memcpy = cpu_memcpy,
+    .compute_dtypes = (1u << HL_F32) | (1u << HL_F64) | (1u << HL_I32) | (1u << HL_I64) |
+                      (1u << HL_U8) | (1u << HL_BOOL),
+    .kernels = {HL_OPS(KERNEL_ROW)},
+};

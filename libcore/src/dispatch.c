@@ -1,0 +1,238 @@
+/*
+ * dispatch.c - op names, the backend registry, hl_submit (run a call now or record it into
+ * the current plan), plans, threads, and the output/argument checks entry points share.
+ */
+#include <stdlib.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "core.h"
+
+/* ---- op names, generated from the op list ---- */
+
+#define HL_OP_NAME_ROW(NAME, name, family, ...) #name,
+static const char *op_names[] = {HL_OPS(HL_OP_NAME_ROW)};
+#undef HL_OP_NAME_ROW
+_Static_assert(sizeof op_names / sizeof op_names[0] == HL_OP_COUNT,
+               "op name table and op enum disagree");
+
+int hl_op_count(void) { return HL_OP_COUNT; }
+const char *hl_op_name(int op) { return (op >= 0 && op < HL_OP_COUNT) ? op_names[op] : NULL; }
+const char *hl_op_str(int op) { return (op >= 0 && op < HL_OP_COUNT) ? op_names[op] : "?"; }
+
+int hl_op_lookup(const char *name) {
+    if (!name) return -1;
+    for (int i = 0; i < HL_OP_COUNT; i++)
+        if (strcmp(op_names[i], name) == 0) return i;
+    return -1;
+}
+
+const char *hl_version(void) { return "0.1.0"; }
+
+/* ---- backends ---- */
+
+/* The CUDA backend, when built, registers itself here (see cuda/README.md). */
+static const hl_backend *cuda_backend;
+
+const hl_backend *hl_backend_for(hl_device d) {
+    if (d.kind == HL_DEVICE_CPU && d.index == 0) return &hl_cpu_backend;
+    if (d.kind == HL_DEVICE_CUDA && cuda_backend && d.index >= 0 && d.index < 16)
+        return cuda_backend;
+    return NULL;
+}
+
+int hl_device_available(hl_device d) { return hl_backend_for(d) != NULL; }
+
+/* ---- threads ---- */
+
+extern void scipy_openblas_set_num_threads(int n);
+static int num_threads = 0;
+
+void hl_set_num_threads(int n) {
+    if (n < 1) n = 1;
+    num_threads = n;
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    scipy_openblas_set_num_threads(n);
+}
+
+int hl_get_num_threads(void) {
+#ifdef _OPENMP
+    if (!num_threads) return omp_get_max_threads();
+#endif
+    return num_threads ? num_threads : 1;
+}
+
+/* ---- plans ---- */
+
+struct hl_plan {
+    hl_call *calls;
+    int64_t n, cap;
+};
+
+static _Thread_local hl_plan *recording;
+
+bool hl_plan_recording(void) { return recording != NULL; }
+
+hl_status hl_plan_begin(void) {
+    if (recording) return hl_fail(HL_ERR_VALUE, "plan_begin: a plan is already being recorded");
+    recording = calloc(1, sizeof *recording);
+    return recording ? HL_OK : hl_fail(HL_ERR_MEMORY, "plan_begin: out of memory");
+}
+
+hl_status hl_plan_end(hl_plan **out) {
+    if (!recording) return hl_fail(HL_ERR_VALUE, "plan_end: no plan is being recorded");
+    *out = recording;
+    recording = NULL;
+    return HL_OK;
+}
+
+int64_t hl_plan_size(const hl_plan *p) { return p ? p->n : 0; }
+
+static hl_status run_now(const hl_call *c) {
+    const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
+    hl_device d = first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
+    const hl_backend *be = hl_backend_for(d);
+    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend for the tensors' device", hl_op_str(c->op));
+    hl_kernel k = be->kernels[c->op];
+    if (!k)
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s is not implemented on %s", hl_op_str(c->op),
+                       be->name);
+    return k(c);
+}
+
+/* The plan keeps its own references to every tensor a call names. */
+static hl_status record(const hl_call *c) {
+    hl_plan *p = recording;
+    if (p->n == p->cap) {
+        int64_t cap = p->cap ? 2 * p->cap : 64;
+        hl_call *grown = realloc(p->calls, sizeof *grown * cap);
+        if (!grown) return hl_fail(HL_ERR_MEMORY, "plan: out of memory recording a call");
+        p->calls = grown;
+        p->cap = cap;
+    }
+    hl_call *r = &p->calls[p->n];
+    *r = *c;
+    if (c->in_many) {
+        r->in_many = malloc(sizeof *r->in_many * c->n_in);
+        if (!r->in_many) return hl_fail(HL_ERR_MEMORY, "plan: out of memory recording a call");
+        memcpy(r->in_many, c->in_many, sizeof *r->in_many * c->n_in);
+    }
+    for (int k = 0; k < c->n_in; k++) hl_tensor_retain((hl_tensor *)hl_call_in(r, k));
+    for (int k = 0; k < c->n_out; k++) hl_tensor_retain(r->out[k]);
+    p->n++;
+    return HL_OK;
+}
+
+hl_status hl_submit(const hl_call *c) { return recording ? record(c) : run_now(c); }
+
+hl_status hl_plan_run(hl_plan *p) {
+    if (!p) return hl_fail(HL_ERR_VALUE, "plan_run: plan is NULL");
+    for (int64_t i = 0; i < p->n; i++) {
+        hl_status st = run_now(&p->calls[i]);
+        if (st) return st;
+    }
+    return HL_OK;
+}
+
+void hl_plan_release(hl_plan *p) {
+    if (!p) return;
+    for (int64_t i = 0; i < p->n; i++) {
+        hl_call *c = &p->calls[i];
+        for (int k = 0; k < c->n_in; k++) hl_tensor_release((hl_tensor *)hl_call_in(c, k));
+        for (int k = 0; k < c->n_out; k++) hl_tensor_release(c->out[k]);
+        free(c->in_many);
+    }
+    free(p->calls);
+    free(p);
+}
+
+/* ---- shared checks ---- */
+
+hl_status hl_out_prepare(const char *op, hl_tensor **out, hl_dtype dtype, hl_device device,
+                         int ndim, const int64_t *shape) {
+    if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", op);
+    hl_tensor *t = *out;
+    if (!t) {
+        hl_status st = hl_tensor_empty(dtype, device, ndim, shape, out);
+        if (st) return hl_fail(st, "%s: %s", op, hl_last_error());
+        return HL_OK;
+    }
+    bool same = t->ndim == ndim && t->dtype == dtype && hl_same_device(t->storage->device, device);
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
+    if (!same)
+        return hl_fail(HL_ERR_SHAPE, "%s: the output tensor given is %s, but the result is %s %s",
+                       op, hl_desc(t), hl_shape_str(ndim, shape), hl_dtype_name(dtype));
+    hl_tensor_retain(t);
+    return HL_OK;
+}
+
+void hl_out_abandon(hl_tensor **out, hl_tensor *caller_value) {
+    if (!out) return;
+    hl_tensor_release(*out);
+    *out = caller_value;
+}
+
+/* Byte range [lo, hi) a tensor's elements can touch. */
+static void byte_span(const hl_tensor *t, int64_t *lo, int64_t *hi) {
+    int64_t sz = (int64_t)hl_dtype_size(t->dtype), a = t->offset, b = t->offset;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->shape[i] == 0) { *lo = *hi = 0; return; }
+        int64_t ext = (t->shape[i] - 1) * t->strides[i];
+        if (ext > 0) b += ext; else a += ext;
+    }
+    *lo = a * sz;
+    *hi = (b + 1) * sz;
+}
+
+hl_status hl_check_no_overlap(const char *op, const hl_tensor *out, const hl_tensor *in,
+                              bool allow_same) {
+    if (!in || !out || out->storage != in->storage) return HL_OK;
+    if (allow_same && out->offset == in->offset && hl_same_shape(out, in) &&
+        memcmp(out->strides, in->strides, sizeof(int64_t) * out->ndim) == 0 &&
+        out->dtype == in->dtype)
+        return HL_OK;
+    int64_t a0, a1, b0, b1;
+    byte_span(out, &a0, &a1);
+    byte_span(in, &b0, &b1);
+    if (a0 < b1 && b0 < a1)
+        return hl_fail(HL_ERR_VALUE, "%s: the output %s overlaps an input %s", op, hl_desc(out),
+                       hl_desc(in));
+    return HL_OK;
+}
+
+hl_status hl_check_device(const char *op, hl_device d, const hl_tensor *t) {
+    if (t && !hl_same_device(t->storage->device, d))
+        return hl_fail(HL_ERR_DEVICE, "%s: tensors are on different devices (%s:%d and %s:%d)", op,
+                       d.kind ? "cuda" : "cpu", d.index,
+                       t->storage->device.kind ? "cuda" : "cpu", t->storage->device.index);
+    return HL_OK;
+}
+
+hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tensor *t) {
+    const hl_backend *be = hl_backend_for(device);
+    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend serves the tensor's device", op);
+    if (!(be->compute_dtypes & (1u << t->dtype)))
+        return hl_fail(HL_ERR_DTYPE, "%s: %s computes on %s are not available; cast %s to "
+                       "float32 first", op, hl_dtype_name(t->dtype), be->name, hl_desc(t));
+    return HL_OK;
+}
+
+hl_status hl_broadcast_shapes(const char *op, int na, const int64_t *a, int nb,
+                              const int64_t *b, int *nout, int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1)
+            return hl_fail(HL_ERR_SHAPE,
+                           "%s: shapes %s and %s cannot be broadcast together (axis %d: %lld vs "
+                           "%lld)", op, hl_shape_str(na, a), hl_shape_str(nb, b), i,
+                           (long long)da, (long long)db);
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return HL_OK;
+}
