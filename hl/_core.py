@@ -5,6 +5,8 @@ garbage collector). Layers above pass handles back into these functions and neve
 inside them. Every core call returns a status; ``check`` turns a failure into the matching
 ``hl.errors`` exception carrying the core's message (which names the op, shapes and dtypes).
 """
+import os
+
 import numpy as np
 import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
 
@@ -29,6 +31,20 @@ _ERRORS = {
     lib.HL_ERR_NOT_VIEWABLE: errors.ValueError,
     lib.HL_ERR_INTERNAL: errors.InternalError,
 }
+
+
+def _default_threads():
+    env = os.environ.get("HL_NUM_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+# One thread count for libcore's OpenMP loops and OpenBLAS: they never run at once.
+lib.hl_set_num_threads(_default_threads())
 
 
 def op_code(name):
