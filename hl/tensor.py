@@ -217,44 +217,44 @@ class Tensor:
     # ---- views --------------------------------------------------------------------------
 
     def reshape(self, *shape):
-        return _ops().reshape(self, *shape)
+        return ops.reshape(self, *shape)
 
     def view(self, *shape):
-        return _ops().view(self, *shape)
+        return ops.view(self, *shape)
 
     def flatten(self, start_dim=0, end_dim=-1):
-        return _ops().flatten(self, start_dim, end_dim)
+        return ops.flatten(self, start_dim, end_dim)
 
     def permute(self, *axes):
-        return _ops().permute(self, *axes)
+        return ops.permute(self, *axes)
 
     def transpose(self, *axes):
-        return _ops().transpose(self, *axes)
+        return ops.transpose(self, *axes)
 
     @property
     def T(self):
-        return _ops().permute(self, *reversed(range(self.ndim)))
+        return ops.permute(self, *reversed(range(self.ndim)))
 
     def squeeze(self, axis=None):
-        return _ops().squeeze(self, axis)
+        return ops.squeeze(self, axis)
 
     def unsqueeze(self, axis):
-        return _ops().unsqueeze(self, axis)
+        return ops.unsqueeze(self, axis)
 
     def expand(self, *shape):
-        return _ops().expand(self, *shape)
+        return ops.expand(self, *shape)
 
     def broadcast_to(self, shape):
-        return _ops().expand(self, *shape)
+        return ops.expand(self, *shape)
 
     def flip(self, axis=None):
-        return _ops().flip(self, axis)
+        return ops.flip(self, axis)
 
     def __getitem__(self, key):
-        return _ops().getitem(self, key)
+        return ops.getitem(self, key)
 
     def __setitem__(self, key, value):
-        _ops().setitem(self, key, value)
+        ops.setitem(self, key, value)
 
     def __iter__(self):
         if not self.shape:
@@ -265,36 +265,44 @@ class Tensor:
     # ---- operators ----------------------------------------------------------------------
 
     def __neg__(self):
-        return _ops().neg(self)
+        return ops.neg(self)
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return _ops().abs(self)
+        return ops.abs(self)
 
     def __invert__(self):
-        return _ops().invert(self)
+        return ops.invert(self)
 
     def __matmul__(self, other):
-        return _ops().matmul(self, other)
+        return ops.matmul(self, other)
 
     def __rmatmul__(self, other):
-        return _ops().matmul(as_tensor(other, device=self.device), self)
+        return ops.matmul(as_tensor(other, device=self.device), self)
 
-    def _operator(name, reflected=False):  # noqa: N805 - builds the operator methods below
+    def _operator(name, reflected=False, core_op=None):  # noqa: N805 - builds the methods below
+        code = _core.OPS[core_op] if core_op else None
+        binary = _core.binary
+
         def method(self, other):
-            f = getattr(_ops(), name)
+            # fast path: two tensors of one dtype go straight to the core
+            if code is not None and other.__class__ is Tensor and other._dtype is self._dtype:
+                if reflected:
+                    return _wrap(binary(code, other._h, self._h))
+                return _wrap(binary(code, self._h, other._h))
+            f = getattr(ops, name)
             return f(other, self) if reflected else f(self, other)
         method.__name__ = name
         return method
 
-    __add__ = _operator("add")
-    __radd__ = _operator("add", True)
-    __sub__ = _operator("sub")
-    __rsub__ = _operator("sub", True)
-    __mul__ = _operator("mul")
-    __rmul__ = _operator("mul", True)
+    __add__ = _operator("add", core_op="add")
+    __radd__ = _operator("add", True, core_op="add")
+    __sub__ = _operator("sub", core_op="sub")
+    __rsub__ = _operator("sub", True, core_op="sub")
+    __mul__ = _operator("mul", core_op="mul")
+    __rmul__ = _operator("mul", True, core_op="mul")
     __truediv__ = _operator("true_divide")
     __rtruediv__ = _operator("true_divide", True)
     __floordiv__ = _operator("floor_divide")
@@ -309,30 +317,30 @@ class Tensor:
     __ror__ = _operator("bitwise_or", True)
     __xor__ = _operator("bitwise_xor")
     __rxor__ = _operator("bitwise_xor", True)
-    __eq__ = _operator("eq")
-    __ne__ = _operator("ne")
-    __lt__ = _operator("lt")
-    __le__ = _operator("le")
-    __gt__ = _operator("gt")
-    __ge__ = _operator("ge")
+    __eq__ = _operator("eq", core_op="eq")
+    __ne__ = _operator("ne", core_op="ne")
+    __lt__ = _operator("lt", core_op="lt")
+    __le__ = _operator("le", core_op="le")
+    __gt__ = _operator("gt", core_op="gt")
+    __ge__ = _operator("ge", core_op="ge")
 
     def __iadd__(self, other):
-        return _ops().add(self, other, out=self)
+        return ops.add(self, other, out=self)
 
     def __isub__(self, other):
-        return _ops().sub(self, other, out=self)
+        return ops.sub(self, other, out=self)
 
     def __imul__(self, other):
-        return _ops().mul(self, other, out=self)
+        return ops.mul(self, other, out=self)
 
     def __itruediv__(self, other):
-        return _ops().true_divide(self, other, out=self)
+        return ops.true_divide(self, other, out=self)
 
     del _operator
 
     # Every other op is reachable as a method too: x.exp(), x.sum(axis=1), x.matmul(y)...
     def __getattr__(self, name):
-        f = getattr(_ops(), name, None) if not name.startswith("_") else None
+        f = getattr(ops, name, None) if not name.startswith("_") else None
         if f is None or not callable(f):
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
 
@@ -353,9 +361,8 @@ def _rebuild(arr, dtype_name, device, requires_grad, stores_grad, name):
                   stores_grad=stores_grad, name=name)
 
 
-def _ops():
-    from . import ops
-    return ops
+# hl.ops imports this module, so it cannot be imported here; it registers itself on import.
+ops = None
 
 
 _new = object.__new__

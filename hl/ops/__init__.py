@@ -12,3 +12,7 @@ from .norm import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
+
+from .. import tensor as _tensor_module
+
+_tensor_module.ops = __import__(__name__, fromlist=["*"])  # Tensor methods call into hl.ops

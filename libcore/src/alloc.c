@@ -15,10 +15,9 @@
 
 enum { NUM_CLASSES = 256, MAX_DEVICES = 17 };
 
-typedef struct free_block {
-    void *data;
-    struct free_block *next;
-} free_block;
+/* A cached block stays attached to the storage record that last owned it (linked through
+   next_free), so a cache hit reuses record and memory without calling malloc. */
+typedef hl_storage free_block;
 
 typedef struct {
     pthread_mutex_t lock;
@@ -63,50 +62,50 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     if (!be || !pool)
         return hl_fail(HL_ERR_DEVICE, "no backend serves device %s:%d",
                        device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
-    hl_storage *s = malloc(sizeof *s);
-    if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
     size_t block = 0;
     int cls = size_class(nbytes ? nbytes : 1, &block);
-    void *data = NULL;
+    if (cls < 0) block = nbytes;
+    hl_storage *s = NULL;
 #ifndef HL_NO_CACHE
     if (cls >= 0) {
         pthread_mutex_lock(&pool->lock);
-        free_block *fb = pool->lists[cls];
-        if (fb) {
-            pool->lists[cls] = fb->next;
+        s = pool->lists[cls];
+        if (s) {
+            pool->lists[cls] = s->next_free;
             pool->cached -= (int64_t)block;
-            data = fb->data;
         }
         pthread_mutex_unlock(&pool->lock);
-        free(fb);
     }
 #endif
-    if (cls < 0) block = nbytes;
-    if (!data) data = be->raw_alloc(block, device.index);
-    if (!data) {
-        hl_memory_empty_cache(device);  /* free what the cache holds, then try once more */
-        data = be->raw_alloc(block, device.index);
-    }
-    if (!data) {
-        free(s);
-        return hl_fail(HL_ERR_MEMORY, "out of memory allocating %zu bytes on %s", nbytes, be->name);
+    if (!s) {
+        s = malloc(sizeof *s);
+        if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
+        s->data = be->raw_alloc(block, device.index);
+        if (!s->data) {
+            hl_memory_empty_cache(device);  /* free what the cache holds, then try once more */
+            s->data = be->raw_alloc(block, device.index);
+        }
+        if (!s->data) {
+            free(s);
+            return hl_fail(HL_ERR_MEMORY, "out of memory allocating %zu bytes on %s", nbytes,
+                           be->name);
+        }
     }
     pthread_mutex_lock(&pool->lock);
     pool->in_use += (int64_t)block;
     if (pool->in_use > pool->peak) pool->peak = pool->in_use;
     pthread_mutex_unlock(&pool->lock);
-    s->data = data;
     s->nbytes = nbytes;
     s->block_bytes = block;
     s->device = device;
     s->refcount = 1;
+    s->next_free = NULL;
     *out = s;
     return HL_OK;
 }
 
 void hl_storage_release(hl_storage *s) {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
-    const hl_backend *be = hl_backend_for(s->device);
     device_pool *pool = pool_for(s->device);
     size_t block = 0;
     int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
@@ -116,19 +115,17 @@ void hl_storage_release(hl_storage *s) {
 #ifndef HL_NO_CACHE
     if (cls >= 0 && block == s->block_bytes &&
         pool->cached + (int64_t)block <= pool->cache_limit) {
-        free_block *fb = malloc(sizeof *fb);
-        if (fb) {
-            fb->data = s->data;
-            fb->next = pool->lists[cls];
-            pool->lists[cls] = fb;
-            pool->cached += (int64_t)block;
-            kept = true;
-        }
+        s->next_free = pool->lists[cls];
+        pool->lists[cls] = s;
+        pool->cached += (int64_t)block;
+        kept = true;
     }
 #endif
     pthread_mutex_unlock(&pool->lock);
-    if (!kept) be->raw_free(s->data, s->device.index);
-    free(s);
+    if (!kept) {
+        hl_backend_for(s->device)->raw_free(s->data, s->device.index);
+        free(s);
+    }
 }
 
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak) {
@@ -151,7 +148,7 @@ hl_status hl_memory_empty_cache(hl_device device) {
     for (int c = 0; c < NUM_CLASSES; c++) {
         free_block *fb = pool->lists[c];
         while (fb) {
-            free_block *next = fb->next;
+            free_block *next = fb->next_free;
             be->raw_free(fb->data, device.index);
             free(fb);
             fb = next;

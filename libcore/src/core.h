@@ -21,6 +21,7 @@ typedef struct hl_storage {
     size_t block_bytes;  /* size of the block the allocator handed out */
     hl_device device;
     int refcount;        /* atomic */
+    struct hl_storage *next_free;  /* link while the block sits in the allocator's cache */
 } hl_storage;
 
 struct hl_tensor {

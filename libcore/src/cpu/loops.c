@@ -49,6 +49,28 @@ void hl_loop_init(hl_loop *L, int nop, const hl_tensor *const *ops) {
 /* Rows of the inner axis are split into chunks so that one long row still parallelises. */
 enum { CHUNK = 16384, PARALLEL_MIN = 32768 };
 
+/* Every row in order on the calling thread. */
+static void serial_rows(const hl_loop *L, hl_row_fn fn, const void *ctx, int64_t rows,
+                        int64_t inner) {
+    int nd = L->ndim, nop = L->nop;
+    int64_t idx[HL_MAX_DIMS] = {0};
+    char *p[HL_LOOP_MAX_OPS];
+    int64_t s[HL_LOOP_MAX_OPS];
+    for (int k = 0; k < nop; k++) s[k] = L->strides[k][nd - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        for (int k = 0; k < nop; k++) {
+            char *q = L->base[k];
+            for (int i = 0; i < nd - 1; i++) q += idx[i] * L->strides[k][i];
+            p[k] = q;
+        }
+        fn(p, s, inner, ctx);
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++idx[i] < L->shape[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
 void hl_loop_run(const hl_loop *L, hl_row_fn fn, const void *ctx) {
     int nd = L->ndim, nop = L->nop;
     int64_t inner = L->shape[nd - 1], rows = 1;
@@ -58,7 +80,11 @@ void hl_loop_run(const hl_loop *L, hl_row_fn fn, const void *ctx) {
     int64_t chunk_len = (inner + chunks_per_row - 1) / chunks_per_row;
     int64_t items = rows * chunks_per_row;
     int64_t total = rows * inner;
-#pragma omp parallel if (total >= PARALLEL_MIN)
+    if (total < PARALLEL_MIN) {  /* small: no parallel region at all (it costs ~1 us) */
+        serial_rows(L, fn, ctx, rows, inner);
+        return;
+    }
+#pragma omp parallel
     {
         int nt = 1, tid = 0;
 #ifdef _OPENMP
