@@ -139,6 +139,7 @@ _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "replicate": 2}
 def pad(x, pads, mode="constant", value=0.0):
     """Pads (or, with negative amounts, crops) x. pads: numpy-style ((before, after), ...)
     per axis, or ONNX-style flat [begins..., ends...]. mode: constant, reflect, edge."""
+    x = as_tensor(x)
     if mode not in _PAD_MODES:
         raise errors.ValueError(f"pad: mode must be one of {sorted(_PAD_MODES)}, got {mode!r}")
     pads = list(pads)
@@ -157,6 +158,9 @@ def pad(x, pads, mode="constant", value=0.0):
 
 
 def tile(x, repeats):
+    """numpy.tile: x repeated along each axis; repeats shorter than x's ndim apply to the
+    last axes, longer ones add leading axes."""
+    x = as_tensor(x)
     repeats = [int(r) for r in ([repeats] if isinstance(repeats, int) else repeats)]
     if len(repeats) < x.ndim:
         repeats = [1] * (x.ndim - len(repeats)) + repeats
