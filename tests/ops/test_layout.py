@@ -172,6 +172,10 @@ def test_pad_flat_onnx_order_and_edge_cases(rng):
     assert_close(hl.pad(hl.tensor(e), [1, 0, 2, 1], value=3), np.full((3, 3), 3, np.float32))
     # a 0-d tensor takes no pads
     assert_close(hl.pad(hl.tensor(np.float64(2.5)), []), np.float64(2.5))
+    # numpy's short forms: one int, or one pair, for every axis
+    assert_close(hl.pad(hl.tensor(a), 2), np.pad(a, 2))
+    assert_close(hl.pad(hl.tensor(a), [(1, 2)], mode="edge"), np.pad(a, [(1, 2)], mode="edge"))
+    assert_close(hl.tile(hl.tensor(a), np.int64(2)), np.tile(a, 2))
     # replicate is edge
     assert_close(hl.pad(hl.tensor(a), ((1, 1), (2, 0)), mode="replicate"),
                  np.pad(a, ((1, 1), (2, 0)), mode="edge"))
@@ -204,7 +208,9 @@ def test_pad_bad_inputs():
     with pytest.raises(errors.ValueError, match="expected 4 pad amounts"):
         hl.pad(x, [1, 1])
     with pytest.raises(errors.ValueError, match="pairs"):
-        hl.pad(x, [(1, 1)])
+        hl.pad(x, [(1, 1)] * 3)
+    with pytest.raises(errors.ValueError, match="pairs"):
+        hl.pad(x, [(1, 1, 1), (1, 1, 1)])
     with pytest.raises(errors.ValueError, match="mode must be"):
         hl.pad(x, [0, 0, 0, 0], mode="wrap")
     with pytest.raises(errors.ValueError, match="mode 7"):

@@ -108,7 +108,8 @@ hl_status hl_pad(const hl_tensor *x, const int64_t *pads, int mode, double value
 hl_status hl_tile(const hl_tensor *x, const int64_t *repeats, hl_tensor **out) {
     if (!x || !out) return hl_fail(HL_ERR_VALUE, "tile: tensor or output pointer is NULL");
     int nd = x->ndim;
-    if (nd > 0 && !repeats) return hl_fail(HL_ERR_VALUE, "tile: repeats is NULL for %s", hl_desc(x));
+    if (nd > 0 && !repeats)
+        return hl_fail(HL_ERR_VALUE, "tile: repeats is NULL for %s", hl_desc(x));
     int64_t shape[HL_MAX_DIMS];
     for (int d = 0; d < nd; d++) {
         if (repeats[d] < 0)

@@ -60,7 +60,8 @@ hl_status hl_cpu_pad(const hl_call *c) {
     int nd = o->ndim, mode = (int)c->i[0];
     int64_t *maps[HL_MAX_DIMS];
     int64_t *block = hl_cpu_alloc_maps(nd, o->shape, maps);
-    if (!block) return hl_fail(HL_ERR_MEMORY, "pad: out of memory for index maps of %s", hl_desc(o));
+    if (!block) return hl_fail(HL_ERR_MEMORY, "pad: out of memory for the index maps of %s",
+                               hl_desc(o));
     for (int d = 0; d < nd; d++)
         pad_map(maps[d], o->shape[d], x->shape[d], c->i[1 + d], c->i[1 + nd + d], mode);
     uint64_t fill;
@@ -77,7 +78,8 @@ hl_status hl_cpu_tile(const hl_call *c) {
     if (hl_shape_numel(nd, o->shape) == 0) return HL_OK;
     int64_t *maps[HL_MAX_DIMS];
     int64_t *block = hl_cpu_alloc_maps(nd, o->shape, maps);
-    if (!block) return hl_fail(HL_ERR_MEMORY, "tile: out of memory for index maps of %s", hl_desc(o));
+    if (!block) return hl_fail(HL_ERR_MEMORY, "tile: out of memory for the index maps of %s",
+                               hl_desc(o));
     for (int d = 0; d < nd; d++)
         for (int64_t k = 0; k < o->shape[d]; k++) maps[d][k] = k % x->shape[d];
     hl_cpu_remap(x, o, maps, NULL);

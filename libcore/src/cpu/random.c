@@ -87,22 +87,32 @@ SCALE_UNIFORM(double, nextafter)
 static void uniform_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, double low,
                         double high) {
     float lo = (float)low, hi = (float)high;
-    FOR_BLOCKS(float, 4, for (int k = 0; k < 4; k++) vals[k] = scale_float(u24(w[k]), low, high, lo, hi));
+    FOR_BLOCKS(float, 4, for (int k = 0; k < 4; k++)
+                             vals[k] = scale_float(u24(w[k]), low, high, lo, hi));
 }
 
 static void uniform_f64(double *out, int64_t n, uint64_t seed, uint64_t offset, double low,
                         double high) {
-    FOR_BLOCKS(double, 2, for (int k = 0; k < 2; k++)
-                              vals[k] = scale_double(u53(w[2 * k], w[2 * k + 1]), low, high, low, high));
+    FOR_BLOCKS(double, 2, for (int k = 0; k < 2; k++) vals[k] =
+                              scale_double(u53(w[2 * k], w[2 * k + 1]), low, high, low, high));
+}
+
+/* The float32 version computes in float: the 24-bit uniforms are exact in float, and the
+   result is rounded to float anyway (several times faster than the double functions). */
+static inline void box_muller_f(float u1, float u2, float *z0, float *z1) {
+    float r = sqrtf(-2.0f * logf(u1)), t = (float)TWO_PI * u2;
+    *z0 = r * cosf(t);
+    *z1 = r * sinf(t);
 }
 
 static void normal_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, double mean,
                        double std) {
+    float m = (float)mean, s = (float)std;
     FOR_BLOCKS(float, 4, {
-        double z[4];
-        box_muller(u24_open0(w[0]), u24(w[1]), &z[0], &z[1]);
-        box_muller(u24_open0(w[2]), u24(w[3]), &z[2], &z[3]);
-        for (int k = 0; k < 4; k++) vals[k] = (float)(mean + std * z[k]);
+        float z[4];
+        box_muller_f((float)u24_open0(w[0]), (float)u24(w[1]), &z[0], &z[1]);
+        box_muller_f((float)u24_open0(w[2]), (float)u24(w[3]), &z[2], &z[3]);
+        for (int k = 0; k < 4; k++) vals[k] = m + s * z[k];
     });
 }
 

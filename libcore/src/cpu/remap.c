@@ -14,7 +14,11 @@ void hl_cpu_value_bits(hl_dtype d, double v, uint64_t *bits) {
         case HL_U8: { uint8_t x = hl_sat_u8(v); memcpy(bits, &x, sizeof x); break; }
         case HL_BOOL: { uint8_t x = v != 0; memcpy(bits, &x, sizeof x); break; }
         case HL_F16: { uint16_t x = hl_float_to_half((float)v); memcpy(bits, &x, sizeof x); break; }
-        case HL_BF16: { uint16_t x = hl_float_to_bf16((float)v); memcpy(bits, &x, sizeof x); break; }
+        case HL_BF16: {
+            uint16_t x = hl_float_to_bf16((float)v);
+            memcpy(bits, &x, sizeof x);
+            break;
+        }
         default: break;
     }
 }

@@ -34,9 +34,11 @@ static double src_coord(int coord, int64_t o, int64_t n_in, int64_t n_out, const
         case PYTORCH_HALF_PIXEL:
             if (n_out <= 1) return 0.0;
             /* fall through */
-        default:
-            return scale ? (od + 0.5) / *scale - 0.5
-                         : ((2.0 * od + 1.0) * (double)n_in - (double)n_out) / (2.0 * (double)n_out);
+        default: {
+            if (scale) return (od + 0.5) / *scale - 0.5;
+            double in = (double)n_in, out = (double)n_out;
+            return ((2.0 * od + 1.0) * in - out) / (2.0 * out);
+        }
     }
 }
 
