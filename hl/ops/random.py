@@ -1,8 +1,12 @@
 """Random numbers from the core's counter-based generator (Philox 4x32-10).
 
-The generator is a seed and an offset: each draw of n numbers uses counters offset..offset+n-1
-and then moves the offset on, so the numbers depend on the seed and the order of draws, never
-on the thread count. ``manual_seed`` (or ``hl.random.seed``) restarts the sequence.
+The generator is a seed and an offset (a Philox counter). Each counter gives four 32-bit
+words; a draw of n elements uses the counters offset .. offset + c - 1, with
+c = ceil(n / 4) for float32 uniform and normal and for bernoulli (one word per element), and
+c = ceil(n / 2) for float64 uniform and normal (two words per element), and then moves the
+offset on by c (the core documents the same layout in libcore/src/api/random.c). So the numbers
+depend on the seed and the order of draws, never on the thread count, and successive draws
+never share a counter. ``manual_seed`` (or ``hl.random.seed``) restarts the sequence.
 """
 import os
 import threading
@@ -25,11 +29,11 @@ class Generator:
             self.offset = 0
         return self
 
-    def _take(self, n):
+    def _take(self, counters):
+        """Reserves `counters` Philox counters; returns the first."""
         with self._lock:
             off = self.offset
-            # normal draws use two 32-bit words per element: reserve 4 counters per 4 values
-            self.offset += (n + 3) // 4 * 4 + 4
+            self.offset = (off + counters) & 0xFFFFFFFFFFFFFFFF
         return off
 
     def get_state(self):
@@ -51,12 +55,18 @@ def manual_seed(seed):
 seed = manual_seed
 
 
+def counters_for(kind, dtype, n):
+    """Philox counters a draw of n elements of dtype consumes (see the module docstring)."""
+    per = 2 if kind != "bernoulli" and dtype is _dt.float64 else 4
+    return -(-int(n) // per)
+
+
 def _fill(kind, t, a, b, generator):
     g = generator or default_generator
     if not t.dtype.is_floating and kind != "bernoulli":
         raise errors.DTypeError(f"random {kind}: needs a float dtype, got {t.dtype.name}")
-    _core.call("random_" + kind, t._h, g.seed, g._take(t.size), float(a), *(
-        [float(b)] if b is not None else []))
+    _core.call("random_" + kind, t._h, g.seed, g._take(counters_for(kind, t.dtype, t.size)),
+               float(a), *([float(b)] if b is not None else []))
     return t
 
 

@@ -137,13 +137,24 @@ _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "replicate": 2}
 
 
 def pad(x, pads, mode="constant", value=0.0):
-    """Pads (or, with negative amounts, crops) x. pads: numpy-style ((before, after), ...)
-    per axis, or ONNX-style flat [begins..., ends...]. mode: constant, reflect, edge."""
+    """Pads (or, with negative amounts, crops) x.
+
+    pads: numpy-style ((before, after), ...) per axis (one pair, or one int, applies to every
+    axis, as in numpy.pad), or ONNX-style flat [begins..., ends...] (2 * ndim ints; for a 1-D
+    tensor the two styles agree). Negative amounts crop first (ONNX Pad); reflect and edge
+    then pad from what is left. mode: 'constant' (with value), 'reflect' (numpy's: mirror
+    without repeating the edge; each pad must be smaller than the axis), 'edge' (alias
+    'replicate'). Note PyTorch's F.pad lists pads from the last axis; this does not."""
+    x = as_tensor(x)
     if mode not in _PAD_MODES:
         raise errors.ValueError(f"pad: mode must be one of {sorted(_PAD_MODES)}, got {mode!r}")
+    if isinstance(pads, numbers.Integral):
+        pads = [(pads, pads)] * x.ndim
     pads = list(pads)
     if pads and isinstance(pads[0], (tuple, list)):
-        if len(pads) != x.ndim:
+        if len(pads) == 1:
+            pads = pads * x.ndim
+        if len(pads) != x.ndim or any(len(p) != 2 for p in pads):
             raise errors.ValueError(f"pad: {len(pads)} (before, after) pairs for a tensor of "
                                     f"{x.ndim} dimensions")
         flat = [int(p[0]) for p in pads] + [int(p[1]) for p in pads]
@@ -157,7 +168,12 @@ def pad(x, pads, mode="constant", value=0.0):
 
 
 def tile(x, repeats):
-    repeats = [int(r) for r in ([repeats] if isinstance(repeats, int) else repeats)]
+    """numpy.tile: x repeated along each axis; repeats shorter than x's ndim apply to the
+    last axes, longer ones add leading axes."""
+    x = as_tensor(x)
+    if isinstance(repeats, numbers.Integral):
+        repeats = [repeats]
+    repeats = [int(r) for r in repeats]
     if len(repeats) < x.ndim:
         repeats = [1] * (x.ndim - len(repeats)) + repeats
     while x.ndim < len(repeats):

@@ -295,8 +295,11 @@ hl_status hl_resize_grad(const hl_tensor *dy, const int64_t *x_shape, const doub
                          int mode, int coord, int nearest, hl_tensor **out);
 
 /* ---- random numbers ---------------------------------------------------------------------- */
-/* Counter-based (Philox 4x32-10): element i of the output is a function of (seed, offset + i)
-   alone, so the numbers do not depend on the thread count. dst must be contiguous. */
+/* Counter-based (Philox 4x32-10): element i of the output is a function of (seed, offset, i)
+   alone, so the numbers do not depend on the thread count. Each counter value gives four
+   32-bit words; a draw of n elements uses counters offset .. offset + ceil(n / k) - 1, with
+   k = 2 for float64 uniform and normal and k = 4 otherwise (bernoulli, float32), so the next
+   draw should start at offset + ceil(n / k). dst must be contiguous. */
 
 hl_status hl_random_uniform(hl_tensor *dst, uint64_t seed, uint64_t offset, double low,
                             double high);

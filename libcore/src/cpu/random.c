@@ -1,0 +1,183 @@
+/*
+ * random.c - CPU kernel of the random family: Philox 4x32-10 (Salmon, Moraes, Dror and Shaw,
+ * "Parallel random numbers: as easy as 1, 2, 3", SC 2011), written from the paper's
+ * description. The key is the 64-bit seed (low word first); the 128-bit counter is
+ * offset + block (carry into the third word). Every block is computed on its own, so the
+ * numbers are the same for any thread count. Layout of elements over counters: see
+ * api/random.c.
+ */
+#include <math.h>
+
+#include "remap.h"
+
+enum { PHILOX_ROUNDS = 10 };
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u /* key increments (Weyl sequence): golden ratio, sqrt(3) - 1 */
+#define PHILOX_W1 0xBB67AE85u
+
+static inline void philox_block(uint64_t seed, uint64_t offset, uint64_t block, uint32_t w[4]) {
+    uint64_t ctr = offset + block;
+    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = ctr < offset, c3 = 0;
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < PHILOX_ROUNDS; r++) {
+        if (r) {
+            k0 += PHILOX_W0;
+            k1 += PHILOX_W1;
+        }
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+        c1 = (uint32_t)p1;
+        c3 = (uint32_t)p0;
+        c0 = n0;
+        c2 = n2;
+    }
+    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
+}
+
+/* Uniform doubles in [0, 1) with 24 and 53 random bits, and in (0, 1] for logarithms. */
+static inline double u24(uint32_t a) { return (double)(a >> 8) * 0x1p-24; }
+static inline double u53(uint32_t a, uint32_t b) {
+    return (double)(((uint64_t)a << 21) | (b >> 11)) * 0x1p-53;
+}
+static inline double u24_open0(uint32_t a) { return (double)((a >> 8) + 1) * 0x1p-24; }
+static inline double u53_open0(uint32_t a, uint32_t b) {
+    return (double)((((uint64_t)a << 21) | (b >> 11)) + 1) * 0x1p-53;
+}
+
+static const double TWO_PI = 6.283185307179586476925;
+
+/* Box-Muller: two normals from one u1 in (0, 1] (never log(0)) and one u2 in [0, 1). */
+static inline void box_muller(double u1, double u2, double *z0, double *z1) {
+    double r = sqrt(-2.0 * log(u1));
+    *z0 = r * cos(TWO_PI * u2);
+    *z1 = r * sin(TWO_PI * u2);
+}
+
+/* Maps u in [0, 1) onto [low, high) in T, rounding never reaching high. */
+#define SCALE_UNIFORM(T, NEXT)                                                              \
+    static inline T scale_##T(double u, double low, double high, T lo, T hi) {             \
+        double range = high - low;                                                          \
+        double v = isfinite(range) ? low + range * u : low * (1.0 - u) + high * u;          \
+        T r = (T)v;                                                                         \
+        if (r >= hi) r = NEXT(hi, lo);                                                      \
+        if (r < lo) r = lo;                                                                 \
+        return r;                                                                           \
+    }
+SCALE_UNIFORM(float, nextafterf)
+SCALE_UNIFORM(double, nextafter)
+
+/* Runs BODY once per counter block; vals[] holds the block's per-element values, n_per of
+   them, and the loop stores the ones that fall inside the tensor. */
+#define FOR_BLOCKS(T, N_PER, BODY)                                                          \
+    do {                                                                                    \
+        int64_t nblocks = (n + (N_PER) - 1) / (N_PER);                                      \
+        _Pragma("omp parallel for schedule(static) if (nblocks >= 4096)")                   \
+        for (int64_t b = 0; b < nblocks; b++) {                                             \
+            uint32_t w[4];                                                                  \
+            T vals[4];                                                                      \
+            philox_block(seed, offset, (uint64_t)b, w);                                     \
+            BODY;                                                                           \
+            int64_t first = b * (N_PER);                                                    \
+            int64_t cnt = n - first < (N_PER) ? n - first : (N_PER);                        \
+            for (int64_t k = 0; k < cnt; k++) out[first + k] = vals[k];                     \
+        }                                                                                   \
+    } while (0)
+
+static void uniform_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, double low,
+                        double high) {
+    float lo = (float)low, hi = (float)high;
+    FOR_BLOCKS(float, 4, for (int k = 0; k < 4; k++)
+                             vals[k] = scale_float(u24(w[k]), low, high, lo, hi));
+}
+
+static void uniform_f64(double *out, int64_t n, uint64_t seed, uint64_t offset, double low,
+                        double high) {
+    FOR_BLOCKS(double, 2, for (int k = 0; k < 2; k++) vals[k] =
+                              scale_double(u53(w[2 * k], w[2 * k + 1]), low, high, low, high));
+}
+
+/* The float32 version computes in float: the 24-bit uniforms are exact in float, and the
+   result is rounded to float anyway (several times faster than the double functions). */
+static inline void box_muller_f(float u1, float u2, float *z0, float *z1) {
+    float r = sqrtf(-2.0f * logf(u1)), t = (float)TWO_PI * u2;
+    *z0 = r * cosf(t);
+    *z1 = r * sinf(t);
+}
+
+static void normal_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, double mean,
+                       double std) {
+    float m = (float)mean, s = (float)std;
+    FOR_BLOCKS(float, 4, {
+        float z[4];
+        box_muller_f((float)u24_open0(w[0]), (float)u24(w[1]), &z[0], &z[1]);
+        box_muller_f((float)u24_open0(w[2]), (float)u24(w[3]), &z[2], &z[3]);
+        for (int k = 0; k < 4; k++) vals[k] = m + s * z[k];
+    });
+}
+
+static void normal_f64(double *out, int64_t n, uint64_t seed, uint64_t offset, double mean,
+                       double std) {
+    FOR_BLOCKS(double, 2, {
+        double z[2];
+        box_muller(u53_open0(w[0], w[1]), u53(w[2], w[3]), &z[0], &z[1]);
+        for (int k = 0; k < 2; k++) vals[k] = mean + std * z[k];
+    });
+}
+
+/* 1 (in the tensor's dtype) where a 32-bit uniform u = word / 2^32 is below p. */
+#define BERNOULLI(T)                                                                       \
+    static void bernoulli_##T(T *out, int64_t n, uint64_t seed, uint64_t offset, double p, \
+                              T zero, T one) {                                             \
+        FOR_BLOCKS(T, 4, for (int k = 0; k < 4; k++) vals[k] =                             \
+                             (double)w[k] * 0x1p-32 < p ? one : zero);                     \
+    }
+BERNOULLI(uint8_t)
+BERNOULLI(uint16_t)
+BERNOULLI(uint32_t)
+BERNOULLI(uint64_t)
+
+hl_status hl_cpu_random(const hl_call *c) {
+    hl_tensor *dst = c->out[0];
+    int64_t n = hl_shape_numel(dst->ndim, dst->shape);
+    if (n == 0) return HL_OK;
+    uint64_t seed, offset;
+    memcpy(&seed, &c->i[0], sizeof seed);
+    memcpy(&offset, &c->i[1], sizeof offset);
+    void *p = hl_ptr(dst);
+    bool f64 = dst->dtype == HL_F64;
+    switch (c->op) {
+        case HL_OP_RANDOM_UNIFORM:
+            if (f64) uniform_f64(p, n, seed, offset, c->f[0], c->f[1]);
+            else uniform_f32(p, n, seed, offset, c->f[0], c->f[1]);
+            return HL_OK;
+        case HL_OP_RANDOM_NORMAL:
+            if (f64) normal_f64(p, n, seed, offset, c->f[0], c->f[1]);
+            else normal_f32(p, n, seed, offset, c->f[0], c->f[1]);
+            return HL_OK;
+        case HL_OP_RANDOM_BERNOULLI: {
+            uint64_t zero, one;
+            hl_cpu_value_bits(dst->dtype, 0.0, &zero);
+            hl_cpu_value_bits(dst->dtype, 1.0, &one);
+            switch (hl_dtype_size(dst->dtype)) {
+#define BERNOULLI_CASE(T)                                                     \
+    case sizeof(T): {                                                         \
+        T z, o;                                                               \
+        memcpy(&z, &zero, sizeof z);                                          \
+        memcpy(&o, &one, sizeof o);                                           \
+        bernoulli_##T(p, n, seed, offset, c->f[0], z, o);                     \
+        return HL_OK;                                                         \
+    }
+                BERNOULLI_CASE(uint8_t)
+                BERNOULLI_CASE(uint16_t)
+                BERNOULLI_CASE(uint32_t)
+                BERNOULLI_CASE(uint64_t)
+#undef BERNOULLI_CASE
+                default: break;
+            }
+            break;
+        }
+        default: break;
+    }
+    return hl_fail(HL_ERR_INTERNAL, "random: op %s with %s", hl_op_str(c->op), hl_desc(dst));
+}
