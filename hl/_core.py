@@ -170,7 +170,8 @@ def read(h, np_dtype):
 
 def from_numpy(arr, dtype_code, kind=0, index=0):
     """A new tensor holding a copy of arr (already of the matching numpy dtype)."""
-    arr = np.ascontiguousarray(arr)
+    # not np.ascontiguousarray: it turns a 0-d array into a 1-d one
+    arr = np.asarray(arr, order="C")
     h = empty(arr.shape, dtype_code, kind, index)
     if arr.size:
         check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))

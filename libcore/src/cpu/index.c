@@ -256,13 +256,26 @@ hl_status hl_cpu_gather_elements(const hl_call *c) {
 #define SC_MAX(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
 #define SC_MIN(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
 
-#define SCATTER_TYPED(sn, T, code)                                                           \
+/* Integer sums and products wrap (as numpy's do) by computing in uint64_t, since signed
+   overflow is undefined in C. */
+#define FLOAT_ADD(T, a, b) ((a) + (b))
+#define FLOAT_MUL(T, a, b) ((a) * (b))
+#define INT_ADD(T, a, b) ((T)((uint64_t)(a) + (uint64_t)(b)))
+#define INT_MUL(T, a, b) ((T)((uint64_t)(a) * (uint64_t)(b)))
+
+#define SCATTER_TYPED(sn, T, ADD, MUL)                                                       \
     static void scatter_##sn(const elem_geom *gp, T *ys, const T *us, const void *ib,        \
                              bool wide, int64_t n, int reduction, bool par) {                \
         const elem_geom g = *gp;                                                             \
         switch (reduction) {                                                                 \
-            case 1: { FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] += us[e]) break; }       \
-            case 2: { FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] *= us[e]) break; }       \
+            case 1: {                                                                        \
+                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = ADD(T, ys[pos], us[e]))      \
+                break;                                                                       \
+            }                                                                                \
+            case 2: {                                                                        \
+                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = MUL(T, ys[pos], us[e]))      \
+                break;                                                                       \
+            }                                                                                \
             case 3: {                                                                        \
                 FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = SC_MAX(ys[pos], us[e]))      \
                 break;                                                                       \
@@ -273,7 +286,10 @@ hl_status hl_cpu_gather_elements(const hl_call *c) {
             }                                                                                \
         }                                                                                    \
     }
-HL_NUMERIC_TYPES(SCATTER_TYPED)
+#define SCATTER_FLOAT(sn, T, code) SCATTER_TYPED(sn, T, FLOAT_ADD, FLOAT_MUL)
+#define SCATTER_INT(sn, T, code) SCATTER_TYPED(sn, T, INT_ADD, INT_MUL)
+HL_FLOAT_TYPES(SCATTER_FLOAT)
+HL_INT_TYPES(SCATTER_INT)
 
 hl_status hl_cpu_scatter_elements(const hl_call *c) {
     const hl_tensor *x = c->in[0], *ix = c->in[1], *upd = c->in[2];
