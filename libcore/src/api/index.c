@@ -284,8 +284,8 @@ hl_status hl_nonzero(const hl_tensor *x, hl_tensor **out) {
     hl_tensor *xc = NULL, *count = NULL;
     hl_status st = hl_contiguous(x, &xc);
     if (st) return st;
-    int64_t n = 0;
-    if (!(st = hl_tensor_empty(HL_I64, dev, 0, NULL, &count))) {
+    int64_t n = 0, no_shape[1] = {0};  /* a 0-d count; never pass memcpy a NULL shape */
+    if (!(st = hl_tensor_empty(HL_I64, dev, 0, no_shape, &count))) {
         hl_call c = {.op = HL_OP_NONZERO, .n_in = 1, .n_out = 1, .in = {xc}, .out = {count},
                      .i = {0}};
         if (!(st = hl_submit(&c))) st = hl_tensor_read(count, &n, sizeof n);

@@ -171,7 +171,7 @@ hl_status hl_cpu_gather_grad(const hl_call *c) {
    k order (the last update wins, or the reduction runs in that order). */
 
 typedef struct {
-    int64_t outer, K, inner, chunks;
+    int64_t outer, K, inner, chunk, chunks;
     int64_t *otab, *itab;
     int64_t astride;  /* the data's stride along the axis */
 } elem_geom;
@@ -196,7 +196,10 @@ static hl_status elem_geom_init(elem_geom *g, const hl_tensor *ix, const int64_t
     g->outer = hl_shape_numel(axis, s);
     g->K = s[axis];
     g->inner = hl_shape_numel(ix->ndim - axis - 1, s + axis + 1);
-    g->chunks = (g->inner + CHUNK - 1) / CHUNK;
+    /* chunks of i small enough that outer * chunks keeps every thread busy, but not tiny */
+    int64_t want = 4 * (int64_t)max_threads(), split = (want + g->outer - 1) / g->outer;
+    g->chunk = HL_MAX(HL_MIN(CHUNK, (g->inner + split - 1) / split), 64);
+    g->chunks = (g->inner + g->chunk - 1) / g->chunk;
     g->astride = data_strides[axis];
     g->otab = malloc(sizeof(int64_t) * (size_t)(g->outer + g->inner));
     if (!g->otab) return hl_fail(HL_ERR_MEMORY, "out of host memory for an offset table");
@@ -211,8 +214,8 @@ static hl_status elem_geom_init(elem_geom *g, const hl_tensor *ix, const int64_t
 #define FOR_EACH_ELEMENT(g, ib, wide, n, par, BODY)                                          \
     _Pragma("omp parallel for schedule(dynamic, 1) if (par)")                               \
     for (int64_t t = 0; t < (g).outer * (g).chunks; t++) {                                   \
-        int64_t o = t / (g).chunks, i0 = (t % (g).chunks) * CHUNK;                           \
-        int64_t i1 = HL_MIN((g).inner, i0 + CHUNK), base = (g).otab[o];                      \
+        int64_t o = t / (g).chunks, i0 = (t % (g).chunks) * (g).chunk;                       \
+        int64_t i1 = HL_MIN((g).inner, i0 + (g).chunk), base = (g).otab[o];                  \
         for (int64_t k = 0; k < (g).K; k++) {                                                \
             int64_t row = (o * (g).K + k) * (g).inner;                                       \
             for (int64_t i = i0; i < i1; i++) {                                              \
