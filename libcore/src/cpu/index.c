@@ -210,21 +210,36 @@ static hl_status elem_geom_init(elem_geom *g, const hl_tensor *ix, const int64_t
 }
 
 /* Runs BODY for every element of indices, with e = its flat position in indices (and in
-   updates / the gather output) and pos = the data element it names. */
-#define FOR_EACH_ELEMENT(g, ib, wide, n, par, BODY)                                          \
+   updates / the gather output) and pos = the data element it names. The loops are written
+   once per index width so the width test stays out of them. */
+#define FOR_EACH_ELEMENT_AS(IT, g, ib, n, par, BODY)                                         \
     _Pragma("omp parallel for schedule(dynamic, 1) if (par)")                               \
     for (int64_t t = 0; t < (g).outer * (g).chunks; t++) {                                   \
+        const IT *ip = (const IT *)(ib);                                                     \
         int64_t o = t / (g).chunks, i0 = (t % (g).chunks) * (g).chunk;                       \
         int64_t i1 = HL_MIN((g).inner, i0 + (g).chunk), base = (g).otab[o];                  \
+        if ((g).inner == 1) { /* the axis is the last: a plain loop over k */                \
+            base += (g).itab[0];                                                             \
+            for (int64_t e = o * (g).K; e < (o + 1) * (g).K; e++) {                          \
+                int64_t pos = base + wrap_index(ip[e], n) * (g).astride;                     \
+                BODY;                                                                        \
+            }                                                                                \
+            continue;                                                                        \
+        }                                                                                    \
         for (int64_t k = 0; k < (g).K; k++) {                                                \
             int64_t row = (o * (g).K + k) * (g).inner;                                       \
             for (int64_t i = i0; i < i1; i++) {                                              \
                 int64_t e = row + i;                                                         \
-                int64_t pos = base + wrap_index(load_index(ib, wide, e), n) * (g).astride +  \
-                              (g).itab[i];                                                   \
+                int64_t pos = base + wrap_index(ip[e], n) * (g).astride + (g).itab[i];       \
                 BODY;                                                                        \
             }                                                                                \
         }                                                                                    \
+    }
+#define FOR_EACH_ELEMENT(g, ib, wide, n, par, BODY)                                          \
+    if (wide) {                                                                              \
+        FOR_EACH_ELEMENT_AS(int64_t, g, ib, n, par, BODY)                                    \
+    } else {                                                                                 \
+        FOR_EACH_ELEMENT_AS(int32_t, g, ib, n, par, BODY)                                    \
     }
 
 hl_status hl_cpu_gather_elements(const hl_call *c) {
