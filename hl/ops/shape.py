@@ -184,7 +184,7 @@ def tile(x, repeats):
 # ---- indexing ----------------------------------------------------------------------------
 
 def _is_advanced(k):
-    return isinstance(k, (Tensor, np.ndarray, list))
+    return isinstance(k, (Tensor, np.ndarray, list)) and not _is_int_key(k)
 
 
 def _expand_key(key, ndim):
@@ -226,8 +226,7 @@ def _basic_index(x, key):
             starts.append(r.start if len(r) else 0)
             lengths.append(len(r))
             steps.append(st)
-        elif isinstance(k, (numbers.Integral, np.integer)) or (
-                isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_integer):
+        elif _is_int_key(k):
             i = int(k)
             if not -n <= i < n:
                 raise errors.IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
@@ -264,13 +263,29 @@ def getitem(x, key):
     idx = as_tensor(parts[pos], device=x.device)
     if idx.dtype is _dt.bool_:
         raise errors.UnsupportedError("a bool mask must be the whole index (x[mask])")
+    # numpy counts ints as advanced indices too when an array is present: if the ints and
+    # the array are not side by side, the array's axes go first in the result
+    adv_pos = sorted([pos] + [i for i, k in enumerate(parts) if _is_int_key(k)])
+    to_front = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
     parts[pos] = slice(None)
     y = _basic_index(x, parts)
-    # the gathered axis is y's axis counting the non-int, non-None parts before it
-    axis = sum(1 for k in parts[:pos] if k is not None and not isinstance(k, (numbers.Integral, np.integer)))
-    axis += sum(1 for k in parts[:pos] if k is None)
+    # the gathered axis is y's axis: the parts before the array that are not ints
+    axis = sum(1 for k in parts[:pos] if not _is_int_key(k))
     from .index import gather
-    return gather(y, idx, axis)
+    y = gather(y, idx, axis)
+    if to_front and axis:
+        n = idx.ndim
+        y = permute(y, *range(axis, axis + n), *range(axis), *range(axis + n, y.ndim))
+    return y
+
+
+def _is_int_key(k):
+    """An int, or a 0-d integer array or tensor (numpy treats those as ints)."""
+    if isinstance(k, (numbers.Integral, np.integer)):
+        return not isinstance(k, bool)
+    if isinstance(k, np.ndarray):
+        return k.ndim == 0 and k.dtype.kind in "iu"
+    return isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_integer
 
 
 def _mask_index(x, mask):

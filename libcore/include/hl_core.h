@@ -266,14 +266,23 @@ hl_status hl_gather_grad(const hl_tensor *dy, int64_t axis, const hl_tensor *ind
                          int ndim, const int64_t *x_shape, hl_tensor **out);
 hl_status hl_gather_elements(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
                              hl_tensor **out);
-/* reduction: 0 none (replace), 1 add, 2 mul, 3 max, 4 min (ONNX ScatterElements). */
+/* reduction: 0 none (replace), 1 add, 2 mul, 3 max, 4 min (ONNX ScatterElements). out is a
+   copy of x with the updates applied in row-major order of indices (repeated indices: the
+   last one wins for none); *out may be x itself (contiguous) to scatter in place. */
 hl_status hl_scatter_elements(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
                               const hl_tensor *updates, int reduction, hl_tensor **out);
-/* out[..., i, ...] = on if indices[...] == i else off; negative indices count from depth. */
+/* out[..., i, ...] = on if indices[...] == i else off; negative indices count from depth;
+   indices outside [-depth, depth) give a row of off values (ONNX). axis: where the new axis
+   of size depth goes in out (-1: last). */
 hl_status hl_one_hot(const hl_tensor *indices, int64_t depth, int64_t axis, double on_value,
                      double off_value, hl_dtype dtype, hl_tensor **out);
-/* int64 (ndim, count) coordinates of the non-zero elements, row-major order (ONNX NonZero). */
+/* int64 (ndim, count) coordinates of the non-zero elements, row-major order (ONNX NonZero).
+   The shape depends on the data: refused (HL_ERR_UNSUPPORTED) while a plan is recorded, and
+   *out must be NULL. */
 hl_status hl_nonzero(const hl_tensor *x, hl_tensor **out);
+/* The k largest (smallest) along axis, best first, with int64 positions; 0 <= k <= the axis
+   size. Ties: lower index first (ONNX); NaN counts as the largest value. The result is sorted
+   whatever `sorted` says. */
 hl_status hl_topk(const hl_tensor *x, int64_t k, int64_t axis, int largest, int sorted,
                   hl_tensor **values, hl_tensor **indices);
 
