@@ -287,11 +287,13 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
             const int64_t q = it / tiles, t0 = (it % tiles) * lanes;                         \
             const int64_t w = HL_MIN(lanes, inner - t0), base = q * n * inner + t0;          \
             const int64_t pos = q * inner + t0;                                              \
+            /* labels are indexed by sample (pos), probabilities like the logits (base) */  \
+            const void *tg = labels ? tgt : (const void *)((const T *)tgt + base);           \
             if (grad)                                                                        \
-                ceg_lanes_##sfx(a + base, tgt, dl, o + base, pos, n, inner, w, labels, is64, \
+                ceg_lanes_##sfx(a + base, tg, dl, o + base, pos, n, inner, w, labels, is64,  \
                                 ignore);                                                     \
             else                                                                             \
-                ce_lanes_##sfx(a + base, tgt, o, lp ? lp + base : NULL, pos, n, inner, w,    \
+                ce_lanes_##sfx(a + base, tg, o, lp ? lp + base : NULL, pos, n, inner, w,     \
                                labels, is64, ignore);                                        \
         }                                                                                    \
     }
