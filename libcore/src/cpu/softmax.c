@@ -15,7 +15,78 @@
 
 #include "dtypes.h"
 
-enum { PAR_MIN = 16384, LANES = 64 };
+enum { PAR_MIN = 16384, LANES = 64, ROW_CHUNK = 256 };
+
+/*
+ * exp(x) for x <= 0 in float32, written so that loops over it vectorise (glibc's expf does
+ * not, short of -ffast-math, and neither does anything with a float comparison in it, so
+ * the range tests work on the bits). Softmax only takes exp of x - max <= 0. Range
+ * reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n ln2 is exact), a
+ * degree-6 polynomial for exp(r) (Cephes' coefficients; measured error under 1.5 ulp), and
+ * 2^n built in the exponent bits. Below -87 the result is 0 (the true value is under
+ * 1.7e-38, nothing next to the row maximum's exp(0) = 1); -inf gives 0 and NaN stays NaN.
+ */
+static inline float exp_nonpos_f32(float x) {
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    const uint32_t mag = xb & 0x7FFFFFFFu;
+    /* all ones when x < -87 (x negative, |x| > 87, not NaN): clamp the input, zero the result */
+    const uint32_t under =
+        0u - (uint32_t)((xb >> 31) & (mag > 0x42AE0000u) & (mag <= 0x7F800000u));
+    const uint32_t xcb = (xb & ~under) | (0xC2AE0000u & under); /* 0xC2AE0000 is -87.0f */
+    float xc;
+    memcpy(&xc, &xcb, sizeof xc);
+    const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = xc * 1.44269504088896341f + shift;
+    const float n = t - shift;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* 2^n: n sits in t's low bits */
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    const float res = p * scale;
+    uint32_t rb;
+    memcpy(&rb, &res, sizeof rb);
+    rb &= ~under;
+    float out;
+    memcpy(&out, &rb, sizeof out);
+    return out;
+}
+#define EXP_NONPOS(v) _Generic((v), float: exp_nonpos_f32((float)(v)), default: exp(v))
+
+/* Sum of a contiguous run in double, with four accumulators. */
+#define SUM_HELPER(sfx, T, code)                                                             \
+    static inline double sum_##sfx(const T *p, int64_t n) {                                  \
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;                                               \
+        int64_t i = 0;                                                                       \
+        for (; i + 4 <= n; i += 4) {                                                         \
+            a0 += p[i]; a1 += p[i + 1]; a2 += p[i + 2]; a3 += p[i + 3];                      \
+        }                                                                                    \
+        for (; i < n; i++) a0 += p[i];                                                       \
+        return (a0 + a1) + (a2 + a3);                                                        \
+    }                                                                                        \
+    /* Maximum of a contiguous run (-inf when empty; NaNs are skipped, the sum of exps     \
+       catches them). Eight running maxima let the compiler use vector max instructions. */ \
+    static inline T max_##sfx(const T *p, int64_t n) {                                       \
+        T mm[8], m = -INFINITY;                                                              \
+        for (int k = 0; k < 8; k++) mm[k] = -INFINITY;                                       \
+        int64_t i = 0;                                                                       \
+        for (; i + 8 <= n; i += 8)                                                           \
+            for (int k = 0; k < 8; k++) mm[k] = p[i + k] > mm[k] ? p[i + k] : mm[k];         \
+        for (; i < n; i++) m = p[i] > m ? p[i] : m;                                          \
+        for (int k = 0; k < 8; k++) m = mm[k] > m ? mm[k] : m;                               \
+        return m;                                                                            \
+    }
+HL_FLOAT_TYPES(SUM_HELPER)
 
 static int64_t prod(const int64_t *shape, int from, int to) {
     int64_t n = 1;
@@ -34,23 +105,25 @@ static void split_dims(const hl_tensor *t, int axis, int64_t *outer, int64_t *n,
 /* ---- softmax, log_softmax and their gradients ---- */
 
 #define SOFTMAX_KERNELS(sfx, T, code)                                                        \
-    /* One contiguous row. */                                                                \
+    /* One contiguous row. exp values go through a buffer (y itself for softmax, a stack   \
+       chunk for log_softmax, whose y may be x) so the exp loop vectorises on its own. */   \
     static void sm_row_##sfx(const T *x, T *y, int64_t n, bool lg) {                         \
-        T m = -INFINITY;                                                                     \
-        for (int64_t j = 0; j < n; j++) m = x[j] > m ? x[j] : m;                             \
+        const T m = max_##sfx(x, n);                                                         \
         double s = 0;                                                                        \
         if (lg) {                                                                            \
-            for (int64_t j = 0; j < n; j++) s += exp(x[j] - m);                              \
-            const double ls = log(s);                                                        \
-            for (int64_t j = 0; j < n; j++) y[j] = (T)((double)(x[j] - m) - ls);             \
-        } else {                                                                             \
-            for (int64_t j = 0; j < n; j++) {                                                \
-                const T e = exp(x[j] - m);                                                   \
-                y[j] = e;                                                                    \
-                s += e;                                                                      \
+            T e[ROW_CHUNK];                                                                  \
+            for (int64_t j0 = 0; j0 < n; j0 += ROW_CHUNK) {                                  \
+                const int64_t w = HL_MIN(ROW_CHUNK, n - j0);                                 \
+                for (int64_t t = 0; t < w; t++) e[t] = EXP_NONPOS(x[j0 + t] - m);            \
+                s += sum_##sfx(e, w);                                                        \
             }                                                                                \
-            const double r = 1 / s;                                                          \
-            for (int64_t j = 0; j < n; j++) y[j] = (T)(y[j] * r);                            \
+            /* (x - m) <= 0 and ls >= 0: no cancellation, so T arithmetic is accurate */    \
+            const T ls = (T)log(s);                                                          \
+            for (int64_t j = 0; j < n; j++) y[j] = (x[j] - m) - ls;                          \
+        } else {                                                                             \
+            for (int64_t j = 0; j < n; j++) y[j] = EXP_NONPOS(x[j] - m);                     \
+            const T r = (T)(1 / sum_##sfx(y, n));                                            \
+            for (int64_t j = 0; j < n; j++) y[j] *= r;                                       \
         }                                                                                    \
     }                                                                                        \
     /* w rows side by side, positions `stride` apart. */                                     \
@@ -66,20 +139,23 @@ static void split_dims(const hl_tensor *t, int axis, int64_t *outer, int64_t *n,
         for (int64_t j = 0; j < n; j++) {                                                    \
             const T *xr = x + j * stride;                                                    \
             T *yr = y + j * stride;                                                          \
-            for (int64_t t = 0; t < w; t++) {                                                \
-                const T e = exp(xr[t] - m[t]);                                               \
-                if (!lg) yr[t] = e;                                                          \
-                s[t] += e;                                                                   \
-            }                                                                                \
+            if (lg) /* two loops: a store under a condition would stop vectorisation */      \
+                for (int64_t t = 0; t < w; t++) s[t] += EXP_NONPOS(xr[t] - m[t]);            \
+            else                                                                             \
+                for (int64_t t = 0; t < w; t++) {                                            \
+                    yr[t] = EXP_NONPOS(xr[t] - m[t]);                                        \
+                    s[t] += yr[t];                                                           \
+                }                                                                            \
         }                                                                                    \
-        for (int64_t t = 0; t < w; t++) s[t] = lg ? log(s[t]) : 1 / s[t];                    \
+        T f[LANES]; /* log of the sum, or its reciprocal */                                  \
+        for (int64_t t = 0; t < w; t++) f[t] = (T)(lg ? log(s[t]) : 1 / s[t]);               \
         for (int64_t j = 0; j < n; j++) {                                                    \
             const T *xr = x + j * stride;                                                    \
             T *yr = y + j * stride;                                                          \
             if (lg)                                                                          \
-                for (int64_t t = 0; t < w; t++) yr[t] = (T)((double)(xr[t] - m[t]) - s[t]);  \
+                for (int64_t t = 0; t < w; t++) yr[t] = (xr[t] - m[t]) - f[t];               \
             else                                                                             \
-                for (int64_t t = 0; t < w; t++) yr[t] = (T)(yr[t] * s[t]);                   \
+                for (int64_t t = 0; t < w; t++) yr[t] *= f[t];                               \
         }                                                                                    \
     }                                                                                        \
     /* softmax: dx = y * (dy - sum(dy * y)); log_softmax: dx = dy - exp(y) * sum(dy). */     \
@@ -204,6 +280,50 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
  * Probabilities: loss = -sum_j target_j * log_prob_j.
  */
 #define CE_KERNELS(sfx, T, code)                                                             \
+    /* One sample whose classes are contiguous (inner == 1). */                              \
+    static void ce_row_##sfx(const T *x, const void *tgt, T *loss, T *lp, int64_t pos,       \
+                             int64_t n, bool labels, bool is64, int64_t ignore) {            \
+        const T m = max_##sfx(x, n);                                                         \
+        T e[ROW_CHUNK];                                                                      \
+        double s = 0;                                                                        \
+        for (int64_t j0 = 0; j0 < n; j0 += ROW_CHUNK) {                                      \
+            const int64_t w = HL_MIN(ROW_CHUNK, n - j0);                                     \
+            for (int64_t t = 0; t < w; t++) e[t] = EXP_NONPOS(x[j0 + t] - m);                \
+            s += sum_##sfx(e, w);                                                            \
+        }                                                                                    \
+        const double ls = log(s);                                                            \
+        if (labels) {                                                                        \
+            const int64_t k = label_at(tgt, pos, is64);                                      \
+            loss[pos] = k == ignore ? 0 : (T)(ls - (double)(x[k] - m));                      \
+        } else {                                                                             \
+            const T *p = (const T *)tgt;                                                     \
+            double acc = 0;                                                                  \
+            for (int64_t j = 0; j < n; j++) acc -= p[j] * ((double)(x[j] - m) - ls);         \
+            loss[pos] = (T)acc;                                                              \
+        }                                                                                    \
+        if (lp) {                                                                            \
+            const T lsT = (T)ls;                                                             \
+            for (int64_t j = 0; j < n; j++) lp[j] = (x[j] - m) - lsT;                        \
+        }                                                                                    \
+    }                                                                                        \
+    static void ceg_row_##sfx(const T *lp, const void *tgt, const T *dl, T *o, int64_t pos,  \
+                              int64_t n, bool labels, bool is64, int64_t ignore) {           \
+        const double d = dl[pos];                                                            \
+        if (labels) {                                                                        \
+            const int64_t k = label_at(tgt, pos, is64);                                      \
+            if (k == ignore) {                                                               \
+                for (int64_t j = 0; j < n; j++) o[j] = 0;                                    \
+                return;                                                                      \
+            }                                                                                \
+            const double pk = exp((double)lp[k]); /* read before o (maybe lp) is written */  \
+            for (int64_t j = 0; j < n; j++) o[j] = (T)(exp(lp[j]) * d);                      \
+            o[k] = (T)((pk - 1) * d);                                                        \
+        } else {                                                                             \
+            const T *p = (const T *)tgt;                                                     \
+            const double ts = sum_##sfx(p, n);                                               \
+            for (int64_t j = 0; j < n; j++) o[j] = (T)(((double)exp(lp[j]) * ts - p[j]) * d); \
+        }                                                                                    \
+    }                                                                                        \
     static void ce_lanes_##sfx(const T *x, const void *tgt, T *loss, T *lp, int64_t pos,     \
                                int64_t n, int64_t stride, int64_t w, bool labels, bool is64, \
                                int64_t ignore) {                                             \
@@ -216,7 +336,7 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
                 m[t] = v > m[t] ? v : m[t];                                                  \
             }                                                                                \
         for (int64_t j = 0; j < n; j++)                                                      \
-            for (int64_t t = 0; t < w; t++) ls[t] += exp(x[j * stride + t] - m[t]);          \
+            for (int64_t t = 0; t < w; t++) ls[t] += EXP_NONPOS(x[j * stride + t] - m[t]);   \
         for (int64_t t = 0; t < w; t++) ls[t] = log(ls[t]);                                  \
         if (labels) {                                                                        \
             for (int64_t t = 0; t < w; t++) {                                                \
@@ -289,7 +409,12 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
             const int64_t pos = q * inner + t0;                                              \
             /* labels are indexed by sample (pos), probabilities like the logits (base) */  \
             const void *tg = labels ? tgt : (const void *)((const T *)tgt + base);           \
-            if (grad)                                                                        \
+            if (inner == 1 && grad)                                                          \
+                ceg_row_##sfx(a + base, tg, dl, o + base, pos, n, labels, is64, ignore);     \
+            else if (inner == 1)                                                             \
+                ce_row_##sfx(a + base, tg, o, lp ? lp + base : NULL, pos, n, labels, is64,   \
+                             ignore);                                                        \
+            else if (grad)                                                                   \
                 ceg_lanes_##sfx(a + base, tg, dl, o + base, pos, n, inner, w, labels, is64,  \
                                 ignore);                                                     \
             else                                                                             \
