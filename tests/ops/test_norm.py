@@ -300,7 +300,7 @@ def test_layer_norm_grad_vs_torch(rng, shape, axis):
 
 
 def test_layer_norm_grad_finite_differences(rng):
-    x, w, b = rng.standard_normal((3, 2, 2)), rng.standard_normal((2, 2)), rng.standard_normal((2, 2))
+    x, w, b = (rng.standard_normal(s) for s in ((3, 2, 2), (2, 2), (2, 2)))
     r = rng.standard_normal((3, 2, 2))
 
     def loss(x_, w_, b_):

@@ -56,6 +56,19 @@ def test_softmax_large_values_do_not_overflow():
     harness.assert_close(hl.log_softmax(hl.tensor(x)), np_log_softmax(x, -1), **F32)
 
 
+def test_softmax_wide_range_float32():
+    """The float32 kernels use their own exp for x - max <= 0: check it over the whole range
+    (below exp(-87) results may flush to 0, hence the tiny atol)."""
+    x = np.linspace(-120.0, 0.0, 20001, dtype=np.float32)
+    x[::7] -= np.float32(0.3)
+    want = np_log_softmax(x, 0)
+    harness.assert_close(hl.log_softmax(hl.tensor(x)), want, rtol=2e-7, atol=0)
+    harness.assert_close(hl.softmax(hl.tensor(x)), np_softmax(x, 0), rtol=1e-6, atol=1e-37)
+    cols = np.stack([x, x[::-1]], axis=1)  # the strided-axis kernel, same values
+    harness.assert_close(hl.softmax(hl.tensor(cols), 0), np_softmax(cols, 0), rtol=1e-6,
+                         atol=1e-37)
+
+
 def test_softmax_0d_and_int_input():
     y = hl.softmax(hl.tensor(np.array(2.5, np.float32)).reshape(()), 0)
     assert y.shape == () and y.item() == 1.0
@@ -179,8 +192,8 @@ def test_cross_entropy_soft_forward(rng, shape):
     onehot = np.eye(shape[1], dtype=np.float32)[rng.integers(0, shape[1], (shape[0],) + shape[2:])]
     onehot = np.moveaxis(onehot, -1, 1)
     labels = onehot.argmax(1)
-    harness.assert_close(hl.softmax_cross_entropy(hl.tensor(logits), hl.tensor(onehot), reduction="none"),
-                         np_ce(logits, labels), **F32)
+    got = hl.softmax_cross_entropy(hl.tensor(logits), hl.tensor(onehot), reduction="none")
+    harness.assert_close(got, np_ce(logits, labels), **F32)
 
 
 @pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
@@ -225,8 +238,18 @@ def test_cross_entropy_all_ignored_mean_is_nan_like_torch():
     loss = hl.softmax_cross_entropy(x, hl.tensor(np.array([-100, -100])), reduction="sum")
     assert loss.item() == 0.0
     lp = hl.log_softmax(x, 1)
-    g = hl.softmax_cross_entropy_grad(lp, hl.tensor(np.array([-100, -100])), hl.tensor(np.ones(2, np.float32)))
+    g = hl.softmax_cross_entropy_grad(lp, hl.tensor(np.array([-100, -100])),
+                                      hl.tensor(np.ones(2, np.float32)))
     assert (g.numpy() == 0).all()
+
+
+def test_cross_entropy_strided_labels(rng):
+    logits = randn(rng, (4, 5, 3))
+    labels = rng.integers(0, 5, (4, 3))
+    want = np_ce(logits, labels)
+    for layout in harness.LAYOUTS.values():
+        got = hl.softmax_cross_entropy(layout(logits), layout(labels), reduction="none")
+        harness.assert_close(got, want, **F32)
 
 
 def test_cross_entropy_custom_ignore_index(rng):
@@ -342,7 +365,8 @@ def test_property_cross_entropy_random_labels(n, c, d, labels, seed):
     try:
         loss, lp = hl.softmax_cross_entropy(hl.tensor(logits), hl.tensor(lab), reduction="none",
                                             return_log_prob=True)
-        g = hl.softmax_cross_entropy_grad(lp, hl.tensor(lab), hl.tensor(np.ones((n, d), np.float32)))
+        g = hl.softmax_cross_entropy_grad(lp, hl.tensor(lab),
+                                          hl.tensor(np.ones((n, d), np.float32)))
     except hl.errors.IndexError:
         assert not valid
         return

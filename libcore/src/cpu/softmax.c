@@ -387,7 +387,9 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
                 const int64_t e = j * stride + t;                                            \
                 const double tj = labels ? (double)(k[t] == j) : (double)p[e];               \
                 /* ignored samples get exactly 0, even where log_prob is NaN */              \
-                o[e] = labels && k[t] == ignore ? 0 : (T)(((double)exp(lp[e]) * ts[t] - tj) * d[t]); \
+                o[e] = labels && k[t] == ignore                                              \
+                           ? 0                                                               \
+                           : (T)(((double)exp(lp[e]) * ts[t] - tj) * d[t]);                  \
             }                                                                                \
     }                                                                                        \
     static void ce_run_##sfx(const hl_call *c, bool grad, int64_t outer, int64_t n,          \
