@@ -5,6 +5,8 @@ logits (N, C, d...) with the classes on axis 1 (or a single sample (C,)), and a 
 is either int32/int64 class labels (N, d...) or probabilities with the logits' shape (one-hot
 or soft labels), as ``torch.nn.functional.cross_entropy`` does.
 """
+import importlib
+
 import numpy as np
 
 from .. import _core, errors
@@ -56,7 +58,7 @@ def log_softmax_grad(y, dy, axis=-1, out=None):
 
 # ---- cross-entropy ------------------------------------------------------------------------
 
-def _ce_args(logits, target, op):
+def _ce_args(logits, target):
     """Tensors for the core: logits (N, C, d...) and target; a 1-D logits (C,) with a 0-d
     label (or a (C,) probability vector) is one sample. Returns (logits, target, single)."""
     logits = as_tensor(logits)
@@ -82,8 +84,8 @@ def _reduction(reduction, op):
 def _total(t):
     """The sum of t's elements as a 0-d tensor of t's dtype. Uses hl.ops.sum when the
     reduction family provides it, else sums on the host (float64 accumulation)."""
-    from . import reduce as _reduce
-    f = getattr(_reduce, "sum", None)
+    # by module path: hl.ops.reduce, the attribute, could be shadowed by a function
+    f = getattr(importlib.import_module(".reduce", __package__), "sum", None)
     if f is not None:
         r = f(t)
         return r if r.dtype is t.dtype else r.astype(t.dtype)
@@ -113,7 +115,7 @@ def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean",
     """
     op = "softmax_cross_entropy"
     _reduction(reduction, op)
-    logits, target, single = _ce_args(logits, target, op)
+    logits, target, single = _ce_args(logits, target)
     r = _core.call("softmax_cross_entropy", logits._h, target._h, int(ignore_index), _core.OUT,
                    _core.OUT if return_log_prob else None)
     loss_h, lp_h = r if return_log_prob else (r, None)
@@ -142,7 +144,7 @@ def softmax_cross_entropy_grad(log_prob, target, dloss, ignore_index=-100, reduc
     """
     op = "softmax_cross_entropy_grad"
     _reduction(reduction, op)
-    log_prob, target, single = _ce_args(log_prob, target, op)
+    log_prob, target, single = _ce_args(log_prob, target)
     dloss = as_tensor(dloss, dtype=log_prob.dtype, device=log_prob.device)
     sample_shape = (log_prob.shape[0],) + log_prob.shape[2:]
     if reduction == "none":
