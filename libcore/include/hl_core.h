@@ -216,20 +216,33 @@ hl_status hl_pool_grad(int op, const hl_tensor *dy, const hl_tensor *indices,
 
 /* ---- normalisation -------------------------------------------------------------------------- */
 
-/* x is (N, C, ...). training: normalise with the batch statistics and update running_mean /
-   running_var in place (running = (1 - momentum) * running + momentum * batch, unbiased
-   variance, PyTorch convention); otherwise use the running statistics. save_mean and
-   save_invstd (C entries, may be NULL) are what hl_batch_norm_grad needs. */
+/* x is (N, C, ...), float32 or float64; scale, bias (C entries) may be NULL (1 and 0).
+   training: normalise with the batch statistics (biased variance) and, when running_mean /
+   running_var are given (both or neither), update them in place: running = (1 - momentum) *
+   running + momentum * batch, with the unbiased batch variance (PyTorch convention; an
+   empty batch leaves them alone; one value per channel is refused, as in PyTorch).
+   Otherwise (inference) normalise with the running statistics, which are then required.
+   momentum in [0, 1], eps >= 0. save_mean and save_invstd (C entries; either pointer may be
+   NULL) receive the mean and 1 / sqrt(var + eps) that normalised x: the batch's when
+   training, the running ones otherwise. All tensors share x's dtype. */
 hl_status hl_batch_norm(const hl_tensor *x, const hl_tensor *scale, const hl_tensor *bias,
                         hl_tensor *running_mean, hl_tensor *running_var, int training,
                         double momentum, double eps, hl_tensor **out, hl_tensor **save_mean,
                         hl_tensor **save_invstd);
+/* Takes the save_mean / save_invstd that hl_batch_norm gave for the same training flag.
+   training = 1: the full gradient through the batch statistics. training = 0: the statistics
+   are constants (inference), dx = dy * scale * save_invstd, where save_invstd is then
+   1 / sqrt(running_var + eps) and save_mean the running mean (what hl_batch_norm with
+   training = 0 returns). dscale = sum(dy * (x - save_mean) * save_invstd), dbias = sum(dy)
+   over every axis but 1. Any of dx, dscale, dbias may be NULL (not wanted). */
 hl_status hl_batch_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_tensor *scale,
                              const hl_tensor *save_mean, const hl_tensor *save_invstd,
                              int training, hl_tensor **dx, hl_tensor **dscale,
                              hl_tensor **dbias);
 /* Normalises over the axes from `axis` to the end; scale and bias have those axes' shape (or
-   are NULL). mean and invstd get x's leading shape. */
+   are NULL). mean and invstd (may be NULL) get x's leading shape (x.shape[:axis]); an
+   empty row gives mean 0 and invstd NaN, as in PyTorch. The grad takes them back; any of
+   dx, dscale, dbias may be NULL (not wanted). */
 hl_status hl_layer_norm(const hl_tensor *x, const hl_tensor *scale, const hl_tensor *bias,
                         int64_t axis, double eps, hl_tensor **out, hl_tensor **mean,
                         hl_tensor **invstd);
@@ -239,18 +252,24 @@ hl_status hl_layer_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_t
 
 /* ---- softmax and cross-entropy ---------------------------------------------------------- */
 
-/* op: "softmax" or "log_softmax". */
+/* op: "softmax" or "log_softmax". A row holding NaN or +inf, or only -inf, gives NaN (as
+   in PyTorch). A 0-d x is one row of one element (axis 0 or -1). */
 hl_status hl_softmax(int op, const hl_tensor *x, int64_t axis, hl_tensor **out);
-/* Gradient from the forward output y and its gradient dy. */
+/* Gradient from the forward output y and its gradient dy; op names the forward op (or its
+   _grad op). softmax: y * (dy - sum(dy * y)); log_softmax: dy - exp(y) * sum(dy). */
 hl_status hl_softmax_grad(int op, const hl_tensor *y, const hl_tensor *dy, int64_t axis,
                           hl_tensor **out);
 /* logits (N, C, d...) with the class axis 1. target: int32/int64 labels (N, d...), or
    probabilities with the logits' shape (one-hot or soft). Labels equal to ignore_index give
-   loss 0 and no gradient. loss: per-sample losses (N, d...); log_prob: log_softmax(logits). */
+   loss 0 and no gradient; any other label outside [0, C) fails with HL_ERR_INDEX (checked
+   when the call runs). loss: per-sample losses (N, d...); log_prob: log_softmax(logits)
+   (may be NULL). */
 hl_status hl_softmax_cross_entropy(const hl_tensor *logits, const hl_tensor *target,
                                    int64_t ignore_index, hl_tensor **loss,
                                    hl_tensor **log_prob);
-/* dlogits from log_prob, target and dloss (per-sample gradient, the loss's shape). */
+/* dlogits from log_prob, target and dloss (per-sample gradient, the loss's shape):
+   (exp(log_prob) * sum(target) - target) * dloss, the exact gradient (softmax - target when
+   the target sums to 1, as one-hot labels do); ignored labels give 0. */
 hl_status hl_softmax_cross_entropy_grad(const hl_tensor *log_prob, const hl_tensor *target,
                                         const hl_tensor *dloss, int64_t ignore_index,
                                         hl_tensor **out);
