@@ -317,16 +317,20 @@ class Tensor:
     __ge__ = _operator("ge")
 
     def __iadd__(self, other):
-        return _ops().add(self, other, out=self)
+        _ops().add(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __isub__(self, other):
-        return _ops().sub(self, other, out=self)
+        _ops().sub(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __imul__(self, other):
-        return _ops().mul(self, other, out=self)
+        _ops().mul(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __itruediv__(self, other):
-        return _ops().true_divide(self, other, out=self)
+        _ops().true_divide(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     del _operator
 
