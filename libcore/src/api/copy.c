@@ -12,9 +12,17 @@ hl_status hl_copy(hl_tensor *dst, const hl_tensor *src) {
     if (!dst || !src) return hl_fail(HL_ERR_VALUE, "copy: tensor is NULL");
     hl_status st = hl_check_device("copy", dst->storage->device, src);
     if (st) return st;
-    hl_tensor *view = NULL;
-    if ((st = hl_view_expand(src, dst->ndim, dst->shape, &view)))
-        return hl_fail(st, "copy: cannot assign %s to %s", hl_desc(src), hl_desc(dst));
+    /* Leading size-1 axes of src beyond dst's rank broadcast away, as in numpy's copyto. */
+    int drop = src->ndim > dst->ndim ? src->ndim - dst->ndim : 0;
+    for (int i = 0; i < drop; i++)
+        if (src->shape[i] != 1) drop = 0;
+    hl_tensor *trimmed = NULL, *view = NULL;
+    if ((st = hl_tensor_wrap(src->storage, src->dtype, src->ndim - drop, src->shape + drop,
+                             src->strides + drop, src->offset, &trimmed)))
+        return st;
+    st = hl_view_expand(trimmed, dst->ndim, dst->shape, &view);
+    hl_tensor_release(trimmed);
+    if (st) return hl_fail(st, "copy: cannot assign %s to %s", hl_desc(src), hl_desc(dst));
     st = hl_check_no_overlap("copy", dst, src, true);
     if (!st) {
         hl_call c = {.op = HL_OP_COPY, .n_in = 1, .n_out = 1, .in = {view}, .out = {dst}};
