@@ -61,7 +61,8 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
     device_pool *pool = pool_for(device);
     if (!be || !pool)
-        return hl_fail(HL_ERR_DEVICE, "no backend serves device %s:%d",
+        return hl_fail(HL_ERR_DEVICE, "device %s:%d is not available: this build has no "
+                       "backend for it, or that device is absent",
                        device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
     hl_storage *s = malloc(sizeof *s);
     if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
