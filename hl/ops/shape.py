@@ -168,7 +168,9 @@ def tile(x, repeats):
 # ---- indexing ----------------------------------------------------------------------------
 
 def _is_advanced(k):
-    return isinstance(k, (Tensor, np.ndarray, list))
+    if isinstance(k, Tensor):  # a 0-d integer tensor is a plain int index
+        return k.ndim > 0 or not k.dtype.is_integer
+    return isinstance(k, (np.ndarray, list))
 
 
 def _expand_key(key, ndim):

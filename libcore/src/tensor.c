@@ -366,6 +366,9 @@ hl_status hl_view_squeeze(const hl_tensor *x, int naxes, const int64_t *axes, hl
         if (x->shape[a] != 1)
             return hl_fail(HL_ERR_SHAPE, "squeeze: axis %lld of %s has size %lld, not 1",
                            (long long)axes[k], hl_desc(x), (long long)x->shape[a]);
+        if (drop[a])
+            return hl_fail(HL_ERR_VALUE, "squeeze: axis %lld is repeated in %s",
+                           (long long)axes[k], hl_shape_str(naxes, axes));
         drop[a] = true;
     }
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS];
@@ -404,7 +407,10 @@ hl_status hl_view_flip(const hl_tensor *x, int naxes, const int64_t *axes, hl_te
         int64_t a = axes[k];
         hl_status st = hl_norm_axis("flip", &a, x->ndim);
         if (st) return st;
-        flip[a] = !flip[a];
+        if (flip[a])
+            return hl_fail(HL_ERR_VALUE, "flip: axis %lld is repeated in %s", (long long)axes[k],
+                           hl_shape_str(naxes, axes));
+        flip[a] = true;
     }
     for (int i = 0; i < x->ndim; i++) {
         shape[i] = x->shape[i];

@@ -301,6 +301,20 @@ def test_fill_of_a_view_writes_only_the_view():
     hl.zeros(0, 3).fill_(1.0)    # size 0: nothing to do
 
 
+@pytest.mark.parametrize("view", ["T", "strided T", "reversed"])
+def test_fill_of_a_non_contiguous_view_stays_inside(view):
+    """A column-major view once made the loop merge its axes the wrong way and write past the
+    view (libcore cpu/loops.c)."""
+    make = {"T": lambda o: o.reshape(4, 3).T, "strided T": lambda o: o.reshape(4, 3)[::2].T,
+            "reversed": lambda o: o.reshape(4, 3).T.flip(1)}[view]
+    out = check_guard(lambda o: make(o).fill_(1.0), (12,))
+    want = np.zeros(12, np.float32) - 12345
+    make_np = {"T": lambda a: a.reshape(4, 3).T, "strided T": lambda a: a.reshape(4, 3)[::2].T,
+               "reversed": lambda a: a.reshape(4, 3).T[:, ::-1]}[view]
+    make_np(want)[...] = 1
+    assert_close(out, want)
+
+
 def test_fill_of_a_broadcast_view_is_harmless():
     t = hl.zeros(3)
     t.expand(4, 3).fill_(2.0)    # every element of the view is one of t's elements

@@ -257,6 +257,23 @@ def test_unary_out_writes_only_the_output(name, rng):
         "neg": "negative"}.get(name, name))(x))
 
 
+@pytest.mark.parametrize("view", ["T", "reversed", "strided"])
+def test_out_may_be_a_non_contiguous_view(view, rng):
+    """Outputs given as views of any layout are written element by element in place; nothing
+    outside the view changes."""
+    make = {"T": lambda o: o.reshape(4, 3).T, "reversed": lambda o: o.reshape(3, 4).flip(1),
+            "strided": lambda o: o.reshape(6, 4)[::2]}[view]
+    n = 24 if view == "strided" else 12
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((4,)).astype(np.float32)
+    for f, ref in ((lambda o: hl.exp(LAYOUTS["transposed"](a), out=make(o)), np.exp(a)),
+                   (lambda o: hl.add(LAYOUTS["transposed"](a), hl.tensor(b), out=make(o)), a + b),
+                   (lambda o: hl.where(hl.tensor(a > 0), 1.0, hl.tensor(a), out=make(o)),
+                    np.where(a > 0, 1, a))):
+        out = check_guard(f, (n,))
+        assert_close(make(out), ref, rtol=2e-6)
+
+
 def test_unary_out_may_be_the_input():
     x = hl.tensor([1.0, -2.0, 3.0])
     y = hl.neg(x, out=x)
