@@ -83,6 +83,7 @@ hl_status hl_plan_begin(void) {
 }
 
 hl_status hl_plan_end(hl_plan **out) {
+    if (!out) return hl_fail(HL_ERR_VALUE, "plan_end: output pointer is NULL");
     if (!recording) return hl_fail(HL_ERR_VALUE, "plan_end: no plan is being recorded");
     *out = recording;
     recording = NULL;
