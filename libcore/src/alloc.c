@@ -111,6 +111,7 @@ void hl_storage_release(hl_storage *s) {
     device_pool *pool = pool_for(s->device);
     size_t block = 0;
     int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
+    (void)cls;  /* unused when HL_NO_CACHE turns the cache off */
     bool kept = false;
     pthread_mutex_lock(&pool->lock);
     pool->in_use -= (int64_t)s->block_bytes;
