@@ -238,6 +238,10 @@ def _basic_index(x, key):
             raise errors.IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., "
                                     f"or one integer/bool array")
         axis += 1
+    if len(starts) - len(selects) + len(new_axes) > 8:
+        raise errors.ShapeError(f"index: the result would have "
+                                f"{len(starts) - len(selects) + len(new_axes)} dimensions; hl "
+                                f"tensors have at most 8")
     h = _core.call("view_slice", x._h, starts, lengths, steps, _core.OUT)
     for a in reversed(selects):
         h = _core.call("view_select", h, a, 0, _core.OUT)
