@@ -171,6 +171,9 @@ class Tensor:
         return self.to("cpu")
 
     def astype(self, dtype):
+        """A copy converted to dtype. Float -> integer truncates toward zero and saturates at
+        the integer type's range, NaN becoming 0 (numpy leaves those undefined); integer ->
+        narrower integer wraps; float16 and bfloat16 round to nearest even, once."""
         d = _dt.dtype(dtype)
         return _wrap(_core.call("cast", self._h, d.code, _core.OUT), d)
 

@@ -12,13 +12,16 @@ Inf data, negative sizes, and feeds them through the Python API. For every draw:
 The cases are a table (CASES): adding an op is one Case(...) entry: a name, a strategy that
 draws the arguments, the hl call, the numpy reference, and the op names an error message
 may use; axis_case and tensors_case build the common shapes of entry in one line, e.g.
-    axis_case("cumsum", lambda t, ax: hl.cumsum(t, ax), lambda a, ax: np.cumsum(a, ax)), Where hl deliberately differs from numpy (float -> int casts saturate, integer
-division by zero is 0...) the reference encodes hl's documented rule.
+    axis_case("cumsum", lambda t, ax: hl.cumsum(t, ax), lambda a, ax: np.cumsum(a, ax)),
+Where hl deliberately differs from numpy (float -> int casts saturate, integer division by
+zero is 0...) the reference encodes hl's documented rule.
+
+Environment: HL_BAD_INPUT_EXAMPLES (default 60) examples per case; HL_BAD_INPUT_RANDOM=1
+draws fresh examples each run instead of the same derandomized ones.
 
 tests/core_calls.py does the same for the C entry points directly (NULL pointers, invalid op
 and dtype codes), run in a subprocess so that a crash is reported, not fatal.
 """
-import math
 import os
 import subprocess
 import sys
@@ -43,7 +46,8 @@ DTYPES = [np.dtype(d) for d in ("float32", "float64", "int32", "int64", "uint8",
 COMPUTE = {np.dtype(d) for d in ("float32", "float64", "int32", "int64", "uint8", "bool")}
 HL = {d: hl.dtype(d) if d != BF16 else hl.bfloat16 for d in DTYPES}
 EXAMPLES = int(os.environ.get("HL_BAD_INPUT_EXAMPLES", "60"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("HL_BAD_INPUT_RANDOM") != "1",
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None,
+                    derandomize=os.environ.get("HL_BAD_INPUT_RANDOM") != "1",
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -307,7 +311,7 @@ def _view_run(f):
     return run
 
 
-# ---- shorthands for the common kinds of op ----------------------------------------------------------
+# ---- shorthands for the common kinds of op ------------------------------------------------
 
 def axis_case(name, run, ref, dtype=dtypes, shape=shapes, names=None, strict=None, **kw):
     """An op of one tensor and one axis (softmax, cumsum, argmax...): run(t, axis) against
@@ -325,7 +329,7 @@ def tensors_case(name, n, run, ref, dtype=dtypes, names=None, strict=None, **kw)
         lambda *a: run(*[tensor(x) for x in a]), ref, names=names or (name,), strict=strict, **kw)
 
 
-# ---- the table -------------------------------------------------------------------------------------
+# ---- the table -----------------------------------------------------------------------------
 
 UNARY_NAMES = sorted(set(UNARY) | set(PREDICATES))
 small = st.lists(sides, max_size=4).map(tuple)
@@ -443,7 +447,7 @@ def _scalar_ref(name, a, s):
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_bad_input_property(case):
-    @SETTINGS
+    @settings(SETTINGS, max_examples=case.examples)
     @given(case.draw)
     def prop(args):
         check(case, args)
@@ -460,7 +464,8 @@ NINE = [1] * 9
 
 
 @pytest.mark.parametrize("make", [
-    lambda: hl.zeros(*NINE), lambda: hl.tensor(np.zeros(NINE)), lambda: hl.zeros(2).reshape(*NINE[:-1], 2),
+    lambda: hl.zeros(*NINE), lambda: hl.tensor(np.zeros(NINE)),
+    lambda: hl.zeros(2).reshape(*NINE[:-1], 2),
     lambda: hl.zeros(2).expand(*NINE[:-1], 2), lambda: hl.zeros(*[1] * 8).unsqueeze(0),
     lambda: hl.zeros(1)[(None,) * 9], lambda: hl.full(NINE, 1.0),
     lambda: hl.eye(2).reshape(2, 2, *[1] * 7)],
