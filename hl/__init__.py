@@ -11,7 +11,7 @@ from ._core import version as _version
 from .devices import Device, cpu, cuda, device, get_default_device, set_default_device
 from .dtypes import (DType, bfloat16, bool_, dtype, float16, float32, float64, int32, int64,
                      uint8)
-from .tensor import Tensor, as_tensor, from_numpy, tensor
+from ._tensor import Tensor, as_tensor, from_numpy, tensor
 from . import ops
 from .ops import *  # noqa: F401,F403
 from .ops import random

@@ -44,14 +44,17 @@ def make_builder(absolute_paths=False):
     # setuptools wants paths relative to setup.py; ffi.compile() changes directory.
     if absolute_paths:
         sources = [os.path.join(ROOT, s) for s in sources]
+    # -fwrapv: integer tensors wrap on overflow, as in numpy; without it a kernel's int32 or
+    # int64 a + b that overflows is undefined behaviour in C. (Python's own CFLAGS carry it
+    # too, but the core must not depend on that; libcore/Makefile uses the same flags.)
     cflags = ["-std=gnu11", "-O3", "-fopenmp", "-Wall", "-Wno-unused-function",
-              "-fno-strict-aliasing"]
+              "-fno-strict-aliasing", "-fwrapv"]
     ldflags = ["-fopenmp", "-Wl,-rpath," + libdir]
     if os.environ.get("HL_NATIVE") == "1":
         cflags.append("-march=native")
     if os.environ.get("HL_SANITIZE") == "1":
-        san = ["-fsanitize=address,undefined", "-fno-omit-frame-pointer",
-               "-fno-sanitize-recover=undefined"]
+        san = ["-fsanitize=address,undefined,float-cast-overflow", "-fno-omit-frame-pointer",
+               "-fno-sanitize-recover=undefined,float-cast-overflow"]
         cflags = [f for f in cflags if f != "-O3"] + ["-O1", "-g", "-DHL_NO_CACHE"] + san
         ldflags += san
 

@@ -287,3 +287,28 @@ def copy_into(dst, src):
 
 def fill(h, value):
     check(lib.hl_fill(h, float(value)))
+
+
+# ---- plans (graph mode at the C level) --------------------------------------------------
+
+def plan_begin():
+    """Starts recording: until plan_end(), core entry points called on this thread check their
+    arguments, allocate their outputs and append a call record instead of running."""
+    check(lib.hl_plan_begin())
+
+
+def plan_end():
+    """Stops recording and returns the plan, an opaque handle released when collected."""
+    p = _new_out("hl_plan *[1]")
+    check(lib.hl_plan_end(p))
+    return _gc(p[0], lib.hl_plan_release)
+
+
+def plan_run(plan):
+    """Replays every recorded call in order, on the tensors they were recorded with."""
+    check(lib.hl_plan_run(plan))
+
+
+def plan_size(plan):
+    """The number of calls in the plan."""
+    return lib.hl_plan_size(plan)

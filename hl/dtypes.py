@@ -3,7 +3,9 @@
 Dtypes are singletons (``hl.float32`` ...); ``hl.dtype(x)`` accepts a DType, a name, a numpy
 dtype or a Python type. Promotion follows numpy between tensors; a Python scalar is "weak"
 (it takes the tensor's dtype), except that a float scalar with an integer or bool tensor gives
-float32, PyTorch's default float type (numpy would give float64).
+float32, PyTorch's default float type (numpy would give float64). An int scalar must fit the
+tensor's integer dtype (hl.errors.ValueError otherwise, as numpy's NEP 50 has it) and keeps
+all its bits (it does not pass through a double).
 """
 import numpy as np
 

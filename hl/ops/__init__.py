@@ -13,6 +13,6 @@ from .softmax import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
 
-from .. import tensor as _tensor_module
+from .. import _tensor as _tensor_module
 
 _tensor_module.ops = __import__(__name__, fromlist=["*"])  # Tensor methods call into hl.ops

@@ -1,8 +1,10 @@
 """Helpers shared by the op families: wrapping core handles, turning arguments into tensors,
 normalising axes."""
+import numpy as np
+
 from .. import _core, errors
 from .. import dtypes as _dt
-from ..tensor import Tensor, _wrap, as_tensor
+from .._tensor import Tensor, _wrap, as_tensor
 
 __all__ = ["Tensor", "_wrap", "as_tensor", "scalar_like", "operands", "norm_axis", "norm_axes",
            "into", "core"]
@@ -11,7 +13,15 @@ core = _core
 
 
 def scalar_like(value, dtype, like):
-    """A 0-d tensor holding value, of dtype, on like's device."""
+    """A 0-d tensor holding value, of dtype, on like's device. A Python int goes into an
+    integer dtype exactly (not through a double) and must fit it, as in numpy (NEP 50)."""
+    if dtype.is_integer and isinstance(value, int) and not isinstance(value, bool):
+        info = np.iinfo(dtype.np)
+        if not info.min <= value <= info.max:
+            raise errors.ValueError(f"Python integer {value} is out of range for {dtype.name} "
+                                    f"[{info.min}, {info.max}]; cast the tensor first")
+        return _wrap(_core.from_numpy(np.array(value, dtype=dtype.np), dtype.code,
+                                      *_core.device_of(like._h)), dtype)
     h = _core.empty((), dtype.code, *_core.device_of(like._h))
     _core.fill(h, value)
     return _wrap(h, dtype)

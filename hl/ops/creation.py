@@ -2,6 +2,8 @@
 linspace, eye, and the triangle masks tril/triu."""
 import math
 
+import numpy as np
+
 from .. import _core, errors
 from .. import dtypes as _dt
 from .. import devices as _dev
@@ -28,6 +30,16 @@ def full(shape, value, dtype=None, device=None):
         dtype = _dt.bool_ if isinstance(value, bool) else (
             _dt.int64 if isinstance(value, int) else _dt.float32)
     t = empty(*shape, dtype=dtype, device=device)
+    d = t.dtype
+    if d.is_integer and isinstance(value, int) and not isinstance(value, bool):
+        # exactly, not through a double (int64 holds more than 53 bits); and it must fit
+        info = np.iinfo(d.np)
+        if not info.min <= value <= info.max:
+            raise errors.ValueError(f"full: {value} is out of range for {d.name} "
+                                    f"[{info.min}, {info.max}]")
+        if t.size:
+            t.copy_(_wrap(_core.from_numpy(np.array(value, dtype=d.np), d.code), d))
+        return t
     _core.fill(t._h, value)
     return t
 
@@ -63,6 +75,9 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
         start, stop = 0, start
     if step == 0:
         raise errors.ValueError("arange: step must not be zero")
+    if not all(math.isfinite(v) for v in (start, stop, step)):
+        raise errors.ValueError(f"arange: start, stop and step must be finite, got {start}, "
+                                f"{stop}, {step}")
     if dtype is None:
         ints = all(isinstance(v, int) for v in (start, stop, step))
         dtype = _dt.int64 if ints else _dt.float32

@@ -58,7 +58,10 @@ def transpose(x, *axes):
 
 
 def squeeze(x, axis=None):
+    """Removes size-1 axes: all of them (axis=None) or those named (an int or a sequence)."""
     axes = [] if axis is None else ([axis] if isinstance(axis, int) else list(axis))
+    if axis is not None and not axes:  # an empty list names no axis (the core's 0 means all)
+        return permute(x, *range(x.ndim))
     return _wrap(_core.call("view_squeeze", x._h, len(axes), axes, _core.OUT), x._dtype)
 
 
@@ -86,6 +89,8 @@ def flip(x, axis=None):
 
 def split(x, sizes_or_sections, axis=0):
     """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
+    if x.ndim == 0:
+        raise errors.IndexError("split: a 0-d tensor has no axis to split")
     axis = norm_axis(axis, x.ndim, "split")
     n = x.shape[axis]
     if isinstance(sizes_or_sections, numbers.Integral):
@@ -102,7 +107,13 @@ def split(x, sizes_or_sections, axis=0):
 
 def chunk(x, chunks, axis=0):
     """PyTorch's chunk: parts of ceil(n / chunks) along axis (the last may be smaller)."""
+    if x.ndim == 0:
+        raise errors.IndexError("chunk: a 0-d tensor has no axis to split")
+    if int(chunks) <= 0:
+        raise errors.ValueError(f"chunk: chunks must be positive, got {chunks}")
     n = x.shape[norm_axis(axis, x.ndim, "chunk")]
+    if n == 0:  # PyTorch gives `chunks` empty parts
+        return split(x, [0] * int(chunks), axis)
     step = -(-n // chunks)
     sizes = [step] * (n // step) + ([n % step] if n % step else [])
     return split(x, sizes, axis)
@@ -221,6 +232,8 @@ def _basic_index(x, key):
             continue
         n = shape[axis]
         if isinstance(k, slice):
+            if k.step == 0:
+                raise errors.ValueError("slice step cannot be zero")
             s, e, st = k.indices(n)
             r = range(s, e, st)
             starts.append(r.start if len(r) else 0)
@@ -238,6 +251,10 @@ def _basic_index(x, key):
             raise errors.IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., "
                                     f"or one integer/bool array")
         axis += 1
+    if len(starts) - len(selects) + len(new_axes) > 8:
+        raise errors.ShapeError(f"index: the result would have "
+                                f"{len(starts) - len(selects) + len(new_axes)} dimensions; hl "
+                                f"tensors have at most 8")
     h = _core.call("view_slice", x._h, starts, lengths, steps, _core.OUT)
     for a in reversed(selects):
         h = _core.call("view_select", h, a, 0, _core.OUT)

@@ -60,7 +60,8 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
     device_pool *pool = pool_for(device);
     if (!be || !pool)
-        return hl_fail(HL_ERR_DEVICE, "no backend serves device %s:%d",
+        return hl_fail(HL_ERR_DEVICE, "device %s:%d is not available: this build has no "
+                       "backend for it, or that device is absent",
                        device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
     size_t block = 0;
     int cls = size_class(nbytes ? nbytes : 1, &block);
@@ -109,6 +110,7 @@ void hl_storage_release(hl_storage *s) {
     device_pool *pool = pool_for(s->device);
     size_t block = 0;
     int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
+    (void)cls;  /* unused when HL_NO_CACHE turns the cache off */
     bool kept = false;
     pthread_mutex_lock(&pool->lock);
     pool->in_use -= (int64_t)s->block_bytes;

@@ -83,6 +83,7 @@ hl_status hl_plan_begin(void) {
 }
 
 hl_status hl_plan_end(hl_plan **out) {
+    if (!out) return hl_fail(HL_ERR_VALUE, "plan_end: output pointer is NULL");
     if (!recording) return hl_fail(HL_ERR_VALUE, "plan_end: no plan is being recorded");
     *out = recording;
     recording = NULL;
@@ -160,11 +161,15 @@ hl_status hl_out_prepare(const char *op, hl_tensor **out, hl_dtype dtype, hl_dev
         if (st) return hl_fail(st, "%s: %s", op, hl_last_error());
         return HL_OK;
     }
-    bool same = t->ndim == ndim && t->dtype == dtype && hl_same_device(t->storage->device, device);
-    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == shape[i];
-    if (!same)
-        return hl_fail(HL_ERR_SHAPE, "%s: the output tensor given is %s, but the result is %s %s",
-                       op, hl_desc(t), hl_shape_str(ndim, shape), hl_dtype_name(dtype));
+    bool same_shape = t->ndim == ndim;
+    for (int i = 0; same_shape && i < ndim; i++) same_shape = t->shape[i] == shape[i];
+    if (!same_shape || t->dtype != dtype)
+        return hl_fail(same_shape ? HL_ERR_DTYPE : HL_ERR_SHAPE,
+                       "%s: the output tensor given is %s, but the result is %s %s", op,
+                       hl_desc(t), hl_shape_str(ndim, shape), hl_dtype_name(dtype));
+    if (!hl_same_device(t->storage->device, device))
+        return hl_fail(HL_ERR_DEVICE, "%s: the output tensor given is on another device than "
+                       "the inputs", op);
     hl_tensor_retain(t);
     return HL_OK;
 }

@@ -8,10 +8,15 @@ static _Thread_local char last_message[1024];
 static _Thread_local hl_status last_status;
 
 hl_status hl_fail(hl_status code, const char *fmt, ...) {
+    /* Format into a scratch buffer first: callers add context to an earlier failure with
+       hl_fail(st, "%s: %s", op, hl_last_error()), and vsnprintf must not read the buffer it
+       writes. */
+    char msg[sizeof last_message];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_message, msg, sizeof msg);
     last_status = code;
     return code;
 }

@@ -47,7 +47,7 @@
       0.5 * x * (1 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)))) \
     X(SOFTPLUS, softplus, unary, x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))) \
     X(SOFTSIGN, softsign, unary, x / (1 + fabs(x))) \
-    X(HARD_SIGMOID, hard_sigmoid, unary, fmax(0, fmin(1, p0 * x + p1))) \
+    X(HARD_SIGMOID, hard_sigmoid, unary, x == x ? fmax(0, fmin(1, p0 * x + p1)) : x) \
     X(HARD_SWISH, hard_swish, unary, x * fmax(0, fmin(1, x / 6 + 0.5))) \
     X(MISH, mish, unary, x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)))) \
     X(FLOOR, floor, unary, floor(x)) \
@@ -59,7 +59,7 @@
 #define HL_UNARY_NUMERIC_OPS(X) \
     X(NEG, neg, unary, -x, -x) \
     X(ABS, abs, unary, fabs(x), x < 0 ? -x : x) \
-    X(SIGN, sign, unary, (x > 0) - (x < 0) + 0 * x, (x > 0) - (x < 0)) \
+    X(SIGN, sign, unary, x > 0 ? 1 : (x < 0 ? -1 : (x == x ? 0 : x)), (x > 0) - (x < 0)) \
     X(SQUARE, square, unary, x * x, x * x)
 
 /* Unary predicates: any numeric or bool dtype in, bool out. */

@@ -94,15 +94,20 @@ void hl_tensor_release(hl_tensor *t) {
     free(t);
 }
 
-hl_dtype hl_tensor_dtype(const hl_tensor *t) { return t->dtype; }
-hl_device hl_tensor_device(const hl_tensor *t) { return t->storage->device; }
-int hl_tensor_ndim(const hl_tensor *t) { return t->ndim; }
-const int64_t *hl_tensor_shape(const hl_tensor *t) { return t->shape; }
-const int64_t *hl_tensor_strides(const hl_tensor *t) { return t->strides; }
-int64_t hl_tensor_offset(const hl_tensor *t) { return t->offset; }
-int64_t hl_tensor_numel(const hl_tensor *t) { return hl_shape_numel(t->ndim, t->shape); }
+/* Accessors answer something harmless for a NULL handle (0, NULL, the CPU) rather than
+   crash: a binding that forgot a check gets a wrong answer, not a dead process. */
+hl_dtype hl_tensor_dtype(const hl_tensor *t) { return t ? t->dtype : HL_F32; }
+hl_device hl_tensor_device(const hl_tensor *t) {
+    return t ? t->storage->device : (hl_device){HL_DEVICE_CPU, 0};
+}
+int hl_tensor_ndim(const hl_tensor *t) { return t ? t->ndim : 0; }
+const int64_t *hl_tensor_shape(const hl_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *hl_tensor_strides(const hl_tensor *t) { return t ? t->strides : NULL; }
+int64_t hl_tensor_offset(const hl_tensor *t) { return t ? t->offset : 0; }
+int64_t hl_tensor_numel(const hl_tensor *t) { return t ? hl_shape_numel(t->ndim, t->shape) : 0; }
 
 int hl_tensor_is_contiguous(const hl_tensor *t) {
+    if (!t) return 0;
     int64_t s = 1;
     for (int i = t->ndim - 1; i >= 0; i--) {
         if (t->shape[i] == 0) return 1;
@@ -113,16 +118,19 @@ int hl_tensor_is_contiguous(const hl_tensor *t) {
 }
 
 void *hl_tensor_data(const hl_tensor *t) {
-    return t->storage->device.kind == HL_DEVICE_CPU ? hl_ptr(t) : NULL;
+    return t && t->storage->device.kind == HL_DEVICE_CPU ? hl_ptr(t) : NULL;
 }
 
 int hl_tensor_shares_storage(const hl_tensor *a, const hl_tensor *b) {
-    return a->storage == b->storage;
+    return a && b && a->storage == b->storage;
 }
 
 /* ---- host copies ---- */
 
-static hl_status check_host_copy(const char *op, const hl_tensor *t, size_t nbytes) {
+static hl_status check_host_copy(const char *op, const hl_tensor *t, const void *host,
+                                 size_t nbytes) {
+    if (!t) return hl_fail(HL_ERR_VALUE, "%s: tensor is NULL", op);
+    if (!host && nbytes) return hl_fail(HL_ERR_VALUE, "%s: host pointer is NULL", op);
     size_t need = (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype);
     if (!hl_tensor_is_contiguous(t))
         return hl_fail(HL_ERR_VALUE, "%s: tensor %s is not contiguous", op, hl_desc(t));
@@ -133,20 +141,21 @@ static hl_status check_host_copy(const char *op, const hl_tensor *t, size_t nbyt
 }
 
 hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes) {
-    hl_status st = check_host_copy("tensor_write", dst, nbytes);
+    hl_status st = check_host_copy("tensor_write", dst, src, nbytes);
     if (st || !nbytes) return st;
     const hl_backend *be = hl_backend_for(dst->storage->device);
     return be->memcpy(hl_ptr(dst), src, nbytes, 0, dst->storage->device.index);
 }
 
 hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes) {
-    hl_status st = check_host_copy("tensor_read", src, nbytes);
+    hl_status st = check_host_copy("tensor_read", src, dst, nbytes);
     if (st || !nbytes) return st;
     const hl_backend *be = hl_backend_for(src->storage->device);
     return be->memcpy(dst, hl_ptr(src), nbytes, 1, src->storage->device.index);
 }
 
 hl_status hl_tensor_to_device(const hl_tensor *x, hl_device device, hl_tensor **out) {
+    if (!x || !out) return hl_fail(HL_ERR_VALUE, "to_device: tensor or output pointer is NULL");
     hl_device from = x->storage->device;
     if (hl_same_device(from, device)) {
         hl_tensor *t = NULL;
@@ -184,6 +193,16 @@ hl_status hl_tensor_to_device(const hl_tensor *x, hl_device device, hl_tensor **
 
 /* ---- views ---- */
 
+/* Every view takes a tensor and an output pointer, and some an array of n numbers. */
+static hl_status view_args(const char *op, const hl_tensor *x, hl_tensor **out, int n,
+                           const int64_t *arr) {
+    if (!x) return hl_fail(HL_ERR_VALUE, "%s: input tensor is NULL", op);
+    if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", op);
+    if (n > 0 && !arr) return hl_fail(HL_ERR_VALUE, "%s: %d values expected, got NULL", op, n);
+    if (n < 0) return hl_fail(HL_ERR_VALUE, "%s: negative count %d", op, n);
+    return HL_OK;
+}
+
 static hl_status view_of(const hl_tensor *x, int ndim, const int64_t *shape,
                          const int64_t *strides, int64_t offset, hl_tensor **out) {
     return hl_tensor_wrap(x->storage, x->dtype, ndim, shape, strides, offset, out);
@@ -207,8 +226,8 @@ static hl_status resolve_shape(const char *op, const hl_tensor *x, int ndim, con
         } else if (in[i] < 0) {
             return hl_fail(HL_ERR_VALUE, "%s: negative size in shape %s", op,
                            hl_shape_str(ndim, in));
-        } else {
-            known *= in[i];
+        } else if (__builtin_mul_overflow(known, in[i], &known) || known > INT64_MAX / 16) {
+            return hl_fail(HL_ERR_SHAPE, "%s: shape %s is too large", op, hl_shape_str(ndim, in));
         }
     }
     int64_t numel = hl_tensor_numel(x);
@@ -226,7 +245,9 @@ static hl_status resolve_shape(const char *op, const hl_tensor *x, int ndim, con
 
 hl_status hl_view_reshape(const hl_tensor *x, int ndim, const int64_t *req, hl_tensor **out) {
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS];
-    hl_status st = resolve_shape("reshape", x, ndim, req, shape);
+    hl_status st = view_args("reshape", x, out, ndim, req);
+    if (st) return st;
+    st = resolve_shape("reshape", x, ndim, req, shape);
     if (st) return st;
     if (hl_tensor_numel(x) == 0 || x->ndim == 0) return view_of(x, ndim, shape, NULL, x->offset, out);
     /* Walk the old axes from the back in chunks whose elements are evenly spaced (each axis's
@@ -271,6 +292,8 @@ hl_status hl_reshape(const hl_tensor *x, int ndim, const int64_t *shape, hl_tens
 }
 
 hl_status hl_view_permute(const hl_tensor *x, const int64_t *perm, hl_tensor **out) {
+    hl_status st = view_args("permute", x, out, x ? x->ndim : 0, perm);
+    if (st) return st;
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS];
     bool seen[HL_MAX_DIMS] = {false};
     for (int i = 0; i < x->ndim; i++) {
@@ -288,14 +311,20 @@ hl_status hl_view_permute(const hl_tensor *x, const int64_t *perm, hl_tensor **o
 
 hl_status hl_view_slice(const hl_tensor *x, const int64_t *start, const int64_t *length,
                         const int64_t *step, hl_tensor **out) {
+    hl_status st = view_args("slice", x, out, x ? x->ndim : 0, start);
+    if (!st) st = view_args("slice", x, out, x->ndim, length);
+    if (!st) st = view_args("slice", x, out, x->ndim, step);
+    if (st) return st;
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS], offset = x->offset;
     for (int i = 0; i < x->ndim; i++) {
         int64_t n = x->shape[i], b = start[i], len = length[i], s = step[i];
         if (s == 0) return hl_fail(HL_ERR_VALUE, "slice: step 0 on axis %d of %s", i, hl_desc(x));
         if (len < 0) return hl_fail(HL_ERR_VALUE, "slice: negative length on axis %d", i);
         if (len > 0) {
-            int64_t last = b + (len - 1) * s;
-            if (b < 0 || b >= n || last < 0 || last >= n)
+            int64_t last;  /* overflow can only come from arguments that are out of range */
+            bool wraps = __builtin_mul_overflow(len - 1, s, &last) ||
+                         __builtin_add_overflow(b, last, &last);
+            if (wraps || b < 0 || b >= n || last < 0 || last >= n)
                 return hl_fail(HL_ERR_INDEX,
                                "slice: axis %d of %s: start %lld, %lld elements, step %lld "
                                "leaves the range [0, %lld)",
@@ -310,11 +339,12 @@ hl_status hl_view_slice(const hl_tensor *x, const int64_t *start, const int64_t 
 }
 
 hl_status hl_view_select(const hl_tensor *x, int64_t axis, int64_t index, hl_tensor **out) {
-    hl_status st = hl_norm_axis("select", &axis, x->ndim);
+    hl_status st = view_args("select", x, out, 0, NULL);
+    if (!st) st = hl_norm_axis("select", &axis, x->ndim);
     if (st) return st;
     int64_t n = x->shape[axis];
     if (index < -n || index >= n)
-        return hl_fail(HL_ERR_INDEX, "index %lld is out of bounds for axis %lld with size %lld",
+        return hl_fail(HL_ERR_INDEX, "select: index %lld is out of bounds for axis %lld with size %lld",
                        (long long)index, (long long)axis, (long long)n);
     if (index < 0) index += n;
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS];
@@ -327,6 +357,8 @@ hl_status hl_view_select(const hl_tensor *x, int64_t axis, int64_t index, hl_ten
 }
 
 hl_status hl_view_expand(const hl_tensor *x, int ndim, const int64_t *req, hl_tensor **out) {
+    hl_status st = view_args("expand", x, out, ndim, req);
+    if (st) return st;
     if (ndim < x->ndim || ndim > HL_MAX_DIMS)
         return hl_fail(HL_ERR_SHAPE, "expand: cannot expand %s to %d dimensions", hl_desc(x),
                        ndim);
@@ -354,10 +386,18 @@ hl_status hl_view_expand(const hl_tensor *x, int ndim, const int64_t *req, hl_te
                            hl_shape_str(ndim, req));
         }
     }
+    /* A broadcast view costs no memory, so nothing else bounds its element count. */
+    int64_t numel = 1;
+    for (int i = 0; i < ndim; i++)
+        if (__builtin_mul_overflow(numel, shape[i], &numel) || numel > INT64_MAX / 16)
+            return hl_fail(HL_ERR_SHAPE, "expand: shape %s is too large",
+                           hl_shape_str(ndim, shape));
     return view_of(x, ndim, shape, strides, x->offset, out);
 }
 
 hl_status hl_view_squeeze(const hl_tensor *x, int naxes, const int64_t *axes, hl_tensor **out) {
+    hl_status st0 = view_args("squeeze", x, out, naxes, axes);
+    if (st0) return st0;
     bool drop[HL_MAX_DIMS] = {false};
     for (int k = 0; k < naxes; k++) {
         int64_t a = axes[k];
@@ -366,6 +406,9 @@ hl_status hl_view_squeeze(const hl_tensor *x, int naxes, const int64_t *axes, hl
         if (x->shape[a] != 1)
             return hl_fail(HL_ERR_SHAPE, "squeeze: axis %lld of %s has size %lld, not 1",
                            (long long)axes[k], hl_desc(x), (long long)x->shape[a]);
+        if (drop[a])
+            return hl_fail(HL_ERR_VALUE, "squeeze: axis %lld is repeated in %s",
+                           (long long)axes[k], hl_shape_str(naxes, axes));
         drop[a] = true;
     }
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS];
@@ -379,6 +422,8 @@ hl_status hl_view_squeeze(const hl_tensor *x, int naxes, const int64_t *axes, hl
 }
 
 hl_status hl_view_unsqueeze(const hl_tensor *x, int64_t axis, hl_tensor **out) {
+    hl_status st0 = view_args("unsqueeze", x, out, 0, NULL);
+    if (st0) return st0;
     if (x->ndim >= HL_MAX_DIMS)
         return hl_fail(HL_ERR_SHAPE, "unsqueeze: %s already has the most dimensions hl supports",
                        hl_desc(x));
@@ -398,13 +443,18 @@ hl_status hl_view_unsqueeze(const hl_tensor *x, int64_t axis, hl_tensor **out) {
 }
 
 hl_status hl_view_flip(const hl_tensor *x, int naxes, const int64_t *axes, hl_tensor **out) {
+    hl_status st0 = view_args("flip", x, out, naxes, axes);
+    if (st0) return st0;
     int64_t shape[HL_MAX_DIMS], strides[HL_MAX_DIMS], offset = x->offset;
     bool flip[HL_MAX_DIMS] = {false};
     for (int k = 0; k < naxes; k++) {
         int64_t a = axes[k];
         hl_status st = hl_norm_axis("flip", &a, x->ndim);
         if (st) return st;
-        flip[a] = !flip[a];
+        if (flip[a])
+            return hl_fail(HL_ERR_VALUE, "flip: axis %lld is repeated in %s", (long long)axes[k],
+                           hl_shape_str(naxes, axes));
+        flip[a] = true;
     }
     for (int i = 0; i < x->ndim; i++) {
         shape[i] = x->shape[i];
@@ -419,13 +469,15 @@ hl_status hl_view_flip(const hl_tensor *x, int naxes, const int64_t *axes, hl_te
 
 hl_status hl_view_split(const hl_tensor *x, int64_t axis, int n, const int64_t *sizes,
                         hl_tensor **outs) {
-    hl_status st = hl_norm_axis("split", &axis, x->ndim);
+    hl_status st = view_args("split", x, outs, n, sizes);
     if (st) return st;
+    if ((st = hl_norm_axis("split", &axis, x->ndim))) return st;
     int64_t total = 0;
     for (int k = 0; k < n; k++) {
         if (sizes[k] < 0) return hl_fail(HL_ERR_VALUE, "split: negative size %lld",
                                          (long long)sizes[k]);
-        total += sizes[k];
+        if (__builtin_add_overflow(total, sizes[k], &total))
+            return hl_fail(HL_ERR_SHAPE, "split: the sizes overflow");
     }
     if (total != x->shape[axis])
         return hl_fail(HL_ERR_SHAPE, "split: sizes sum to %lld but axis %lld of %s has %lld",

@@ -74,11 +74,14 @@ def check_guard(write_into, shape, dtype=hl.float32, guard=17):
     """write_into(out) must fill exactly out: the elements of the buffer around the view are
     left as they were. Returns the output view for further checks."""
     n = int(np.prod(shape))
-    buf = hl.full((n + 2 * guard,), -12345, dtype=dtype)
+    buf = hl.full((n + 2 * guard,), -12345 if dtype is not hl.bool else True, dtype=dtype)
+    # what the guard holds after the fill (-12345 saturates in uint8, is True in bool)
+    want = buf.numpy().copy()
     out = buf[guard:guard + n].reshape(*shape)
     write_into(out)
-    before, after = buf[:guard].numpy(), buf[guard + n:].numpy()
-    assert (before == -12345).all() and (after == -12345).all(), "op wrote outside its output"
+    got = buf.numpy()
+    assert (got[:guard] == want[:guard]).all() and (got[guard + n:] == want[guard + n:]).all(), \
+        "op wrote outside its output"
     return out
 
 

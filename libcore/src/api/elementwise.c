@@ -28,6 +28,7 @@ hl_status hl_unary(int op, const hl_tensor *x, double alpha, double beta, hl_ten
         return hl_fail(HL_ERR_VALUE, "unary: op %d (%s) is not a unary op", op, hl_op_str(op));
     const char *name = hl_op_str(op);
     if (!x) return hl_fail(HL_ERR_VALUE, "%s: input is NULL", name);
+    if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", name);
     int kind = unary_kind[op];
     if (kind == FLOAT_ONLY && !is_float(x->dtype))
         return hl_fail(HL_ERR_DTYPE, "%s: expected a floating-point tensor, got %s", name,
@@ -54,6 +55,7 @@ hl_status hl_binary(int op, const hl_tensor *a, const hl_tensor *b, hl_tensor **
         return hl_fail(HL_ERR_VALUE, "binary: op %d (%s) is not a binary op", op, hl_op_str(op));
     const char *name = hl_op_str(op);
     if (!a || !b) return hl_fail(HL_ERR_VALUE, "%s: input is NULL", name);
+    if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", name);
     hl_device dev = a->storage->device;
     hl_status st = hl_check_device(name, dev, b);
     if (st) return st;
@@ -84,6 +86,7 @@ hl_status hl_binary(int op, const hl_tensor *a, const hl_tensor *b, hl_tensor **
 hl_status hl_where(const hl_tensor *cond, const hl_tensor *a, const hl_tensor *b,
                    hl_tensor **out) {
     if (!cond || !a || !b) return hl_fail(HL_ERR_VALUE, "where: input is NULL");
+    if (!out) return hl_fail(HL_ERR_VALUE, "where: output pointer is NULL");
     hl_device dev = a->storage->device;
     hl_status st;
     if ((st = hl_check_device("where", dev, b)) || (st = hl_check_device("where", dev, cond)))

@@ -22,8 +22,38 @@
 #define STORE_i64(v) _Generic((v), float: hl_sat_i64((double)(v)), double: hl_sat_i64((double)(v)), default: (int64_t)(v))
 #define STORE_u8(v) _Generic((v), float: hl_sat_u8((double)(v)), double: hl_sat_u8((double)(v)), default: (uint8_t)(v))
 #define STORE_b8(v) ((uint8_t)((v) != 0))
-#define STORE_f16(v) hl_float_to_half((float)(v))
-#define STORE_bf16(v) hl_float_to_bf16((float)(v))
+#define STORE_f16(v) hl_float_to_half(TO_F32_ODD(v))
+#define STORE_bf16(v) hl_float_to_bf16(TO_F32_ODD(v))
+
+/* float16 and bfloat16 are produced from a float. Rounding a double (or a wide integer) to
+   float first and then to the half type would round twice, and a value just above a halfway
+   point of the half type can land exactly on it and then go to even: 1 + 2^-11 + 2^-40 would
+   give 1.0 instead of 1 + 2^-10. Rounding to float "to odd" (truncate, and set the last bit
+   when anything was cut off) keeps that information, and with 24 bits against at most 11 the
+   second rounding is then exact (Boldo & Melquiond). */
+static inline float f64_to_f32_odd(double d) {
+    float f = (float)d;
+    if ((double)f == d || f != f) return f;
+    if (fabs((double)f) > fabs(d)) f = nextafterf(f, 0.0f);  /* rounded away: step back */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u |= 1;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline float i64_to_f32_odd(int64_t v) {
+    uint64_t a = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    if (a >> 24) {
+        int shift = 64 - __builtin_clzll(a) - 24;   /* keep the top 24 significant bits */
+        uint64_t kept = a >> shift;
+        if (a & ((UINT64_C(1) << shift) - 1)) kept |= 1;
+        a = kept << shift;
+    }
+    float f = (float)a;                              /* exact: 24 significant bits */
+    return v < 0 ? -f : f;
+}
+#define TO_F32_ODD(v) \
+    _Generic((v), float: (v), double: f64_to_f32_odd(v), default: i64_to_f32_odd((int64_t)(v)))
 
 #define ALL_TYPES_A(X) \
     X(f32, float, HL_F32) X(f64, double, HL_F64) X(i32, int32_t, HL_I32) X(i64, int64_t, HL_I64) \

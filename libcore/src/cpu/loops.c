@@ -22,13 +22,15 @@ void hl_loop_init(hl_loop *L, int nop, const hl_tensor *const *ops) {
         }
         L->base[k] = hl_ptr(t);
     }
-    /* Drop size-1 axes and merge axis i into i+1 when every operand allows it. */
+    /* Drop size-1 axes, and merge axis i into the kept axis before it when, for every
+       operand, a step along that outer axis is exactly shape[i] steps along axis i (then the
+       two axes walk one evenly spaced run, and the merged axis takes axis i's stride). */
     int n = 0;
     for (int i = 0; i < nd; i++) {
         if (out->shape[i] == 1) continue;
         bool merge = n > 0;
         for (int k = 0; merge && k < nop; k++)
-            merge = st[k][i] == L->strides[k][n - 1] * L->shape[n - 1];
+            merge = L->strides[k][n - 1] == st[k][i] * out->shape[i];
         if (merge) {
             L->shape[n - 1] *= out->shape[i];
             for (int k = 0; k < nop; k++) L->strides[k][n - 1] = st[k][i];

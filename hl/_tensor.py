@@ -171,6 +171,9 @@ class Tensor:
         return self.to("cpu")
 
     def astype(self, dtype):
+        """A copy converted to dtype. Float -> integer truncates toward zero and saturates at
+        the integer type's range, NaN becoming 0 (numpy leaves those undefined); integer ->
+        narrower integer wraps; float16 and bfloat16 round to nearest even, once."""
         d = _dt.dtype(dtype)
         return _wrap(_core.call("cast", self._h, d.code, _core.OUT), d)
 
@@ -210,6 +213,8 @@ class Tensor:
             body = np.array2string(np.asarray(self.cpu().numpy()), separator=", ",
                                    threshold=1000)
         body = body.replace("\n", "\n       ")
+        if self.size == 0 and self.ndim != 1:
+            extras.insert(0, f"shape={self.shape}")  # "[]" alone would hide the shape
         return f"tensor({body}, {', '.join(extras)})"
 
     __str__ = __repr__
@@ -325,16 +330,20 @@ class Tensor:
     __ge__ = _operator("ge", core_op="ge")
 
     def __iadd__(self, other):
-        return ops.add(self, other, out=self)
+        ops.add(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __isub__(self, other):
-        return ops.sub(self, other, out=self)
+        ops.sub(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __imul__(self, other):
-        return ops.mul(self, other, out=self)
+        ops.mul(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     def __itruediv__(self, other):
-        return ops.true_divide(self, other, out=self)
+        ops.true_divide(self, other, out=self)
+        return self  # the same object, so its name, grad and flags stay with it
 
     del _operator
 
@@ -384,13 +393,15 @@ def _wrap(h, dtype=None):
 
 def _infer_dtype(data):
     """The hl dtype for Python data without one given."""
-    if isinstance(data, bool):
+    if isinstance(data, np.generic):  # a numpy scalar keeps its dtype, like an array
+        data = np.asarray(data)
+    elif isinstance(data, bool):
         return _dt.bool_
-    if isinstance(data, numbers.Integral):
+    elif isinstance(data, numbers.Integral):
         return _dt.int64
-    if isinstance(data, numbers.Real):
+    elif isinstance(data, numbers.Real):
         return _dt.float32
-    arr = np.asarray(data)
+    arr = _asarray(data)
     if arr.dtype.kind == "f" and not isinstance(data, np.ndarray):
         return _dt.float32  # Python floats in lists
     if arr.dtype.kind in "iu" and arr.dtype not in (np.int32, np.int64, np.uint8):
@@ -400,16 +411,20 @@ def _infer_dtype(data):
     return _dt.from_numpy(arr.dtype)
 
 
+def _asarray(data):
+    try:
+        return np.asarray(data)
+    except ValueError as e:
+        raise errors.ShapeError(f"cannot make a tensor from ragged data: {e}") from None
+
+
 def _from_data(data, dtype, device):
     d = _dt.dtype(dtype) if dtype is not None else _infer_dtype(data)
     dev = _dev.device(device)
     if isinstance(data, np.ndarray) and data.dtype.kind in "fiub" and d.np is not None:
         arr = data
     else:
-        try:
-            arr = np.asarray(data)
-        except ValueError as e:
-            raise errors.ShapeError(f"cannot make a tensor from ragged data: {e}") from None
+        arr = _asarray(data)
         if arr.dtype == object:
             raise errors.DTypeError(f"cannot make a tensor from {type(data).__name__} data "
                                     f"of objects")
@@ -420,6 +435,8 @@ def _from_data(data, dtype, device):
     if arr.dtype != d.np:
         if d.is_integer and arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
             raise errors.ValueError(f"cannot convert non-finite values to {d.name}")
+        if d is _dt.int64 and arr.dtype.kind == "u" and arr.size and arr.max() > 2 ** 63 - 1:
+            raise errors.ValueError(f"{arr.dtype} values above 2**63 - 1 do not fit in int64")
         arr = arr.astype(d.np)
     return _wrap(_core.from_numpy(arr, d.code, dev.code, dev.index), d)
 
