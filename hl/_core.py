@@ -170,7 +170,7 @@ def read(h, np_dtype):
 
 def from_numpy(arr, dtype_code, kind=0, index=0):
     """A new tensor holding a copy of arr (already of the matching numpy dtype)."""
-    arr = np.ascontiguousarray(arr)
+    arr = np.ascontiguousarray(arr).reshape(np.shape(arr))  # ascontiguousarray makes 0-d 1-d
     h = empty(arr.shape, dtype_code, kind, index)
     if arr.size:
         check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))

@@ -12,3 +12,6 @@ from .norm import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
+# The vector norm, not the module of normalisation ops (hl/ops/norm.py) that the import above
+# binds to the same name.
+from .reduce import norm  # noqa: E402,F811

@@ -11,7 +11,8 @@ from .. import _core, errors
 from .. import dtypes as _dt
 from ._util import Tensor, _wrap, as_tensor, into, norm_axes, norm_axis
 
-__all__ = ["sum", "mean", "max", "min", "amax", "amin", "prod", "norm", "logsumexp", "argmax",
+__all__ = ["sum", "mean", "max", "min", "amax", "amin", "prod", "norm", "vector_norm",
+           "logsumexp", "argmax",
            "argmin", "cumsum", "any", "all", "var", "std", "count_nonzero"]
 
 _OPS = {name: _core.op_code(name) for name in
@@ -34,8 +35,15 @@ def _keep_arg(keepdims, keepdim):
     return bool(keepdims if keepdim is None else keepdim)
 
 
+def _scalar_axis(x, axis):
+    """numpy and PyTorch take axis 0 or -1 of a 0-d tensor as its only element."""
+    if x.ndim == 0 and isinstance(axis, int) and axis in (0, -1):
+        return None
+    return axis
+
+
 def _reduce(name, x, axis, keepdims, out=None):
-    axes = norm_axes(axis, x.ndim, name)
+    axes = norm_axes(_scalar_axis(x, axis), x.ndim, name)
     h = _core.call("reduce", _OPS[name], x._h, len(axes), list(axes) if axes else None,
                    int(keepdims), _core.out(into(out)))
     return _wrap(h)
@@ -83,7 +91,7 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdi
     return _reduce("prod", x, _axis_arg(axis, dim), _keep_arg(keepdims, keepdim), out)
 
 
-def norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A002
+def vector_norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A002
     """Vector norm over the given axes (all by default), as torch.linalg.vector_norm:
     ord None, 2 or 'fro' (Euclidean), 1, inf, -inf, 0 (count of non-zeros) or any other
     positive number p (sum(|x|**p)**(1/p))."""
@@ -107,6 +115,9 @@ def norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=None):  # 
                             f"0 or a positive number")
 
 
+norm = vector_norm
+
+
 def logsumexp(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):
     """log(sum(exp(x))) over the given axes, computed stably (shifted by the max)."""
     x = _floating(_tensor(x))
@@ -115,6 +126,7 @@ def logsumexp(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None)
 
 def _arg(name, x, axis, keepdims, select_last):
     x = _tensor(x)
+    axis = _scalar_axis(x, axis)
     if axis is None:
         from .shape import reshape
         flat = reshape(x, -1)
@@ -144,7 +156,7 @@ def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None
     x = _tensor(x)
     if dtype is not None:
         x = x.astype(dtype)
-    axis = _axis_arg(axis, dim)
+    axis = _scalar_axis(x, _axis_arg(axis, dim))
     if axis is None:
         from .shape import reshape
         x, axis = reshape(x, -1), 0
