@@ -22,267 +22,7 @@
 #include <omp.h>
 #endif
 
-#include "dtypes.h"
-
-typedef union {
-    double f;
-    int64_t i;
-} acc_t;
-
-/* What a pass accumulates per element. */
-enum { K_ADD, K_SQ, K_MUL, K_MAX, K_MIN, K_EXP, K_COUNT };
-
-/* Reduces n elements from p (element stride s) into *a; shift is the max for K_EXP. */
-typedef void (*row_fn)(const char *p, int64_t n, int64_t s, acc_t *a, double shift);
-/* buf[j] op= x[j * s] for j < n; shift[j] is the max for K_EXP. */
-typedef void (*col_fn)(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *shift);
-
-static inline double max_nan(double a, double b) { return (a > b || a != a) ? a : b; }
-static inline double min_nan(double a, double b) { return (a < b || a != a) ? a : b; }
-static inline double finite_or_zero(double v) { return isfinite(v) ? v : 0.0; }
-
-/* ---- float row and column functions: accumulate in double ---- */
-
-enum { LEAF = 256, LANES = 16 };
-
-#define FLOAT_FNS(sfx, T)                                                                        \
-    /* Pairwise summation: error grows with log(n), not n. */                                    \
-    static double psum_##sfx(const T *x, int64_t n, int sq) {                                     \
-        if (n <= LEAF) {                                                                          \
-            double t = 0;                                                                         \
-            if (sq) {                                                                             \
-                _Pragma("omp simd reduction(+:t)") for (int64_t i = 0; i < n; i++)               \
-                    t += (double)x[i] * (double)x[i];                                             \
-            } else {                                                                              \
-                _Pragma("omp simd reduction(+:t)") for (int64_t i = 0; i < n; i++) t += x[i];    \
-            }                                                                                     \
-            return t;                                                                             \
-        }                                                                                         \
-        int64_t h = (n / 2) & ~(int64_t)(LANES - 1);                                              \
-        return psum_##sfx(x, h, sq) + psum_##sfx(x + h, n - h, sq);                               \
-    }                                                                                             \
-    static void row_add_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        double t = 0;                                                                             \
-        if (s == 1) t = psum_##sfx(x, n, 0);                                                      \
-        else for (int64_t i = 0; i < n; i++) t += x[i * s];                                       \
-        a->f += t;                                                                                \
-    }                                                                                             \
-    static void row_sq_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {          \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        double t = 0;                                                                             \
-        if (s == 1) t = psum_##sfx(x, n, 1);                                                      \
-        else for (int64_t i = 0; i < n; i++) t += (double)x[i * s] * (double)x[i * s];           \
-        a->f += t;                                                                                \
-    }                                                                                             \
-    static void row_mul_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        double t = 1;                                                                             \
-        if (s == 1) {                                                                             \
-            _Pragma("omp simd reduction(*:t)") for (int64_t i = 0; i < n; i++) t *= x[i];        \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) t *= x[i * s];                                        \
-        }                                                                                         \
-        a->f *= t;                                                                                \
-    }                                                                                             \
-    /* max/min keep LANES running values so the loop vectorises; a NaN, once in a lane, stays */ \
-    /* (x > NaN is false), which is how NaN propagates as in numpy.max. */                        \
-    static void row_max_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        T m[LANES];                                                                               \
-        for (int j = 0; j < LANES; j++) m[j] = -INFINITY;                                         \
-        int64_t i = 0;                                                                            \
-        if (s == 1)                                                                               \
-            for (; i + LANES <= n; i += LANES)                                                    \
-                for (int j = 0; j < LANES; j++) {                                                 \
-                    T v = x[i + j];                                                               \
-                    m[j] = (v > m[j] || v != v) ? v : m[j];                                       \
-                }                                                                                 \
-        double r = a->f;                                                                          \
-        for (int j = 0; j < LANES; j++) r = max_nan(r, m[j]);                                     \
-        for (; i < n; i++) r = max_nan(r, x[i * s]);                                              \
-        a->f = r;                                                                                 \
-    }                                                                                             \
-    static void row_min_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        T m[LANES];                                                                               \
-        for (int j = 0; j < LANES; j++) m[j] = INFINITY;                                          \
-        int64_t i = 0;                                                                            \
-        if (s == 1)                                                                               \
-            for (; i + LANES <= n; i += LANES)                                                    \
-                for (int j = 0; j < LANES; j++) {                                                 \
-                    T v = x[i + j];                                                               \
-                    m[j] = (v < m[j] || v != v) ? v : m[j];                                       \
-                }                                                                                 \
-        double r = a->f;                                                                          \
-        for (int j = 0; j < LANES; j++) r = min_nan(r, m[j]);                                     \
-        for (; i < n; i++) r = min_nan(r, x[i * s]);                                              \
-        a->f = r;                                                                                 \
-    }                                                                                             \
-    static void row_exp_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {        \
-        const T *x = (const T *)p;                                                                \
-        double t = 0, m = finite_or_zero(sh);                                                     \
-        for (int64_t i = 0; i < n; i++) t += exp((double)x[i * s] - m);                           \
-        a->f += t;                                                                                \
-    }                                                                                             \
-    static void col_add_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        if (s == 1) for (int64_t j = 0; j < n; j++) b[j] += x[j];                                 \
-        else for (int64_t j = 0; j < n; j++) b[j] += x[j * s];                                    \
-    }                                                                                             \
-    static void col_sq_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) {  \
-        (void)sh;                                                                                 \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) {                                                         \
-            double v = x[j * s];                                                                  \
-            b[j] += v * v;                                                                        \
-        }                                                                                         \
-    }                                                                                             \
-    static void col_mul_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] *= x[j * s];                                         \
-    }                                                                                             \
-    static void col_max_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) {                                                         \
-            double v = x[j * s];                                                                  \
-            b[j] = (v > b[j] || v != v) ? v : b[j];                                               \
-        }                                                                                         \
-    }                                                                                             \
-    static void col_min_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) {                                                         \
-            double v = x[j * s];                                                                  \
-            b[j] = (v < b[j] || v != v) ? v : b[j];                                               \
-        }                                                                                         \
-    }                                                                                             \
-    static void col_exp_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        double *b = (double *)buf;                                                                \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] += exp((double)x[j * s] - finite_or_zero(sh[j].f)); \
-    }
-
-FLOAT_FNS(f32, float)
-FLOAT_FNS(f64, double)
-
-/* ---- integer row and column functions: accumulate in int64, wrapping (unsigned arithmetic,
-   so overflow is defined) ---- */
-
-#define INT_FNS(sfx, T)                                                                          \
-    static void row_add_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        uint64_t t = 0;                                                                           \
-        if (s == 1) {                                                                             \
-            _Pragma("omp simd reduction(+:t)") for (int64_t i = 0; i < n; i++)                   \
-                t += (uint64_t)(int64_t)x[i];                                                     \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) t += (uint64_t)(int64_t)x[i * s];                     \
-        }                                                                                         \
-        a->i = (int64_t)((uint64_t)a->i + t);                                                     \
-    }                                                                                             \
-    static void row_mul_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        uint64_t t = (uint64_t)a->i;                                                              \
-        for (int64_t i = 0; i < n; i++) t *= (uint64_t)(int64_t)x[i * s];                         \
-        a->i = (int64_t)t;                                                                        \
-    }                                                                                             \
-    static void row_max_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        int64_t m = a->i;                                                                         \
-        if (s == 1) {                                                                             \
-            _Pragma("omp simd reduction(max:m)") for (int64_t i = 0; i < n; i++)                 \
-                m = x[i] > m ? x[i] : m;                                                          \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) m = x[i * s] > m ? x[i * s] : m;                      \
-        }                                                                                         \
-        a->i = m;                                                                                 \
-    }                                                                                             \
-    static void row_min_##sfx(const char *p, int64_t n, int64_t s, acc_t *a, double sh) {         \
-        (void)sh;                                                                                 \
-        const T *x = (const T *)p;                                                                \
-        int64_t m = a->i;                                                                         \
-        if (s == 1) {                                                                             \
-            _Pragma("omp simd reduction(min:m)") for (int64_t i = 0; i < n; i++)                 \
-                m = x[i] < m ? x[i] : m;                                                          \
-        } else {                                                                                  \
-            for (int64_t i = 0; i < n; i++) m = x[i * s] < m ? x[i * s] : m;                      \
-        }                                                                                         \
-        a->i = m;                                                                                 \
-    }                                                                                             \
-    static void col_add_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        uint64_t *b = (uint64_t *)buf;                                                            \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] += (uint64_t)(int64_t)x[j * s];                      \
-    }                                                                                             \
-    static void col_mul_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        uint64_t *b = (uint64_t *)buf;                                                            \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] *= (uint64_t)(int64_t)x[j * s];                      \
-    }                                                                                             \
-    static void col_max_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        int64_t *b = (int64_t *)buf;                                                              \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] = x[j * s] > b[j] ? x[j * s] : b[j];                 \
-    }                                                                                             \
-    static void col_min_##sfx(acc_t *buf, const char *p, int64_t n, int64_t s, const acc_t *sh) { \
-        (void)sh;                                                                                 \
-        int64_t *b = (int64_t *)buf;                                                              \
-        const T *x = (const T *)p;                                                                \
-        for (int64_t j = 0; j < n; j++) b[j] = x[j * s] < b[j] ? x[j * s] : b[j];                 \
-    }
-
-INT_FNS(i32, int32_t)
-INT_FNS(i64, int64_t)
-INT_FNS(u8, uint8_t)
-
-/* Tables by storage type (bool shares uint8's functions) and accumulation kind. */
-enum { T_F32, T_F64, T_I32, T_I64, T_U8, T_COUNT };
-
-static const row_fn row_fns[T_COUNT][K_COUNT] = {
-    [T_F32] = {row_add_f32, row_sq_f32, row_mul_f32, row_max_f32, row_min_f32, row_exp_f32},
-    [T_F64] = {row_add_f64, row_sq_f64, row_mul_f64, row_max_f64, row_min_f64, row_exp_f64},
-    [T_I32] = {row_add_i32, NULL, row_mul_i32, row_max_i32, row_min_i32, NULL},
-    [T_I64] = {row_add_i64, NULL, row_mul_i64, row_max_i64, row_min_i64, NULL},
-    [T_U8] = {row_add_u8, NULL, row_mul_u8, row_max_u8, row_min_u8, NULL},
-};
-static const col_fn col_fns[T_COUNT][K_COUNT] = {
-    [T_F32] = {col_add_f32, col_sq_f32, col_mul_f32, col_max_f32, col_min_f32, col_exp_f32},
-    [T_F64] = {col_add_f64, col_sq_f64, col_mul_f64, col_max_f64, col_min_f64, col_exp_f64},
-    [T_I32] = {col_add_i32, NULL, col_mul_i32, col_max_i32, col_min_i32, NULL},
-    [T_I64] = {col_add_i64, NULL, col_mul_i64, col_max_i64, col_min_i64, NULL},
-    [T_U8] = {col_add_u8, NULL, col_mul_u8, col_max_u8, col_min_u8, NULL},
-};
-
-static int type_index(hl_dtype d) {
-    switch (d) {
-        case HL_F32: return T_F32;
-        case HL_F64: return T_F64;
-        case HL_I32: return T_I32;
-        case HL_I64: return T_I64;
-        case HL_U8: case HL_BOOL: return T_U8;
-        default: return -1;
-    }
-}
+#include "reduce_loops.h"
 
 static acc_t identity(int kind, bool fl) {
     acc_t a;
@@ -493,7 +233,10 @@ static void reduce_range(const plan_t *P, row_fn fn, const char *base, int64_t l
     }
 }
 
-enum { PARALLEL_MIN = 32768, BLOCK = 256 };
+/* PARALLEL_MIN: elements below which one thread does it all. BLOCK: outputs a column block
+   holds. SPLIT_MAX: outputs up to which, in the column layout, every thread keeps a buffer of
+   all of them and takes a share of the rows (reading memory in order). */
+enum { PARALLEL_MIN = 32768, BLOCK = 1024, SPLIT_MAX = 32768 };
 
 static int max_threads(void) {
 #ifdef _OPENMP
@@ -596,15 +339,22 @@ static void make_cols(const plan_t *P, int kin, cols_t *Q) {
     Q->nouter = hl_shape_numel(Q->no, Q->oshape);
 }
 
-/* Accumulates reduced rows [lo, hi) of the block of n columns starting at base into buf. */
+/* Accumulates reduced rows [lo, hi) (row-major over the reduced axes) of the block of n
+   columns starting at base into buf, a run of the innermost reduced axis per call. */
 static void col_range(const plan_t *P, col_fn fn, const cols_t *Q, const char *base, int64_t n,
                       int64_t lo, int64_t hi, acc_t *buf, const acc_t *shift) {
+    int nr = P->nr;
+    int64_t len = P->rshape[nr - 1], rs = P->rxs[nr - 1];
     if (lo >= hi) return;
     odo_t it;
-    odo_set(&it, P->nr, P->rshape, P->rxs, NULL, lo);
-    for (int64_t r = lo; r < hi; r++) {
-        fn(buf, base + it.off * P->xsz, n, Q->cxs, shift);
-        odo_next(&it, P->nr, P->rshape, P->rxs, NULL);
+    odo_set(&it, nr - 1, P->rshape, P->rxs, NULL, lo / len);
+    int64_t r0 = lo % len, pos = lo;
+    while (pos < hi) {
+        int64_t take = HL_MIN(len - r0, hi - pos);
+        fn(buf, base + (it.off + r0 * rs) * P->xsz, n, Q->cxs, take, rs, shift);
+        pos += take;
+        r0 = 0;
+        odo_next(&it, nr - 1, P->rshape, P->rxs, NULL);
     }
 }
 
@@ -621,7 +371,7 @@ static void cols_by_block(const plan_t *P, const cols_t *Q) {
         const char *base = P->x + (it.off + j0 * Q->cxs) * P->xsz;
         for (int pass = 0; pass < P->npass; pass++) {
             for (int64_t j = 0; j < n; j++) buf[pass][j] = identity(P->kinds[pass], P->fl);
-            col_range(P, P->col[pass], Q, base, n, 0, P->rcount, buf[pass], buf[0]);
+            col_range(P, P->col[pass], Q, base, n, 0, P->rcount, buf[pass], pass ? buf[0] : NULL);
         }
         char *dst = P->o + (it.off2 + j0 * Q->cos) * P->osz;
         for (int64_t j = 0; j < n; j++)
@@ -697,24 +447,21 @@ hl_status hl_cpu_reduce(const hl_call *c) {
         if (kin < 0 || llabs(P.kxs[k]) < llabs(P.kxs[kin])) kin = k;
     bool columns = kin >= 0 && P.rcount > 0 && P.kshape[kin] >= 4 &&
                    llabs(P.kxs[kin]) < llabs(P.rxs[P.nr - 1]);
-    bool parallel = P.nout * P.rcount >= PARALLEL_MIN && nt > 1;
+    int64_t total = P.nout * P.rcount;
+    cols_t Q;
     if (!columns) {
-        if (!parallel || P.nout >= 4 * nt) {
+        if (total < PARALLEL_MIN || nt == 1 || P.nout >= 4 * nt) {
             rows_by_output(&P);
             return HL_OK;
         }
     } else {
-        cols_t Q;
         make_cols(&P, kin, &Q);
-        int64_t items = Q.nouter * ((Q.C + BLOCK - 1) / BLOCK);
-        if (!parallel || items >= 2 * nt) {
+        if (total < PARALLEL_MIN || P.nout > SPLIT_MAX || P.rcount < 4 * nt) {
             cols_by_block(&P, &Q);
             return HL_OK;
         }
     }
     /* Few outputs, much to reduce: the threads share each output's work. */
-    cols_t Q;
-    if (columns) make_cols(&P, kin, &Q);
     acc_t *res = malloc(sizeof(acc_t) * (size_t)(2 * P.nout));
     if (!res) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P.op));
     acc_t *shift = P.npass == 2 ? res + P.nout : NULL;
