@@ -12,7 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import hl
@@ -400,6 +400,8 @@ def test_property_numpy_or_hl_error(shape, axis, op, keep):
     x = np.asarray(np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) % 5 - 2)
     if op in ("argmax", "argmin", "cumsum") and isinstance(axis, tuple):
         axis = axis[0] if axis else None
+    # numpy takes axis 0 or -1 of a 0-d array for sum but not for mean; hl always does
+    assume(not (shape == [] and isinstance(axis, int)))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
