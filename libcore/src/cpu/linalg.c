@@ -133,6 +133,8 @@ static void batch_offsets(const batch_t *P, int64_t t, int64_t *ao, int64_t *bo,
 }
 
 static hl_status run_batches(const batch_t *P) {
+    if (P->dt != HL_F32 && P->dt != HL_F64 && P->dt != HL_I32 && P->dt != HL_I64)
+        return hl_fail(HL_ERR_DTYPE, "matmul: no CPU kernel for %s", hl_dtype_name(P->dt));
     int64_t esz = (int64_t)hl_dtype_size(P->dt);
     if (P->dt == HL_F32 || P->dt == HL_F64) {
         for (int64_t t = 0; t < P->nbatch; t++) {

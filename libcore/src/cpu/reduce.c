@@ -437,6 +437,12 @@ static void store_all(const plan_t *P, const cols_t *Q, const acc_t *res, const 
 /* in[0] = x; out[0]; i[0] = bit mask of the reduced axes of x, i[1] = keepdims. The entry
    point has checked the dtypes and that max/min do not reduce an empty set. */
 hl_status hl_cpu_reduce(const hl_call *c) {
+    int t = type_index(c->in[0]->dtype);
+    bool fl = t == T_F32 || t == T_F64;
+    if (t < 0 || (!fl && c->op != HL_OP_SUM && c->op != HL_OP_PROD && c->op != HL_OP_MAX &&
+                  c->op != HL_OP_MIN))
+        return hl_fail(HL_ERR_DTYPE, "%s: no CPU kernel for %s", hl_op_str(c->op),
+                       hl_desc(c->in[0]));
     plan_t P;
     make_plan(c, &P);
     if (P.nout == 0) return HL_OK;

@@ -88,6 +88,8 @@ hl_status hl_cpu_arg_reduce(const hl_call *c) {
     hl_tensor *o = c->out[0];
     int ax = (int)c->i[0], last = (int)c->i[2];
     bool keep = c->i[1] != 0;
+    if (x->dtype == HL_F16 || x->dtype == HL_BF16)
+        return hl_fail(HL_ERR_DTYPE, "%s: no CPU kernel for %s", hl_op_str(c->op), hl_desc(x));
     arg_row_fn row;
     arg_col_fn col;
     arg_fns(x->dtype, c->op == HL_OP_ARGMAX, &row, &col);
@@ -234,6 +236,8 @@ hl_status hl_cpu_cumsum(const hl_call *c) {
     hl_tensor *o = c->out[0];
     int ax = (int)c->i[0], excl = (int)c->i[1], rev = (int)c->i[2];
     cum_fn fn;
+    if (x->dtype == HL_F16 || x->dtype == HL_BF16)
+        return hl_fail(HL_ERR_DTYPE, "cumsum: no CPU kernel for %s", hl_desc(x));
     switch (x->dtype) {
         case HL_F32: fn = cum_f32; break;
         case HL_F64: fn = cum_f64; break;
