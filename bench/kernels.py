@@ -7,9 +7,10 @@ works), all from the same run.
     python bench/kernels.py --repeat 15 --threads 2
 
 Each figure is the median over --repeat timed samples, after a warm-up; a sample times enough
-back-to-back calls to last a few milliseconds. Libraries run one after another, with a pause
-between them, so that one library's idle threads (OpenBLAS and OpenMP workers spin for a while
-after a call) do not steal the cores from the next. The ratio column is hl / peer in a
+back-to-back calls to last a few milliseconds. The libraries take turns, one sample each per
+round (so a change in the machine's load hits them alike), with a pause before each sample so
+that one library's idle threads (OpenBLAS and OpenMP workers spin for a while after a call) do
+not steal the cores from the next. The ratio column is hl / peer in a
 higher-is-better unit (GFLOP/s, GB/s; for per-call times, calls per second), so > 1 means hl is
 faster. Timings on a shared machine are noisy: compare figures from the same run only.
 
@@ -22,7 +23,23 @@ import statistics
 import sys
 import time
 
-import numpy as np
+
+def _threads_arg(argv):
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return None
+
+
+# --threads must reach numpy's own OpenBLAS and PyTorch's thread pools, which read their thread
+# counts when they load: set the variables before importing anything.
+if __name__ == "__main__" and _threads_arg(sys.argv[1:]):
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _threads_arg(sys.argv[1:])
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -53,42 +70,47 @@ class Row:
         self.higher_better, self.goal = higher_better, goal
 
 
-def timeit(fn, repeat, min_time=0.005):
-    """Median seconds per call of fn() over `repeat` samples, after a warm-up."""
+def calibrate(fn, min_time=0.005):
+    """Warms fn up and returns how many back-to-back calls make a sample of min_time."""
     fn()
     fn()
-    number, t = 1, 0.0
-    while True:  # calls per sample, so that a sample lasts at least min_time
+    number = 1
+    while True:
         t0 = time.perf_counter()
         for _ in range(number):
             fn()
         t = time.perf_counter() - t0
         if t >= min_time:
-            break
+            return number
         number *= 2 if t == 0 else max(2, int(min_time / t * 1.2))
-    samples = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        samples.append((time.perf_counter() - t0) / number)
-    return statistics.median(samples)
 
 
-def settle():
+def sample(fn, number):
+    t0 = time.perf_counter()
+    for _ in range(number):
+        fn()
+    return (time.perf_counter() - t0) / number
+
+
+def settle(seconds=0.1):
     """Lets the previous library's worker threads stop spinning."""
-    time.sleep(0.2)
+    time.sleep(seconds)
 
 
 def measure(cands, repeat):
-    """{name: seconds per call} for each (name, fn) in turn."""
-    out = {}
+    """{name: median seconds per call} for each (name, fn). The candidates take turns, one
+    sample each per round, so a change in the machine's load affects them alike."""
+    cands = [(name, fn) for name, fn in cands if fn is not None]
+    numbers = {}
     for name, fn in cands:
-        if fn is None:
-            continue
         settle()
-        out[name] = timeit(fn, repeat)
-    return out
+        numbers[name] = calibrate(fn)
+    samples = {name: [] for name, _ in cands}
+    for _ in range(repeat):
+        for name, fn in cands:
+            settle()
+            samples[name].append(sample(fn, numbers[name]))
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 # ---- sections ---------------------------------------------------------------------------
@@ -233,7 +255,9 @@ def main(argv=None):
     ap.add_argument("--only", help="comma-separated section names (see --list)")
     ap.add_argument("--list", action="store_true", help="list the sections and exit")
     ap.add_argument("--repeat", type=int, default=7, help="timed samples per figure (median)")
-    ap.add_argument("--threads", type=int, help="threads for hl (and torch); default: as found")
+    ap.add_argument("--threads", type=int,
+                    help="threads for every library (hl, numpy's OpenBLAS, torch); default: as "
+                         "each finds")
     args = ap.parse_args(argv)
     if args.list:
         for name, fn in SECTIONS.items():
