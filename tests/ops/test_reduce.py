@@ -298,6 +298,25 @@ def test_arg_reduce_nan():
             [3, 3 if op == "argmax" else 4, 0]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_arg_reduce_long_rows(dtype, rng):
+    """Rows long enough for the two-pass path (find the extreme, then its first or last
+    position), with ties, NaNs and infinities, contiguous and strided."""
+    x = rng.integers(0, 50, size=(4, 3000)).astype(dtype)
+    x[1, [7, 2900]] = np.nan
+    x[2, :] = -np.inf
+    x[3, [5, 2999]] = np.inf
+    for op in ("argmax", "argmin"):
+        for last in (False, True):
+            want = arg_ref(op, x, 1, last)
+            for layout in ("contiguous", "strided", "transposed"):
+                got = getattr(hl, op)(LAYOUTS[layout](x), axis=1, select_last=last)
+                assert got.numpy().tolist() == want.tolist(), (op, last, layout)
+            flat = x.reshape(-1)
+            assert getattr(hl, op)(hl.tensor(flat), select_last=last).item() == \
+                arg_ref(op, flat, 0, last)
+
+
 def test_arg_reduce_empty_axis():
     with pytest.raises(hl.errors.ValueError, match="empty sequence"):
         hl.argmax(hl.zeros(0, 3), axis=0)

@@ -16,16 +16,18 @@
 #endif
 
 #include "dtypes.h"
+#include "minmax.h"
 
 enum { BLOCK = 256, PARALLEL_MIN = 32768 };
 
 /* ---- argmax / argmin ---- */
 
 /* take: does v (at a later position) replace the best so far, bv? */
+/* (Bitwise, without branches: the outcome is data-dependent and would mispredict.) */
 #define ARG_FNS(sfx, T, nm, CMP)                                                                  \
     static inline int take_##nm##_##sfx(T v, T bv, int last) {                                   \
-        if (bv != bv) return last && v != v;                                                     \
-        return v != v || v CMP bv || (last && v == bv);                                          \
+        int bn = bv != bv, vn = v != v;                                                          \
+        return (bn & last & vn) | ((bn ^ 1) & (vn | (v CMP bv) | (last & (v == bv))));                \
     }                                                                                            \
     /* Best index in [lo, hi) along an axis of stride s, starting from best b (-1: none). */    \
     static int64_t row_##nm##_##sfx(const char *p, int64_t s, int64_t lo, int64_t hi,           \
@@ -51,13 +53,33 @@ enum { BLOCK = 256, PARALLEL_MIN = 32768 };
             const T *r = x + i * s;                                                              \
             for (int64_t j = 0; j < n; j++) {                                                    \
                 T v = r[j * cs];                                                                 \
-                if (take_##nm##_##sfx(v, bv[j], last)) { bv[j] = v; bi[j] = i; }               \
+                int t = take_##nm##_##sfx(v, bv[j], last);                                       \
+                bv[j] = t ? v : bv[j];                                                           \
+                bi[j] = t ? i : bi[j];                                                           \
             }                                                                                    \
         }                                                                                        \
     }
 
 #define ARG_TYPE(sfx, T, code) ARG_FNS(sfx, T, max, >) ARG_FNS(sfx, T, min, <)
 HL_NUMERIC_TYPES(ARG_TYPE)
+
+/* Floats, contiguous, from scratch: find the extreme with the vectorised loop of minmax.h,
+   then the first (or last) position holding it, or holding a NaN when there is one. Two
+   passes over the row, both at memory speed, beat one pass whose branches mispredict. */
+#define ARG_FAST(sfx, T, nm)                                                                     \
+    static int64_t fast_##nm##_##sfx(const char *p, int64_t s, int64_t lo, int64_t hi,          \
+                                     int64_t b, int last) {                                     \
+        if (b >= 0 || s != 1 || hi - lo < 64) return row_##nm##_##sfx(p, s, lo, hi, b, last);  \
+        const T *x = (const T *)p;                                                               \
+        bool nan;                                                                                \
+        T m = hl_v##nm##_##sfx(x + lo, hi - lo, &nan);                                           \
+        int64_t i = hl_vfind_##sfx(x + lo, hi - lo, m, nan, last);                              \
+        return i < 0 ? lo : lo + i;                                                              \
+    }
+ARG_FAST(f32, float, max)
+ARG_FAST(f32, float, min)
+ARG_FAST(f64, double, max)
+ARG_FAST(f64, double, min)
 
 typedef int64_t (*arg_row_fn)(const char *p, int64_t s, int64_t lo, int64_t hi, int64_t b,
                               int last);
@@ -72,6 +94,8 @@ static void arg_fns(hl_dtype d, bool mx, arg_row_fn *row, arg_col_fn *col) {
 #undef ARG_CASE
         default: *row = mx ? row_max_u8 : row_min_u8; *col = mx ? col_max_u8 : col_min_u8; break;  /* bool */
     }
+    if (d == HL_F32) *row = mx ? fast_max_f32 : fast_min_f32;
+    if (d == HL_F64) *row = mx ? fast_max_f64 : fast_min_f64;
 }
 
 static int max_threads(void) {
