@@ -331,7 +331,7 @@ def cumsum_ref(x, axis, exclusive, reverse):
     dt = np.float64 if x.dtype.kind == "f" else np.int64
     y = np.flip(x, axis) if reverse else x
     c = np.cumsum(y.astype(dt), axis=axis)
-    if exclusive:  # shifted by one along the axis, starting from 0
+    if exclusive and c.shape[axis]:  # shifted by one along the axis, starting from 0
         c = np.concatenate([np.zeros_like(np.take(c, [0], axis=axis)),
                             np.take(c, range(c.shape[axis] - 1), axis=axis)], axis=axis)
     c = np.flip(c, axis) if reverse else c
