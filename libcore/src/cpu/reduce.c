@@ -9,13 +9,14 @@
  *    rows of its sub-space; a contiguous row goes through a vectorised (pairwise for sums)
  *    loop. Threads take output elements, or, when there are few outputs (a full sum), split
  *    each output's sub-space and combine their partial results in thread order.
- *  - columns: a kept axis is innermost in memory (sum over axis 0 of an (N, C) matrix). A block
- *    of adjacent outputs is accumulated row after row in a buffer, so memory is read in order.
- *    Threads take blocks, or split the reduced rows with one buffer each when blocks are few.
+ *  - columns: a kept axis is innermost in memory (sum over axis 0 of an (N, C) matrix). Outputs
+ *    are accumulated row after row in a buffer, so memory is read in order. When the outputs
+ *    are not too many (SPLIT_MAX), each thread takes a share of the rows with a buffer of all
+ *    of them, and the buffers are combined; otherwise threads take blocks of outputs.
  *
  * Accumulators are double for float inputs (float32 sums are accurate to float32 rounding)
- * and int64 for integer inputs (wrapping like numpy). logsumexp runs two passes: the max, then
- * the sum of exp(x - max).
+ * and int64 for integer inputs (wrapping like numpy); the loops are in reduce_loops.h.
+ * logsumexp runs two passes: the max, then the sum of exp(x - max).
  */
 #include <stdlib.h>
 #ifdef _OPENMP

@@ -22,12 +22,12 @@ enum { BLOCK = 256, PARALLEL_MIN = 32768 };
 
 /* ---- argmax / argmin ---- */
 
-/* take: does v (at a later position) replace the best so far, bv? */
-/* (Bitwise, without branches: the outcome is data-dependent and would mispredict.) */
+/* take: does v (at a later position) replace the best so far, bv? Written with bitwise
+   operators, without branches: the outcome depends on the data and would mispredict. */
 #define ARG_FNS(sfx, T, nm, CMP)                                                                  \
     static inline int take_##nm##_##sfx(T v, T bv, int last) {                                   \
         int bn = bv != bv, vn = v != v;                                                          \
-        return (bn & last & vn) | ((bn ^ 1) & (vn | (v CMP bv) | (last & (v == bv))));                \
+        return (bn & last & vn) | ((bn ^ 1) & (vn | (v CMP bv) | (last & (v == bv))));          \
     }                                                                                            \
     /* Best index in [lo, hi) along an axis of stride s, starting from best b (-1: none). */    \
     static int64_t row_##nm##_##sfx(const char *p, int64_t s, int64_t lo, int64_t hi,           \
