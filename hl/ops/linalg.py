@@ -14,7 +14,7 @@ def matmul(a, b, out=None):
     """a @ b. 1-D operands are promoted to matrices ((K,) -> (1, K) on the left, (K, 1) on the
     right) and the added axis is removed from the result; leading (batch) axes broadcast."""
     a, b = operands(a, b)
-    return _wrap(_core.call("matmul", a._h, b._h, _core.out(into(out))))
+    return _wrap(_core.matmul(a._h, b._h, into(out)), a._dtype)
 
 
 def dot(a, b, out=None):
