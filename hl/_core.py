@@ -275,6 +275,16 @@ def binary(op, a, b, into=None):
     return _gc(p[0], _release)
 
 
+def matmul(a, b, into=None):
+    p = _new_out("hl_tensor *[1]")
+    if into is not None:
+        p[0] = into
+    st = lib.hl_matmul(a, b, p)
+    if st:
+        raise_status(st)
+    return _gc(p[0], _release)
+
+
 def contiguous(h):
     p = _new_out("hl_tensor *[1]")
     check(lib.hl_contiguous(h, p))

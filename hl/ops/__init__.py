@@ -8,7 +8,7 @@ from .reduce import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .pool import *  # noqa: F401,F403
-from .norm import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403

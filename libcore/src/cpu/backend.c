@@ -4,6 +4,7 @@
  * linked in leaves its ops NULL (weak symbols), which hl_submit reports as "not implemented".
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "../core.h"
 
@@ -11,8 +12,21 @@
     hl_status hl_cpu_##family(const hl_call *c) __attribute__((weak));
 HL_KERNEL_FAMILIES(DECLARE_FAMILY)
 
+/* Large blocks are 2 MiB aligned and marked for transparent huge pages (as numpy does): a scan
+   of a 64 MiB tensor then takes 32 TLB entries instead of 16384, which measured 2x faster for
+   bandwidth-bound kernels (sum, max) run after the machine did something else. */
+enum { HUGE_MIN = 4 << 20, HUGE_PAGE = 2 << 20 };
+
 static void *cpu_alloc(size_t nbytes, int index) {
     (void)index;
+    if (nbytes >= HUGE_MIN) {
+        size_t rounded = (nbytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+        void *p = aligned_alloc(HUGE_PAGE, rounded);
+#ifdef MADV_HUGEPAGE
+        if (p) madvise(p, rounded, MADV_HUGEPAGE);  /* advice only: failure changes nothing */
+#endif
+        return p;
+    }
     size_t rounded = (nbytes + 63) & ~(size_t)63;
     return aligned_alloc(64, rounded ? rounded : 64);
 }
