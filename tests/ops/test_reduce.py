@@ -216,7 +216,7 @@ def test_out_argument():
     check_guard(lambda o: hl.mean(hl.tensor(x), axis=1, out=o), (3,))
     with pytest.raises(hl.errors.ShapeError, match="output"):
         hl.sum(hl.tensor(x), axis=0, out=hl.empty(3))
-    with pytest.raises(hl.errors.ShapeError, match="int64"):
+    with pytest.raises(hl.errors.DTypeError, match="int64"):
         hl.sum(hl.tensor(x.astype(np.int32)), axis=0, out=hl.empty(4, dtype=hl.int32))
     t = hl.tensor(x)
     with pytest.raises(hl.errors.ValueError, match="overlaps"):

@@ -97,6 +97,7 @@ hl_status hl_gather(const hl_tensor *x, int64_t axis, const hl_tensor *indices,
     for (int d = 0; d < axis; d++) shape[n++] = x->shape[d];
     for (int d = 0; d < indices->ndim; d++) shape[n++] = indices->shape[d];
     for (int d = (int)axis + 1; d < x->ndim; d++) shape[n++] = x->shape[d];
+    if (!out) return hl_fail(HL_ERR_VALUE, "gather: output pointer is NULL");
     hl_tensor *caller = *out;
     const hl_tensor *ins[2] = {x, indices};
     if ((st = prepare_out(op, out, x->dtype, dev, ond, shape, ins, 2, false))) return st;
@@ -139,6 +140,7 @@ hl_status hl_gather_grad(const hl_tensor *dy, int64_t axis, const hl_tensor *ind
                        "%s along axis %lld gives shape %s", hl_desc(dy), hl_desc(indices),
                        hl_shape_str(ndim, x_shape), (long long)axis,
                        n <= HL_MAX_DIMS ? hl_shape_str(n, want) : "(too many dimensions)");
+    if (!out) return hl_fail(HL_ERR_VALUE, "gather_grad: output pointer is NULL");
     hl_tensor *caller = *out;
     const hl_tensor *ins[2] = {dy, indices};
     if ((st = prepare_out(op, out, dy->dtype, dev, ndim, x_shape, ins, 2, false))) return st;
@@ -176,6 +178,7 @@ hl_status hl_gather_elements(const hl_tensor *x, int64_t axis, const hl_tensor *
         return st;
     if ((st = hl_norm_axis(op, &axis, x->ndim))) return st;
     if ((st = check_elements_shape(op, x, axis, indices))) return st;
+    if (!out) return hl_fail(HL_ERR_VALUE, "gather_elements: output pointer is NULL");
     hl_tensor *caller = *out;
     const hl_tensor *ins[2] = {x, indices};
     if ((st = prepare_out(op, out, x->dtype, dev, indices->ndim, indices->shape, ins, 2, false)))
@@ -221,6 +224,7 @@ hl_status hl_scatter_elements(const hl_tensor *x, int64_t axis, const hl_tensor 
     if (!hl_same_shape(indices, updates))
         return hl_fail(HL_ERR_SHAPE, "scatter_elements: updates %s must have the shape of "
                        "indices %s", hl_desc(updates), hl_desc(indices));
+    if (!out) return hl_fail(HL_ERR_VALUE, "scatter_elements: output pointer is NULL");
     hl_tensor *caller = *out;
     const hl_tensor *ins[3] = {x, indices, updates};
     if ((st = prepare_out(op, out, x->dtype, dev, x->ndim, x->shape, ins, 3, true))) return st;
@@ -255,6 +259,7 @@ hl_status hl_one_hot(const hl_tensor *indices, int64_t depth, int64_t axis, doub
     int64_t shape[HL_MAX_DIMS];
     for (int d = 0, j = 0; d < ond; d++)
         shape[d] = d == axis ? depth : indices->shape[j++];
+    if (!out) return hl_fail(HL_ERR_VALUE, "one_hot: output pointer is NULL");
     hl_tensor *caller = *out;
     const hl_tensor *ins[1] = {indices};
     if ((st = prepare_out(op, out, dtype, dev, ond, shape, ins, 1, false))) return st;

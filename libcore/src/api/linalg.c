@@ -101,6 +101,7 @@ hl_status hl_matmul(const hl_tensor *a, const hl_tensor *b, hl_tensor **out) {
     if (a->ndim > 1) shape[nd++] = M;
     if (b->ndim > 1) shape[nd++] = N;
 
+    if (!out) return hl_fail(HL_ERR_VALUE, "matmul: output pointer is NULL");
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare("matmul", out, a->dtype, a->storage->device, nd, shape))) return st;
     hl_tensor *av = NULL, *bv = NULL, *ov = NULL, *t = NULL;
@@ -161,6 +162,7 @@ hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, in
         return hl_fail(HL_ERR_SHAPE, "gemm: c %s cannot be broadcast to the result's shape %s",
                        hl_desc(c), hl_shape_str(2, shape));
 
+    if (!out) return hl_fail(HL_ERR_VALUE, "gemm: output pointer is NULL");
     hl_tensor *caller = *out, *av = hl_tensor_retain((hl_tensor *)a),
               *bv = hl_tensor_retain((hl_tensor *)b);
     if ((st = hl_out_prepare("gemm", out, a->dtype, a->storage->device, 2, shape))) goto done;

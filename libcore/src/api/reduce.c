@@ -84,6 +84,7 @@ hl_status hl_reduce(int op, const hl_tensor *x, int naxes, const int64_t *axes, 
                        hl_shape_str(naxes, axes));
     hl_dtype odt = (op == HL_OP_SUM || op == HL_OP_PROD) ? sum_dtype(x->dtype) : x->dtype;
 
+    if (!out) return hl_fail(HL_ERR_VALUE, "reduce: output pointer is NULL");
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare(name, out, odt, dev, nd, shape))) return st;
     /* Reducing nothing is element-wise, so writing over the input itself is safe then. */
@@ -122,6 +123,7 @@ hl_status hl_arg_reduce(int op, const hl_tensor *x, int64_t axis, int keepdims,
         if (d != ax) shape[nd++] = x->shape[d];
         else if (keepdims) shape[nd++] = 1;
     }
+    if (!out) return hl_fail(HL_ERR_VALUE, "arg_reduce: output pointer is NULL");
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare(name, out, HL_I64, dev, nd, shape))) return st;
     st = hl_check_no_overlap(name, *out, x, false);
@@ -146,6 +148,7 @@ hl_status hl_cumsum(const hl_tensor *x, int64_t axis, int exclusive, int reverse
     if (st) return st;
     int64_t ax = axis;
     if ((st = hl_norm_axis("cumsum", &ax, x->ndim))) return st;
+    if (!out) return hl_fail(HL_ERR_VALUE, "cumsum: output pointer is NULL");
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare("cumsum", out, sum_dtype(x->dtype), dev, x->ndim, x->shape)))
         return st;

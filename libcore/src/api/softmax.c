@@ -156,6 +156,7 @@ hl_status hl_softmax_cross_entropy(const hl_tensor *logits, const hl_tensor *tar
     if (st) return st;
     if (!loss) return hl_fail(HL_ERR_VALUE, "%s: loss output pointer is NULL", op);
     const hl_tensor *ins[2] = {logits, target};
+    if (!loss) return hl_fail(HL_ERR_VALUE, "softmax_cross_entropy: loss pointer is NULL");
     hl_tensor *loss_caller = *loss, *lp_caller = log_prob ? *log_prob : NULL;
     if ((st = prepare(op, loss, logits, logits->ndim - 1, sshape, ins, 2, false))) return st;
     if (log_prob) {
