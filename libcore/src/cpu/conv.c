@@ -1,0 +1,157 @@
+/*
+ * conv.c - CPU kernels of the convolution family, by im2col and OpenBLAS.
+ *
+ * The record layout is described in api/conv.c: 4-D contiguous tensors (1-D problems have
+ * H = 1) and the attributes in i[0..8]. Per group and per chunk of samples:
+ *   forward      cols = im2col(x)  (K rows = C_in/g * kh * kw, chunk * P columns, P = oh * ow)
+ *                out = W_g (C_out/g x K) @ cols, scattered into y's NCHW layout with the bias
+ *   grad_weight  dW_g += dY_g (C_out/g x chunk * P) @ cols^T
+ *   grad_input   cols = W_g^T @ dY_g, then col2im adds the columns back into dx planes
+ * A chunk holds as many samples as fit a column buffer of a few MB, so that small images still
+ * give the BLAS one large product. With one sample per chunk, the products read and write x,
+ * dy and y in place (no scatter or gather). A 1x1 kernel with stride 1 and no padding needs
+ * no im2col at all: x's channel-by-position block is already the column matrix.
+ * OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is never called from
+ * inside a parallel region.
+ */
+#include <cblas.h>
+
+#include "../core.h"
+
+/* Geometry of one convolution, in the 2-D form (1-D has h = kh = 1). x is the conv's input
+   (dx for grad_input), y its output (dy). */
+typedef struct {
+    int64_t n, c_in, h, w;      /* input */
+    int64_t c_out, oh, ow;      /* output */
+    int64_t kh, kw, groups, cg_in, cg_out;
+    int64_t sh, sw, dh, dw, pt, pl;
+    int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
+} conv_geom;
+
+static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
+                      const int64_t *wshape, conv_geom *g) {
+    g->n = x->shape[0];
+    g->c_in = x->shape[1];
+    g->h = x->shape[2];
+    g->w = x->shape[3];
+    g->c_out = y->shape[1];
+    g->oh = y->shape[2];
+    g->ow = y->shape[3];
+    g->kh = wshape[2];
+    g->kw = wshape[3];
+    g->groups = c->i[0];
+    g->cg_in = g->c_in / g->groups;
+    g->cg_out = g->c_out / g->groups;
+    g->sh = c->i[1];
+    g->sw = c->i[2];
+    g->dh = c->i[3];
+    g->dw = c->i[4];
+    g->pt = c->i[5];
+    g->pl = c->i[6];
+    g->K = g->cg_in * g->kh * g->kw;
+    g->P = g->oh * g->ow;
+}
+
+/* A 1x1 kernel at stride 1 without padding: the input block is the column matrix. */
+static bool is_pointwise(const conv_geom *g) {
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+           g->oh == g->h && g->ow == g->w;
+}
+
+/* Output positions o in [0, count) whose input coordinate o * s + off lies in [0, size):
+   the range [*lo, *hi). */
+static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo,
+                        int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t last = size - 1 - off;
+    int64_t b = last < 0 ? 0 : last / s + 1;
+    if (a > count) a = count;
+    if (b > count) b = count;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+/* Samples per chunk: the column buffer stays near this many bytes. */
+enum { COL_BUDGET = 4 << 20 };
+
+static int64_t chunk_samples(const conv_geom *g, size_t esz) {
+    int64_t per = g->K * g->P * (int64_t)esz;
+    int64_t nc = per > 0 ? COL_BUDGET / per : g->n;
+    if (nc < 1) nc = 1;
+    if (nc > g->n) nc = g->n;
+    if (g->P > 0 && nc > (INT32_MAX - 1) / g->P) nc = (INT32_MAX - 1) / g->P;
+    return nc < 1 ? 1 : nc;
+}
+
+/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
+typedef struct {
+    hl_storage *s;
+} scratch;
+
+static hl_status scratch_get(const char *op, scratch *b, size_t nbytes, void **data) {
+    b->s = NULL;
+    *data = NULL;
+    if (nbytes == 0) return HL_OK;
+    hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
+    if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
+    *data = b->s->data;
+    return HL_OK;
+}
+
+static void scratch_put(scratch *b) {
+    if (b->s) hl_storage_release(b->s);
+    b->s = NULL;
+}
+
+#define T float
+#define SFX f32
+#define CBLAS_GEMM scipy_cblas_sgemm
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef CBLAS_GEMM
+
+#define T double
+#define SFX f64
+#define CBLAS_GEMM scipy_cblas_dgemm
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef CBLAS_GEMM
+
+hl_status hl_cpu_conv(const hl_call *c) {
+    const hl_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    hl_tensor *y = c->out[0];
+    conv_geom g;
+    geom_from(c, x, y, w->shape, &g);
+    if (x->dtype == HL_F64)
+        return conv_forward_f64(&g, (const double *)hl_ptr(x), (const double *)hl_ptr(w),
+                                b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(y));
+    return conv_forward_f32(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
+                            b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
+}
+
+hl_status hl_cpu_conv_grad_input(const hl_call *c) {
+    const hl_tensor *dy = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    hl_tensor *dx = c->out[0];
+    conv_geom g;
+    geom_from(c, dx, dy, w->shape, &g);
+    if (dy->dtype == HL_F64)
+        return conv_grad_input_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(w),
+                                   b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(dx));
+    return conv_grad_input_f32(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
+                               b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(dx));
+}
+
+hl_status hl_cpu_conv_grad_weight(const hl_call *c) {
+    const hl_tensor *dy = c->in[0], *x = c->in[1];
+    hl_tensor *dw = c->out[0];
+    conv_geom g;
+    geom_from(c, x, dy, dw->shape, &g);
+    if (dy->dtype == HL_F64)
+        return conv_grad_weight_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(x),
+                                    (double *)hl_ptr(dw));
+    return conv_grad_weight_f32(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
+                                (float *)hl_ptr(dw));
+}
