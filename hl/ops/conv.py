@@ -12,7 +12,7 @@ from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
 __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "conv1d_grad_input",
-           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "conv_pads"]
+           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight"]
 
 
 _LIMIT = 1 << 62  # beyond int64 in C; the core refuses anything above 2**31 anyway

@@ -115,13 +115,14 @@ static hl_status check_gemm_sizes(const char *op, int64_t cg_in, const int64_t *
     return HL_OK;
 }
 
+/* t must be on dev and of the lead operand's dtype. */
 static hl_status check_tensor(const char *op, const char *role, const hl_tensor *t,
                               hl_device dev, hl_dtype dtype) {
     hl_status st = hl_check_device(op, dev, t);
     if (st) return st;
     if (t->dtype != dtype)
-        return hl_fail(HL_ERR_DTYPE, "%s: %s is %s but the input is %s; cast them to one dtype",
-                       op, role, hl_desc(t), hl_dtype_name(dtype));
+        return hl_fail(HL_ERR_DTYPE, "%s: %s is %s but the other operands are %s; cast them to "
+                       "one dtype", op, role, hl_desc(t), hl_dtype_name(dtype));
     return HL_OK;
 }
 
