@@ -259,16 +259,23 @@ def test_pool_bad_inputs(call, exc, match):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(S=st.sampled_from([1, 2]), kind=st.sampled_from(["max", "avg"]), n=st.integers(0, 2),
-       c=st.integers(0, 2), size=st.integers(0, 7), k=st.integers(0, 4), s=st.integers(0, 3),
-       p=st.integers(-1, 2), pe=st.integers(0, 2), d=st.integers(0, 2), ceil=st.booleans(),
-       cip=st.booleans(), data=st.data())
+       c=st.integers(0, 2), size=st.integers(1, 7), k=st.integers(1, 4), s=st.integers(1, 3),
+       p=st.integers(0, 2), pe=st.integers(0, 2), d=st.integers(1, 2), ceil=st.booleans(),
+       cip=st.booleans(), broken=st.sampled_from([None] * 6 + ["k", "s", "p", "d", "size"]),
+       bad=st.integers(-2, 0), data=st.data())
 def test_pool_property_matches_reference_or_raises(S, kind, n, c, size, k, s, p, pe, d, ceil,
-                                                   cip, data):
+                                                   cip, broken, bad, data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
-    x = rand(rng, (n, c) + (size,) * S)
-    pads = [p] * S + [pe] * S
+    if broken == "size":
+        size = 0
+    elif broken is not None:
+        locals_ = {"k": k, "s": s, "p": p, "d": d}
+        locals_[broken] = bad
+        k, s, p, d = locals_["k"], locals_["s"], locals_["p"], locals_["d"]
     if kind == "avg":
         d = 1
+    x = rand(rng, (n, c) + (size,) * S)
+    pads = [p] * S + [pe] * S
     try:
         want = ref_pool(x, kind, [k] * S, [s] * S, pads, [d] * S, ceil, cip) \
             if min(k, s, d) >= 1 and p >= 0 else None
