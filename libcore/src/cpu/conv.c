@@ -15,6 +15,7 @@
  * inside a parallel region.
  */
 #include <cblas.h>
+#include <stdlib.h>
 
 #include "../core.h"
 
@@ -72,16 +73,33 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     *hi = b;
 }
 
-/* Samples per chunk: the column buffer stays near this many bytes. */
-enum { COL_BUDGET = 4 << 20 };
+/* Work is cut into tiles whose column buffer stays near this many bytes (about a core's L2
+   cache, so that the product reads the columns im2col has just written from cache): several
+   whole samples when a sample's columns are small, else a band of output rows of one sample. */
+enum { COL_BUDGET = 1 << 20 };
 
-static int64_t chunk_samples(const conv_geom *g, size_t esz) {
-    int64_t per = g->K * g->P * (int64_t)esz;
-    int64_t nc = per > 0 ? COL_BUDGET / per : g->n;
-    if (nc < 1) nc = 1;
-    if (nc > g->n) nc = g->n;
-    if (g->P > 0 && nc > (INT32_MAX - 1) / g->P) nc = (INT32_MAX - 1) / g->P;
-    return nc < 1 ? 1 : nc;
+typedef struct {
+    int64_t samples;   /* samples per tile (more than 1 only with whole samples) */
+    int64_t rows;      /* output rows per tile (oh unless samples == 1) */
+} tiling;
+
+static tiling plan_tiles(const conv_geom *g, size_t esz) {
+    const char *e = getenv("HL_COL_KB");
+    int64_t budget = e ? atoll(e) * 1024 : COL_BUDGET;
+    int64_t per_sample = g->K * g->P * (int64_t)esz;
+    tiling t = {1, g->oh};
+    if (per_sample <= budget) {
+        t.samples = per_sample > 0 ? budget / per_sample : g->n;
+        if (t.samples > g->n) t.samples = g->n;
+        if (g->P > 0 && t.samples > (INT32_MAX - 1) / g->P) t.samples = (INT32_MAX - 1) / g->P;
+        if (t.samples < 1) t.samples = 1;
+    } else {
+        int64_t per_row = g->K * g->ow * (int64_t)esz;
+        t.rows = per_row > 0 ? budget / per_row : g->oh;
+        if (t.rows < 1) t.rows = 1;
+        if (t.rows > g->oh) t.rows = g->oh;
+    }
+    return t;
 }
 
 /* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */

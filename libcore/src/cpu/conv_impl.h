@@ -26,12 +26,13 @@ static void FN(gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T 
                C, (blasint)ldc);
 }
 
-/* Columns of m samples from n0, channels c0 .. c0 + cg_in: row r = (c, ky, kx) holds, for
-   each sample, its P output positions; ld = m * P. Padding reads as zero. */
-static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, int64_t c0,
-                       T *cols) {
-    const int64_t K = g->K, P = g->P, ld = m * P, khw = g->kh * g->kw;
-    const int64_t H = g->h, W = g->w, oh = g->oh, ow = g->ow, sw = g->sw;
+/* Columns of m samples from n0 and output rows oy0 .. oy0 + rows, channels c0 .. c0 + cg_in:
+   row r = (c, ky, kx) holds, for each sample, its rows * ow output positions (Pt); ld = m * Pt.
+   Padding reads as zero. */
+static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, int64_t oy0,
+                       int64_t rows, int64_t c0, T *cols) {
+    const int64_t K = g->K, P = rows * g->ow, ld = m * P, khw = g->kh * g->kw;
+    const int64_t H = g->h, W = g->w, oh = rows, ow = g->ow, sw = g->sw;
 #pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_PAR_MIN)
     for (int64_t nl = 0; nl < m; nl++)
         for (int64_t r = 0; r < K; r++) {
@@ -43,7 +44,7 @@ static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, in
             valid_range(off, sw, W, ow, &lo, &hi);
             for (int64_t oy = 0; oy < oh; oy++) {
                 T *restrict d = dst + oy * ow;
-                const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
                 if (iy < 0 || iy >= H) {
                     for (int64_t ox = 0; ox < ow; ox++) d[ox] = 0;
                     continue;
@@ -60,17 +61,20 @@ static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, in
 }
 
 /* The inverse of im2col: dx planes of m samples from n0, channels c0 .. c0 + cg_in, get the
-   sum of their columns (plus bias[c], when given). One thread owns each plane. */
-static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m, int64_t c0,
-                       const T *bias, T *dx) {
-    const int64_t P = g->P, ld = m * P, H = g->h, W = g->w, oh = g->oh, ow = g->ow;
+   sum of the columns of output rows oy0 .. oy0 + rows. The first band (oy0 == 0) sets the
+   planes (to bias[c], when given, or zero); later bands add. One thread owns each plane. */
+static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m, int64_t oy0,
+                       int64_t rows, int64_t c0, const T *bias, T *dx) {
+    const int64_t P = rows * g->ow, ld = m * P, H = g->h, W = g->w, oh = rows, ow = g->ow;
     const int64_t sw = g->sw, cg = g->cg_in;
 #pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_PAR_MIN)
     for (int64_t nl = 0; nl < m; nl++)
         for (int64_t c = 0; c < cg; c++) {
             T *plane = dx + ((n0 + nl) * g->c_in + c0 + c) * H * W;
-            const T init = bias ? bias[c0 + c] : 0;
-            for (int64_t i = 0; i < H * W; i++) plane[i] = init;
+            if (oy0 == 0) {
+                const T init = bias ? bias[c0 + c] : 0;
+                for (int64_t i = 0; i < H * W; i++) plane[i] = init;
+            }
             for (int64_t ky = 0; ky < g->kh; ky++)
                 for (int64_t kx = 0; kx < g->kw; kx++) {
                     const T *src = cols + ((c * g->kh + ky) * g->kw + kx) * ld + nl * P;
@@ -78,7 +82,7 @@ static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m,
                     int64_t lo, hi;
                     valid_range(off, sw, W, ow, &lo, &hi);
                     for (int64_t oy = 0; oy < oh; oy++) {
-                        const int64_t iy = oy * g->sh - g->pt + ky * g->dh;
+                        const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
                         if (iy < 0 || iy >= H) continue;
                         T *restrict row = plane + iy * W;
                         const T *restrict s = src + oy * ow;
@@ -129,92 +133,103 @@ static void FN(add_bias)(T *planes, const T *bias, int64_t channels, int64_t P) 
     }
 }
 
-/* The column source for group grp of a chunk: x itself for a pointwise conv, else im2col. */
+/* The column source for group grp of a tile: x itself for a pointwise conv, else im2col. */
 static const T *FN(columns)(const conv_geom *g, bool pw, const T *x, int64_t n0, int64_t m,
-                            int64_t grp, T *cols) {
+                            int64_t oy0, int64_t rows, int64_t grp, T *cols) {
     if (pw) return x + (n0 * g->c_in + grp * g->cg_in) * g->P;
-    FN(im2col)(g, x, n0, m, grp * g->cg_in, cols);
+    FN(im2col)(g, x, n0, m, oy0, rows, grp * g->cg_in, cols);
     return cols;
 }
 
 /* A pointwise conv skips im2col when each sample is a reasonable product on its own. */
 static bool FN(direct)(const conv_geom *g) { return is_pointwise(g) && g->P >= 256; }
 
+/* Tiles: nc samples at a time (then rows == oh), or one sample in bands of rows output rows.
+   A direct (pointwise) conv takes whole samples, one at a time. */
+#define FOR_TILES(g, t, n0, m, oy0, r)                                                   \
+    for (int64_t n0 = 0; n0 < (g)->n; n0 += (t).samples)                                 \
+        for (int64_t m = HL_MIN((t).samples, (g)->n - n0), oy0 = 0; oy0 < (g)->oh;       \
+             oy0 += (t).rows)                                                            \
+            for (int64_t r = HL_MIN((t).rows, (g)->oh - oy0), once_ = 1; once_; once_ = 0)
+
+/* Work buffers of a tiling: columns (unless direct) and, for multi-sample tiles, the
+   (cg_out x m * P) matrix that is scattered to or gathered from NCHW. */
+static hl_status FN(buffers)(const char *op, const conv_geom *g, bool pw, tiling t,
+                             scratch *sc, T **cols, scratch *sb, T **buf) {
+    const int64_t pt = t.samples * t.rows * g->ow;
+    hl_status st = scratch_get(op, sc, pw ? 0 : (size_t)(g->K * pt) * sizeof(T), (void **)cols);
+    if (!st) st = scratch_get(op, sb, t.samples > 1 ? (size_t)(g->cg_out * pt) * sizeof(T) : 0,
+                              (void **)buf);
+    if (st) scratch_put(sc);
+    return st;
+}
+
 static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, const T *bias,
                                   T *y) {
-    const int64_t N = g->n, P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
-    if (N == 0 || CO == 0 || P == 0) return HL_OK;
+    const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
+    if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
     const bool pw = FN(direct)(g);
-    const int64_t nc = pw ? 1 : chunk_samples(g, sizeof(T));
-    scratch sc, so;
-    T *cols = NULL, *obuf = NULL;
-    hl_status st = scratch_get("conv", &sc, pw ? 0 : (size_t)(K * nc * P) * sizeof(T),
-                               (void **)&cols);
-    if (!st) st = scratch_get("conv", &so, nc > 1 ? (size_t)(cg * nc * P) * sizeof(T) : 0,
-                              (void **)&obuf);
-    if (st) {
-        scratch_put(&sc);
-        return st;
-    }
-    for (int64_t n0 = 0; n0 < N; n0 += nc) {
-        const int64_t m = HL_MIN(nc, N - n0);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    scratch sc, sb;
+    T *cols, *obuf;
+    hl_status st = FN(buffers)("conv", g, pw, t, &sc, &cols, &sb, &obuf);
+    if (st) return st;
+    FOR_TILES(g, t, n0, m, oy0, r) {
+        const int64_t pt = r * g->ow;
         for (int64_t grp = 0; grp < g->groups; grp++) {
-            const T *B = FN(columns)(g, pw, x, n0, m, grp, cols);
+            const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
             const T *A = w + grp * cg * K;
             if (m == 1) {
-                FN(gemm)(false, false, cg, P, K, A, K, B, P, 0, y + (n0 * CO + grp * cg) * P, P);
+                FN(gemm)(false, false, cg, pt, K, A, K, B, pt, 0,
+                         y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
             } else {
                 FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
                 FN(scatter)(g, obuf, n0, m, grp, bias, y);
             }
         }
-        if (m == 1 && bias) FN(add_bias)(y + n0 * CO * P, bias, CO, P);
+        if (m == 1 && bias && oy0 + r == g->oh) FN(add_bias)(y + n0 * CO * P, bias, CO, P);
     }
     scratch_put(&sc);
-    scratch_put(&so);
+    scratch_put(&sb);
     return HL_OK;
 }
 
 static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *x, T *dw) {
-    const int64_t N = g->n, P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
+    const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
     if (CO == 0 || K == 0) return HL_OK;
-    if (N == 0 || P == 0) {
+    if (g->n == 0 || P == 0) {
         memset(dw, 0, (size_t)(CO * K) * sizeof(T));
         return HL_OK;
     }
     const bool pw = FN(direct)(g);
-    const int64_t nc = pw ? 1 : chunk_samples(g, sizeof(T));
-    scratch sc, sd;
-    T *cols = NULL, *dbuf = NULL;
-    hl_status st = scratch_get("conv_grad_weight", &sc,
-                               pw ? 0 : (size_t)(K * nc * P) * sizeof(T), (void **)&cols);
-    if (!st) st = scratch_get("conv_grad_weight", &sd,
-                              nc > 1 ? (size_t)(cg * nc * P) * sizeof(T) : 0, (void **)&dbuf);
-    if (st) {
-        scratch_put(&sc);
-        return st;
-    }
-    for (int64_t n0 = 0; n0 < N; n0 += nc) {
-        const int64_t m = HL_MIN(nc, N - n0);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    scratch sc, sb;
+    T *cols, *dbuf;
+    hl_status st = FN(buffers)("conv_grad_weight", g, pw, t, &sc, &cols, &sb, &dbuf);
+    if (st) return st;
+    FOR_TILES(g, t, n0, m, oy0, r) {
+        const int64_t pt = r * g->ow;
+        const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dw */
         for (int64_t grp = 0; grp < g->groups; grp++) {
-            const T *B = FN(columns)(g, pw, x, n0, m, grp, cols);
-            const T *A = dy + (n0 * CO + grp * cg) * P;
-            if (m > 1) {
+            const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
+            if (m == 1) {
+                FN(gemm)(false, true, cg, K, pt, dy + (n0 * CO + grp * cg) * P + oy0 * g->ow, P,
+                         B, pt, beta, dw + grp * cg * K, K);
+            } else {
                 FN(gather)(g, dy, n0, m, grp, dbuf);
-                A = dbuf;
+                FN(gemm)(false, true, cg, K, m * P, dbuf, m * P, B, m * P, beta,
+                         dw + grp * cg * K, K);
             }
-            FN(gemm)(false, true, cg, K, m * P, A, m * P, B, m * P, n0 == 0 ? 0 : 1,
-                     dw + grp * cg * K, K);
         }
     }
     scratch_put(&sc);
-    scratch_put(&sd);
+    scratch_put(&sb);
     return HL_OK;
 }
 
 static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w, const T *bias,
                                      T *dx) {
-    const int64_t N = g->n, P = g->P, K = g->K, CI = g->c_in, cg = g->cg_out;
+    const int64_t N = g->n, P = g->P, K = g->K, CI = g->c_in, CO = g->c_out, cg = g->cg_out;
     if (N == 0 || CI == 0) return HL_OK;
     const int64_t HW = g->h * g->w;
     if (P == 0) {   /* nothing flows back: dx is the bias (or zero) */
@@ -223,38 +238,34 @@ static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w
         return HL_OK;
     }
     const bool pw = FN(direct)(g);
-    const int64_t nc = pw ? 1 : chunk_samples(g, sizeof(T));
-    scratch sc, sd;
-    T *cols = NULL, *dbuf = NULL;
-    hl_status st = scratch_get("conv_grad_input", &sc,
-                               pw ? 0 : (size_t)(K * nc * P) * sizeof(T), (void **)&cols);
-    if (!st) st = scratch_get("conv_grad_input", &sd,
-                              nc > 1 ? (size_t)(cg * nc * P) * sizeof(T) : 0, (void **)&dbuf);
-    if (st) {
-        scratch_put(&sc);
-        return st;
-    }
-    for (int64_t n0 = 0; n0 < N; n0 += nc) {
-        const int64_t m = HL_MIN(nc, N - n0);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    scratch sc, sb;
+    T *cols, *dbuf;
+    hl_status st = FN(buffers)("conv_grad_input", g, pw, t, &sc, &cols, &sb, &dbuf);
+    if (st) return st;
+    FOR_TILES(g, t, n0, m, oy0, r) {
+        const int64_t pt = r * g->ow;
         for (int64_t grp = 0; grp < g->groups; grp++) {
             const T *A = w + grp * cg * K;
-            const T *B = dy + (n0 * g->c_out + grp * cg) * P;
+            const T *B = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+            int64_t ldb = P;
             if (m > 1) {
                 FN(gather)(g, dy, n0, m, grp, dbuf);
                 B = dbuf;
+                ldb = m * P;
             }
             if (pw) {
                 FN(gemm)(true, false, K, P, cg, A, K, B, P, 0,
                          dx + (n0 * CI + grp * g->cg_in) * P, P);
             } else {
-                FN(gemm)(true, false, K, m * P, cg, A, K, B, m * P, 0, cols, m * P);
-                FN(col2im)(g, cols, n0, m, grp * g->cg_in, bias, dx);
+                FN(gemm)(true, false, K, m * pt, cg, A, K, B, ldb, 0, cols, m * pt);
+                FN(col2im)(g, cols, n0, m, oy0, r, grp * g->cg_in, bias, dx);
             }
         }
         if (pw && bias) FN(add_bias)(dx + n0 * CI * P, bias, CI, P);
     }
     scratch_put(&sc);
-    scratch_put(&sd);
+    scratch_put(&sb);
     return HL_OK;
 }
 
