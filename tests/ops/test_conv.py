@@ -159,6 +159,38 @@ def test_conv_padding_same_and_valid(rng, shape, k, s, d):
                  ref_conv(x, w, None, list(s), None, list(d)), **TOL[np.float32])
 
 
+@pytest.mark.parametrize("shape,k,pads", [((2, 32, 40, 40), 3, 1), ((1, 48, 30, 30), 5, 0),
+                                          ((1, 40, 3000), 9, 4)])
+def test_conv_row_bands(rng, shape, k, pads):
+    # one sample's columns exceed the ~1 MB work buffer: the kernels go by bands of rows
+    S = len(shape) - 2
+    x = rand(rng, shape, np.float64)
+    w = rand(rng, (8, shape[1]) + (k,) * S, np.float64)
+    b = rand(rng, (8,), np.float64)
+    fwd = hl.conv2d if S == 2 else hl.conv1d
+    y = fwd(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=pads)
+    assert_close(y, ref_conv(x, w, b, pads=[pads] * (2 * S)), **TOL[np.float64])
+    dy = rand(rng, y.shape, np.float64)
+    # the adjoint identities <conv(x), dy> = <x, grad_input(dy)> = <w, grad_weight(dy)>
+    gi = (hl.conv2d_grad_input if S == 2 else hl.conv1d_grad_input)(
+        hl.tensor(dy), hl.tensor(w), shape, padding=pads).numpy()
+    gw = (hl.conv2d_grad_weight if S == 2 else hl.conv1d_grad_weight)(
+        hl.tensor(dy), hl.tensor(x), w.shape, padding=pads).numpy()
+    lhs = float(((y.numpy() - b.reshape((1, -1) + (1,) * S)) * dy).sum())
+    assert np.isclose(lhs, float((x * gi).sum()), rtol=1e-10)
+    assert np.isclose(lhs, float((w * gw).sum()), rtol=1e-10)
+    try:
+        import torch
+    except ImportError:
+        return
+    tx = torch.from_numpy(x).requires_grad_(True)
+    tw = torch.from_numpy(w).requires_grad_(True)
+    conv = torch.nn.functional.conv2d if S == 2 else torch.nn.functional.conv1d
+    conv(tx, tw, padding=pads).backward(torch.from_numpy(dy))
+    assert_close(gi, tx.grad.numpy(), **TOL[np.float64])
+    assert_close(gw, tw.grad.numpy(), **TOL[np.float64])
+
+
 def test_conv_size_zero_batch_and_channels(rng):
     x = np.zeros((0, 3, 5, 5), np.float32)
     w = rand(rng, (4, 3, 3, 3))
@@ -196,6 +228,7 @@ TCASES = [
     ((2, 4, 6, 6), 4, (4, 4), (2, 2), (1, 1, 1, 1), (1, 1), (0, 0), 4),   # depthwise
     ((2, 3, 7), 5, (3,), (2,), (1, 0), (1,), (1,), 1),
     ((1, 4, 5), 2, (2,), (1,), (0, 0), (3,), (0,), 2),
+    ((2, 4, 16, 17), 6, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), (0, 0), 2),  # pointwise, direct
 ]
 
 

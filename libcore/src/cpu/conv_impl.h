@@ -123,13 +123,14 @@ static void FN(gather)(const conv_geom *g, const T *dy, int64_t n0, int64_t m, i
         }
 }
 
-/* planes[n, c, :] += bias[c] for count planes of size P starting at channel 0. */
-static void FN(add_bias)(T *planes, const T *bias, int64_t channels, int64_t P) {
+/* planes[c, :] = bias[c] for channels planes of size P: a product then adds into them with
+   beta = 1, which also spares BLAS its pass that zeroes the output for beta = 0. */
+static void FN(set_bias)(T *planes, const T *bias, int64_t channels, int64_t P) {
 #pragma omp parallel for schedule(static) if (channels * P > CONV_PAR_MIN)
     for (int64_t c = 0; c < channels; c++) {
         T *restrict d = planes + c * P;
         const T b = bias[c];
-        for (int64_t p = 0; p < P; p++) d[p] += b;
+        for (int64_t p = 0; p < P; p++) d[p] = b;
     }
 }
 
@@ -176,18 +177,18 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
     if (st) return st;
     FOR_TILES(g, t, n0, m, oy0, r) {
         const int64_t pt = r * g->ow;
+        if (m == 1 && bias && oy0 == 0) FN(set_bias)(y + n0 * CO * P, bias, CO, P);
         for (int64_t grp = 0; grp < g->groups; grp++) {
             const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
             const T *A = w + grp * cg * K;
             if (m == 1) {
-                FN(gemm)(false, false, cg, pt, K, A, K, B, pt, 0,
+                FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0,
                          y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
             } else {
                 FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
                 FN(scatter)(g, obuf, n0, m, grp, bias, y);
             }
         }
-        if (m == 1 && bias && oy0 + r == g->oh) FN(add_bias)(y + n0 * CO * P, bias, CO, P);
     }
     scratch_put(&sc);
     scratch_put(&sb);
@@ -255,14 +256,14 @@ static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w
                 ldb = m * P;
             }
             if (pw) {
-                FN(gemm)(true, false, K, P, cg, A, K, B, P, 0,
+                if (bias && grp == 0) FN(set_bias)(dx + n0 * CI * P, bias, CI, P);
+                FN(gemm)(true, false, K, P, cg, A, K, B, P, bias ? 1 : 0,
                          dx + (n0 * CI + grp * g->cg_in) * P, P);
             } else {
                 FN(gemm)(true, false, K, m * pt, cg, A, K, B, ldb, 0, cols, m * pt);
                 FN(col2im)(g, cols, n0, m, oy0, r, grp * g->cg_in, bias, dx);
             }
         }
-        if (pw && bias) FN(add_bias)(dx + n0 * CI * P, bias, CI, P);
     }
     scratch_put(&sc);
     scratch_put(&sb);
