@@ -29,33 +29,65 @@ static void FN(gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T 
 /* Columns of m samples from n0 and output rows oy0 .. oy0 + rows, channels c0 .. c0 + cg_in:
    row r = (c, ky, kx) holds, for each sample, its rows * ow output positions (Pt); ld = m * Pt.
    Padding reads as zero. */
+/* One row of columns (tap ky, kx of one channel plane, one sample); see im2col. */
+HL_CLONES
+static void FN(im2col_row)(const conv_geom *g, const T *plane, T *restrict dst, int64_t ky,
+                           int64_t kx, int64_t oy0, int64_t rows) {
+    const int64_t H = g->h, W = g->w, ow = g->ow, sw = g->sw;
+    const int64_t off = kx * g->dw - g->pl;
+    int64_t lo, hi;
+    valid_range(off, sw, W, ow, &lo, &hi);
+    for (int64_t oy = 0; oy < rows; oy++) {
+        T *restrict d = dst + oy * ow;
+        const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
+        if (iy < 0 || iy >= H) {
+            for (int64_t ox = 0; ox < ow; ox++) d[ox] = 0;
+            continue;
+        }
+        const T *restrict row = plane + iy * W;
+        for (int64_t ox = 0; ox < lo; ox++) d[ox] = 0;
+        if (sw == 1)
+            for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox + off];
+        else
+            for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox * sw + off];
+        for (int64_t ox = hi; ox < ow; ox++) d[ox] = 0;
+    }
+}
+
 static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, int64_t oy0,
                        int64_t rows, int64_t c0, T *cols) {
     const int64_t K = g->K, P = rows * g->ow, ld = m * P, khw = g->kh * g->kw;
-    const int64_t H = g->h, W = g->w, oh = rows, ow = g->ow, sw = g->sw;
 #pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_PAR_MIN)
     for (int64_t nl = 0; nl < m; nl++)
         for (int64_t r = 0; r < K; r++) {
             const int64_t c = r / khw, ky = (r / g->kw) % g->kh, kx = r % g->kw;
-            const T *plane = x + ((n0 + nl) * g->c_in + c0 + c) * H * W;
-            T *restrict dst = cols + r * ld + nl * P;
+            FN(im2col_row)(g, x + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w,
+                           cols + r * ld + nl * P, ky, kx, oy0, rows);
+        }
+}
+
+/* One dx plane (channel c of the group) gets the columns of its taps; see col2im. */
+HL_CLONES
+static void FN(col2im_plane)(const conv_geom *g, const T *cols, int64_t ld, int64_t oy0,
+                             int64_t rows, int64_t c, T init, bool first, T *plane) {
+    const int64_t H = g->h, W = g->w, ow = g->ow, sw = g->sw;
+    if (first)
+        for (int64_t i = 0; i < H * W; i++) plane[i] = init;
+    for (int64_t ky = 0; ky < g->kh; ky++)
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            const T *src = cols + ((c * g->kh + ky) * g->kw + kx) * ld;
             const int64_t off = kx * g->dw - g->pl;
             int64_t lo, hi;
             valid_range(off, sw, W, ow, &lo, &hi);
-            for (int64_t oy = 0; oy < oh; oy++) {
-                T *restrict d = dst + oy * ow;
+            for (int64_t oy = 0; oy < rows; oy++) {
                 const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
-                if (iy < 0 || iy >= H) {
-                    for (int64_t ox = 0; ox < ow; ox++) d[ox] = 0;
-                    continue;
-                }
-                const T *restrict row = plane + iy * W;
-                for (int64_t ox = 0; ox < lo; ox++) d[ox] = 0;
+                if (iy < 0 || iy >= H) continue;
+                T *restrict row = plane + iy * W;
+                const T *restrict s = src + oy * ow;
                 if (sw == 1)
-                    for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox + off];
+                    for (int64_t ox = lo; ox < hi; ox++) row[ox + off] += s[ox];
                 else
-                    for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox * sw + off];
-                for (int64_t ox = hi; ox < ow; ox++) d[ox] = 0;
+                    for (int64_t ox = lo; ox < hi; ox++) row[ox * sw + off] += s[ox];
             }
         }
 }
@@ -65,34 +97,12 @@ static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, in
    planes (to bias[c], when given, or zero); later bands add. One thread owns each plane. */
 static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m, int64_t oy0,
                        int64_t rows, int64_t c0, const T *bias, T *dx) {
-    const int64_t P = rows * g->ow, ld = m * P, H = g->h, W = g->w, oh = rows, ow = g->ow;
-    const int64_t sw = g->sw, cg = g->cg_in;
+    const int64_t P = rows * g->ow, ld = m * P;
 #pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_PAR_MIN)
     for (int64_t nl = 0; nl < m; nl++)
-        for (int64_t c = 0; c < cg; c++) {
-            T *plane = dx + ((n0 + nl) * g->c_in + c0 + c) * H * W;
-            if (oy0 == 0) {
-                const T init = bias ? bias[c0 + c] : 0;
-                for (int64_t i = 0; i < H * W; i++) plane[i] = init;
-            }
-            for (int64_t ky = 0; ky < g->kh; ky++)
-                for (int64_t kx = 0; kx < g->kw; kx++) {
-                    const T *src = cols + ((c * g->kh + ky) * g->kw + kx) * ld + nl * P;
-                    const int64_t off = kx * g->dw - g->pl;
-                    int64_t lo, hi;
-                    valid_range(off, sw, W, ow, &lo, &hi);
-                    for (int64_t oy = 0; oy < oh; oy++) {
-                        const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
-                        if (iy < 0 || iy >= H) continue;
-                        T *restrict row = plane + iy * W;
-                        const T *restrict s = src + oy * ow;
-                        if (sw == 1)
-                            for (int64_t ox = lo; ox < hi; ox++) row[ox + off] += s[ox];
-                        else
-                            for (int64_t ox = lo; ox < hi; ox++) row[ox * sw + off] += s[ox];
-                    }
-                }
-        }
+        for (int64_t c = 0; c < g->cg_in; c++)
+            FN(col2im_plane)(g, cols + nl * P, ld, oy0, rows, c, bias ? bias[c0 + c] : 0,
+                             oy0 == 0, dx + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w);
 }
 
 /* y[n0 + nl, grp * cg_out + co, :] = buf[co, nl * P : (nl + 1) * P] + bias. */
@@ -195,6 +205,9 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
     return HL_OK;
 }
 
+/* dW is accumulated transposed, dW^T (K x C_out) = cols @ dY^T: BLAS packs the large column
+   matrix faster as the left operand than as a transposed right one (a quarter faster on the
+   layers of bench/conv.py). */
 static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *x, T *dw) {
     const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
     if (CO == 0 || K == 0) return HL_OK;
@@ -204,27 +217,36 @@ static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *
     }
     const bool pw = FN(direct)(g);
     const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
-    scratch sc, sb;
-    T *cols, *dbuf;
+    scratch sc, sb, sw;
+    T *cols, *dbuf, *wt;
     hl_status st = FN(buffers)("conv_grad_weight", g, pw, t, &sc, &cols, &sb, &dbuf);
     if (st) return st;
+    if ((st = scratch_get("conv_grad_weight", &sw, (size_t)(K * CO) * sizeof(T), (void **)&wt))) {
+        scratch_put(&sc);
+        scratch_put(&sb);
+        return st;
+    }
     FOR_TILES(g, t, n0, m, oy0, r) {
-        const int64_t pt = r * g->ow;
-        const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dw */
+        const int64_t ld = m * r * g->ow;   /* positions in the tile */
+        const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dW */
         for (int64_t grp = 0; grp < g->groups; grp++) {
             const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
-            if (m == 1) {
-                FN(gemm)(false, true, cg, K, pt, dy + (n0 * CO + grp * cg) * P + oy0 * g->ow, P,
-                         B, pt, beta, dw + grp * cg * K, K);
-            } else {
+            const T *D = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+            int64_t ldd = P;
+            if (m > 1) {
                 FN(gather)(g, dy, n0, m, grp, dbuf);
-                FN(gemm)(false, true, cg, K, m * P, dbuf, m * P, B, m * P, beta,
-                         dw + grp * cg * K, K);
+                D = dbuf;
+                ldd = ld;
             }
+            FN(gemm)(false, true, K, cg, ld, B, ld, D, ldd, beta, wt + grp * cg, CO);
         }
     }
+#pragma omp parallel for schedule(static) if (CO * K > CONV_PAR_MIN)
+    for (int64_t co = 0; co < CO; co++)
+        for (int64_t k = 0; k < K; k++) dw[co * K + k] = wt[k * CO + co];
     scratch_put(&sc);
     scratch_put(&sb);
+    scratch_put(&sw);
     return HL_OK;
 }
 
