@@ -82,31 +82,39 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
     *hi = b;
 }
 
-/* Work is cut into tiles whose column buffer stays near this many bytes (about a core's L2
-   cache, so that the product reads the columns im2col has just written from cache): several
-   whole samples when a sample's columns are small, else a band of output rows of one sample. */
-enum { COL_BUDGET = 1 << 20 };
+/* Work is cut into tiles whose column buffer stays near a core's L2 cache per thread (so
+   that the product reads the columns im2col has just written from cache): several whole
+   samples when a sample's columns are small, else a band of output rows of one sample. The
+   tiles of a call are made even, as a small last tile makes a slow product. */
+enum { COL_BUDGET_PER_THREAD = 1 << 20, COL_BUDGET_MAX = 8 << 20 };
 
 typedef struct {
     int64_t samples;   /* samples per tile (more than 1 only with whole samples) */
     int64_t rows;      /* output rows per tile (oh unless samples == 1) */
 } tiling;
 
+/* count split into pieces of at most most, as even as can be: the size of the largest. */
+static int64_t even_split(int64_t count, int64_t most) {
+    if (most < 1) most = 1;
+    if (count <= most) return count > 0 ? count : 1;
+    int64_t pieces = (count + most - 1) / most;
+    return (count + pieces - 1) / pieces;
+}
+
 static tiling plan_tiles(const conv_geom *g, size_t esz) {
     const char *e = getenv("HL_COL_KB");
-    int64_t budget = e ? atoll(e) * 1024 : COL_BUDGET;
+    int64_t budget = HL_MIN((int64_t)COL_BUDGET_PER_THREAD * hl_get_num_threads(),
+                            (int64_t)COL_BUDGET_MAX);
+    if (e) budget = atoll(e) * 1024;
     int64_t per_sample = g->K * g->P * (int64_t)esz;
     tiling t = {1, g->oh};
     if (per_sample <= budget) {
-        t.samples = per_sample > 0 ? budget / per_sample : g->n;
-        if (t.samples > g->n) t.samples = g->n;
-        if (g->P > 0 && t.samples > (INT32_MAX - 1) / g->P) t.samples = (INT32_MAX - 1) / g->P;
-        if (t.samples < 1) t.samples = 1;
+        int64_t most = per_sample > 0 ? budget / per_sample : g->n;
+        if (g->P > 0 && most > (INT32_MAX - 1) / g->P) most = (INT32_MAX - 1) / g->P;
+        t.samples = even_split(g->n, most);
     } else {
         int64_t per_row = g->K * g->ow * (int64_t)esz;
-        t.rows = per_row > 0 ? budget / per_row : g->oh;
-        if (t.rows < 1) t.rows = 1;
-        if (t.rows > g->oh) t.rows = g->oh;
+        t.rows = even_split(g->oh, per_row > 0 ? budget / per_row : g->oh);
     }
     return t;
 }
