@@ -15,7 +15,6 @@
  * inside a parallel region.
  */
 #include <cblas.h>
-#include <stdlib.h>
 
 #include "../core.h"
 
@@ -102,10 +101,8 @@ static int64_t even_split(int64_t count, int64_t most) {
 }
 
 static tiling plan_tiles(const conv_geom *g, size_t esz) {
-    const char *e = getenv("HL_COL_KB");
     int64_t budget = HL_MIN((int64_t)COL_BUDGET_PER_THREAD * hl_get_num_threads(),
                             (int64_t)COL_BUDGET_MAX);
-    if (e) budget = atoll(e) * 1024;
     int64_t per_sample = g->K * g->P * (int64_t)esz;
     tiling t = {1, g->oh};
     if (per_sample <= budget) {
