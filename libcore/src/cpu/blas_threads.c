@@ -1,17 +1,17 @@
 /*
  * blas_threads.c - OpenBLAS runs its parallel work on libcore's OpenMP threads.
  *
- * Left to itself, OpenBLAS (a pthreads build) keeps its own thread pool, and libgomp's worker
+ * Left to itself, OpenBLAS (a pthreads build) keeps its own pool of threads, while libgomp's
  * threads keep spinning for a while after each OpenMP loop ends. When an OpenMP loop (im2col,
- * an element-wise op) is followed by a BLAS call, the two pools then fight over the same
- * cores: on a 2-core machine a convolution ran 3 to 30 times slower than the sum of its
- * parts. OpenBLAS lets the caller supply the threading (openblas_set_threads_callback_function):
- * we hand its work items to an OpenMP team, so one set of threads does everything.
+ * an element-wise op) is followed by a BLAS call, the two pools fight over the same cores: on
+ * a 2-core machine a convolution ran 3 to 30 times slower than the sum of its parts. OpenBLAS
+ * lets the caller supply the threading (openblas_set_threads_callback_function): its work
+ * items go to an OpenMP team, so one set of threads does everything.
  *
- * OpenBLAS's threaded level-3 routines synchronise their work items with one another, so
- * all items must run at the same time. An OpenMP team that cannot be that large (nested in a
- * parallel region, dynamic adjustment, a thread limit) is not used: the items then run on
- * plain threads created for the call.
+ * OpenBLAS's threaded level-3 routines make their work items wait on one another, so all
+ * items must run at the same time. Where an OpenMP team of that size is not to be had (a
+ * call from inside a parallel region, dynamic thread adjustment, a thread limit, a smaller
+ * team than asked for), the missing items run on plain threads started for the call.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -26,6 +26,8 @@ typedef struct {
     openblas_dojob_callback dojob;
     int index, data;
     void *item;
+    pthread_t tid;
+    bool started;
 } job;
 
 static void *run_job(void *p) {
@@ -34,30 +36,31 @@ static void *run_job(void *p) {
     return NULL;
 }
 
-/* Every item on its own thread (the calling thread runs item 0). */
-static void run_on_pthreads(openblas_dojob_callback dojob, int n, size_t elsize, char *items,
-                            int data) {
-    job stack_jobs[64];
-    pthread_t stack_tids[64];
-    job *jobs = n <= 64 ? stack_jobs : malloc(sizeof *jobs * (size_t)n);
-    pthread_t *tids = n <= 64 ? stack_tids : malloc(sizeof *tids * (size_t)n);
-    bool *started = calloc((size_t)n, sizeof *started);
-    if (!jobs || !tids || !started) {
-        /* nothing else can be done here: run them in order (correct for OpenBLAS's level-1
-           and level-2 items, which do not wait on each other) */
-        for (int i = 0; i < n; i++) dojob(i, items + (size_t)i * elsize, data);
-    } else {
-        for (int i = 0; i < n; i++) jobs[i] = (job){dojob, i, data, items + (size_t)i * elsize};
-        for (int i = 1; i < n; i++) started[i] = !pthread_create(&tids[i], NULL, run_job, &jobs[i]);
-        for (int i = 1; i < n; i++)
-            if (!started[i]) run_job(&jobs[i]);
-        run_job(&jobs[0]);
-        for (int i = 1; i < n; i++)
-            if (started[i]) pthread_join(tids[i], NULL);
+/* Starts items first .. n - 1 on threads of their own; an item whose thread cannot be
+   started runs here and now (correct for the items that do not wait on others). */
+static job *start_items(openblas_dojob_callback dojob, int first, int n, size_t elsize,
+                        char *items, int data) {
+    int count = n - first;
+    job *jobs = calloc((size_t)(count > 0 ? count : 1), sizeof *jobs);
+    for (int k = 0; k < count; k++) {
+        job j = {.dojob = dojob, .index = first + k, .data = data,
+                 .item = items + (size_t)(first + k) * elsize};
+        if (!jobs) {
+            run_job(&j);
+            continue;
+        }
+        jobs[k] = j;
+        jobs[k].started = !pthread_create(&jobs[k].tid, NULL, run_job, &jobs[k]);
+        if (!jobs[k].started) run_job(&jobs[k]);
     }
-    if (jobs != stack_jobs) free(jobs);
-    if (tids != stack_tids) free(tids);
-    free(started);
+    return jobs;
+}
+
+static void join_items(job *jobs, int count) {
+    if (!jobs) return;
+    for (int k = 0; k < count; k++)
+        if (jobs[k].started) pthread_join(jobs[k].tid, NULL);
+    free(jobs);
 }
 
 static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t elsize,
@@ -72,13 +75,18 @@ static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t els
     if (!omp_in_parallel() && !omp_get_dynamic() && n <= omp_get_thread_limit()) {
 #pragma omp parallel num_threads(n)
         {
-            int i = omp_get_thread_num();
+            int i = omp_get_thread_num(), team = omp_get_num_threads();
+            job *extra = NULL;
+            if (i == 0 && team < n) extra = start_items(dojob, team, n, elsize, base, data);
             dojob(i, base + (size_t)i * elsize, data);
+            if (i == 0 && team < n) join_items(extra, n - team);
         }
         return;
     }
 #endif
-    run_on_pthreads(dojob, n, elsize, base, data);
+    job *extra = start_items(dojob, 1, n, elsize, base, data);
+    dojob(0, base, data);
+    join_items(extra, n - 1);
 }
 
 __attribute__((constructor)) static void use_openmp_for_blas(void) {
