@@ -37,6 +37,12 @@ static const char *ints_str(int n, const int64_t *v) {
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
+/* a * b, or INT64_MAX when that overflows (then it matches no real size). */
+static int64_t mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* Reads stride, pads, dilation (NULL: the defaults 1, 0, 1) and groups into a. */
 static hl_status read_attrs(const char *op, int S, const int64_t *stride, const int64_t *pads,
                             const int64_t *dilation, int64_t groups, conv_attrs *a) {
@@ -212,11 +218,11 @@ hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
     conv_attrs a;
     if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
     int64_t c_in = x->shape[1], c_out = w->shape[0];
-    if (w->shape[1] * groups != c_in)
+    if (mul_sat(w->shape[1], groups) != c_in)
         return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with groups=%lld "
                        "expects C_in = %lld x %lld = %lld", op, hl_desc(x), (long long)c_in,
                        hl_desc(w), (long long)groups, (long long)w->shape[1], (long long)groups,
-                       (long long)(w->shape[1] * groups));
+                       (long long)mul_sat(w->shape[1], groups));
     if (c_out % groups)
         return hl_fail(HL_ERR_SHAPE, "%s: weight %s has %lld output channels, not divisible by "
                        "groups=%lld", op, hl_desc(w), (long long)c_out, (long long)groups);
@@ -245,11 +251,11 @@ static hl_status grad_input(const char *op, const hl_tensor *dy, const hl_tensor
     if (w->shape[0] % groups)
         return hl_fail(HL_ERR_SHAPE, "%s: weight %s: %lld channels are not divisible by "
                        "groups=%lld", op, hl_desc(w), (long long)w->shape[0], (long long)groups);
-    if (xs[0] != dy->shape[0] || xs[1] != w->shape[1] * groups)
+    if (xs[0] != dy->shape[0] || xs[1] != mul_sat(w->shape[1], groups))
         return hl_fail(HL_ERR_SHAPE, "%s: input shape %s does not fit the gradient %s and weight "
                        "%s with groups=%lld (expected N = %lld and C = %lld)", op,
                        hl_shape_str(S + 2, xs), hl_desc(dy), hl_desc(w), (long long)groups,
-                       (long long)dy->shape[0], (long long)(w->shape[1] * groups));
+                       (long long)dy->shape[0], (long long)mul_sat(w->shape[1], groups));
     for (int d = 0; d < S + 2; d++)
         if (xs[d] < 0)
             return hl_fail(HL_ERR_VALUE, "%s: negative size in input shape %s", op,
@@ -316,7 +322,7 @@ hl_status hl_conv_grad_weight(const hl_tensor *dy, const hl_tensor *x, const int
         if (ws[d] < 0)
             return hl_fail(HL_ERR_VALUE, "%s: negative size in weight shape %s", op,
                            hl_shape_str(S + 2, ws));
-    if (ws[0] != dy->shape[1] || ws[0] % groups || ws[1] * groups != x->shape[1] ||
+    if (ws[0] != dy->shape[1] || ws[0] % groups || mul_sat(ws[1], groups) != x->shape[1] ||
         x->shape[0] != dy->shape[0])
         return hl_fail(HL_ERR_SHAPE, "%s: weight shape %s with groups=%lld does not fit input %s "
                        "and gradient %s (expected (%lld, %lld / %lld, ...) with C_out divisible "
@@ -354,7 +360,10 @@ hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_ten
         return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but the weight %s (C_in, "
                        "C_out / groups, k...) expects %lld", op, hl_desc(x),
                        (long long)x->shape[1], hl_desc(w), (long long)w->shape[0]);
-    int64_t xs[4] = {x->shape[0], w->shape[1] * groups};
+    int64_t xs[4] = {x->shape[0], mul_sat(w->shape[1], groups)};
+    if (xs[1] == INT64_MAX)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s with groups=%lld gives too many channels", op,
+                       hl_desc(w), (long long)groups);
     for (int d = 0; d < S; d++) {
         int j = d + 2 - S;
         int64_t opad = output_padding ? output_padding[d] : 0;

@@ -81,7 +81,7 @@ static hl_status out_sizes(const char *op, const pool_attrs *a, const int64_t *i
                            (long long)a->k[j], (long long)a->dil[j], (long long)padded,
                            (long long)in[d], (long long)a->pb[j], (long long)a->pe[j]);
         int64_t span = padded - ext, s = a->stride[j];
-        int64_t o = (a->ceil_mode ? (span + s - 1) / s : span / s) + 1;
+        int64_t o = span / s + (a->ceil_mode && span % s != 0) + 1;
         /* the last window must start inside the input or the leading padding */
         if (a->ceil_mode && (o - 1) * s >= in[d] + a->pb[j]) o--;
         out[d] = o;
