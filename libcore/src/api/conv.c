@@ -219,8 +219,8 @@ hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
     if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
     int64_t c_in = x->shape[1], c_out = w->shape[0];
     if (mul_sat(w->shape[1], groups) != c_in)
-        return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with groups=%lld "
-                       "expects C_in = %lld x %lld = %lld", op, hl_desc(x), (long long)c_in,
+        return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with "
+                       "groups=%lld expects C_in = %lld x %lld = %lld", op, hl_desc(x), (long long)c_in,
                        hl_desc(w), (long long)groups, (long long)w->shape[1], (long long)groups,
                        (long long)mul_sat(w->shape[1], groups));
     if (c_out % groups)

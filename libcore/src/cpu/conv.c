@@ -2,17 +2,18 @@
  * conv.c - CPU kernels of the convolution family, by im2col and OpenBLAS.
  *
  * The record layout is described in api/conv.c: 4-D contiguous tensors (1-D problems have
- * H = 1) and the attributes in i[0..8]. Per group and per chunk of samples:
- *   forward      cols = im2col(x)  (K rows = C_in/g * kh * kw, chunk * P columns, P = oh * ow)
- *                out = W_g (C_out/g x K) @ cols, scattered into y's NCHW layout with the bias
- *   grad_weight  dW_g += dY_g (C_out/g x chunk * P) @ cols^T
+ * H = 1) and the attributes in i[0..8]. The work goes by tiles (several whole samples, or a
+ * band of output rows of one sample; see plan_tiles) and, within a tile, by group:
+ *   forward      cols = im2col(x)  (K rows = C_in/g * kh * kw, one column per output position)
+ *                y_g = W_g (C_out/g x K) @ cols, on top of the bias
+ *   grad_weight  dW_g^T += cols @ dY_g^T  (accumulated transposed, then transposed once)
  *   grad_input   cols = W_g^T @ dY_g, then col2im adds the columns back into dx planes
- * A chunk holds as many samples as fit a column buffer of a few MB, so that small images still
- * give the BLAS one large product. With one sample per chunk, the products read and write x,
- * dy and y in place (no scatter or gather). A 1x1 kernel with stride 1 and no padding needs
- * no im2col at all: x's channel-by-position block is already the column matrix.
- * OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is never called from
- * inside a parallel region.
+ * With one sample per tile the products read dy and write y in place; tiles of several
+ * samples go through a (C_out/g x positions) buffer (scatter, gather). A 1x1 kernel with
+ * stride 1 and no padding needs no im2col at all: x's channel-by-position block is already
+ * the column matrix. OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is
+ * never called from inside a parallel region (and runs on the same OpenMP threads, see
+ * blas_threads.c).
  */
 #include <cblas.h>
 

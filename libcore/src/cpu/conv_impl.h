@@ -155,14 +155,6 @@ static const T *FN(columns)(const conv_geom *g, bool pw, const T *x, int64_t n0,
 /* A pointwise conv skips im2col when each sample is a reasonable product on its own. */
 static bool FN(direct)(const conv_geom *g) { return is_pointwise(g) && g->P >= 256; }
 
-/* Tiles: nc samples at a time (then rows == oh), or one sample in bands of rows output rows.
-   A direct (pointwise) conv takes whole samples, one at a time. */
-#define FOR_TILES(g, t, n0, m, oy0, r)                                                   \
-    for (int64_t n0 = 0; n0 < (g)->n; n0 += (t).samples)                                 \
-        for (int64_t m = HL_MIN((t).samples, (g)->n - n0), oy0 = 0; oy0 < (g)->oh;       \
-             oy0 += (t).rows)                                                            \
-            for (int64_t r = HL_MIN((t).rows, (g)->oh - oy0), once_ = 1; once_; once_ = 0)
-
 /* Work buffers of a tiling: columns (unless direct) and, for multi-sample tiles, the
    (cg_out x m * P) matrix that is scattered to or gathered from NCHW. */
 static hl_status FN(buffers)(const char *op, const conv_geom *g, bool pw, tiling t,
@@ -185,18 +177,22 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
     T *cols, *obuf;
     hl_status st = FN(buffers)("conv", g, pw, t, &sc, &cols, &sb, &obuf);
     if (st) return st;
-    FOR_TILES(g, t, n0, m, oy0, r) {
-        const int64_t pt = r * g->ow;
-        if (m == 1 && bias && oy0 == 0) FN(set_bias)(y + n0 * CO * P, bias, CO, P);
-        for (int64_t grp = 0; grp < g->groups; grp++) {
-            const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
-            const T *A = w + grp * cg * K;
-            if (m == 1) {
-                FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0,
-                         y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
-            } else {
-                FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
-                FN(scatter)(g, obuf, n0, m, grp, bias, y);
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t pt = r * g->ow;
+            if (m == 1 && bias && oy0 == 0) FN(set_bias)(y + n0 * CO * P, bias, CO, P);
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
+                const T *A = w + grp * cg * K;
+                if (m == 1) {
+                    FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0,
+                             y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
+                } else {
+                    FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
+                    FN(scatter)(g, obuf, n0, m, grp, bias, y);
+                }
             }
         }
     }
@@ -226,19 +222,23 @@ static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *
         scratch_put(&sb);
         return st;
     }
-    FOR_TILES(g, t, n0, m, oy0, r) {
-        const int64_t ld = m * r * g->ow;   /* positions in the tile */
-        const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dW */
-        for (int64_t grp = 0; grp < g->groups; grp++) {
-            const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
-            const T *D = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
-            int64_t ldd = P;
-            if (m > 1) {
-                FN(gather)(g, dy, n0, m, grp, dbuf);
-                D = dbuf;
-                ldd = ld;
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t ld = m * r * g->ow;   /* positions in the tile */
+            const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dW */
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
+                const T *D = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                int64_t ldd = P;
+                if (m > 1) {
+                    FN(gather)(g, dy, n0, m, grp, dbuf);
+                    D = dbuf;
+                    ldd = ld;
+                }
+                FN(gemm)(false, true, K, cg, ld, B, ld, D, ldd, beta, wt + grp * cg, CO);
             }
-            FN(gemm)(false, true, K, cg, ld, B, ld, D, ldd, beta, wt + grp * cg, CO);
         }
     }
 #pragma omp parallel for schedule(static) if (CO * K > CONV_PAR_MIN)
@@ -266,24 +266,28 @@ static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w
     T *cols, *dbuf;
     hl_status st = FN(buffers)("conv_grad_input", g, pw, t, &sc, &cols, &sb, &dbuf);
     if (st) return st;
-    FOR_TILES(g, t, n0, m, oy0, r) {
-        const int64_t pt = r * g->ow;
-        for (int64_t grp = 0; grp < g->groups; grp++) {
-            const T *A = w + grp * cg * K;
-            const T *B = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
-            int64_t ldb = P;
-            if (m > 1) {
-                FN(gather)(g, dy, n0, m, grp, dbuf);
-                B = dbuf;
-                ldb = m * P;
-            }
-            if (pw) {
-                if (bias && grp == 0) FN(set_bias)(dx + n0 * CI * P, bias, CI, P);
-                FN(gemm)(true, false, K, P, cg, A, K, B, P, bias ? 1 : 0,
-                         dx + (n0 * CI + grp * g->cg_in) * P, P);
-            } else {
-                FN(gemm)(true, false, K, m * pt, cg, A, K, B, ldb, 0, cols, m * pt);
-                FN(col2im)(g, cols, n0, m, oy0, r, grp * g->cg_in, bias, dx);
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t pt = r * g->ow;
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *A = w + grp * cg * K;
+                const T *B = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                int64_t ldb = P;
+                if (m > 1) {
+                    FN(gather)(g, dy, n0, m, grp, dbuf);
+                    B = dbuf;
+                    ldb = m * P;
+                }
+                if (pw) {
+                    if (bias && grp == 0) FN(set_bias)(dx + n0 * CI * P, bias, CI, P);
+                    FN(gemm)(true, false, K, P, cg, A, K, B, P, bias ? 1 : 0,
+                             dx + (n0 * CI + grp * g->cg_in) * P, P);
+                } else {
+                    FN(gemm)(true, false, K, m * pt, cg, A, K, B, ldb, 0, cols, m * pt);
+                    FN(col2im)(g, cols, n0, m, oy0, r, grp * g->cg_in, bias, dx);
+                }
             }
         }
     }
