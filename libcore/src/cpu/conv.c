@@ -85,7 +85,9 @@ static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int
 /* Work is cut into tiles whose column buffer stays near a core's L2 cache per thread (so
    that the product reads the columns im2col has just written from cache): several whole
    samples when a sample's columns are small, else a band of output rows of one sample. The
-   tiles of a call are made even, as a small last tile makes a slow product. */
+   tiles of a call are made even, as a small last tile makes a slow product. Bands may be
+   band_scale times larger: the forward product (a short, wide matrix times the columns)
+   splits better over threads when it is long, while col2im wants its columns in cache. */
 enum { COL_BUDGET_PER_THREAD = 1 << 20, COL_BUDGET_MAX = 8 << 20 };
 
 typedef struct {
@@ -101,7 +103,7 @@ static int64_t even_split(int64_t count, int64_t most) {
     return (count + pieces - 1) / pieces;
 }
 
-static tiling plan_tiles(const conv_geom *g, size_t esz) {
+static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
     int64_t budget = HL_MIN((int64_t)COL_BUDGET_PER_THREAD * hl_get_num_threads(),
                             (int64_t)COL_BUDGET_MAX);
     int64_t per_sample = g->K * g->P * (int64_t)esz;
@@ -112,7 +114,7 @@ static tiling plan_tiles(const conv_geom *g, size_t esz) {
         t.samples = even_split(g->n, most);
     } else {
         int64_t per_row = g->K * g->ow * (int64_t)esz;
-        t.rows = even_split(g->oh, per_row > 0 ? budget / per_row : g->oh);
+        t.rows = even_split(g->oh, per_row > 0 ? budget * band_scale / per_row : g->oh);
     }
     return t;
 }

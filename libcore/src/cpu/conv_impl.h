@@ -172,7 +172,7 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
     const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
     if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
     const bool pw = FN(direct)(g);
-    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 2);
     scratch sc, sb;
     T *cols, *obuf;
     hl_status st = FN(buffers)("conv", g, pw, t, &sc, &cols, &sb, &obuf);
@@ -212,7 +212,7 @@ static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *
         return HL_OK;
     }
     const bool pw = FN(direct)(g);
-    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 1);
     scratch sc, sb, sw;
     T *cols, *dbuf, *wt;
     hl_status st = FN(buffers)("conv_grad_weight", g, pw, t, &sc, &cols, &sb, &dbuf);
@@ -261,7 +261,7 @@ static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w
         return HL_OK;
     }
     const bool pw = FN(direct)(g);
-    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T));
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 1);
     scratch sc, sb;
     T *cols, *dbuf;
     hl_status st = FN(buffers)("conv_grad_input", g, pw, t, &sc, &cols, &sb, &dbuf);
