@@ -181,7 +181,8 @@ hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, in
 
 /* ---- convolution (1-D and 2-D, NC[H]W) ---------------------------------------------------- */
 /* S = number of spatial axes = x's ndim - 2. stride, dilation: S entries; pads: 2*S entries,
-   all begins then all ends (ONNX order). w is (C_out, C_in / groups, k...). bias may be NULL. */
+   all begins then all ends (ONNX order); NULL gives the defaults (1, 0, 1). w is (C_out,
+   C_in / groups, k...). bias may be NULL. float32 and float64. */
 
 hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
                   const int64_t *stride, const int64_t *pads, const int64_t *dilation,
@@ -202,13 +203,17 @@ hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_ten
                             int64_t groups, hl_tensor **out);
 
 /* ---- pooling (1-D and 2-D, NC[H]W) -------------------------------------------------------- */
-/* op: "max_pool" or "avg_pool". kernel, stride, dilation: S entries; pads: 2*S (begins, ends).
-   For max_pool, *indices (may be NULL) receives int64 flat indices into each input plane. */
+/* op: "max_pool" or "avg_pool". kernel, stride, dilation: S entries; pads: 2*S (begins, ends);
+   stride NULL means the kernel, pads NULL 0, dilation NULL 1. Windows follow PyTorch (ceil_mode:
+   the last window starts inside the input or its leading padding). For max_pool, *indices (may
+   be NULL) receives int64 flat indices into each input plane (h * W + w), -1 for a window that
+   covers padding only (its output is -inf). */
 
 hl_status hl_pool(int op, const hl_tensor *x, const int64_t *kernel, const int64_t *stride,
                   const int64_t *pads, const int64_t *dilation, int ceil_mode,
                   int count_include_pad, hl_tensor **out, hl_tensor **indices);
-/* Gradient of hl_pool with respect to x (shape x_shape). max_pool needs the indices it gave. */
+/* Gradient of hl_pool with respect to x (shape x_shape). max_pool needs the indices it gave
+   (int64 or int32; each is range-checked, -1 contributes nothing). */
 hl_status hl_pool_grad(int op, const hl_tensor *dy, const hl_tensor *indices,
                        const int64_t *x_shape, const int64_t *kernel, const int64_t *stride,
                        const int64_t *pads, const int64_t *dilation, int ceil_mode,

@@ -1,0 +1,396 @@
+/*
+ * api/conv.c - entry points of the convolution family: conv, conv_grad_input,
+ * conv_grad_weight and conv_transpose (which is conv_grad_input plus a bias).
+ *
+ * Every entry point checks its arguments, then hands the kernel a record in one layout:
+ *   tensors are 4-D (N, C, H, W) and contiguous; a 1-D problem (N, C, L) arrives as a view
+ *   with H = 1 (and kernel height 1, stride 1, no padding along H), so kernels have one case.
+ *   i[0] groups, i[1..2] stride (h, w), i[3..4] dilation (h, w), i[5..6] pads at the start
+ *   (top, left), i[7..8] pads at the end (bottom, right).
+ *   conv:             in {x, w, bias?}  out {y}
+ *   conv_grad_input:  in {dy, w, bias?} out {dx}  (bias is added to dx: conv_transpose)
+ *   conv_grad_weight: in {dy, x}        out {dw}
+ * The kernels take spatial sizes from the tensors: for conv_grad_input they loop over dy's
+ * positions and drop taps that fall outside dx, so the output_padding of conv_transpose
+ * needs nothing special.
+ */
+#include <limits.h>
+
+#include "../core.h"
+
+/* Attribute values beyond this are refused: they keep every size computation far from
+   int64 overflow. */
+#define ATTR_LIMIT ((int64_t)1 << 31)
+
+typedef struct {
+    int S;               /* spatial axes: 1 or 2 */
+    int64_t groups;
+    int64_t stride[2], dil[2], pb[2], pe[2];   /* 2-D form: [0] is H (unit for 1-D), [1] W */
+} conv_attrs;
+
+static bool is_float_compute(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
+
+/* "(1, 2)" for an attribute array; "(default)" when it is NULL. */
+static const char *ints_str(int n, const int64_t *v) {
+    return v ? hl_shape_str(n, v) : "(default)";
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+/* a * b, or INT64_MAX when that overflows (then it matches no real size). */
+static int64_t mul_sat(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+/* Reads stride, pads, dilation (NULL: the defaults 1, 0, 1) and groups into a. */
+static hl_status read_attrs(const char *op, int S, const int64_t *stride, const int64_t *pads,
+                            const int64_t *dilation, int64_t groups, conv_attrs *a) {
+    a->S = S;
+    a->groups = groups;
+    for (int d = 0; d < 2; d++) {
+        a->stride[d] = a->dil[d] = 1;
+        a->pb[d] = a->pe[d] = 0;
+    }
+    if (groups < 1 || groups >= ATTR_LIMIT)
+        return hl_fail(HL_ERR_VALUE, "%s: groups must be a positive number, got %lld", op,
+                       (long long)groups);
+    for (int d = 0; d < S; d++) {
+        int k = d + 2 - S;   /* 2-D slot */
+        int64_t s = stride ? stride[d] : 1, dl = dilation ? dilation[d] : 1;
+        int64_t b = pads ? pads[d] : 0, e = pads ? pads[S + d] : 0;
+        if (s < 1 || s >= ATTR_LIMIT)
+            return hl_fail(HL_ERR_VALUE, "%s: stride must be positive, got %s", op,
+                           ints_str(S, stride));
+        if (dl < 1 || dl >= ATTR_LIMIT)
+            return hl_fail(HL_ERR_VALUE, "%s: dilation must be positive, got %s", op,
+                           ints_str(S, dilation));
+        if (b < 0 || e < 0 || b >= ATTR_LIMIT || e >= ATTR_LIMIT)
+            return hl_fail(HL_ERR_VALUE, "%s: pads must be non-negative (and below 2^31), got "
+                           "%s (all begins, then all ends)", op, ints_str(2 * S, pads));
+        a->stride[k] = s;
+        a->dil[k] = dl;
+        a->pb[k] = b;
+        a->pe[k] = e;
+    }
+    return HL_OK;
+}
+
+/* Output sizes of a convolution of spatial sizes in[] with kernel k[] (S entries each). */
+static hl_status out_sizes(const char *op, const conv_attrs *a, const int64_t *in,
+                           const int64_t *k, int64_t *out) {
+    int S = a->S;
+    for (int d = 0; d < S; d++) {
+        int j = d + 2 - S;
+        int64_t ext, padded;
+        if (k[d] < 1)
+            return hl_fail(HL_ERR_SHAPE, "%s: the kernel's spatial sizes must be positive, got "
+                           "%s", op, hl_shape_str(S, k));
+        if (__builtin_mul_overflow(a->dil[j], k[d] - 1, &ext) ||
+            __builtin_add_overflow(in[d], a->pb[j] + a->pe[j], &padded))
+            return hl_fail(HL_ERR_SHAPE, "%s: sizes too large (input %s, kernel %s)", op,
+                           hl_shape_str(S, in), hl_shape_str(S, k));
+        ext += 1;
+        if (padded < ext)
+            return hl_fail(HL_ERR_SHAPE,
+                           "%s: along spatial axis %d the kernel spans %lld (size %lld, dilation "
+                           "%lld) but the padded input is only %lld (size %lld + pads %lld + "
+                           "%lld), so the output size would be %lld; use a smaller kernel or "
+                           "more padding", op, d, (long long)ext, (long long)k[d],
+                           (long long)a->dil[j], (long long)padded, (long long)in[d],
+                           (long long)a->pb[j], (long long)a->pe[j],
+                           (long long)(floor_div(padded - ext, a->stride[j]) + 1));
+        out[d] = (padded - ext) / a->stride[j] + 1;
+    }
+    return HL_OK;
+}
+
+/* The BLAS behind the kernels takes 32-bit sizes: a problem whose matrices exceed them is
+   refused rather than silently wrapped. */
+static hl_status check_gemm_sizes(const char *op, int64_t cg_in, const int64_t *k, int S,
+                                  int64_t cg_out, const int64_t *osz) {
+    int64_t K = cg_in, P = 1;
+    for (int d = 0; d < S; d++) {
+        if (__builtin_mul_overflow(K, k[d], &K)) K = INT64_MAX;
+        if (__builtin_mul_overflow(P, osz[d], &P)) P = INT64_MAX;
+    }
+    if (K >= INT_MAX || P >= INT_MAX || cg_out >= INT_MAX)
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s: the problem is too large for 32-bit BLAS "
+                       "(channels x kernel = %lld, output positions = %lld)", op,
+                       (long long)K, (long long)P);
+    return HL_OK;
+}
+
+/* t must be on dev and of the lead operand's dtype. */
+static hl_status check_tensor(const char *op, const char *role, const hl_tensor *t,
+                              hl_device dev, hl_dtype dtype) {
+    hl_status st = hl_check_device(op, dev, t);
+    if (st) return st;
+    if (t->dtype != dtype)
+        return hl_fail(HL_ERR_DTYPE, "%s: %s is %s but the other operands are %s; cast them to "
+                       "one dtype", op, role, hl_desc(t), hl_dtype_name(dtype));
+    return HL_OK;
+}
+
+/* Checks the leading operand (x or dy): 3-D or 4-D, float32/float64. Sets S and dev. */
+static hl_status check_lead(const char *op, const char *role, const hl_tensor *t, int *S,
+                            hl_device *dev) {
+    if (t->ndim != 3 && t->ndim != 4)
+        return hl_fail(HL_ERR_SHAPE, "%s: expected %s of shape (N, C, L) or (N, C, H, W), got "
+                       "%s", op, role, hl_desc(t));
+    *S = t->ndim - 2;
+    *dev = t->storage->device;
+    hl_status st = hl_check_compute_dtype(op, *dev, t);
+    if (st) return st;
+    if (!is_float_compute(t->dtype))
+        return hl_fail(HL_ERR_DTYPE, "%s: expected a float32 or float64 %s, got %s", op, role,
+                       hl_desc(t));
+    return HL_OK;
+}
+
+static hl_status check_bias(const char *op, const hl_tensor *bias, int64_t channels,
+                            hl_device dev, hl_dtype dtype) {
+    if (!bias) return HL_OK;
+    hl_status st = check_tensor(op, "the bias", bias, dev, dtype);
+    if (st) return st;
+    if (bias->ndim != 1 || bias->shape[0] != channels)
+        return hl_fail(HL_ERR_SHAPE, "%s: expected a bias of shape (%lld,), one per output "
+                       "channel, got %s", op, (long long)channels, hl_desc(bias));
+    return HL_OK;
+}
+
+/* Prepares *out (contiguous, not overlapping the inputs), makes contiguous 4-D views of the
+   inputs and submits the record. On failure *out is restored to caller. */
+static hl_status submit(const char *opname, int op, const conv_attrs *a,
+                        const hl_tensor *const *ins, int n_in, hl_dtype dtype, hl_device dev,
+                        int ndim, const int64_t *oshape, hl_tensor **out) {
+    hl_tensor *caller = *out;
+    hl_status st = hl_out_prepare(opname, out, dtype, dev, ndim, oshape);
+    if (st) return st;
+    if (!hl_tensor_is_contiguous(*out))
+        st = hl_fail(HL_ERR_VALUE, "%s: the output tensor given (%s) must be contiguous", opname,
+                     hl_desc(*out));
+    for (int k = 0; k < n_in && !st; k++)
+        if (ins[k]) st = hl_check_no_overlap(opname, *out, ins[k], false);
+    hl_tensor *held[HL_CALL_MAX_IN + 1] = {0};
+    for (int k = 0; k < n_in && !st; k++) {
+        if (!ins[k]) continue;
+        hl_tensor *c = NULL;
+        st = hl_contiguous(ins[k], &c);
+        if (!st && c->ndim == 3) {
+            hl_tensor *v = NULL;
+            st = hl_view_unsqueeze(c, 2, &v);
+            hl_tensor_release(c);
+            c = v;
+        }
+        held[k] = c;
+    }
+    hl_tensor *o4 = NULL;
+    if (!st) {
+        if ((*out)->ndim == 3) st = hl_view_unsqueeze(*out, 2, &o4);
+        else o4 = hl_tensor_retain(*out);
+    }
+    if (!st) {
+        hl_call c = {.op = op, .n_in = n_in, .n_out = 1, .out = {o4},
+                     .i = {a->groups, a->stride[0], a->stride[1], a->dil[0], a->dil[1], a->pb[0],
+                           a->pb[1], a->pe[0], a->pe[1]}};
+        for (int k = 0; k < n_in; k++) c.in[k] = held[k];
+        st = hl_submit(&c);
+    }
+    for (int k = 0; k < n_in; k++) hl_tensor_release(held[k]);
+    hl_tensor_release(o4);
+    if (st) hl_out_abandon(out, caller);
+    return st;
+}
+
+hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                  const int64_t *stride, const int64_t *pads, const int64_t *dilation,
+                  int64_t groups, hl_tensor **out) {
+    const char *op = "conv";
+    if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
+    int S = 2;
+    hl_device dev = {HL_DEVICE_CPU, 0};
+    hl_status st = check_lead(op, "input", x, &S, &dev);
+    if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
+    if (w->ndim != x->ndim)
+        return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_out, C_in / groups%s) for input "
+                       "%s, got %s", op, S == 1 ? ", k" : ", kh, kw", hl_desc(x), hl_desc(w));
+    conv_attrs a;
+    if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
+    int64_t c_in = x->shape[1], c_out = w->shape[0];
+    if (mul_sat(w->shape[1], groups) != c_in)
+        return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with "
+                       "groups=%lld expects C_in = %lld x %lld = %lld", op, hl_desc(x), (long long)c_in,
+                       hl_desc(w), (long long)groups, (long long)w->shape[1], (long long)groups,
+                       (long long)mul_sat(w->shape[1], groups));
+    if (c_out % groups)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s has %lld output channels, not divisible by "
+                       "groups=%lld", op, hl_desc(w), (long long)c_out, (long long)groups);
+    if ((st = check_bias(op, bias, c_out, dev, x->dtype))) return st;
+    int64_t oshape[4] = {x->shape[0], c_out};
+    if ((st = out_sizes(op, &a, x->shape + 2, w->shape + 2, oshape + 2)) ||
+        (st = check_gemm_sizes(op, w->shape[1], w->shape + 2, S, c_out / groups, oshape + 2)))
+        return st;
+    const hl_tensor *ins[3] = {x, w, bias};
+    return submit(op, HL_OP_CONV, &a, ins, bias ? 3 : 2, x->dtype, dev, x->ndim, oshape, out);
+}
+
+/* Shared by conv_grad_input and conv_transpose: dy (N, C_out, out...) and w (C_out,
+   C_in / groups, k...) to dx of shape xs. When exact, xs must be the shape that conv maps to
+   dy's; conv_transpose passes xs already derived from dy (with output_padding). */
+static hl_status grad_input(const char *op, const hl_tensor *dy, const hl_tensor *w,
+                            const hl_tensor *bias, const int64_t *xs, const conv_attrs *a,
+                            bool exact, hl_device dev, hl_tensor **out) {
+    int S = a->S;
+    int64_t groups = a->groups;
+    hl_status st;
+    if (w->shape[0] != dy->shape[1])
+        return hl_fail(HL_ERR_SHAPE, "%s: the gradient %s has %lld channels but the weight %s "
+                       "has %lld output channels", op, hl_desc(dy), (long long)dy->shape[1],
+                       hl_desc(w), (long long)w->shape[0]);
+    if (w->shape[0] % groups)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s: %lld channels are not divisible by "
+                       "groups=%lld", op, hl_desc(w), (long long)w->shape[0], (long long)groups);
+    if (xs[0] != dy->shape[0] || xs[1] != mul_sat(w->shape[1], groups))
+        return hl_fail(HL_ERR_SHAPE, "%s: input shape %s does not fit the gradient %s and weight "
+                       "%s with groups=%lld (expected N = %lld and C = %lld)", op,
+                       hl_shape_str(S + 2, xs), hl_desc(dy), hl_desc(w), (long long)groups,
+                       (long long)dy->shape[0], (long long)mul_sat(w->shape[1], groups));
+    for (int d = 0; d < S + 2; d++)
+        if (xs[d] < 0)
+            return hl_fail(HL_ERR_VALUE, "%s: negative size in input shape %s", op,
+                           hl_shape_str(S + 2, xs));
+    if ((st = check_bias(op, bias, xs[1], dev, dy->dtype))) return st;
+    if (exact) {
+        int64_t osz[2];
+        if ((st = out_sizes(op, a, xs + 2, w->shape + 2, osz))) return st;
+        for (int d = 0; d < S; d++)
+            if (osz[d] != dy->shape[2 + d])
+                return hl_fail(HL_ERR_SHAPE, "%s: a convolution of input %s by weight %s gives "
+                               "spatial size %s, but the gradient is %s", op,
+                               hl_shape_str(S + 2, xs), hl_desc(w), hl_shape_str(S, osz),
+                               hl_desc(dy));
+    } else {
+        for (int d = 0; d < S; d++)
+            if (w->shape[2 + d] < 1)
+                return hl_fail(HL_ERR_SHAPE, "%s: the kernel's spatial sizes must be positive, "
+                               "got %s", op, hl_desc(w));
+    }
+    if ((st = check_gemm_sizes(op, w->shape[1], w->shape + 2, S, w->shape[0] / groups,
+                               dy->shape + 2)))
+        return st;
+    const hl_tensor *ins[3] = {dy, w, bias};
+    return submit(op, HL_OP_CONV_GRAD_INPUT, a, ins, bias ? 3 : 2, dy->dtype, dev, S + 2, xs,
+                  out);
+}
+
+hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,
+                             const int64_t *stride, const int64_t *pads,
+                             const int64_t *dilation, int64_t groups, hl_tensor **out) {
+    const char *op = "conv_grad_input";
+    if (!dy || !w || !x_shape || !out)
+        return hl_fail(HL_ERR_VALUE, "%s: gradient, weight, input shape or output is NULL", op);
+    int S = 2;
+    hl_device dev = {HL_DEVICE_CPU, 0};
+    hl_status st = check_lead(op, "gradient", dy, &S, &dev);
+    if (st || (st = check_tensor(op, "the weight", w, dev, dy->dtype))) return st;
+    if (w->ndim != dy->ndim)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s and gradient %s differ in rank", op,
+                       hl_desc(w), hl_desc(dy));
+    conv_attrs a;
+    if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
+    return grad_input(op, dy, w, NULL, x_shape, &a, true, dev, out);
+}
+
+hl_status hl_conv_grad_weight(const hl_tensor *dy, const hl_tensor *x, const int64_t *w_shape,
+                              const int64_t *stride, const int64_t *pads,
+                              const int64_t *dilation, int64_t groups, hl_tensor **out) {
+    const char *op = "conv_grad_weight";
+    if (!dy || !x || !w_shape || !out)
+        return hl_fail(HL_ERR_VALUE, "%s: gradient, input, weight shape or output is NULL", op);
+    int S = 2;
+    hl_device dev = {HL_DEVICE_CPU, 0};
+    hl_status st = check_lead(op, "gradient", dy, &S, &dev);
+    if (st || (st = check_tensor(op, "the input", x, dev, dy->dtype))) return st;
+    if (x->ndim != dy->ndim)
+        return hl_fail(HL_ERR_SHAPE, "%s: input %s and gradient %s differ in rank", op,
+                       hl_desc(x), hl_desc(dy));
+    conv_attrs a;
+    if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
+    const int64_t *ws = w_shape;
+    for (int d = 0; d < S + 2; d++)
+        if (ws[d] < 0)
+            return hl_fail(HL_ERR_VALUE, "%s: negative size in weight shape %s", op,
+                           hl_shape_str(S + 2, ws));
+    if (ws[0] != dy->shape[1] || ws[0] % groups || mul_sat(ws[1], groups) != x->shape[1] ||
+        x->shape[0] != dy->shape[0])
+        return hl_fail(HL_ERR_SHAPE, "%s: weight shape %s with groups=%lld does not fit input %s "
+                       "and gradient %s (expected (%lld, %lld / %lld, ...) with C_out divisible "
+                       "by groups, and equal batch sizes)", op, hl_shape_str(S + 2, ws),
+                       (long long)groups, hl_desc(x), hl_desc(dy), (long long)dy->shape[1],
+                       (long long)x->shape[1], (long long)groups);
+    int64_t osz[2];
+    if ((st = out_sizes(op, &a, x->shape + 2, ws + 2, osz))) return st;
+    for (int d = 0; d < S; d++)
+        if (osz[d] != dy->shape[2 + d])
+            return hl_fail(HL_ERR_SHAPE, "%s: a convolution of input %s by a %s kernel gives "
+                           "spatial size %s, but the gradient is %s", op, hl_desc(x),
+                           hl_shape_str(S, ws + 2), hl_shape_str(S, osz), hl_desc(dy));
+    if ((st = check_gemm_sizes(op, ws[1], ws + 2, S, ws[0] / groups, osz))) return st;
+    const hl_tensor *ins[2] = {dy, x};
+    return submit(op, HL_OP_CONV_GRAD_WEIGHT, &a, ins, 2, dy->dtype, dev, S + 2, ws, out);
+}
+
+hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                            const int64_t *stride, const int64_t *pads,
+                            const int64_t *dilation, const int64_t *output_padding,
+                            int64_t groups, hl_tensor **out) {
+    const char *op = "conv_transpose";
+    if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
+    int S = 2;
+    hl_device dev = {HL_DEVICE_CPU, 0};
+    hl_status st = check_lead(op, "input", x, &S, &dev);
+    if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
+    if (w->ndim != x->ndim)
+        return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_in, C_out / groups%s) for input "
+                       "%s, got %s", op, S == 1 ? ", k" : ", kh, kw", hl_desc(x), hl_desc(w));
+    conv_attrs a;
+    if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
+    if (w->shape[0] != x->shape[1])
+        return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but the weight %s (C_in, "
+                       "C_out / groups, k...) expects %lld", op, hl_desc(x),
+                       (long long)x->shape[1], hl_desc(w), (long long)w->shape[0]);
+    int64_t xs[4] = {x->shape[0], mul_sat(w->shape[1], groups)};
+    if (xs[1] == INT64_MAX)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s with groups=%lld gives too many channels", op,
+                       hl_desc(w), (long long)groups);
+    for (int d = 0; d < S; d++) {
+        int j = d + 2 - S;
+        int64_t opad = output_padding ? output_padding[d] : 0;
+        if (opad < 0 || (opad >= a.stride[j] && opad >= a.dil[j]))
+            return hl_fail(HL_ERR_VALUE, "%s: output_padding %s must be non-negative and smaller "
+                           "than the stride %s or the dilation %s", op,
+                           ints_str(S, output_padding), ints_str(S, stride),
+                           ints_str(S, dilation));
+        int64_t k = w->shape[2 + d], in = x->shape[2 + d];
+        if (k < 1)
+            return hl_fail(HL_ERR_SHAPE, "%s: the kernel's spatial sizes must be positive, got "
+                           "%s", op, hl_desc(w));
+        /* (in - 1) * stride - pads + dilation * (k - 1) + 1 + output_padding, checked */
+        int64_t span, ext, size;
+        if (__builtin_mul_overflow(in > 0 ? in - 1 : 0, a.stride[j], &span) ||
+            __builtin_mul_overflow(a.dil[j], k - 1, &ext) ||
+            __builtin_add_overflow(ext, 1 + opad, &ext) ||
+            __builtin_add_overflow(span, ext, &size))
+            return hl_fail(HL_ERR_SHAPE, "%s: sizes too large (input %s, weight %s)", op,
+                           hl_desc(x), hl_desc(w));
+        size -= a.pb[j] + a.pe[j];
+        if (in < 1 || size < 1)
+            return hl_fail(HL_ERR_SHAPE, "%s: input %s with weight %s, stride %s and pads %s "
+                           "gives output size %lld along spatial axis %d; it must be positive",
+                           op, hl_desc(x), hl_desc(w), ints_str(S, stride),
+                           ints_str(2 * S, pads), (long long)(in < 1 ? 0 : size), d);
+        xs[2 + d] = size;
+    }
+    return grad_input(op, x, w, bias, xs, &a, false, dev, out);
+}

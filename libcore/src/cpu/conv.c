@@ -1,0 +1,192 @@
+/*
+ * conv.c - CPU kernels of the convolution family, by im2col and OpenBLAS.
+ *
+ * The record layout is described in api/conv.c: 4-D contiguous tensors (1-D problems have
+ * H = 1) and the attributes in i[0..8]. The work goes by tiles (several whole samples, or a
+ * band of output rows of one sample; see plan_tiles) and, within a tile, by group:
+ *   forward      cols = im2col(x)  (K rows = C_in/g * kh * kw, one column per output position)
+ *                y_g = W_g (C_out/g x K) @ cols, on top of the bias
+ *   grad_weight  dW_g^T += cols @ dY_g^T  (accumulated transposed, then transposed once)
+ *   grad_input   cols = W_g^T @ dY_g, then col2im adds the columns back into dx planes
+ * With one sample per tile the products read dy and write y in place; tiles of several
+ * samples go through a (C_out/g x positions) buffer (scatter, gather). A 1x1 kernel with
+ * stride 1 and no padding needs no im2col at all: x's channel-by-position block is already
+ * the column matrix. OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is
+ * never called from inside a parallel region (and runs on the same OpenMP threads, see
+ * blas_threads.c).
+ */
+#include <cblas.h>
+
+#include "../core.h"
+
+/* The copy and accumulate loops of im2col and col2im are compiled for AVX-512 and AVX2 too
+   and picked at load time (the default build targets baseline x86-64); they are a fifth of a
+   convolution's time. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HL_CLONES
+#endif
+
+/* Geometry of one convolution, in the 2-D form (1-D has h = kh = 1). x is the conv's input
+   (dx for grad_input), y its output (dy). */
+typedef struct {
+    int64_t n, c_in, h, w;      /* input */
+    int64_t c_out, oh, ow;      /* output */
+    int64_t kh, kw, groups, cg_in, cg_out;
+    int64_t sh, sw, dh, dw, pt, pl;
+    int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
+} conv_geom;
+
+static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
+                      const int64_t *wshape, conv_geom *g) {
+    g->n = x->shape[0];
+    g->c_in = x->shape[1];
+    g->h = x->shape[2];
+    g->w = x->shape[3];
+    g->c_out = y->shape[1];
+    g->oh = y->shape[2];
+    g->ow = y->shape[3];
+    g->kh = wshape[2];
+    g->kw = wshape[3];
+    g->groups = c->i[0];
+    g->cg_in = g->c_in / g->groups;
+    g->cg_out = g->c_out / g->groups;
+    g->sh = c->i[1];
+    g->sw = c->i[2];
+    g->dh = c->i[3];
+    g->dw = c->i[4];
+    g->pt = c->i[5];
+    g->pl = c->i[6];
+    g->K = g->cg_in * g->kh * g->kw;
+    g->P = g->oh * g->ow;
+}
+
+/* A 1x1 kernel at stride 1 without padding: the input block is the column matrix. */
+static bool is_pointwise(const conv_geom *g) {
+    return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
+           g->oh == g->h && g->ow == g->w;
+}
+
+/* Output positions o in [0, count) whose input coordinate o * s + off lies in [0, size):
+   the range [*lo, *hi). */
+static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo,
+                        int64_t *hi) {
+    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t last = size - 1 - off;
+    int64_t b = last < 0 ? 0 : last / s + 1;
+    if (a > count) a = count;
+    if (b > count) b = count;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+/* Work is cut into tiles whose column buffer stays near a core's L2 cache per thread (so
+   that the product reads the columns im2col has just written from cache): several whole
+   samples when a sample's columns are small, else a band of output rows of one sample. The
+   tiles of a call are made even, as a small last tile makes a slow product. Bands may be
+   band_scale times larger: the forward product (a short, wide matrix times the columns)
+   splits better over threads when it is long, while col2im wants its columns in cache. */
+enum { COL_BUDGET_PER_THREAD = 1 << 20, COL_BUDGET_MAX = 8 << 20 };
+
+typedef struct {
+    int64_t samples;   /* samples per tile (more than 1 only with whole samples) */
+    int64_t rows;      /* output rows per tile (oh unless samples == 1) */
+} tiling;
+
+/* count split into pieces of at most most, as even as can be: the size of the largest. */
+static int64_t even_split(int64_t count, int64_t most) {
+    if (most < 1) most = 1;
+    if (count <= most) return count > 0 ? count : 1;
+    int64_t pieces = (count + most - 1) / most;
+    return (count + pieces - 1) / pieces;
+}
+
+static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
+    int64_t budget = HL_MIN((int64_t)COL_BUDGET_PER_THREAD * hl_get_num_threads(),
+                            (int64_t)COL_BUDGET_MAX);
+    int64_t per_sample = g->K * g->P * (int64_t)esz;
+    tiling t = {1, g->oh};
+    if (per_sample <= budget) {
+        int64_t most = per_sample > 0 ? budget / per_sample : g->n;
+        if (g->P > 0 && most > (INT32_MAX - 1) / g->P) most = (INT32_MAX - 1) / g->P;
+        t.samples = even_split(g->n, most);
+    } else {
+        int64_t per_row = g->K * g->ow * (int64_t)esz;
+        t.rows = even_split(g->oh, per_row > 0 ? budget * band_scale / per_row : g->oh);
+    }
+    return t;
+}
+
+/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
+typedef struct {
+    hl_storage *s;
+} scratch;
+
+static hl_status scratch_get(const char *op, scratch *b, size_t nbytes, void **data) {
+    b->s = NULL;
+    *data = NULL;
+    if (nbytes == 0) return HL_OK;
+    hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
+    if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
+    *data = b->s->data;
+    return HL_OK;
+}
+
+static void scratch_put(scratch *b) {
+    if (b->s) hl_storage_release(b->s);
+    b->s = NULL;
+}
+
+#define T float
+#define SFX f32
+#define CBLAS_GEMM scipy_cblas_sgemm
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef CBLAS_GEMM
+
+#define T double
+#define SFX f64
+#define CBLAS_GEMM scipy_cblas_dgemm
+#include "conv_impl.h"
+#undef T
+#undef SFX
+#undef CBLAS_GEMM
+
+hl_status hl_cpu_conv(const hl_call *c) {
+    const hl_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    hl_tensor *y = c->out[0];
+    conv_geom g;
+    geom_from(c, x, y, w->shape, &g);
+    if (x->dtype == HL_F64)
+        return conv_forward_f64(&g, (const double *)hl_ptr(x), (const double *)hl_ptr(w),
+                                b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(y));
+    return conv_forward_f32(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
+                            b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
+}
+
+hl_status hl_cpu_conv_grad_input(const hl_call *c) {
+    const hl_tensor *dy = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    hl_tensor *dx = c->out[0];
+    conv_geom g;
+    geom_from(c, dx, dy, w->shape, &g);
+    if (dy->dtype == HL_F64)
+        return conv_grad_input_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(w),
+                                   b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(dx));
+    return conv_grad_input_f32(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
+                               b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(dx));
+}
+
+hl_status hl_cpu_conv_grad_weight(const hl_call *c) {
+    const hl_tensor *dy = c->in[0], *x = c->in[1];
+    hl_tensor *dw = c->out[0];
+    conv_geom g;
+    geom_from(c, x, dy, dw->shape, &g);
+    if (dy->dtype == HL_F64)
+        return conv_grad_weight_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(x),
+                                    (double *)hl_ptr(dw));
+    return conv_grad_weight_f32(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
+                                (float *)hl_ptr(dw));
+}

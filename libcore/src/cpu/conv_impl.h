@@ -1,0 +1,301 @@
+/*
+ * conv_impl.h - the convolution kernels for one float type. cpu/conv.c includes this file
+ * once per type with T (the C type), SFX (the name suffix) and CBLAS_GEMM defined; see the
+ * top of conv.c for the method.
+ */
+#define CONV_CAT2(a, b) a##_##b
+#define CONV_CAT(a, b) CONV_CAT2(a, b)
+#define FN(name) CONV_CAT(name, SFX)
+
+/* Work below this many elements runs on one thread: a parallel region costs more. */
+#ifndef CONV_PAR_MIN
+#define CONV_PAR_MIN 32768
+#endif
+
+/* C (M x N, row-major, ldc) = op(A) @ op(B) + beta * C, also for sizes BLAS does not take. */
+static void FN(gemm)(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T *A,
+                     int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0 ? 0 : beta * C[i * ldc + j];
+        return;
+    }
+    CBLAS_GEMM(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+               (blasint)M, (blasint)N, (blasint)K, (T)1, A, (blasint)lda, B, (blasint)ldb, beta,
+               C, (blasint)ldc);
+}
+
+/* Columns of m samples from n0 and output rows oy0 .. oy0 + rows, channels c0 .. c0 + cg_in:
+   row r = (c, ky, kx) holds, for each sample, its rows * ow output positions (Pt); ld = m * Pt.
+   Padding reads as zero. */
+/* One row of columns (tap ky, kx of one channel plane, one sample); see im2col. */
+HL_CLONES
+static void FN(im2col_row)(const conv_geom *g, const T *plane, T *restrict dst, int64_t ky,
+                           int64_t kx, int64_t oy0, int64_t rows) {
+    const int64_t H = g->h, W = g->w, ow = g->ow, sw = g->sw;
+    const int64_t off = kx * g->dw - g->pl;
+    int64_t lo, hi;
+    valid_range(off, sw, W, ow, &lo, &hi);
+    for (int64_t oy = 0; oy < rows; oy++) {
+        T *restrict d = dst + oy * ow;
+        const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
+        if (iy < 0 || iy >= H) {
+            for (int64_t ox = 0; ox < ow; ox++) d[ox] = 0;
+            continue;
+        }
+        const T *restrict row = plane + iy * W;
+        for (int64_t ox = 0; ox < lo; ox++) d[ox] = 0;
+        if (sw == 1)
+            for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox + off];
+        else
+            for (int64_t ox = lo; ox < hi; ox++) d[ox] = row[ox * sw + off];
+        for (int64_t ox = hi; ox < ow; ox++) d[ox] = 0;
+    }
+}
+
+static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, int64_t oy0,
+                       int64_t rows, int64_t c0, T *cols) {
+    const int64_t K = g->K, P = rows * g->ow, ld = m * P, khw = g->kh * g->kw;
+#pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_PAR_MIN)
+    for (int64_t nl = 0; nl < m; nl++)
+        for (int64_t r = 0; r < K; r++) {
+            const int64_t c = r / khw, ky = (r / g->kw) % g->kh, kx = r % g->kw;
+            FN(im2col_row)(g, x + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w,
+                           cols + r * ld + nl * P, ky, kx, oy0, rows);
+        }
+}
+
+/* One dx plane (channel c of the group) gets the columns of its taps; see col2im. */
+HL_CLONES
+static void FN(col2im_plane)(const conv_geom *g, const T *cols, int64_t ld, int64_t oy0,
+                             int64_t rows, int64_t c, T init, bool first, T *plane) {
+    const int64_t H = g->h, W = g->w, ow = g->ow, sw = g->sw;
+    if (first)
+        for (int64_t i = 0; i < H * W; i++) plane[i] = init;
+    for (int64_t ky = 0; ky < g->kh; ky++)
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            const T *src = cols + ((c * g->kh + ky) * g->kw + kx) * ld;
+            const int64_t off = kx * g->dw - g->pl;
+            int64_t lo, hi;
+            valid_range(off, sw, W, ow, &lo, &hi);
+            for (int64_t oy = 0; oy < rows; oy++) {
+                const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
+                if (iy < 0 || iy >= H) continue;
+                T *restrict row = plane + iy * W;
+                const T *restrict s = src + oy * ow;
+                if (sw == 1)
+                    for (int64_t ox = lo; ox < hi; ox++) row[ox + off] += s[ox];
+                else
+                    for (int64_t ox = lo; ox < hi; ox++) row[ox * sw + off] += s[ox];
+            }
+        }
+}
+
+/* The inverse of im2col: dx planes of m samples from n0, channels c0 .. c0 + cg_in, get the
+   sum of the columns of output rows oy0 .. oy0 + rows. The first band (oy0 == 0) sets the
+   planes (to bias[c], when given, or zero); later bands add. One thread owns each plane. */
+static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m, int64_t oy0,
+                       int64_t rows, int64_t c0, const T *bias, T *dx) {
+    const int64_t P = rows * g->ow, ld = m * P;
+#pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_PAR_MIN)
+    for (int64_t nl = 0; nl < m; nl++)
+        for (int64_t c = 0; c < g->cg_in; c++)
+            FN(col2im_plane)(g, cols + nl * P, ld, oy0, rows, c, bias ? bias[c0 + c] : 0,
+                             oy0 == 0, dx + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w);
+}
+
+/* y[n0 + nl, grp * cg_out + co, :] = buf[co, nl * P : (nl + 1) * P] + bias. */
+static void FN(scatter)(const conv_geom *g, const T *buf, int64_t n0, int64_t m, int64_t grp,
+                        const T *bias, T *y) {
+    const int64_t P = g->P, cg = g->cg_out;
+#pragma omp parallel for collapse(2) schedule(static) if (cg * m * P > CONV_PAR_MIN)
+    for (int64_t nl = 0; nl < m; nl++)
+        for (int64_t co = 0; co < cg; co++) {
+            const int64_t ch = grp * cg + co;
+            T *restrict d = y + ((n0 + nl) * g->c_out + ch) * P;
+            const T *restrict s = buf + co * m * P + nl * P;
+            const T b = bias ? bias[ch] : 0;
+            for (int64_t p = 0; p < P; p++) d[p] = s[p] + b;
+        }
+}
+
+/* buf[co, nl * P + p] = dy[n0 + nl, grp * cg_out + co, p]: a group's gradient as one matrix. */
+static void FN(gather)(const conv_geom *g, const T *dy, int64_t n0, int64_t m, int64_t grp,
+                       T *buf) {
+    const int64_t P = g->P, cg = g->cg_out;
+#pragma omp parallel for collapse(2) schedule(static) if (cg * m * P > CONV_PAR_MIN)
+    for (int64_t nl = 0; nl < m; nl++)
+        for (int64_t co = 0; co < cg; co++) {
+            const T *restrict s = dy + ((n0 + nl) * g->c_out + grp * cg + co) * P;
+            T *restrict d = buf + co * m * P + nl * P;
+            for (int64_t p = 0; p < P; p++) d[p] = s[p];
+        }
+}
+
+/* planes[c, :] = bias[c] for channels planes of size P: a product then adds into them with
+   beta = 1, which also spares BLAS its pass that zeroes the output for beta = 0. */
+static void FN(set_bias)(T *planes, const T *bias, int64_t channels, int64_t P) {
+#pragma omp parallel for schedule(static) if (channels * P > CONV_PAR_MIN)
+    for (int64_t c = 0; c < channels; c++) {
+        T *restrict d = planes + c * P;
+        const T b = bias[c];
+        for (int64_t p = 0; p < P; p++) d[p] = b;
+    }
+}
+
+/* The column source for group grp of a tile: x itself for a pointwise conv, else im2col. */
+static const T *FN(columns)(const conv_geom *g, bool pw, const T *x, int64_t n0, int64_t m,
+                            int64_t oy0, int64_t rows, int64_t grp, T *cols) {
+    if (pw) return x + (n0 * g->c_in + grp * g->cg_in) * g->P;
+    FN(im2col)(g, x, n0, m, oy0, rows, grp * g->cg_in, cols);
+    return cols;
+}
+
+/* A pointwise conv skips im2col when each sample is a reasonable product on its own. */
+static bool FN(direct)(const conv_geom *g) { return is_pointwise(g) && g->P >= 256; }
+
+/* Work buffers of a tiling: columns (unless direct) and, for multi-sample tiles, the
+   (cg_out x m * P) matrix that is scattered to or gathered from NCHW. */
+static hl_status FN(buffers)(const char *op, const conv_geom *g, bool pw, tiling t,
+                             scratch *sc, T **cols, scratch *sb, T **buf) {
+    const int64_t pt = t.samples * t.rows * g->ow;
+    hl_status st = scratch_get(op, sc, pw ? 0 : (size_t)(g->K * pt) * sizeof(T), (void **)cols);
+    if (!st) st = scratch_get(op, sb, t.samples > 1 ? (size_t)(g->cg_out * pt) * sizeof(T) : 0,
+                              (void **)buf);
+    if (st) scratch_put(sc);
+    return st;
+}
+
+static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, const T *bias,
+                                  T *y) {
+    const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
+    if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
+    const bool pw = FN(direct)(g);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 2);
+    scratch sc, sb;
+    T *cols, *obuf;
+    hl_status st = FN(buffers)("conv", g, pw, t, &sc, &cols, &sb, &obuf);
+    if (st) return st;
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t pt = r * g->ow;
+            if (m == 1 && bias && oy0 == 0) FN(set_bias)(y + n0 * CO * P, bias, CO, P);
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
+                const T *A = w + grp * cg * K;
+                if (m == 1) {
+                    FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0,
+                             y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
+                } else {
+                    FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
+                    FN(scatter)(g, obuf, n0, m, grp, bias, y);
+                }
+            }
+        }
+    }
+    scratch_put(&sc);
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+/* dW is accumulated transposed, dW^T (K x C_out) = cols @ dY^T: BLAS packs the large column
+   matrix faster as the left operand than as a transposed right one (a quarter faster on the
+   layers of bench/conv.py). */
+static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *x, T *dw) {
+    const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
+    if (CO == 0 || K == 0) return HL_OK;
+    if (g->n == 0 || P == 0) {
+        memset(dw, 0, (size_t)(CO * K) * sizeof(T));
+        return HL_OK;
+    }
+    const bool pw = FN(direct)(g);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 1);
+    scratch sc, sb, sw;
+    T *cols, *dbuf, *wt;
+    hl_status st = FN(buffers)("conv_grad_weight", g, pw, t, &sc, &cols, &sb, &dbuf);
+    if (st) return st;
+    if ((st = scratch_get("conv_grad_weight", &sw, (size_t)(K * CO) * sizeof(T), (void **)&wt))) {
+        scratch_put(&sc);
+        scratch_put(&sb);
+        return st;
+    }
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t ld = m * r * g->ow;   /* positions in the tile */
+            const T beta = n0 == 0 && oy0 == 0 ? 0 : 1;   /* the first tile sets dW */
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
+                const T *D = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                int64_t ldd = P;
+                if (m > 1) {
+                    FN(gather)(g, dy, n0, m, grp, dbuf);
+                    D = dbuf;
+                    ldd = ld;
+                }
+                FN(gemm)(false, true, K, cg, ld, B, ld, D, ldd, beta, wt + grp * cg, CO);
+            }
+        }
+    }
+#pragma omp parallel for schedule(static) if (CO * K > CONV_PAR_MIN)
+    for (int64_t co = 0; co < CO; co++)
+        for (int64_t k = 0; k < K; k++) dw[co * K + k] = wt[k * CO + co];
+    scratch_put(&sc);
+    scratch_put(&sb);
+    scratch_put(&sw);
+    return HL_OK;
+}
+
+static hl_status FN(conv_grad_input)(const conv_geom *g, const T *dy, const T *w, const T *bias,
+                                     T *dx) {
+    const int64_t N = g->n, P = g->P, K = g->K, CI = g->c_in, CO = g->c_out, cg = g->cg_out;
+    if (N == 0 || CI == 0) return HL_OK;
+    const int64_t HW = g->h * g->w;
+    if (P == 0) {   /* nothing flows back: dx is the bias (or zero) */
+        for (int64_t i = 0; i < N * CI; i++)
+            for (int64_t j = 0; j < HW; j++) dx[i * HW + j] = bias ? bias[i % CI] : 0;
+        return HL_OK;
+    }
+    const bool pw = FN(direct)(g);
+    const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 1);
+    scratch sc, sb;
+    T *cols, *dbuf;
+    hl_status st = FN(buffers)("conv_grad_input", g, pw, t, &sc, &cols, &sb, &dbuf);
+    if (st) return st;
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0);
+            const int64_t pt = r * g->ow;
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                const T *A = w + grp * cg * K;
+                const T *B = dy + (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                int64_t ldb = P;
+                if (m > 1) {
+                    FN(gather)(g, dy, n0, m, grp, dbuf);
+                    B = dbuf;
+                    ldb = m * P;
+                }
+                if (pw) {
+                    if (bias && grp == 0) FN(set_bias)(dx + n0 * CI * P, bias, CI, P);
+                    FN(gemm)(true, false, K, P, cg, A, K, B, P, bias ? 1 : 0,
+                             dx + (n0 * CI + grp * g->cg_in) * P, P);
+                } else {
+                    FN(gemm)(true, false, K, m * pt, cg, A, K, B, ldb, 0, cols, m * pt);
+                    FN(col2im)(g, cols, n0, m, oy0, r, grp * g->cg_in, bias, dx);
+                }
+            }
+        }
+    }
+    scratch_put(&sc);
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+#undef FN
+#undef CONV_CAT
+#undef CONV_CAT2

@@ -1,0 +1,143 @@
+/*
+ * pool.c - CPU kernels of the pooling family: max and average pooling and their gradients,
+ * direct loops over each (sample, channel) plane, one plane per OpenMP iteration (so the
+ * gradients scatter into a plane without races). The record layout is in api/pool.c.
+ */
+#include <math.h>
+
+#include "../core.h"
+
+typedef struct {
+    int64_t planes, h, w, oh, ow;
+    int64_t kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    int count_include_pad;
+} pool_geom;
+
+static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y, pool_geom *g) {
+    g->planes = x->shape[0] * x->shape[1];
+    g->h = x->shape[2];
+    g->w = x->shape[3];
+    g->oh = y->shape[2];
+    g->ow = y->shape[3];
+    g->kh = c->i[0];
+    g->kw = c->i[1];
+    g->sh = c->i[2];
+    g->sw = c->i[3];
+    g->dh = c->i[4];
+    g->dw = c->i[5];
+    g->pt = c->i[6];
+    g->pl = c->i[7];
+    g->pb = c->i[8];
+    g->pr = c->i[9];
+    g->count_include_pad = c->i[10] != 0;
+}
+
+/* Taps t in [0, k) whose coordinate start + t * d lies in [0, size): the range [*lo, *hi). */
+static void tap_range(int64_t start, int64_t d, int64_t size, int64_t k, int64_t *lo,
+                      int64_t *hi) {
+    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
+    int64_t last = size - 1 - start;
+    int64_t b = last < 0 ? 0 : last / d + 1;
+    if (a > k) a = k;
+    if (b > k) b = k;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+/* The divisor of the average at one output position: taps inside the padded input
+   (count_include_pad) or inside the input. */
+static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t ylo, int64_t yhi,
+                           int64_t xlo, int64_t xhi) {
+    if (!g->count_include_pad) return (yhi - ylo) * (xhi - xlo);
+    int64_t a, by, bx;
+    tap_range(y0 + g->pt, g->dh, g->h + g->pt + g->pb, g->kh, &a, &by);
+    by -= a;
+    tap_range(x0 + g->pl, g->dw, g->w + g->pl + g->pr, g->kw, &a, &bx);
+    bx -= a;
+    return by * bx;
+}
+
+enum { POOL_PAR_MIN = 16384 };
+
+#define T float
+#define SFX f32
+#include "pool_impl.h"
+#undef T
+#undef SFX
+
+#define T double
+#define SFX f64
+#include "pool_impl.h"
+#undef T
+#undef SFX
+
+hl_status hl_cpu_pool(const hl_call *c) {
+    const hl_tensor *x = c->in[0];
+    hl_tensor *y = c->out[0];
+    int64_t *idx = c->n_out > 1 ? (int64_t *)hl_ptr(c->out[1]) : NULL;
+    pool_geom g;
+    geom_from(c, x, y, &g);
+    bool is_max = c->op == HL_OP_MAX_POOL;
+    if (x->dtype == HL_F64) {
+        if (is_max) max_pool_f64(&g, (const double *)hl_ptr(x), (double *)hl_ptr(y), idx);
+        else avg_pool_f64(&g, (const double *)hl_ptr(x), (double *)hl_ptr(y));
+    } else {
+        if (is_max) max_pool_f32(&g, (const float *)hl_ptr(x), (float *)hl_ptr(y), idx);
+        else avg_pool_f32(&g, (const float *)hl_ptr(x), (float *)hl_ptr(y));
+    }
+    return HL_OK;
+}
+
+/* Every index must point into its plane (or be -1, a window of padding only). */
+static hl_status check_indices(const hl_tensor *t, int64_t plane_size) {
+    int64_t n = hl_tensor_numel(t), lo = 0, hi = 0;
+    if (n == 0) return HL_OK;
+    if (t->dtype == HL_I64) {
+        const int64_t *v = (const int64_t *)hl_ptr(t);
+        lo = hi = v[0];
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) if (n > POOL_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            lo = v[i] < lo ? v[i] : lo;
+            hi = v[i] > hi ? v[i] : hi;
+        }
+    } else {
+        const int32_t *v = (const int32_t *)hl_ptr(t);
+        lo = hi = v[0];
+#pragma omp parallel for reduction(min : lo) reduction(max : hi) if (n > POOL_PAR_MIN)
+        for (int64_t i = 0; i < n; i++) {
+            lo = v[i] < lo ? v[i] : lo;
+            hi = v[i] > hi ? v[i] : hi;
+        }
+    }
+    if (lo < -1 || hi >= plane_size)
+        return hl_fail(HL_ERR_INDEX, "max_pool_grad: index %lld is out of range for input planes "
+                       "of %lld elements (valid: 0 to %lld, or -1 for a window of padding only)",
+                       (long long)(lo < -1 ? lo : hi), (long long)plane_size,
+                       (long long)plane_size - 1);
+    return HL_OK;
+}
+
+hl_status hl_cpu_pool_grad(const hl_call *c) {
+    const hl_tensor *dy = c->in[0];
+    hl_tensor *dx = c->out[0];
+    pool_geom g;
+    geom_from(c, dx, dy, &g);
+    if (c->op == HL_OP_MAX_POOL_GRAD) {
+        const hl_tensor *it = c->in[1];
+        hl_status st = check_indices(it, g.h * g.w);
+        if (st) return st;
+        const void *idx = hl_ptr(it);
+        bool i64 = it->dtype == HL_I64;
+        if (dy->dtype == HL_F64)
+            max_pool_grad_f64(&g, (const double *)hl_ptr(dy), idx, i64, (double *)hl_ptr(dx));
+        else
+            max_pool_grad_f32(&g, (const float *)hl_ptr(dy), idx, i64, (float *)hl_ptr(dx));
+    } else {
+        if (dy->dtype == HL_F64)
+            avg_pool_grad_f64(&g, (const double *)hl_ptr(dy), (double *)hl_ptr(dx));
+        else
+            avg_pool_grad_f32(&g, (const float *)hl_ptr(dy), (float *)hl_ptr(dx));
+    }
+    return HL_OK;
+}
