@@ -1,15 +1,14 @@
 /*
  * backend.c - the CPU backend: 64-byte aligned host memory and the kernel table, generated
- * from the op list (ops.h): op NAME of family F runs hl_cpu_F. A family whose file is not
- * linked in leaves its ops NULL (weak symbols), which hl_submit reports as "not implemented".
+ * from the op list (ops.h): op NAME of family F runs hl_cpu_F. Every family must be
+ * defined somewhere in cpu/, or the library does not link.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
 
 #include "../core.h"
 
-#define DECLARE_FAMILY(family) \
-    hl_status hl_cpu_##family(const hl_call *c) __attribute__((weak));
+#define DECLARE_FAMILY(family) hl_status hl_cpu_##family(const hl_call *c);
 HL_KERNEL_FAMILIES(DECLARE_FAMILY)
 
 /* Large blocks are 2 MiB aligned and marked for transparent huge pages (as numpy does): a scan
