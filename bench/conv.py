@@ -6,11 +6,16 @@ autograd, from the same run, with the ratio hl / torch. Both use hl.get_num_thre
 
     python bench/conv.py [--repeat 20] [--layer mnist1|mnist2|resnet]
 
+hl and PyTorch are timed in separate processes, started one after the other, twice each and
+alternating (hl, torch, hl, torch): in one process each library's idle OpenMP threads spin
+for a while after a call and steal the cores from the other, which skewed the figures.
 The numbers are only as quiet as the machine: on a shared host run it more than once.
 """
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -43,7 +48,7 @@ def sample_times(fns, repeat, rounds=5, warmup=2):
     return times
 
 
-def bench_layer(name, repeat, torch):
+def bench_layer(name, repeat, torch, side):
     n, c, h, w, co, k, s, p = LAYERS[name]
     rng = np.random.default_rng(0)
     xa = rng.standard_normal((n, c, h, w), dtype=np.float32)
@@ -62,8 +67,8 @@ def bench_layer(name, repeat, torch):
         hl.ops.conv2d_grad_input(dy, wt, xa.shape, stride=s, padding=p)
         hl.ops.conv2d_grad_weight(dy, x, wa.shape, stride=s, padding=p)
 
-    fns = {"hl_fwd": hl_fwd, "hl_fb": hl_fwd_bwd}
-    if torch is not None:
+    fns = {"hl_fwd": hl_fwd, "hl_fb": hl_fwd_bwd} if side == "hl" else {}
+    if torch is not None and side == "torch":
         F = torch.nn.functional
         tx = torch.from_numpy(xa).requires_grad_(True)
         tw = torch.from_numpy(wa).requires_grad_(True)
@@ -82,28 +87,51 @@ def bench_layer(name, repeat, torch):
     return sample_times(fns, repeat)
 
 
+def run_side(side, args):
+    """Times one library's side of every layer in this process: {layer: {key: [seconds]}}."""
+    torch = None
+    if side == "torch":
+        import torch
+        torch.set_num_threads(hl.get_num_threads())
+    return {name: bench_layer(name, args.repeat, torch, side) for name in args.layer or LAYERS}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--layer", choices=sorted(LAYERS), action="append")
+    ap.add_argument("--side", choices=("hl", "torch"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.side:  # a worker: time one library, hand the samples back as JSON
+        print("RESULTS " + json.dumps(run_side(args.side, args)))
+        return
     try:
-        import torch
-        torch.set_num_threads(hl.get_num_threads())
+        import torch  # noqa: F401  only to know whether the torch side can run
+        sides = ("hl", "torch")
     except ImportError:
-        torch = None
-    print(f"threads: {hl.get_num_threads()}   calls per figure: {args.repeat}   times in ms, "
-          f"median (and minimum)")
+        sides = ("hl",)
+    t = {name: {} for name in args.layer or LAYERS}
+    for _ in range(2):
+        for side in sides:
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), *sys.argv[1:],
+                                  "--side", side], capture_output=True, text=True,
+                                 check=True).stdout
+            for name, times in json.loads(out.split("RESULTS ", 1)[1]).items():
+                for key, v in times.items():
+                    t[name].setdefault(key, []).extend(v)
+    has_torch = "torch" in sides
+    print(f"threads: {hl.get_num_threads()}   calls per figure: {2 * args.repeat}   times in "
+          f"ms, median (and minimum)")
     print(f"{'layer':27s} {'pass':5s} {'hl':>15s} {'torch':>15s} {'hl/torch':>14s}")
     for name in args.layer or LAYERS:
         n, c, h, w, co, k, s, p = LAYERS[name]
-        t = bench_layer(name, args.repeat, torch)
         label = f"{name} {n}x{c}x{h}x{w}->{co} k{k}"
         for key, what in (("fwd", "fwd"), ("fb", "f+b")):
-            h_med, h_min = statistics.median(t["hl_" + key]) * 1e3, min(t["hl_" + key]) * 1e3
+            tl = t[name]
+            h_med, h_min = statistics.median(tl["hl_" + key]) * 1e3, min(tl["hl_" + key]) * 1e3
             line = f"{label:27s} {what:5s} {h_med:8.2f} ({h_min:5.2f})"
-            if torch is not None:
-                t_med, t_min = statistics.median(t["t_" + key]) * 1e3, min(t["t_" + key]) * 1e3
+            if has_torch:
+                t_med, t_min = statistics.median(tl["t_" + key]) * 1e3, min(tl["t_" + key]) * 1e3
                 line += f" {t_med:8.2f} ({t_min:5.2f}) {h_med / t_med:6.2f} ({h_min / t_min:4.2f})"
             print(line)
 

@@ -7,10 +7,11 @@ works), all from the same run.
     python bench/kernels.py --repeat 15 --threads 2
 
 Each figure is the median over --repeat timed samples, after a warm-up; a sample times enough
-back-to-back calls to last a few milliseconds. The libraries take turns, one sample each per
-round (so a change in the machine's load hits them alike), with a pause before each sample so
-that one library's idle threads (OpenBLAS and OpenMP workers spin for a while after a call) do
-not steal the cores from the next. The ratio column is hl / peer in a
+back-to-back calls to last a few milliseconds. Each library is measured in a process of its
+own, started one after the other by this script (--shared-process measures all in this one):
+in one process, one library's idle worker threads (numpy's OpenBLAS pool, libgomp's and
+PyTorch's OpenMP teams all spin for a while after a call) steal the two cores from the next,
+which made figures swing by 3x and more. The ratio column is hl / peer in a
 higher-is-better unit (GFLOP/s, GB/s; for per-call times, calls per second), so > 1 means hl is
 faster. Timings on a shared machine are noisy: compare figures from the same run only.
 
@@ -97,10 +98,23 @@ def settle(seconds=0.1):
     time.sleep(seconds)
 
 
+# Process isolation: a worker (--worker LIB) times only LIB's candidates and records every
+# measure() result in order; the parent runs one worker per library, merges the records and
+# replays them through the same section code, which then prints the table.
+WORKER_LIB = None
+RECORD = None
+REPLAY = None
+
+
 def measure(cands, repeat):
     """{name: median seconds per call} for each (name, fn). The candidates take turns, one
     sample each per round, so a change in the machine's load affects them alike."""
+    if REPLAY is not None:
+        return REPLAY.pop(0)
+    names = [name for name, _ in cands]
     cands = [(name, fn) for name, fn in cands if fn is not None]
+    if WORKER_LIB is not None:
+        cands = [(name, fn) for name, fn in cands if name.split()[0] == WORKER_LIB]
     numbers = {}
     for name, fn in cands:
         settle()
@@ -110,7 +124,12 @@ def measure(cands, repeat):
         for name, fn in cands:
             settle()
             samples[name].append(sample(fn, numbers[name]))
-    return {name: statistics.median(v) for name, v in samples.items()}
+    result = {name: statistics.median(v) for name, v in samples.items()}
+    if RECORD is not None:
+        RECORD.append(result)
+        # the other libraries' figures come from their own workers
+        result = {name: result.get(name, float("nan")) for name in names}
+    return result
 
 
 # ---- sections ---------------------------------------------------------------------------
@@ -250,11 +269,40 @@ def print_rows(rows, peer_names):
     sys.stdout.flush()
 
 
+def run_worker(args, names):
+    global WORKER_LIB, RECORD
+    import json
+    WORKER_LIB, RECORD = args.worker, []
+    for name in names:
+        for _ in SECTIONS[name](args):
+            pass
+    print("RESULTS " + json.dumps(RECORD))
+    return 0
+
+
+def collect_from_workers(argv, names):
+    """Runs one worker process per library and leaves their merged figures in REPLAY."""
+    global REPLAY
+    import json
+    import subprocess
+    merged = None
+    for lib in ["hl", "numpy"] + (["torch"] if torch else []):
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), *argv,
+                              "--only", ",".join(names), "--worker", lib],
+                             capture_output=True, text=True, check=True).stdout
+        record = json.loads(out.split("RESULTS ", 1)[1])
+        merged = record if merged is None else [{**m, **r} for m, r in zip(merged, record)]
+    REPLAY = merged
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="comma-separated section names (see --list)")
     ap.add_argument("--list", action="store_true", help="list the sections and exit")
     ap.add_argument("--repeat", type=int, default=7, help="timed samples per figure (median)")
+    ap.add_argument("--shared-process", action="store_true",
+                    help="measure every library in this one process (faster, noisier)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int,
                     help="threads for every library (hl, numpy's OpenBLAS, torch); default: as "
                          "each finds")
@@ -271,6 +319,10 @@ def main(argv=None):
         hl.set_num_threads(args.threads)
         if torch:
             torch.set_num_threads(args.threads)
+    if args.worker:
+        return run_worker(args, names)
+    if not args.shared_process:
+        collect_from_workers(argv if argv is not None else sys.argv[1:], names)
     print(f"hl {hl.__version__}: {hl.get_num_threads()} threads; numpy {np.__version__}"
           + (f"; torch {torch.__version__}: {torch.get_num_threads()} threads" if torch else
              "; torch not importable") + f"; {os.cpu_count()} CPUs; median of {args.repeat}")
