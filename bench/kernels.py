@@ -94,8 +94,11 @@ def sample(fn, number):
 
 
 def settle(seconds=0.1):
-    """Lets the previous library's worker threads stop spinning."""
-    time.sleep(seconds)
+    """Lets the previous library's worker threads stop spinning (only needed when several
+    libraries share this process: a worker process times one library, back to back, as a
+    program using it would run)."""
+    if WORKER_LIB is None:
+        time.sleep(seconds)
 
 
 # Process isolation: a worker (--worker LIB) times only LIB's candidates and records every
@@ -110,7 +113,7 @@ def measure(cands, repeat):
     """{name: median seconds per call} for each (name, fn). The candidates take turns, one
     sample each per round, so a change in the machine's load affects them alike."""
     if REPLAY is not None:
-        return REPLAY.pop(0)
+        return {name: statistics.median(v) for name, v in REPLAY.pop(0).items()}
     names = [name for name, _ in cands]
     cands = [(name, fn) for name, fn in cands if fn is not None]
     if WORKER_LIB is not None:
@@ -126,7 +129,7 @@ def measure(cands, repeat):
             samples[name].append(sample(fn, numbers[name]))
     result = {name: statistics.median(v) for name, v in samples.items()}
     if RECORD is not None:
-        RECORD.append(result)
+        RECORD.append(samples)
         # the other libraries' figures come from their own workers
         result = {name: result.get(name, float("nan")) for name in names}
     return result
@@ -238,6 +241,37 @@ def bench_sum(args):
         yield Row(what, "GB/s", gb / t["hl"], {k: gb / v for k, v in t.items() if k != "hl"})
 
 
+@section("mixed")
+def bench_mixed(args):
+    """Two-layer MLP forward (matmuls with element-wise ops between), ms per step.
+
+    The case where OpenBLAS's threads and libcore's OpenMP threads take turns on the cores."""
+    rng = np.random.default_rng(0)
+    for n, m in ((128, 4096), (512, 512)):
+        xa = rng.standard_normal((m, n)).astype(np.float32)
+        wa = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+        x, w = hl.tensor(xa), hl.tensor(wa)
+        tx, tw = (torch.from_numpy(xa), torch.from_numpy(wa)) if torch else (None, None)
+
+        def hl_step():
+            h = (x @ w).relu()
+            return (h @ w).relu() + h
+
+        def np_step():
+            h = np.maximum(xa @ wa, 0)
+            return np.maximum(h @ wa, 0) + h
+
+        def torch_step():
+            h = torch.relu(tx @ tw)
+            return torch.relu(h @ tw) + h
+
+        t = measure([("hl", hl_step), ("numpy", np_step),
+                     ("torch", torch_step if torch else None)], args.repeat)
+        ms = {k: v * 1e3 for k, v in t.items()}
+        yield Row(f"relu(relu(x@w)@w)+h, x {m}x{n}, w {n}x{n}", "ms", ms["hl"],
+                  {k: v for k, v in ms.items() if k != "hl"}, higher_better=False)
+
+
 # ---- driver -----------------------------------------------------------------------------
 
 def fmt(v):
@@ -281,17 +315,25 @@ def run_worker(args, names):
 
 
 def collect_from_workers(argv, names):
-    """Runs one worker process per library and leaves their merged figures in REPLAY."""
+    """Runs one worker process per library, twice round the libraries (so a slow spell of the
+    machine is less likely to fall on one library alone), and leaves their pooled samples in
+    REPLAY."""
     global REPLAY
     import json
     import subprocess
     merged = None
-    for lib in ["hl", "numpy"] + (["torch"] if torch else []):
-        out = subprocess.run([sys.executable, os.path.abspath(__file__), *argv,
-                              "--only", ",".join(names), "--worker", lib],
-                             capture_output=True, text=True, check=True).stdout
-        record = json.loads(out.split("RESULTS ", 1)[1])
-        merged = record if merged is None else [{**m, **r} for m, r in zip(merged, record)]
+    for _ in range(2):
+        for lib in ["hl", "numpy"] + (["torch"] if torch else []):
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), *argv,
+                                  "--only", ",".join(names), "--worker", lib],
+                                 capture_output=True, text=True, check=True).stdout
+            record = json.loads(out.split("RESULTS ", 1)[1])
+            if merged is None:
+                merged = record
+                continue
+            for m, r in zip(merged, record):
+                for name, samples in r.items():
+                    m.setdefault(name, []).extend(samples)
     REPLAY = merged
 
 
