@@ -103,6 +103,9 @@ typedef struct hl_backend {
 
 /* Fails with a DTypeError unless the device's backend computes in dtype. */
 hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tensor *t);
+/* Fails unless t (called `what` in the message) is a floating-point tensor its device
+   computes in. */
+hl_status hl_check_float(const char *op, const char *what, const hl_tensor *t);
 
 const hl_backend *hl_backend_for(hl_device device);
 extern const hl_backend hl_cpu_backend;

@@ -225,6 +225,15 @@ hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tens
     return HL_OK;
 }
 
+hl_status hl_check_float(const char *op, const char *what, const hl_tensor *t) {
+    hl_status st = hl_check_compute_dtype(op, t->storage->device, t);
+    if (st) return st;
+    if (t->dtype != HL_F32 && t->dtype != HL_F64 && t->dtype != HL_F16 && t->dtype != HL_BF16)
+        return hl_fail(HL_ERR_DTYPE, "%s: %s must be a floating-point tensor, got %s", op, what,
+                       hl_desc(t));
+    return HL_OK;
+}
+
 hl_status hl_broadcast_shapes(const char *op, int na, const int64_t *a, int nb,
                               const int64_t *b, int *nout, int64_t *out) {
     int n = na > nb ? na : nb;

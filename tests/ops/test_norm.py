@@ -212,7 +212,7 @@ def test_batch_norm_bad_inputs():
         hl.batch_norm(x, rm, hl.tensor(np.ones(2, np.float32)))
     with pytest.raises(hl.errors.DTypeError, match="dtypes must match"):
         hl.batch_norm(x, rm, hl.tensor(np.ones(3, np.float64)))
-    with pytest.raises(hl.errors.DTypeError, match="float32 or float64"):
+    with pytest.raises(hl.errors.DTypeError, match="floating-point"):
         hl.batch_norm(hl.tensor(np.zeros((4, 3), np.int64)), rm, rv)
     with pytest.raises(hl.errors.ValueError, match="momentum"):
         hl.batch_norm(x, rm, rv, training=True, momentum=1.5)

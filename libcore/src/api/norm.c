@@ -12,18 +12,6 @@
 
 #include "../core.h"
 
-static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
-
-/* x must be a float32/float64 tensor the device computes in. */
-static hl_status check_float(const char *op, const char *what, const hl_tensor *t) {
-    hl_status st = hl_check_compute_dtype(op, t->storage->device, t);
-    if (st) return st;
-    if (!is_float(t->dtype))
-        return hl_fail(HL_ERR_DTYPE, "%s: %s must be float32 or float64, got %s", op, what,
-                       hl_desc(t));
-    return HL_OK;
-}
-
 /* An optional tensor (NULL passes) with x's dtype and device and exactly the given shape. */
 static hl_status check_like(const char *op, const char *what, const hl_tensor *t,
                             const hl_tensor *x, int ndim, const int64_t *shape) {
@@ -86,7 +74,7 @@ hl_status hl_batch_norm(const hl_tensor *x, const hl_tensor *scale, const hl_ten
     const char *op = "batch_norm";
     if (!x) return hl_fail(HL_ERR_VALUE, "%s: x is NULL", op);
     if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", op);
-    hl_status st = check_float(op, "x", x);
+    hl_status st = hl_check_float(op, "x", x);
     if (st) return st;
     if (x->ndim < 2)
         return hl_fail(HL_ERR_SHAPE, "%s: expected x of shape (N, C, ...) with at least 2 "
@@ -184,7 +172,7 @@ hl_status hl_batch_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_t
     const char *op = "batch_norm_grad";
     if (!dy || !x || !save_mean || !save_invstd)
         return hl_fail(HL_ERR_VALUE, "%s: dy, x, save_mean and save_invstd are required", op);
-    hl_status st = check_float(op, "x", x);
+    hl_status st = hl_check_float(op, "x", x);
     if (st) return st;
     if (x->ndim < 2)
         return hl_fail(HL_ERR_SHAPE, "%s: expected x of shape (N, C, ...) with at least 2 "
@@ -234,7 +222,7 @@ hl_status hl_batch_norm_grad(const hl_tensor *dy, const hl_tensor *x, const hl_t
    shape. Sets *axis to its non-negative form. */
 static hl_status check_layer(const char *op, const hl_tensor *x, int64_t *axis,
                              const hl_tensor *scale, const hl_tensor *bias) {
-    hl_status st = check_float(op, "x", x);
+    hl_status st = hl_check_float(op, "x", x);
     if (st) return st;
     if ((st = hl_norm_axis(op, axis, x->ndim))) return st;
     int nt = x->ndim - (int)*axis;

@@ -7,17 +7,6 @@
  */
 #include "../core.h"
 
-static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
-
-static hl_status check_float(const char *op, const char *what, const hl_tensor *t) {
-    hl_status st = hl_check_compute_dtype(op, t->storage->device, t);
-    if (st) return st;
-    if (!is_float(t->dtype))
-        return hl_fail(HL_ERR_DTYPE, "%s: %s must be float32 or float64, got %s", op, what,
-                       hl_desc(t));
-    return HL_OK;
-}
-
 /* Prepares a contiguous output of shape (ndim, shape) and x's dtype that must not overlap
    any of ins (except as an identical view when allow_same). */
 static hl_status prepare(const char *op, hl_tensor **out, const hl_tensor *x, int ndim,
@@ -52,7 +41,7 @@ hl_status hl_softmax(int op, const hl_tensor *x, int64_t axis, hl_tensor **out) 
     const char *name = hl_op_str(op);
     if (!x) return hl_fail(HL_ERR_VALUE, "%s: x is NULL", name);
     if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", name);
-    hl_status st = check_float(name, "x", x);
+    hl_status st = hl_check_float(name, "x", x);
     if (!st) st = softmax_axis(name, &axis, x);
     if (st) return st;
     const hl_tensor *ins[1] = {x};
@@ -81,7 +70,7 @@ hl_status hl_softmax_grad(int op, const hl_tensor *y, const hl_tensor *dy, int64
     const char *name = hl_op_str(gop);
     if (!y || !dy) return hl_fail(HL_ERR_VALUE, "%s: y and dy are required", name);
     if (!out) return hl_fail(HL_ERR_VALUE, "%s: output pointer is NULL", name);
-    hl_status st = check_float(name, "y", y);
+    hl_status st = hl_check_float(name, "y", y);
     if (!st) st = hl_check_device(name, y->storage->device, dy);
     if (st) return st;
     if (dy->dtype != y->dtype)
@@ -112,7 +101,7 @@ hl_status hl_softmax_grad(int op, const hl_tensor *y, const hl_tensor *dy, int64
 static hl_status check_ce(const char *op, const hl_tensor *logits, const hl_tensor *target,
                           int64_t *sample_shape, bool *labels) {
     if (!logits || !target) return hl_fail(HL_ERR_VALUE, "%s: logits and target are required", op);
-    hl_status st = check_float(op, "logits", logits);
+    hl_status st = hl_check_float(op, "logits", logits);
     if (!st) st = hl_check_device(op, logits->storage->device, target);
     if (st) return st;
     if (logits->ndim < 2)

@@ -18,16 +18,10 @@
 #include <stdlib.h>
 
 #include "dtypes.h"
+#include "parallel.h"
 
 enum { PARALLEL_MIN = 32768, CHUNK = 4096 };
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static inline int64_t load_index(const void *base, bool wide, int64_t k) {
     return wide ? ((const int64_t *)base)[k] : (int64_t)((const int32_t *)base)[k];
@@ -148,7 +142,7 @@ hl_status hl_cpu_gather_grad(const hl_call *c) {
     hl_status st = check_indices("gather_grad", ix, n, axis);
     if (st || outer * n * inner == 0) return st;
     bool par = outer * (n + m) * inner >= PARALLEL_MIN;
-    int64_t blocks = 1, want = 4 * (int64_t)max_threads();
+    int64_t blocks = 1, want = 4 * (int64_t)hl_max_threads();
     if (par && outer < want) blocks = HL_MIN(n, (want + outer - 1) / outer);
     bool wide = ix->dtype == HL_I64;
     const void *ib = hl_ptr(ix);
@@ -197,7 +191,7 @@ static hl_status elem_geom_init(elem_geom *g, const hl_tensor *ix, const int64_t
     g->K = s[axis];
     g->inner = hl_shape_numel(ix->ndim - axis - 1, s + axis + 1);
     /* chunks of i small enough that outer * chunks keeps every thread busy, but not tiny */
-    int64_t want = 4 * (int64_t)max_threads(), split = (want + g->outer - 1) / g->outer;
+    int64_t want = 4 * (int64_t)hl_max_threads(), split = (want + g->outer - 1) / g->outer;
     g->chunk = HL_MAX(HL_MIN(CHUNK, (g->inner + split - 1) / split), 64);
     g->chunks = (g->inner + g->chunk - 1) / g->chunk;
     g->astride = data_strides[axis];

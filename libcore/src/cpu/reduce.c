@@ -23,6 +23,7 @@
 #include <omp.h>
 #endif
 
+#include "parallel.h"
 #include "reduce_loops.h"
 
 static acc_t identity(int kind, bool fl) {
@@ -239,13 +240,6 @@ static void reduce_range(const plan_t *P, row_fn fn, const char *base, int64_t l
    all of them and takes a share of the rows (reading memory in order). */
 enum { PARALLEL_MIN = 32768, BLOCK = 1024, SPLIT_MAX = 32768 };
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 static void thread_id(int *tid, int *nt) {
 #ifdef _OPENMP
@@ -290,7 +284,7 @@ static void rows_by_output(const plan_t *P) {
    gets the partial results combined in thread order (so the answer is repeatable). */
 static hl_status rows_split_pass(const plan_t *P, int pass, const acc_t *shift, acc_t *result) {
     int kind = P->kinds[pass];
-    int ntmax = max_threads();
+    int ntmax = hl_max_threads();
     acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
     if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
     for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
@@ -385,7 +379,7 @@ static void cols_by_block(const plan_t *P, const cols_t *Q) {
 static hl_status cols_split_pass(const plan_t *P, const cols_t *Q, int pass, const acc_t *shift,
                                  acc_t *result) {
     int kind = P->kinds[pass];
-    int ntmax = max_threads();
+    int ntmax = hl_max_threads();
     acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
     if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
     for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
@@ -447,7 +441,7 @@ hl_status hl_cpu_reduce(const hl_call *c) {
     plan_t P;
     make_plan(c, &P);
     if (P.nout == 0) return HL_OK;
-    int nt = max_threads();
+    int nt = hl_max_threads();
     /* The kept axis closest in memory, and whether it is closer than the reduced rows. */
     int kin = -1;
     for (int k = 0; k < P.nk; k++)

@@ -16,6 +16,7 @@
 #endif
 
 #include "dtypes.h"
+#include "parallel.h"
 #include "minmax.h"
 
 enum { BLOCK = 256, PARALLEL_MIN = 32768 };
@@ -98,13 +99,6 @@ static void arg_fns(hl_dtype d, bool mx, arg_row_fn *row, arg_col_fn *col) {
     if (d == HL_F64) *row = mx ? fast_max_f64 : fast_min_f64;
 }
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
 
 /* in[0] = x, out[0] (int64); i[0] = axis, i[1] = keepdims, i[2] = select_last. */
 hl_status hl_cpu_arg_reduce(const hl_call *c) {
@@ -143,7 +137,7 @@ hl_status hl_cpu_arg_reduce(const hl_call *c) {
     if (nout == 0 || L == 0) return HL_OK;
     const char *xb = hl_ptr(x);
     int64_t *ob = (int64_t *)hl_ptr(o), esz = (int64_t)hl_dtype_size(x->dtype);
-    int nt = max_threads();
+    int nt = hl_max_threads();
     bool parallel = nout * L >= PARALLEL_MIN && nt > 1;
 
     if (nk > 0 && ks[nk - 1] >= 4 && llabs(kx[nk - 1]) < llabs(s)) {
