@@ -16,11 +16,8 @@
  */
 #include <limits.h>
 
-#include "../core.h"
+#include "window.h"
 
-/* Attribute values beyond this are refused: they keep every size computation far from
-   int64 overflow. */
-#define ATTR_LIMIT ((int64_t)1 << 31)
 
 typedef struct {
     int S;               /* spatial axes: 1 or 2 */
@@ -30,10 +27,6 @@ typedef struct {
 
 static bool is_float_compute(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
 
-/* "(1, 2)" for an attribute array; "(default)" when it is NULL. */
-static const char *ints_str(int n, const int64_t *v) {
-    return v ? hl_shape_str(n, v) : "(default)";
-}
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
@@ -48,31 +41,16 @@ static hl_status read_attrs(const char *op, int S, const int64_t *stride, const 
                             const int64_t *dilation, int64_t groups, conv_attrs *a) {
     a->S = S;
     a->groups = groups;
-    for (int d = 0; d < 2; d++) {
-        a->stride[d] = a->dil[d] = 1;
-        a->pb[d] = a->pe[d] = 0;
-    }
-    if (groups < 1 || groups >= ATTR_LIMIT)
+    if (groups < 1 || groups >= HL_WINDOW_LIMIT)
         return hl_fail(HL_ERR_VALUE, "%s: groups must be a positive number, got %lld", op,
                        (long long)groups);
-    for (int d = 0; d < S; d++) {
-        int k = d + 2 - S;   /* 2-D slot */
-        int64_t s = stride ? stride[d] : 1, dl = dilation ? dilation[d] : 1;
-        int64_t b = pads ? pads[d] : 0, e = pads ? pads[S + d] : 0;
-        if (s < 1 || s >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: stride must be positive, got %s", op,
-                           ints_str(S, stride));
-        if (dl < 1 || dl >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: dilation must be positive, got %s", op,
-                           ints_str(S, dilation));
-        if (b < 0 || e < 0 || b >= ATTR_LIMIT || e >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: pads must be non-negative (and below 2^31), got "
-                           "%s (all begins, then all ends)", op, ints_str(2 * S, pads));
-        a->stride[k] = s;
-        a->dil[k] = dl;
-        a->pb[k] = b;
-        a->pe[k] = e;
-    }
+    hl_window w;
+    hl_status st = hl_window_read(op, S, stride, NULL, pads, dilation, &w);
+    if (st) return st;
+    memcpy(a->stride, w.stride, sizeof a->stride);
+    memcpy(a->dil, w.dil, sizeof a->dil);
+    memcpy(a->pb, w.pb, sizeof a->pb);
+    memcpy(a->pe, w.pe, sizeof a->pe);
     return HL_OK;
 }
 
@@ -370,8 +348,8 @@ hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_ten
         if (opad < 0 || (opad >= a.stride[j] && opad >= a.dil[j]))
             return hl_fail(HL_ERR_VALUE, "%s: output_padding %s must be non-negative and smaller "
                            "than the stride %s or the dilation %s", op,
-                           ints_str(S, output_padding), ints_str(S, stride),
-                           ints_str(S, dilation));
+                           hl_window_ints_str(S, output_padding), hl_window_ints_str(S, stride),
+                           hl_window_ints_str(S, dilation));
         int64_t k = w->shape[2 + d], in = x->shape[2 + d];
         if (k < 1)
             return hl_fail(HL_ERR_SHAPE, "%s: the kernel's spatial sizes must be positive, got "
@@ -388,8 +366,8 @@ hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_ten
         if (in < 1 || size < 1)
             return hl_fail(HL_ERR_SHAPE, "%s: input %s with weight %s, stride %s and pads %s "
                            "gives output size %lld along spatial axis %d; it must be positive",
-                           op, hl_desc(x), hl_desc(w), ints_str(S, stride),
-                           ints_str(2 * S, pads), (long long)(in < 1 ? 0 : size), d);
+                           op, hl_desc(x), hl_desc(w), hl_window_ints_str(S, stride),
+                           hl_window_ints_str(2 * S, pads), (long long)(in < 1 ? 0 : size), d);
         xs[2 + d] = size;
     }
     return grad_input(op, x, w, bias, xs, &a, false, dev, out);

@@ -15,9 +15,8 @@
  * A max window that covers padding only (possible with dilation) gives -inf and index -1;
  * max_pool_grad skips index -1 and refuses every other index outside the plane.
  */
-#include "../core.h"
+#include "window.h"
 
-#define ATTR_LIMIT ((int64_t)1 << 31)
 
 typedef struct {
     int S;
@@ -25,9 +24,6 @@ typedef struct {
     int ceil_mode, count_include_pad;
 } pool_attrs;
 
-static const char *ints_str(int n, const int64_t *v) {
-    return v ? hl_shape_str(n, v) : "(default)";
-}
 
 /* Kernel (required); stride (NULL: the kernel), pads (NULL: 0), dilation (NULL: 1). */
 static hl_status read_attrs(const char *op, int S, const int64_t *kernel, const int64_t *stride,
@@ -36,33 +32,21 @@ static hl_status read_attrs(const char *op, int S, const int64_t *kernel, const 
     a->S = S;
     a->ceil_mode = ceil_mode != 0;
     a->count_include_pad = count_include_pad != 0;
-    for (int d = 0; d < 2; d++) {
-        a->k[d] = a->stride[d] = a->dil[d] = 1;
-        a->pb[d] = a->pe[d] = 0;
-    }
     if (!kernel) return hl_fail(HL_ERR_VALUE, "%s: the kernel size is NULL", op);
+    a->k[0] = a->k[1] = 1;
     for (int d = 0; d < S; d++) {
-        int j = d + 2 - S;
-        int64_t k = kernel[d], s = stride ? stride[d] : k, dl = dilation ? dilation[d] : 1;
-        int64_t b = pads ? pads[d] : 0, e = pads ? pads[S + d] : 0;
-        if (k < 1 || k >= ATTR_LIMIT)
+        if (kernel[d] < 1 || kernel[d] >= HL_WINDOW_LIMIT)
             return hl_fail(HL_ERR_VALUE, "%s: kernel size must be positive, got %s", op,
-                           ints_str(S, kernel));
-        if (s < 1 || s >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: stride must be positive, got %s", op,
-                           ints_str(S, stride));
-        if (dl < 1 || dl >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: dilation must be positive, got %s", op,
-                           ints_str(S, dilation));
-        if (b < 0 || e < 0 || b >= ATTR_LIMIT || e >= ATTR_LIMIT)
-            return hl_fail(HL_ERR_VALUE, "%s: pads must be non-negative (and below 2^31), got "
-                           "%s (all begins, then all ends)", op, ints_str(2 * S, pads));
-        a->k[j] = k;
-        a->stride[j] = s;
-        a->dil[j] = dl;
-        a->pb[j] = b;
-        a->pe[j] = e;
+                           hl_window_ints_str(S, kernel));
+        a->k[d + 2 - S] = kernel[d];
     }
+    hl_window w;
+    hl_status st = hl_window_read(op, S, stride, kernel, pads, dilation, &w);
+    if (st) return st;
+    memcpy(a->stride, w.stride, sizeof a->stride);
+    memcpy(a->dil, w.dil, sizeof a->dil);
+    memcpy(a->pb, w.pb, sizeof a->pb);
+    memcpy(a->pe, w.pe, sizeof a->pe);
     return HL_OK;
 }
 
