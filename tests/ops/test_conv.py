@@ -457,3 +457,14 @@ def test_conv_property_matches_reference_or_raises(S, n, cg, g, cog, size, k, s,
         return
     assert _valid(xs, co, cg, ks, (s,) * S, pads, (d,) * S, g)
     assert_close(got, ref_conv(x, w, None, [s] * S, pads, [d] * S, g), **TOL[np.float32])
+
+
+def test_conv_suggests_channels_first_for_channels_last_input():
+    nhwc = hl.randn(2, 8, 8, 3)
+    with pytest.raises(errors.ShapeError, match=r"channels-last.*x\.permute\(0, 3, 1, 2\)"):
+        hl.conv2d(nhwc, hl.randn(4, 3, 3, 3))
+    # following the advice works, and gives what the NCHW input gives
+    y = hl.conv2d(nhwc.permute(0, 3, 1, 2), hl.ones(4, 3, 3, 3))
+    assert y.shape == (2, 4, 6, 6)
+    with pytest.raises(errors.ShapeError, match=r"channels-last \(N, L, C\)"):
+        hl.conv1d(hl.randn(2, 10, 3), hl.randn(4, 3, 3))

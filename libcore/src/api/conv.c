@@ -196,11 +196,19 @@ hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
     conv_attrs a;
     if ((st = read_attrs(op, S, stride, pads, dilation, groups, &a))) return st;
     int64_t c_in = x->shape[1], c_out = w->shape[0];
-    if (mul_sat(w->shape[1], groups) != c_in)
+    if (mul_sat(w->shape[1], groups) != c_in) {
+        /* The usual cause: channels-last data (N, H, W, C) where NCHW is expected. */
+        bool channels_last = x->shape[x->ndim - 1] == mul_sat(w->shape[1], groups);
         return hl_fail(HL_ERR_SHAPE, "%s: input %s has %lld channels but weight %s with "
-                       "groups=%lld expects C_in = %lld x %lld = %lld", op, hl_desc(x), (long long)c_in,
-                       hl_desc(w), (long long)groups, (long long)w->shape[1], (long long)groups,
-                       (long long)mul_sat(w->shape[1], groups));
+                       "groups=%lld expects C_in = %lld x %lld = %lld%s", op, hl_desc(x),
+                       (long long)c_in, hl_desc(w), (long long)groups, (long long)w->shape[1],
+                       (long long)groups, (long long)mul_sat(w->shape[1], groups),
+                       !channels_last ? "" : S == 2
+                           ? "; is the input channels-last (N, H, W, C)? hl expects (N, C, H, W): "
+                             "transpose it with x.permute(0, 3, 1, 2)"
+                           : "; is the input channels-last (N, L, C)? hl expects (N, C, L): "
+                             "transpose it with x.permute(0, 2, 1)");
+    }
     if (c_out % groups)
         return hl_fail(HL_ERR_SHAPE, "%s: weight %s has %lld output channels, not divisible by "
                        "groups=%lld", op, hl_desc(w), (long long)c_out, (long long)groups);
