@@ -350,7 +350,7 @@ class Tensor:
     # Every other op is reachable as a method too: x.exp(), x.sum(axis=1), x.matmul(y)...
     def __getattr__(self, name):
         f = getattr(ops, name, None) if not name.startswith("_") else None
-        if f is None or not callable(f):
+        if f is None or not callable(f) or name in ops.NOT_METHODS:
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
 
         def bound(*args, **kwargs):
