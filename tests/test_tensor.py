@@ -419,3 +419,14 @@ def test_plan_defers_fills_of_new_tensors():
     z.numpy()[:] = 0
     _core.plan_run(plan)
     np.testing.assert_array_equal(z.numpy(), [5.0, 5.0, 5.0])
+
+
+def test_ops_are_methods_but_constructors_are_not():
+    x = hl.tensor(np.array([[1.0, -2.0], [3.0, 4.0]], dtype=np.float32))
+    np.testing.assert_allclose(x.exp().numpy(), np.exp(x.numpy()), rtol=1e-6)
+    np.testing.assert_array_equal(x.sum(axis=0).numpy(), x.numpy().sum(axis=0))
+    np.testing.assert_array_equal(x.triu().numpy(), np.triu(x.numpy()))
+    for name in ("zeros", "ones", "arange", "eye", "randn", "rand", "full", "linspace"):
+        assert not hasattr(x, name), name
+    with pytest.raises(AttributeError, match="no attribute 'no_such_op'"):
+        x.no_such_op()
