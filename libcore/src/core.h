@@ -74,6 +74,10 @@ typedef struct hl_call {
     hl_tensor *out[HL_CALL_MAX_OUT];
     int64_t i[HL_CALL_INTS];
     double f[HL_CALL_FLOATS];
+    /* Random ops set this: after each replay of a plan, i[0] (the generator key) moves on
+       by a fixed odd constant, so every run of a plan draws fresh, independent numbers
+       (a dropout mask must change from step to step) and runs stay reproducible. */
+    bool reseed_on_replay;
 } hl_call;
 
 static inline const hl_tensor *hl_call_in(const hl_call *c, int k) {

@@ -132,8 +132,11 @@ hl_status hl_submit(const hl_call *c) { return recording ? record(c) : run_now(c
 hl_status hl_plan_run(hl_plan *p) {
     if (!p) return hl_fail(HL_ERR_VALUE, "plan_run: plan is NULL");
     for (int64_t i = 0; i < p->n; i++) {
-        hl_status st = run_now(&p->calls[i]);
+        hl_call *c = &p->calls[i];
+        hl_status st = run_now(c);
         if (st) return st;
+        if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
+            c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
     }
     return HL_OK;
 }

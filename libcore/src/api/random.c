@@ -11,7 +11,9 @@
  * (seed, offset, i).
  *
  * Call record: out[0] = dst (contiguous); i[0] = seed, i[1] = offset (the uint64 bits);
- *   uniform f = {low, high}; normal f = {mean, std}; bernoulli f = {p}.
+ *   uniform f = {low, high}; normal f = {mean, std}; bernoulli f = {p}. Recorded into a plan,
+ *   the record's seed moves on after each replay (hl_call.reseed_on_replay), so each run of
+ *   the plan draws new numbers.
  */
 #include <float.h>
 #include <math.h>
@@ -37,7 +39,7 @@ static bool fits(const hl_tensor *dst, double v) {
 
 static hl_status submit(int op, hl_tensor *dst, uint64_t seed, uint64_t offset, double a,
                         double b) {
-    hl_call c = {.op = op, .n_out = 1, .out = {dst}, .f = {a, b}};
+    hl_call c = {.op = op, .n_out = 1, .out = {dst}, .f = {a, b}, .reseed_on_replay = true};
     memcpy(&c.i[0], &seed, sizeof seed);
     memcpy(&c.i[1], &offset, sizeof offset);
     return hl_submit(&c);
