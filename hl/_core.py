@@ -219,30 +219,42 @@ def out(into=None):
     return _Out(into)
 
 
+_functions = {}
+
+
+def _function(fn_name):
+    fn = _functions.get(fn_name)
+    if fn is None:
+        fn = _functions[fn_name] = getattr(lib, "hl_" + fn_name)
+    return fn
+
+
 def call(fn_name, *args):
     """Calls hl_<fn_name>(*args); None becomes NULL and each OUT argument becomes an output
     slot. Returns the output handles (a single one, or a tuple when there are several)."""
-    fn = getattr(lib, "hl_" + fn_name)
-    cargs, slots = [], []
-    for a in args:
-        if isinstance(a, _Out):
+    fn = _function(fn_name)
+    cargs = list(args)
+    slots = []
+    for i, a in enumerate(cargs):
+        if a is None:
+            cargs[i] = _NULL
+        elif type(a) is _Out:
             p = _new_out("hl_tensor *[1]")
             if a.into is not None:
                 p[0] = a.into
             slots.append(p)
-            cargs.append(p)
-        elif a is None:
-            cargs.append(_NULL)
-        else:
-            cargs.append(a)
-    check(fn(*cargs))
-    outs = tuple(_own(p[0]) if p[0] != _NULL else None for p in slots)
-    return outs[0] if len(outs) == 1 else outs
+            cargs[i] = p
+    st = fn(*cargs)
+    if st:
+        raise_status(st)
+    if len(slots) == 1:
+        return _gc(slots[0][0], _release)
+    return tuple(_gc(p[0], _release) if p[0] != _NULL else None for p in slots)
 
 
 def call_many_out(fn_name, n, *args):
     """Calls a core function whose last argument is an array of n output tensors."""
-    fn = getattr(lib, "hl_" + fn_name)
+    fn = _function(fn_name)
     outs = _new_out(f"hl_tensor *[{max(n, 1)}]")
     check(fn(*[_NULL if a is None else a for a in args], outs))
     return [_own(outs[i]) for i in range(n)]

@@ -348,17 +348,19 @@ class Tensor:
     del _operator
 
     # Every other op is reachable as a method too: x.exp(), x.sum(axis=1), x.matmul(y)...
+    # The first use of a name makes it a real method of the class, so later calls skip this.
     def __getattr__(self, name):
         f = getattr(ops, name, None) if not name.startswith("_") else None
         if f is None or not callable(f) or name in ops.NOT_METHODS:
             raise AttributeError(f"'Tensor' object has no attribute '{name}'")
 
-        def bound(*args, **kwargs):
+        def method(self, *args, **kwargs):
             return f(self, *args, **kwargs)
 
-        bound.__name__ = name
-        bound.__doc__ = f.__doc__
-        return bound
+        method.__name__ = name
+        method.__doc__ = f.__doc__
+        setattr(Tensor, name, method)
+        return method.__get__(self, Tensor)
 
     def __reduce__(self):
         return (_rebuild, (np.array(self.cpu().numpy()), self._dtype.name, str(self.device),

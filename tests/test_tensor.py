@@ -340,8 +340,8 @@ def test_plan_records_and_replays():
     x = hl.tensor(np.array([1.0, 2.0, 3.0], np.float32))
     w = hl.tensor(np.array([0.5, -1.0, 2.0], np.float32))
     plan, y = _record(lambda: hl.exp(x * w + 1.0).sqrt())
-    # mul, fill (the scalar 1.0 becomes a 0-d tensor, filled on replay), add, exp, sqrt
-    assert _core.plan_size(plan) == 5
+    # mul, add, exp, sqrt (the scalar 1.0 is a constant 0-d tensor, written at once)
+    assert _core.plan_size(plan) == 4
     y.fill_(-1.0)                       # recording allocated y but computed nothing
     _core.plan_run(plan)
     want = np.sqrt(np.exp(x.numpy() * w.numpy() + 1))
@@ -453,3 +453,25 @@ def test_plan_replays_draw_fresh_random_numbers_reproducibly():
     for want in runs:
         _core.plan_run(plan2)
         np.testing.assert_array_equal(y2.numpy(), want)
+
+
+def test_python_scalars_are_reused_constants_that_keep_their_value():
+    x = hl.tensor(np.array([1.0, -2.0], np.float32))
+    # 0.0 and -0.0 are different constants (the sign shows in 1 / (x * 0.0))
+    np.testing.assert_array_equal(np.signbit((x * 0.0).numpy()), [False, True])
+    np.testing.assert_array_equal(np.signbit((x * -0.0).numpy()), [True, False])
+    assert np.isnan((x + float("nan")).numpy()).all()
+    # an in-place op with a scalar leaves the shared constant alone
+    y = hl.tensor(np.array([5.0, 6.0], np.float32))
+    y += 2.0
+    y *= 2.0
+    np.testing.assert_array_equal((x + 2.0).numpy(), [3.0, 0.0])
+    np.testing.assert_array_equal(y.numpy(), [14.0, 16.0])
+    # a constant first made while a plan records holds its value for eager use afterwards
+    plan, _ = _record(lambda: x * 3.25)
+    np.testing.assert_array_equal((x * 3.25).numpy(), [3.25, -6.5])
+    # integer scalars stay exact and range-checked
+    big = hl.tensor(np.array([2**62], np.int64))
+    assert (big + 1).item() == 2**62 + 1
+    with pytest.raises(hl.errors.ValueError, match="out of range"):
+        hl.tensor(np.array([1], np.int32)) + 2**40

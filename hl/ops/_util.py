@@ -12,19 +12,43 @@ __all__ = ["Tensor", "_wrap", "as_tensor", "scalar_like", "operands", "norm_axis
 core = _core
 
 
+# 0-d tensors for Python scalars, reused: `x * 2.0` in a loop makes no new tensor after the
+# first. They are never handed to users, so nothing writes into them. The key tells 0.0 from
+# -0.0 (float.hex) and a NaN is never cached (NaN != NaN would make every lookup miss).
+_SCALARS = {}
+_SCALARS_MAX = 1024
+
+
 def scalar_like(value, dtype, like):
-    """A 0-d tensor holding value, of dtype, on like's device. A Python int goes into an
-    integer dtype exactly (not through a double) and must fit it, as in numpy (NEP 50)."""
+    """A 0-d tensor holding value, of dtype, on like's device (shared: do not write into
+    it). A Python int goes into an integer dtype exactly (not through a double) and must fit
+    it, as in numpy (NEP 50)."""
+    device = _core.device_of(like._h)
+    if type(value) is float:
+        if value != value:
+            return _make_scalar(value, dtype, device)
+        key = (value.hex(), dtype.code, device)
+    else:
+        key = (type(value), value, dtype.code, device)
+    t = _SCALARS.get(key)
+    if t is None:
+        if len(_SCALARS) >= _SCALARS_MAX:
+            _SCALARS.clear()
+        t = _SCALARS[key] = _make_scalar(value, dtype, device)
+    return t
+
+
+def _make_scalar(value, dtype, device):
+    # Written from the host, not filled by a core op: a constant is there at once, also while
+    # a plan is being recorded (a recorded fill would only run on replay).
     if dtype.is_integer and isinstance(value, int) and not isinstance(value, bool):
         info = np.iinfo(dtype.np)
         if not info.min <= value <= info.max:
             raise errors.ValueError(f"Python integer {value} is out of range for {dtype.name} "
                                     f"[{info.min}, {info.max}]; cast the tensor first")
-        return _wrap(_core.from_numpy(np.array(value, dtype=dtype.np), dtype.code,
-                                      *_core.device_of(like._h)), dtype)
-    h = _core.empty((), dtype.code, *_core.device_of(like._h))
-    _core.fill(h, value)
-    return _wrap(h, dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.array(value, dtype=np.float64 if dtype.is_floating else None).astype(dtype.np)
+    return _wrap(_core.from_numpy(arr, dtype.code, *device), dtype)
 
 
 def operands(a, b):

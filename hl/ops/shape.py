@@ -266,6 +266,13 @@ def _basic_index(x, key):
 def getitem(x, key):
     """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
     (gathers along its axis) or a bool mask over the leading axes."""
+    if type(key) is int and x.ndim:  # the common x[i]: one view call
+        return _wrap(_core.call("view_select", x._h, 0, key, _core.OUT), x._dtype)
+    if type(key) is tuple and len(key) <= x.ndim and all(type(k) is int for k in key):
+        h = x._h  # x[i, j]: one select per int, the last axis first so axis numbers hold
+        for axis in range(len(key) - 1, -1, -1):
+            h = _core.call("view_select", h, axis, key[axis], _core.OUT)
+        return _wrap(h, x._dtype)
     if isinstance(key, Tensor) and key.dtype is _dt.bool_ or (
             isinstance(key, np.ndarray) and key.dtype == np.bool_):
         return _mask_index(x, as_tensor(key, device=x.device))
