@@ -218,6 +218,23 @@ def bench_overhead(args):
               higher_better=False, goal=2.0)
     yield Row("  _core.binary (binding)", "us/call", us["hl binding"], peers, higher_better=False)
     yield Row("  lib.hl_binary (cffi only)", "us/call", us["hl cffi"], peers, higher_better=False)
+    # the other small calls an autograd step makes many of
+    hm = hl.tensor(np.ones((4, 4), np.float32))
+    nm = np.ones((4, 4), np.float32)
+    tm = torch.ones(4, 4) if torch else None
+    for what, h, n, t in [
+            ("x * 2.0 (Python scalar)", lambda: ha * 2.0, lambda: na * 2.0,
+             (lambda: ta * 2.0) if torch else None),
+            ("x.exp() (a method)", lambda: ha.exp(), lambda: np.exp(na),
+             (lambda: ta.exp()) if torch else None),
+            ("x.sum() (reduction)", lambda: ha.sum(), lambda: na.sum(),
+             (lambda: ta.sum()) if torch else None),
+            ("m.T (a view)", lambda: hm.T, lambda: nm.T, (lambda: tm.T) if torch else None),
+            ("m[1] (an index)", lambda: hm[1], lambda: nm[1], (lambda: tm[1]) if torch else None)]:
+        t = measure([("hl", h), ("numpy", n), ("torch", t)], args.repeat)
+        us = {k: v * 1e6 for k, v in t.items()}
+        yield Row(what, "us/call", us["hl"], {k: v for k, v in us.items() if k != "hl"},
+                  higher_better=False)
 
 
 @section("sum")
