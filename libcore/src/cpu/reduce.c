@@ -280,14 +280,32 @@ static void rows_by_output(const plan_t *P) {
     }
 }
 
+/* Per-thread partial results (ntmax rows of nout), each set to the reduction's identity. */
+static acc_t *partials_new(const plan_t *P, int kind, int ntmax) {
+    acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
+    if (part)
+        for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
+    return part;
+}
+
+/* result[o] = the threads' partials for o combined in thread order (a repeatable answer);
+   frees part. */
+static void partials_combine(const plan_t *P, int kind, int ntmax, acc_t *part,
+                             acc_t *result) {
+    for (int64_t o = 0; o < P->nout; o++) {
+        result[o] = identity(kind, P->fl);
+        for (int t = 0; t < ntmax; t++) combine(kind, P->fl, &result[o], part[t * P->nout + o]);
+    }
+    free(part);
+}
+
 /* One pass over every output, each output's sub-space split between the threads; result[o]
    gets the partial results combined in thread order (so the answer is repeatable). */
 static hl_status rows_split_pass(const plan_t *P, int pass, const acc_t *shift, acc_t *result) {
     int kind = P->kinds[pass];
     int ntmax = hl_max_threads();
-    acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
+    acc_t *part = partials_new(P, kind, ntmax);
     if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
-    for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
 #pragma omp parallel num_threads(ntmax)
     {
         int tid, nt;
@@ -301,11 +319,7 @@ static hl_status rows_split_pass(const plan_t *P, int pass, const acc_t *shift, 
             odo_next(&it, P->nk, P->kshape, P->kxs, NULL);
         }
     }
-    for (int64_t o = 0; o < P->nout; o++) {
-        result[o] = identity(kind, P->fl);
-        for (int t = 0; t < ntmax; t++) combine(kind, P->fl, &result[o], part[t * P->nout + o]);
-    }
-    free(part);
+    partials_combine(P, kind, ntmax, part, result);
     return HL_OK;
 }
 
@@ -380,9 +394,8 @@ static hl_status cols_split_pass(const plan_t *P, const cols_t *Q, int pass, con
                                  acc_t *result) {
     int kind = P->kinds[pass];
     int ntmax = hl_max_threads();
-    acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
+    acc_t *part = partials_new(P, kind, ntmax);
     if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
-    for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
 #pragma omp parallel num_threads(ntmax)
     {
         int tid, nt;
@@ -396,11 +409,7 @@ static hl_status cols_split_pass(const plan_t *P, const cols_t *Q, int pass, con
             odo_next(&it, Q->no, Q->oshape, Q->oxs, NULL);
         }
     }
-    for (int64_t k = 0; k < P->nout; k++) {
-        result[k] = identity(kind, P->fl);
-        for (int t = 0; t < ntmax; t++) combine(kind, P->fl, &result[k], part[t * P->nout + k]);
-    }
-    free(part);
+    partials_combine(P, kind, ntmax, part, result);
     return HL_OK;
 }
 
