@@ -15,6 +15,7 @@ import operator
 import numpy as np
 
 from . import _core, errors
+from ._grad_state import state as _grad
 from . import dtypes as _dt
 from . import devices as _dev
 
@@ -30,7 +31,7 @@ class Tensor:
     """
 
     __slots__ = ("_h", "_dtype", "_shape", "requires_grad", "stores_grad", "grad", "creator",
-                 "name", "__weakref__")
+                 "out_index", "name", "__weakref__")
     __array_priority__ = 1000  # numpy defers to our reflected operators
     __hash__ = object.__hash__  # == is element-wise, identity hashing keeps sets and dicts working
 
@@ -175,6 +176,8 @@ class Tensor:
         the integer type's range, NaN becoming 0 (numpy leaves those undefined); integer ->
         narrower integer wraps; float16 and bfloat16 round to nearest even, once."""
         d = _dt.dtype(dtype)
+        if self.requires_grad and _grad.enabled:
+            return ops.cast(self, d)  # recorded, so the gradient flows back through the cast
         return _wrap(_core.call("cast", self._h, d.code, _core.OUT), d)
 
     def contiguous(self):
@@ -188,6 +191,31 @@ class Tensor:
     def detach(self):
         """The same data with no autograd history."""
         return _wrap(self._h, self._dtype)
+
+    # ---- autograd -----------------------------------------------------------------------
+
+    def backward(self, dy=None, retain_graph=False):
+        """Accumulates the gradient of this tensor into ``.grad`` of every leaf tensor that
+        requires one (PyTorch style). For a tensor of more than one value pass ``dy``, its
+        gradient. ``hl.autograd.backward`` is the SINGA-style generator."""
+        from .autograd.engine import fill_grads
+        fill_grads(self, dy, retain_graph)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def retain_grad(self):
+        """Keeps this intermediate tensor's gradient in ``.grad`` after backward."""
+        self.stores_grad = True
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.creator is None
+
+    def zero_grad(self):
+        self.grad = None
 
     def fill_(self, value):
         _core.fill(self._h, value)
@@ -259,6 +287,7 @@ class Tensor:
         return ops.getitem(self, key)
 
     def __setitem__(self, key, value):
+        _check_in_place(self, "setitem")
         ops.setitem(self, key, value)
 
     def __iter__(self):
@@ -292,8 +321,9 @@ class Tensor:
         binary = _core.binary
 
         def method(self, other):
-            # fast path: two tensors of one dtype go straight to the core
-            if code is not None and other.__class__ is Tensor and other._dtype is self._dtype:
+            # fast path: two tensors of one dtype, nothing to record, go straight to the core
+            if code is not None and other.__class__ is Tensor and other._dtype is self._dtype \
+                    and not ((self.requires_grad or other.requires_grad) and _grad.enabled):
                 if reflected:
                     return _wrap(binary(code, other._h, self._h))
                 return _wrap(binary(code, self._h, other._h))
@@ -330,18 +360,22 @@ class Tensor:
     __ge__ = _operator("ge", core_op="ge")
 
     def __iadd__(self, other):
+        _check_in_place(self, "iadd")
         ops.add(self, other, out=self)
         return self  # the same object, so its name, grad and flags stay with it
 
     def __isub__(self, other):
+        _check_in_place(self, "isub")
         ops.sub(self, other, out=self)
         return self  # the same object, so its name, grad and flags stay with it
 
     def __imul__(self, other):
+        _check_in_place(self, "imul")
         ops.mul(self, other, out=self)
         return self  # the same object, so its name, grad and flags stay with it
 
     def __itruediv__(self, other):
+        _check_in_place(self, "itruediv")
         ops.true_divide(self, other, out=self)
         return self  # the same object, so its name, grad and flags stay with it
 
@@ -365,6 +399,14 @@ class Tensor:
     def __reduce__(self):
         return (_rebuild, (np.array(self.cpu().numpy()), self._dtype.name, str(self.device),
                            self.requires_grad, self.stores_grad, self.name))
+
+
+def _check_in_place(t, op):
+    if t.requires_grad and _grad.enabled:
+        raise errors.ValueError(
+            f"{op}: in-place change of a tensor that requires a gradient while gradients are "
+            f"recorded would make its gradient wrong; do it under `with hl.no_grad():` or on "
+            f"x.detach()")
 
 
 def _rebuild(arr, dtype_name, device, requires_grad, stores_grad, name):

@@ -1,0 +1,160 @@
+"""Reverse mode: walking the recorded ops back from a loss.
+
+``backward(loss, dy)`` is a generator (SINGA's design): it yields ``(tensor, grad)`` for each
+tensor that stores gradients as soon as that gradient is complete, so an optimiser can update
+a parameter while the rest of the backward pass goes on. ``Tensor.backward()`` (PyTorch's
+design) runs the same walk and accumulates into ``.grad`` of every leaf that requires it.
+
+The walk counts, for each op, how many later ops consume its outputs; an op runs its backward
+once all of them have handed it their gradients. Each op drops what it saved as soon as its
+backward has run, so activations are freed during the pass, not after it.
+"""
+from .. import errors, ops
+from .mode import no_grad
+
+
+def backward(loss, dy=None, retain_graph=False):
+    """Yields (tensor, gradient) for every tensor with ``stores_grad`` that ``loss`` depends
+    on (parameters, and intermediates marked with ``stores_grad = True``). ``dy`` is the
+    gradient of the loss (ones of its shape by default)."""
+    for t, g, leaf in _walk(loss, dy, retain_graph):
+        if t.stores_grad:
+            yield t, g
+
+
+def fill_grads(loss, dy=None, retain_graph=False):
+    """Accumulates d(loss)/d(t) into ``t.grad`` for every leaf with ``requires_grad`` and every
+    tensor with ``stores_grad`` (what ``loss.backward()`` does)."""
+    if dy is None and loss.size != 1:
+        raise errors.ValueError(
+            f"backward(): the loss has shape {loss.shape}; a gradient can only be implied for "
+            f"a single value. Pass the gradient of the loss: loss.backward(dy)")
+    for t, g, leaf in _walk(loss, dy, retain_graph):
+        if leaf or t.stores_grad:
+            t.grad = g if t.grad is None else ops.add(t.grad, g)
+
+
+def _walk(loss, dy, retain_graph):
+    if not loss.requires_grad:
+        raise errors.ValueError(
+            "backward(): the loss does not depend on any tensor that requires a gradient "
+            "(were the parameters created with requires_grad, or was it computed under "
+            "no_grad?)")
+    if dy is None:
+        dy = ops.ones_like(loss)
+    elif tuple(dy.shape) != tuple(loss.shape):
+        raise errors.ShapeError(f"backward(): dy has shape {tuple(dy.shape)}, the loss "
+                                f"{tuple(loss.shape)}")
+    root = loss.creator
+    if root is None:  # the loss is itself a leaf
+        yield loss, dy, True
+        return
+    if root.src is None:
+        raise errors.ValueError(
+            "backward(): this graph was already walked back and its saved tensors freed; "
+            "pass retain_graph=True to the first backward to walk it twice")
+    with no_grad():
+        yield from _run(root, loss.out_index, dy, retain_graph)
+
+
+def _count_consumers(root):
+    """For each op, how many edges lead into it from later ops; for each leaf, the same."""
+    ops_waiting = {root: 0}
+    leaves_waiting = {}
+    stack = [root]
+    while stack:
+        fn = stack.pop()
+        if fn.src is None:
+            raise errors.ValueError(
+                f"backward(): {fn.name} was already walked back and freed its saved tensors; "
+                f"pass retain_graph=True to the first backward to walk a graph twice")
+        for edge in fn.src:
+            if edge is None:
+                continue
+            parent, x = edge
+            if parent is None:
+                leaves_waiting[id(x)] = leaves_waiting.get(id(x), 0) + 1
+            elif parent in ops_waiting:
+                ops_waiting[parent] += 1
+            else:
+                ops_waiting[parent] = 1
+                stack.append(parent)
+    return ops_waiting, leaves_waiting
+
+
+def _run(root, index, dy, retain_graph):
+    waiting, leaves_waiting = _count_consumers(root)
+    grads = {root: _slots(root)}
+    grads[root][index] = dy
+    leaf_grads = {}
+    ready = [root]
+    while ready:
+        fn = ready.pop()
+        dys = grads.pop(fn, None)
+        src = fn.src
+        if dys is None:
+            # No gradient reached this op (its outputs only fed ops that pass none back, such
+            # as comparisons): it passes none on, but still counts as done for its inputs.
+            dxs = (None,) * len(src)
+        else:
+            for i, ref in enumerate(fn.outs):  # intermediates that asked to keep their grad
+                y = ref()
+                if y is not None and y.stores_grad and dys[i] is not None:
+                    yield y, dys[i], False
+            if len(dys) > 1 and any(g is None for g in dys):
+                dys = [ops.zeros(*_shape_of(fn, i), dtype=_dtype_of(fn, i)) if g is None else g
+                       for i, g in enumerate(dys)]
+            dxs = fn.backward(*dys)
+            if type(dxs) is not tuple:
+                dxs = (dxs,)
+        if len(dxs) != len(src):
+            raise errors.InternalError(f"{fn.name}.backward returned {len(dxs)} gradients for "
+                                       f"{len(src)} inputs")
+        if not retain_graph:
+            fn.release()
+        for edge, dx in zip(src, dxs):
+            if edge is None:
+                continue
+            parent, x = edge
+            if parent is None:
+                key = id(x)
+                if dx is not None:
+                    g = leaf_grads.get(key)
+                    leaf_grads[key] = _as_grad(dx, x) if g is None else ops.add(g, dx)
+                leaves_waiting[key] -= 1
+                if leaves_waiting[key] == 0:
+                    g = leaf_grads.pop(key, None)
+                    if g is not None:
+                        yield x, g, True
+                continue
+            if dx is not None:
+                slots = grads.get(parent)
+                if slots is None:
+                    slots = grads[parent] = _slots(parent)
+                g = slots[x]
+                slots[x] = dx if g is None else ops.add(g, dx)
+            waiting[parent] -= 1
+            if waiting[parent] == 0:
+                ready.append(parent)
+
+
+def _slots(fn):
+    return [None] * len(fn.outs)
+
+
+def _shape_of(fn, i):
+    y = fn.outs[i]()
+    if y is None:
+        raise errors.InternalError(f"{fn.name}: output {i} is gone and got no gradient")
+    return y.shape
+
+
+def _dtype_of(fn, i):
+    return fn.outs[i]().dtype
+
+
+def _as_grad(dx, x):
+    if dx.dtype is not x.dtype:
+        dx = dx.astype(x.dtype)
+    return dx
+

@@ -1,0 +1,109 @@
+"""Function: the base of every differentiable op.
+
+An op is a class (Chainer's design): non-tensor arguments go to ``__init__``, tensors to the
+call. A subclass implements
+
+    forward(self, *xs)   -> Tensor or tuple of Tensors, computed with hl.ops (never recorded);
+                            it keeps on ``self`` what backward will need
+    backward(self, *dys) -> one gradient per input (a tuple, or a single Tensor for one
+                            input); None where ``self.needs[i]`` is False or no gradient exists
+    infer(self, *xs)     -> (shape, dtype) of the output, or a list of them; ``xs`` only have
+                            .shape, .dtype and .device (placeholders during compile)
+
+Calling the op runs forward. When grad mode is on and an input requires a gradient, the
+outputs remember the op (``y.creator``) and the op remembers where its inputs came from, so
+``hl.autograd.backward`` can walk back. Without that, the op object is dropped at once with
+whatever it saved.
+"""
+import weakref
+
+from .._tensor import Tensor
+from .mode import state as _grad
+from .placeholder import Placeholder
+
+
+class Function:
+    needs = None   # per input: does it need a gradient (set when recording)
+    src = None     # per input: (creator, output index), (None, leaf tensor) or None
+    outs = None    # weak references to the outputs, for intermediate tensors that store grads
+
+    def forward(self, *xs):
+        raise NotImplementedError
+
+    def backward(self, *dys):
+        raise NotImplementedError(f"{type(self).__name__} has no gradient")
+
+    def infer(self, *xs):
+        raise NotImplementedError(f"{type(self).__name__} cannot infer shapes yet")
+
+    @property
+    def name(self):
+        return type(self).__name__
+
+    def __call__(self, *xs):
+        recording = False
+        for x in xs:
+            if x is None:
+                continue
+            if x.__class__ is Placeholder:
+                return self._infer(xs)
+            if x.requires_grad:
+                recording = _grad.enabled
+        if not recording:
+            return self.forward(*xs)
+        self.needs = tuple(x is not None and x.requires_grad for x in xs)
+        ys = self.forward(*xs)
+        self.src = tuple(_edge(x) for x in xs)
+        if type(ys) is tuple:
+            ys = tuple(self._link(y, i, xs) for i, y in enumerate(ys))
+            self.outs = tuple(weakref.ref(y) for y in ys)
+        else:
+            ys = self._link(ys, 0, xs)
+            self.outs = (weakref.ref(ys),)
+        return ys
+
+    def _link(self, y, index, xs):
+        for x in xs:
+            if y is x:  # an op that hands back its input unchanged gets a fresh handle
+                y = y.detach()
+                break
+        y.requires_grad = True
+        y.creator = self
+        y.out_index = index
+        return y
+
+    def _infer(self, xs):
+        spec = self.infer(*xs)
+        device = next(x.device for x in xs if x is not None)
+        if isinstance(spec, list):
+            return tuple(Placeholder(s, d, device) for s, d in spec)
+        shape, dtype = spec
+        return Placeholder(shape, dtype, device)
+
+    def release(self):
+        """Drops what forward saved (called once backward has passed this op)."""
+        self.__dict__.clear()
+
+
+def _edge(x):
+    if x is None or not x.requires_grad:
+        return None
+    if x.creator is not None:
+        return (x.creator, x.out_index)
+    return (None, x)
+
+
+def sum_to(dy, shape):
+    """dy summed over the axes that broadcasting added or stretched, so it has `shape`: the
+    gradient of a broadcast input."""
+    if dy.shape == tuple(shape):
+        return dy
+    from .. import ops
+    lead = dy.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and dy.shape[lead + i] != 1)
+    s = ops.sum(dy, axis=axes, keepdims=True) if axes else dy
+    return ops.reshape(s, *shape) if s.shape != tuple(shape) else s
+
+
+__all__ = ["Function", "Tensor", "sum_to"]

@@ -1,0 +1,12 @@
+"""Every tensor function, differentiable where a derivative exists.
+
+This namespace is hl.ops with each op that has a gradient replaced by its recording version
+from the family modules here. Tensor methods and operators, the top-level ``hl.<name>``
+functions and the layers all call through it, so ``x.relu()``, ``hl.relu(x)`` and a ReLU layer
+record alike. The family modules hold the Function classes; add a new one's names below.
+"""
+from ..ops import *  # noqa: F401,F403 - the plain ops first; the families override them
+from ..ops import NOT_METHODS  # noqa: F401
+from ..ops.shape import getitem, setitem  # noqa: F401
+from .elementwise import *  # noqa: F401,F403
+from .reduce import *  # noqa: F401,F403
