@@ -59,3 +59,4 @@ def empty_cache(device=None):
     _core.empty_cache(d.code, d.index)
 from . import opt  # noqa: E402
 optim = opt  # PyTorch's name for the same package
+from . import data  # noqa: E402

@@ -82,8 +82,8 @@ def test_clip_bad_arguments():
 
 @pytest.mark.parametrize("style", ["singa", "pytorch"])
 def test_optimiser_clip_norm_matches_torch(rng, style):
-    """SGD with momentum and clip_norm=0.5 on mean((x * w + b - y)**2): torch clips with clip_grad_norm_
-    before each step. Both the SINGA path (gradients gathered from backward) and the PyTorch
+    """SGD with momentum and clip_norm=0.5 on mean((x * w + b - y)**2), against torch with
+    clip_grad_norm_ before each step. Both the SINGA path (gradients gathered from backward) and the PyTorch
     path (step() from .grad) clip by the norm over all gradients of the step."""
     x = rng.standard_normal((16, 4)).astype(np.float32)
     y = (5 * rng.standard_normal((16, 1))).astype(np.float32)  # large errors: clipping acts
