@@ -10,7 +10,8 @@ from .._tensor import Tensor, tensor
 class DataLoader:
     """Iterates over batches of one or several arrays of the same length (inputs, labels,
     sample weights...): ``for x, y in DataLoader(x, y, batch_size=64, shuffle=True,
-    seed=0)``. One array gives its batches alone; several give a tuple per batch.
+    seed=0)`` (``y=`` may also be given by keyword; it comes after the positional arrays).
+    One array gives its batches alone; several give a tuple per batch.
 
     Arrays are numpy arrays (or hl Tensors, read through numpy). Batches are numpy arrays,
     or hl Tensors with ``as_tensor=True`` (on ``device``).
@@ -22,8 +23,10 @@ class DataLoader:
     (to resume a run). ``drop_last`` leaves out a last batch smaller than batch_size.
     """
 
-    def __init__(self, *arrays, batch_size=32, shuffle=False, seed=None, drop_last=False,
-                 as_tensor=False, device=None):
+    def __init__(self, *arrays, y=None, batch_size=32, shuffle=False, seed=None,
+                 drop_last=False, as_tensor=False, device=None):
+        if y is not None:  # DataLoader(x, y=y): y comes after the positional arrays
+            arrays = arrays + (y,)
         if not arrays:
             raise errors.ValueError("DataLoader: give at least one array")
         self.arrays = [_as_array(a, i) for i, a in enumerate(arrays)]

@@ -110,6 +110,9 @@ class Optimizer:
             if not isinstance(p, Tensor):
                 raise errors.ValueError(f"{self.name}: params must be hl Tensors, got "
                                         f"{type(p).__name__} for {key!r}")
+            if any(q is p for q in out):
+                raise errors.ValueError(f"{self.name}: parameter {key!r} is given twice in "
+                                        f"params; it would be updated twice per step")
             self._bind(p, str(key))
             out.append(p)
         return out
@@ -122,6 +125,8 @@ class Optimizer:
                 f"{self.name}: two different parameters are named {key!r}; their optimiser "
                 f"state would mix. Give them distinct names (layers do this from attribute "
                 f"names) or use one optimiser per model")
+        if owner is not None and other is None and key in self._slots:
+            self._unchecked.add(key)  # a new tensor under an old name: check the slots' shapes
         self._owners[key] = weakref.ref(param)
         self._keys[id(param)] = (weakref.ref(param), key)
         return key
@@ -184,7 +189,7 @@ class Optimizer:
     def backward_and_update(self, loss, dy=None):
         """SINGA's training step: runs backward from loss and updates each parameter as its
         gradient arrives (all gradients are gathered first when clip_norm is set, since the
-        clipping needs their global norm), then calls ``step()`` once."""
+        clipping needs their global norm), then advances the step count once."""
         if self.clip_norm is None:
             for p, g in _backward(loss, dy):
                 self.update(p, g)
@@ -192,7 +197,9 @@ class Optimizer:
             self._update_all(list(_backward(loss, dy)))
         self.step_count += 1  # not self.step(): PyTorch-style it would update from .grad again
 
-    __call__ = backward_and_update
+    def __call__(self, loss, dy=None):
+        """``opt(loss)``: SINGA's shorthand for ``backward_and_update(loss)``."""
+        return self.backward_and_update(loss, dy)
 
     def zero_grad(self, set_to_none=True):
         """Clears ``.grad`` of the parameters given in params (or, SINGA-style, of those this

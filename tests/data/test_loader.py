@@ -66,6 +66,10 @@ def test_several_arrays_stay_aligned():
         np.testing.assert_allclose(wb, yb / 90)
         assert xb.dtype == np.float32 and xb.shape[1:] == (2,)
     assert sorted(np.concatenate([b[1] for b in got]).tolist()) == y.tolist()
+    by_keyword = list(DataLoader(x, y=y, batch_size=4, shuffle=True, seed=0))
+    for (xb, yb, _), (xk, yk) in zip(got, by_keyword):
+        np.testing.assert_array_equal(xb, xk)
+        np.testing.assert_array_equal(yb, yk)
 
 
 def test_tensor_batches_and_tensor_input():

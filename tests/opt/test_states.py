@@ -62,6 +62,36 @@ def test_states_are_snapshots_and_keyed_by_name(rng):
     np.testing.assert_array_equal(states["p0:exp_avg"].numpy(), before)  # a copy, not live
 
 
+class _PlateauLike(hl.opt.Schedule):
+    """A schedule with state of its own (a scale another part of a run may change)."""
+
+    def __init__(self):
+        self.scale = 1.0
+
+    def value(self, step):
+        return 0.1 * self.scale
+
+    def get_states(self):
+        return {"scale": self.scale}
+
+    def set_states(self, states):
+        self.scale = states["scale"]
+
+
+def test_stateful_schedule_round_trips():
+    p = hl.Tensor(np.ones(2, np.float32), name="w")
+    sched = _PlateauLike()
+    opt = hl.opt.SGD(lr=sched)
+    opt.update(p, hl.ones(2))
+    opt.step()
+    sched.scale = 0.25
+    states = opt.get_states()
+    assert states == {"step": 1, "lr_schedule.scale": 0.25}
+    opt2 = hl.opt.SGD(lr=_PlateauLike())
+    opt2.set_states(states)
+    assert opt2.lr == pytest.approx(0.025) and opt2.step_count == 1
+
+
 def test_layer_style_names_and_unnamed_fallback(rng):
     named = hl.Tensor(np.ones(3, np.float32), name="conv1.W")
     unnamed = [hl.Tensor(np.ones(2, np.float32)), hl.Tensor(np.ones(4, np.float32))]
@@ -89,6 +119,18 @@ def test_two_parameters_with_one_name_are_refused():
     opt.update(a, hl.ones(3))
     with pytest.raises(hl.errors.ValueError, match="two different parameters are named 'W'"):
         opt.update(b, hl.ones(3))
+
+
+def test_same_parameter_twice_and_a_reshaped_successor():
+    w = hl.Tensor(np.ones(3, np.float32), name="w")
+    with pytest.raises(hl.errors.ValueError, match="'w' is given twice"):
+        hl.opt.SGD(lr=0.1, params=[w, w])
+    opt = hl.opt.SGD(lr=0.1, momentum=0.9)
+    opt.update(w, hl.ones(3))
+    del w  # the layer made a new, larger parameter under the same name
+    w = hl.Tensor(np.ones(5, np.float32), name="w")
+    with pytest.raises(hl.errors.ShapeError, match=r"w:momentum_buffer has shape \(3,\)"):
+        opt.update(w, hl.ones(5))
 
 
 def test_set_states_errors():
