@@ -38,21 +38,24 @@ def _diabetes_raw():
     return x, y
 
 
-def digits(split=None, flat=False, upsample=None):
+def digits(split=None, flat=False, size=8, upsample=None):
     """UCI's handwritten digits (1797 images of 8x8 pixels, labels 0..9; CC BY 4.0,
     E. Alpaydin and C. Kaynak). Returns ``(x_train, y_train), (x_test, y_test)``: 1438
     training and 359 test images, the test set 20% of each class.
 
     x is float32 in [0, 1] (pixel / 16) shaped (n, 1, 8, 8), or (n, 64) with ``flat=True``;
-    y is int64. ``upsample=28`` resizes the images to 28x28 (MNIST's size) by bilinear
-    interpolation with half-pixel centres (hl.interpolate, as PyTorch's
-    ``F.interpolate(mode='bilinear', align_corners=False)``); values stay in [0, 1].
+    y is int64. ``size=28`` (or ``upsample=28``; also ``(h, w)``) resizes the images to
+    28x28 (MNIST's size) by bilinear interpolation with half-pixel centres (hl.interpolate, as
+    PyTorch's ``F.interpolate(mode='bilinear', align_corners=False)``); values stay in
+    [0, 1].
     ``split='train'``, ``'test'`` or ``'all'`` (file order) returns one ``(x, y)`` pair.
     """
     pixels, labels = _digits_raw()
     x = (pixels.astype(np.float32) / np.float32(16.0)).reshape(-1, 1, 8, 8)
     if upsample is not None:
-        x = _upsample(x, upsample)
+        size = upsample
+    if size not in (8, (8, 8)):
+        x = _upsample(x, size)
     if flat:
         x = x.reshape(len(x), -1)
     y = labels.copy()
@@ -65,8 +68,8 @@ def _upsample(x, size):
         size = (size, size)
     size = tuple(int(s) for s in size)
     if len(size) != 2 or min(size) < 1:
-        raise errors.ValueError(f"digits: upsample must be a size such as 28 or (28, 28), got "
-                                f"{size!r}")
+        raise errors.ValueError(f"digits: size (upsample) must be a size such as 28 or "
+                                f"(28, 28), got {size!r}")
     return ops.interpolate(as_tensor(x), size=size, mode="bilinear").numpy().copy()
 
 

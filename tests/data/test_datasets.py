@@ -95,6 +95,9 @@ def test_digits_upsample_is_bilinear_half_pixel():
     np.testing.assert_array_equal(y28, y8)
     np.testing.assert_allclose(x28[:50], _bilinear_half_pixel(x8[:50], 28), rtol=0, atol=1e-6)
     assert hl.data.digits(upsample=(28, 28), flat=True)[0][0].shape == (1438, 784)
+    np.testing.assert_array_equal(hl.data.digits(size=28, split="test")[0], xt28)  # alias
+    np.testing.assert_array_equal(hl.data.digits(size=8, split="test")[0],
+                                  hl.data.digits(split="test")[0])
     with pytest.raises(hl.errors.ValueError, match="upsample"):
         hl.data.digits(upsample=(0, 28))
 
