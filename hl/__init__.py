@@ -22,6 +22,8 @@ from . import _tensor as _tensor_module
 
 _tensor_module.ops = autograd.functional  # Tensor methods and operators record too
 del _tensor_module
+from . import layers
+from .model import Module
 
 __version__ = _version()
 bool = bool_  # noqa: A001 - hl.bool like torch.bool; Python's bool stays builtins.bool

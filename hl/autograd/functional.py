@@ -8,5 +8,6 @@ record alike. The family modules hold the Function classes; add a new one's name
 from ..ops import *  # noqa: F401,F403 - the plain ops first; the families override them
 from ..ops import NOT_METHODS  # noqa: F401
 from ..ops.shape import getitem, setitem  # noqa: F401
+from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
