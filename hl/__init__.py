@@ -60,3 +60,6 @@ def empty_cache(device=None):
     from . import _core
     d = globals()["device"](device)
     _core.empty_cache(d.code, d.index)
+from . import opt  # noqa: E402
+optim = opt  # PyTorch's name for the same package
+from . import data  # noqa: E402

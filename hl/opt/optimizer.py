@@ -1,0 +1,287 @@
+"""Optimizer: the base of hl's optimisers, usable SINGA-style and PyTorch-style.
+
+SINGA style: the optimiser knows no parameters up front; the backward pass hands it each
+(parameter, gradient) pair as soon as the gradient is complete::
+
+    opt = hl.opt.SGD(lr=0.1, momentum=0.9)
+    opt.backward_and_update(loss)       # or opt(loss)
+
+PyTorch style: give the parameters (an iterable of tensors, or a dict name -> tensor) and
+step from their ``.grad``::
+
+    opt = hl.opt.Adam(lr=1e-3, params=model.get_params())
+    opt.zero_grad(); loss.backward(); opt.step()
+
+Updates write into the parameter's own memory (ops with ``out=``), so the parameter object
+and its storage stay the same: layers, and numpy views of the values, keep seeing them.
+Per-parameter state ("slots": momentum buffers, moment estimates) are tensors updated in
+place too, created on a parameter's first update.
+
+**The step.** ``step_count`` counts completed calls to ``step()``; ``backward_and_update``
+calls ``step()`` once after updating every parameter. The learning rate of an update is
+``schedule(step_count)`` (see hl.opt.schedules), so the first update of a run uses
+``schedule(0)``. Optimisers that count per-parameter updates (Adam's bias correction,
+AdaGrad's lr decay) keep that count as a slot, as PyTorch does.
+
+**States.** ``get_states()`` gives plain values and tensors: ``"step"``, the schedule's own
+values under ``"lr_schedule.<key>"``, and every slot under ``"<param name>:<slot>"``. The
+name is ``param.name`` (layers set hierarchical names such as ``conv1.W``); a parameter
+without a name gets the key under which it was passed in ``params`` (its dict key, or
+``param<i>`` for its position) or, SINGA-style, ``param<i>`` in the order parameters were
+first updated. ``set_states`` puts all of it back, so training resumes exactly.
+"""
+import numbers
+import weakref
+
+import numpy as np
+
+from .. import errors, ops
+from .._tensor import Tensor, as_tensor
+from ..autograd.engine import backward as _backward
+from ..autograd.mode import no_grad
+from .clip import _clip_coefficient
+from .schedules import as_schedule
+
+_SCHEDULE_PREFIX = "lr_schedule."
+
+
+class Optimizer:
+    """Base class. A subclass lists its per-parameter slots in ``slot_names`` and implements
+    ``_update(param, grad, slots, lr)``, writing into param and the slot tensors in place."""
+
+    slot_names = ()
+    count_slots = ()  # slots that are plain integer counts, not tensors
+
+    def __init__(self, lr, params=None, clip_norm=None):
+        self.lr = lr  # through the property: a float, a schedule or a callable
+        self.step_count = 0
+        if clip_norm is not None and not (isinstance(clip_norm, numbers.Real) and clip_norm > 0):
+            raise errors.ValueError(f"{self.name}: clip_norm must be a number > 0 or None, got "
+                                    f"{clip_norm!r}")
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self._slots = {}      # key -> {slot name: Tensor or int}
+        self._unchecked = set()  # keys whose slots came from set_states, checked on first use
+        self._keys = {}       # id(param) -> (weakref to param, key)
+        self._owners = {}     # key -> weakref to the param that has it
+        self._unnamed = 0
+        self.params = None
+        if params is not None:
+            self.params = self._collect(params)
+
+    @property
+    def name(self):
+        return type(self).__name__
+
+    # ---- learning rate ----------------------------------------------------------------
+
+    @property
+    def lr(self):
+        """The learning rate of the next update: the schedule at ``step_count``. Assign a
+        float, a schedule or a callable to change the schedule."""
+        return self.schedule(self.step_count)
+
+    @lr.setter
+    def lr(self, value):
+        if isinstance(value, (list, tuple, dict, Tensor)) or (
+                hasattr(value, "__next__") and not callable(value)):
+            raise errors.ValueError(
+                f"{self.name}: lr must be a number, a schedule or a callable; to give "
+                f"parameters PyTorch-style pass them as params=..., e.g. "
+                f"{self.name}(lr=0.01, params=model.get_params())")
+        self.schedule = as_schedule(value)
+
+    # ---- parameters and their keys ----------------------------------------------------
+
+    def _collect(self, params):
+        if isinstance(params, Tensor):
+            params = [params]
+        if isinstance(params, dict):
+            items = list(params.items())
+        else:
+            items = []
+            for i, p in enumerate(params):
+                if isinstance(p, dict):
+                    raise errors.UnsupportedError(
+                        f"{self.name}: parameter groups (dicts in params) are not supported; "
+                        f"use one optimiser per group")
+                items.append((p.name if getattr(p, "name", None) else f"param{i}", p))
+        out = []
+        for key, p in items:
+            if not isinstance(p, Tensor):
+                raise errors.ValueError(f"{self.name}: params must be hl Tensors, got "
+                                        f"{type(p).__name__} for {key!r}")
+            if any(q is p for q in out):
+                raise errors.ValueError(f"{self.name}: parameter {key!r} is given twice in "
+                                        f"params; it would be updated twice per step")
+            self._bind(p, str(key))
+            out.append(p)
+        return out
+
+    def _bind(self, param, key):
+        owner = self._owners.get(key)
+        other = owner() if owner is not None else None
+        if other is not None and other is not param:
+            raise errors.ValueError(
+                f"{self.name}: two different parameters are named {key!r}; their optimiser "
+                f"state would mix. Give them distinct names (layers do this from attribute "
+                f"names) or use one optimiser per model")
+        if owner is not None and other is None and key in self._slots:
+            self._unchecked.add(key)  # a new tensor under an old name: check the slots' shapes
+        self._owners[key] = weakref.ref(param)
+        self._keys[id(param)] = (weakref.ref(param), key)
+        return key
+
+    def _key(self, param):
+        entry = self._keys.get(id(param))
+        if entry is not None and entry[0]() is param:
+            return entry[1]
+        if param.name:
+            return self._bind(param, param.name)
+        while f"param{self._unnamed}" in self._owners:
+            self._unnamed += 1
+        return self._bind(param, f"param{self._unnamed}")
+
+    def _known_params(self):
+        if self.params is not None:
+            return list(self.params)
+        return [p for p in (r() for r in self._owners.values()) if p is not None]
+
+    # ---- updating ---------------------------------------------------------------------
+
+    def update(self, param, grad):
+        """Updates one parameter in place from its gradient, at the current step's lr."""
+        if not isinstance(grad, Tensor):
+            grad = as_tensor(grad, dtype=param.dtype, device=param.device)
+        if tuple(grad.shape) != tuple(param.shape):
+            raise errors.ShapeError(
+                f"{self.name}.update: the gradient of {param.name or 'a parameter'} has shape "
+                f"{tuple(grad.shape)}, the parameter {tuple(param.shape)}")
+        if grad.dtype is not param.dtype:
+            grad = grad.astype(param.dtype)
+        with no_grad():
+            key = self._key(param)
+            self._update(param, grad, self._slots_of(key, param), self.lr)
+
+    def _update(self, param, grad, slots, lr):
+        raise NotImplementedError
+
+    def step(self):
+        """Ends a training step. PyTorch-style (params given), it first updates every
+        parameter that has a ``.grad`` (clipped by ``clip_norm`` when set); SINGA-style it only
+        advances the step count that lr schedules read."""
+        if self.params is not None:
+            pairs = [(p, p.grad) for p in self.params if p.grad is not None]
+            self._update_all(pairs)
+        self.step_count += 1
+
+    def _update_all(self, pairs):
+        if self.clip_norm is None:
+            for p, g in pairs:
+                self.update(p, g)
+            return
+        with no_grad():
+            _, coef = _clip_coefficient([g for _, g in pairs], self.clip_norm, 2.0)
+        for p, g in pairs:
+            with no_grad():
+                g = ops.mul(g, coef)  # a new tensor: the gradient may be a shared, broadcast view
+            self.update(p, g)
+
+    def backward_and_update(self, loss, dy=None):
+        """SINGA's training step: runs backward from loss and updates each parameter as its
+        gradient arrives (all gradients are gathered first when clip_norm is set, since the
+        clipping needs their global norm), then advances the step count once."""
+        if self.clip_norm is None:
+            for p, g in _backward(loss, dy):
+                self.update(p, g)
+        else:
+            self._update_all(list(_backward(loss, dy)))
+        self.step_count += 1  # not self.step(): PyTorch-style it would update from .grad again
+
+    def __call__(self, loss, dy=None):
+        """``opt(loss)``: SINGA's shorthand for ``backward_and_update(loss)``."""
+        return self.backward_and_update(loss, dy)
+
+    def zero_grad(self, set_to_none=True):
+        """Clears ``.grad`` of the parameters given in params (or, SINGA-style, of those this
+        optimiser has updated)."""
+        for p in self._known_params():
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                with no_grad():
+                    p.grad = ops.zeros_like(p.grad)
+
+    # ---- slots ------------------------------------------------------------------------
+
+    def _slots_of(self, key, param):
+        slots = self._slots.get(key)
+        if slots is None:
+            slots = self._slots[key] = {}
+        elif key in self._unchecked:
+            self._adopt_loaded(key, param, slots)
+        return slots
+
+    def _adopt_loaded(self, key, param, slots):
+        """Slots from set_states meet their parameter: check shapes, move to its device."""
+        for name, v in slots.items():
+            if isinstance(v, Tensor):
+                if tuple(v.shape) != tuple(param.shape):
+                    raise errors.ShapeError(
+                        f"{self.name}: the loaded state {key}:{name} has shape "
+                        f"{tuple(v.shape)}, the parameter {key} {tuple(param.shape)}")
+                slots[name] = as_tensor(v, dtype=param.dtype, device=param.device)
+        self._unchecked.discard(key)
+
+    # ---- states -----------------------------------------------------------------------
+
+    def get_states(self):
+        """Everything needed to resume: ``step``, the schedule's values and each parameter's
+        slots (copies, so later updates do not change what was taken)."""
+        states = {"step": self.step_count}
+        for k, v in self.schedule.get_states().items():
+            states[_SCHEDULE_PREFIX + k] = v
+        for key, slots in self._slots.items():
+            for name, v in slots.items():
+                states[f"{key}:{name}"] = v.clone() if isinstance(v, Tensor) else v
+        return states
+
+    def set_states(self, states):
+        """Restores what get_states gave (tensors may come back as numpy arrays). Unknown
+        slot names, and with params given, unknown parameter names, raise a ValueError."""
+        if "step" not in states:
+            raise errors.ValueError(f"{self.name}.set_states: no 'step' entry; the states "
+                                    f"have {sorted(states)[:8]}")
+        schedule, slots, bad = {}, {}, []
+        known = None if self.params is None else {self._key(p) for p in self.params}
+        for k, v in states.items():
+            if k == "step":
+                continue
+            if k.startswith(_SCHEDULE_PREFIX):
+                schedule[k[len(_SCHEDULE_PREFIX):]] = v
+                continue
+            key, sep, slot = k.rpartition(":")
+            if not sep or slot not in self.slot_names or (known is not None and key not in known):
+                bad.append(k)
+                continue
+            slots.setdefault(key, {})[slot] = (int(np.asarray(v)) if slot in self.count_slots
+                                                else _restore(v))
+        if bad:
+            raise errors.ValueError(
+                f"{self.name}.set_states: unexpected entries {sorted(bad)}; {self.name} keeps "
+                f"the slots {list(self.slot_names)} per parameter"
+                + ("" if known is None else f" for the parameters {sorted(known)}"))
+        self.schedule.set_states(schedule)
+        self.step_count = int(states["step"])
+        self._slots = slots
+        self._unchecked = set(slots)
+
+    def __repr__(self):
+        return f"{self.name}(lr={self.schedule!r}, step={self.step_count})"
+
+
+def _restore(v):
+    """A tensor slot as the optimiser keeps it: a copy (later updates must not write into the
+    caller's states)."""
+    if isinstance(v, Tensor):
+        return v.clone()
+    return as_tensor(np.array(v))

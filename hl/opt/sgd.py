@@ -1,0 +1,45 @@
+"""Stochastic gradient descent with momentum, Nesterov momentum, dampening and L2 weight
+decay: torch.optim.SGD's update, step for step."""
+from .. import errors, ops
+from ._checks import check_nonnegative
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """``SGD(lr=0.01, momentum=0, dampening=0, weight_decay=0, nesterov=False)``.
+
+    Per update, with d = grad + weight_decay * param:
+    the buffer b is d on a parameter's first update, then ``b = momentum * b +
+    (1 - dampening) * d``; the step direction is ``d + momentum * b`` (nesterov) or b; the
+    parameter moves by ``-lr * direction``. Without momentum the direction is d.
+    Slot: ``momentum_buffer`` (only when momentum > 0).
+    """
+
+    slot_names = ("momentum_buffer",)
+
+    def __init__(self, lr=0.01, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False,
+                 *, params=None, clip_norm=None):
+        super().__init__(lr, params, clip_norm)
+        self.momentum = check_nonnegative(momentum, "SGD", "momentum")
+        self.dampening = float(dampening)
+        self.weight_decay = check_nonnegative(weight_decay, "SGD", "weight_decay")
+        self.nesterov = bool(nesterov)
+        if self.nesterov and (self.momentum <= 0 or self.dampening != 0):
+            raise errors.ValueError(f"SGD: Nesterov momentum needs momentum > 0 and dampening "
+                                    f"0, got momentum={momentum!r}, dampening={dampening!r}")
+
+    def _update(self, param, grad, slots, lr):
+        d = grad
+        if self.weight_decay:
+            d = ops.add(grad, ops.mul(param, self.weight_decay))
+        if self.momentum:
+            buf = slots.get("momentum_buffer")
+            if buf is None:
+                buf = slots["momentum_buffer"] = ops.empty_like(param)
+                buf.copy_(d)  # a copy: grad may be a broadcast view shared with others
+            else:
+                ops.mul(buf, self.momentum, out=buf)
+                step = d if self.dampening == 0 else ops.mul(d, 1.0 - self.dampening)
+                ops.add(buf, step, out=buf)
+            d = ops.add(d, ops.mul(buf, self.momentum)) if self.nesterov else buf
+        ops.add(param, ops.mul(d, -lr), out=param)
