@@ -10,3 +10,6 @@ from ..ops import NOT_METHODS  # noqa: F401
 from ..ops.shape import getitem, setitem  # noqa: F401
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .index import *  # noqa: F401,F403
