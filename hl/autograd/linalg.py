@@ -190,12 +190,13 @@ class Linear(Function):
         nx, nw = self.needs[:2]
         nb = len(self.needs) > 2 and self.needs[2]
         n_out, n_in = w.shape
-        dy2 = ops.reshape(dy, -1, n_out)  # the batch axes folded into rows
+        rows = _count(x.shape[:-1])
+        dy2 = ops.reshape(dy, rows, n_out)  # the batch axes folded into rows
         dx = dw = db = None
         if nx:
             dx = ops.reshape(ops.gemm(dy2, w), *x.shape)
         if nw:
-            dw = ops.gemm(dy2, ops.reshape(x, -1, n_in), trans_a=True)
+            dw = ops.gemm(dy2, ops.reshape(x, rows, n_in), trans_a=True)
         if nb:
             db = sum_to(dy, self.b_shape)
         return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)

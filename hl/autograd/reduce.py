@@ -17,6 +17,7 @@ from .._tensor import Tensor
 from ..ops._util import as_tensor, norm_axes, norm_axis
 from ..ops.reduce import _axis_arg, _keep_arg, _scalar_axis
 from .function import Function
+from .mode import state as _grad
 from .placeholder import Placeholder
 
 
@@ -159,6 +160,8 @@ def max(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):  # n
     """Largest element over the given axes; tied maxima share the gradient equally."""
     if out is not None:
         return ops.max(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
+    if _plain(x):
+        return ops.max(x, axis, keepdims, dim=dim, keepdim=keepdim)
     return Extreme("max", _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, None))
 
 
@@ -166,6 +169,8 @@ def min(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):  # n
     """Smallest element over the given axes; tied minima share the gradient equally."""
     if out is not None:
         return ops.min(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
+    if _plain(x):
+        return ops.min(x, axis, keepdims, dim=dim, keepdim=keepdim)
     return Extreme("min", _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, None))
 
 
@@ -201,6 +206,8 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdi
     """Product of the elements over the given axes (1 for an empty reduction)."""
     if out is not None:
         return ops.prod(x, axis, keepdims, dtype=dtype, out=out, dim=dim, keepdim=keepdim)
+    if _plain(x):
+        return ops.prod(x, axis, keepdims, dtype=dtype, dim=dim, keepdim=keepdim)
     return Prod(_axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, dtype))
 
 
@@ -226,8 +233,15 @@ def logsumexp(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None)
     """log(sum(exp(x))) over the given axes, computed stably (shifted by the max)."""
     if out is not None:
         return ops.logsumexp(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
+    if _plain(x):
+        return ops.logsumexp(x, axis, keepdims, dim=dim, keepdim=keepdim)
     x = _floating(_prepare(x, None))
     return LogSumExp(_axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(x)
+
+
+def _plain(x):
+    """x is a tensor whose reductions need no recording: the plain op runs directly."""
+    return x.__class__ is Tensor and not (x.requires_grad and _grad.enabled)
 
 
 def _floating(x):
@@ -292,6 +306,8 @@ def vector_norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=Non
     """Vector norm over the given axes (all by default), as torch.linalg.vector_norm:
     ord None, 2 or 'fro' (Euclidean), 1, inf, -inf, 0 (count of non-zeros) or any other
     positive number p (sum(|x|**p)**(1/p))."""
+    if _plain(x):
+        return ops.vector_norm(x, ord, axis, keepdims, dim=dim, keepdim=keepdim)
     x = _floating(_prepare(x, None))
     return VectorNorm(_norm_kind(ord), _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(x)
 
@@ -388,6 +404,8 @@ def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None
     if out is not None:
         return ops.cumsum(x, axis, exclusive=exclusive, reverse=reverse, dtype=dtype, out=out,
                           dim=dim)
+    if _plain(x):
+        return ops.cumsum(x, axis, exclusive=exclusive, reverse=reverse, dtype=dtype, dim=dim)
     x = _prepare(x, dtype)
     return CumSum(_axis_arg(axis, dim), exclusive, reverse)(x)
 
