@@ -18,10 +18,13 @@ from .ops import random
 from . import autograd
 from .autograd.functional import *  # noqa: F401,F403 - hl.relu(x) etc. record gradients
 from .autograd import Placeholder, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import losses, metrics
 from . import _tensor as _tensor_module
 
 _tensor_module.ops = autograd.functional  # Tensor methods and operators record too
 del _tensor_module
+from . import layers
+from .model import Module
 
 __version__ = _version()
 bool = bool_  # noqa: A001 - hl.bool like torch.bool; Python's bool stays builtins.bool

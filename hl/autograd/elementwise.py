@@ -210,12 +210,17 @@ def gelu(x, approximate="none", out=None):
 # ---- binary -----------------------------------------------------------------------------
 
 class Binary(Function):
-    """y = a (op) b with numpy broadcasting."""
+    """y = a (op) b with numpy broadcasting. Subclasses that need the inputs' values in
+    backward set keeps_inputs; the others (add, sub) keep only the shapes, so the inputs can
+    be freed during the forward pass."""
     op = None
+    keeps_inputs = True
 
     def forward(self, a, b):
         if self.needs:
-            self.a, self.b = a, b
+            self.a_shape, self.b_shape = a.shape, b.shape
+            if self.keeps_inputs:
+                self.a, self.b = a, b
         return ops.elementwise._binary(self.op, a, b)
 
     def infer(self, a, b):
@@ -228,12 +233,13 @@ class Binary(Function):
     def backward(self, dy):
         da, db = self.grads(dy)
         na, nb = self.needs
-        return (sum_to(da, self.a.shape) if na and da is not None else None,
-                sum_to(db, self.b.shape) if nb and db is not None else None)
+        return (sum_to(da, self.a_shape) if na and da is not None else None,
+                sum_to(db, self.b_shape) if nb and db is not None else None)
 
 
 class Add(Binary):
     op = "add"
+    keeps_inputs = False
 
     def grads(self, dy):
         return dy, dy
@@ -241,6 +247,7 @@ class Add(Binary):
 
 class Sub(Binary):
     op = "sub"
+    keeps_inputs = False
 
     def grads(self, dy):
         return dy, (ops.neg(dy) if self.needs[1] else None)
@@ -380,6 +387,42 @@ def pow(a, b, out=None):  # noqa: A001
 power = pow
 
 
+class Compare(Function):
+    """Comparisons and logical ops: no gradient, but shapes for placeholders (bool result)."""
+    differentiable = False
+
+    def __init__(self, op):
+        self.op = op
+
+    def forward(self, a, b):
+        return ops.elementwise._binary(self.op, a, b)
+
+    def infer(self, a, b):
+        return _broadcast_shape(a.shape, b.shape, self.op), _dt.bool_
+
+
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")
+
+
+def _make_compare(name):
+    plain = getattr(ops, name)
+
+    def f(a, b, out=None):
+        if out is None and (a.__class__ is Placeholder or b.__class__ is Placeholder):
+            a, b = _recorded_operands(a, b)
+            return Compare(name)(a, b)
+        return plain(a, b, out=out)
+    f.__name__ = name
+    f.__doc__ = plain.__doc__
+    return f
+
+
+for _name in COMPARISONS:
+    globals()[_name] = _make_compare(_name)
+equal, not_equal = globals()["eq"], globals()["ne"]
+less, less_equal, greater, greater_equal = (globals()[n] for n in ("lt", "le", "gt", "ge"))
+
+
 # ---- where, clip, cast ------------------------------------------------------------------
 
 class Where(Function):
@@ -456,8 +499,7 @@ class Cast(Function):
 
     def forward(self, x):
         self.src_dtype = x.dtype
-        # detached: Tensor.astype of a tensor that requires grad records a Cast (this op)
-        return x.detach().astype(self.dtype)
+        return x.astype(self.dtype)
 
     def backward(self, dy):
         if not (self.src_dtype.is_floating and self.dtype.is_floating):
@@ -481,5 +523,6 @@ astype = cast
 __all__ = (list(DERIVATIVES) + list(ZERO_DERIVATIVE) +
            ["negative", "subtract", "multiply", "remainder", "true_divide", "div", "divide",
             "pow", "power", "where", "clip", "clamp", "cast", "astype", "add", "sub", "mul",
-            "maximum", "minimum", "mod", "fmod"])
+            "maximum", "minimum", "mod", "fmod", "equal", "not_equal", "less", "less_equal",
+            "greater", "greater_equal"] + list(COMPARISONS))
 __all__.remove("gelu_tanh")

@@ -3,8 +3,9 @@
 An op is a class (Chainer's design): non-tensor arguments go to ``__init__``, tensors to the
 call. A subclass implements
 
-    forward(self, *xs)   -> Tensor or tuple of Tensors, computed with hl.ops (never recorded);
-                            it keeps on ``self`` what backward will need
+    forward(self, *xs)   -> Tensor or tuple of Tensors, computed with hl.ops (it runs with
+                            grad mode off, so nothing inside records); it keeps on ``self``
+                            what backward will need
     backward(self, *dys) -> one gradient per input (a tuple, or a single Tensor for one
                             input); None where ``self.needs[i]`` is False or no gradient exists
     infer(self, *xs)     -> (shape, dtype) of the output, or a list of them; ``xs`` only have
@@ -23,6 +24,7 @@ from .placeholder import Placeholder
 
 
 class Function:
+    differentiable = True  # False: shape inference only (comparisons, argmax, ...)
     needs = None   # per input: does it need a gradient (set when recording)
     src = None     # per input: (creator, output index), (None, leaf tensor) or None
     outs = None    # weak references to the outputs, for intermediate tensors that store grads
@@ -49,11 +51,15 @@ class Function:
             if x.__class__ is Placeholder:
                 return self._infer(xs)
             if x.requires_grad:
-                recording = _grad.enabled
+                recording = _grad.enabled and self.differentiable
         if not recording:
             return self.forward(*xs)
         self.needs = tuple(x is not None and x.requires_grad for x in xs)
-        ys = self.forward(*xs)
+        _grad.enabled = False  # operators inside forward must not record themselves
+        try:
+            ys = self.forward(*xs)
+        finally:
+            _grad.enabled = True
         self.src = tuple(_edge(x) for x in xs)
         if type(ys) is tuple:
             ys = tuple(self._link(y, i, xs) for i, y in enumerate(ys))

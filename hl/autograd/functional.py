@@ -8,8 +8,15 @@ record alike. The family modules hold the Function classes; add a new one's name
 from ..ops import *  # noqa: F401,F403 - the plain ops first; the families override them
 from ..ops import NOT_METHODS  # noqa: F401
 from ..ops.shape import getitem, setitem  # noqa: F401
+from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .softmax import *  # noqa: F401,F403
+from .random import *  # noqa: F401,F403
+from .resize import *  # noqa: F401,F403

@@ -88,6 +88,9 @@ for _op, _name in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "
                    ("pow", "pow"), ("matmul", "matmul")]:
     setattr(Placeholder, f"__{_op}__", _operator(_name))
     setattr(Placeholder, f"__r{_op}__", _operator(_name, True))
+for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
+    setattr(Placeholder, f"__{_op}__", _operator(_op))
+Placeholder.__hash__ = object.__hash__
 Placeholder.__neg__ = lambda self: _method("neg")(self)
 Placeholder.__getitem__ = lambda self, key: _method("getitem")(self, key)
 Placeholder.T = property(lambda self: _method("permute")(self, *reversed(range(self.ndim))))

@@ -6,7 +6,7 @@ import pytest
 
 import hl
 from tests.autograd.harness import check_grad, check_torch, randn
-from tests.autograd.infer_check import check_infer
+from tests.autograd.infer import check_infer
 
 F = hl.autograd.functional
 
