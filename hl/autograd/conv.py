@@ -1,0 +1,191 @@
+"""Convolutions with gradients: conv1d/conv2d and their transposes.
+
+The core has the two backward kernels of a convolution (gradient with respect to the input
+and to the weight); a transposed convolution is the input-gradient of a convolution, so its
+gradients are those kernels with the roles exchanged:
+
+    conv:            dx = conv_grad_input(dy, w)      dw = conv_grad_weight(dy, x)
+    conv_transpose:  dx = conv(dy, w)                 dw = conv_grad_weight(x, dy)
+
+(in the transposed case the convolution runs from the output's shape back to the input's,
+with the same weight, stride, pads, dilation and groups). The bias gradient is dy summed over
+the batch and spatial axes. 'same' padding is resolved to explicit pads once, in forward, so
+backward and shape inference use the very pads the forward used.
+"""
+from .. import errors, ops
+from ..ops.conv import _ints, conv_pads
+from ._nn import as_input, check_rank, window_out
+from .function import Function
+
+__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+
+_GRAD_INPUT = {1: ops.conv1d_grad_input, 2: ops.conv2d_grad_input}
+_GRAD_WEIGHT = {1: ops.conv1d_grad_weight, 2: ops.conv2d_grad_weight}
+_CONV = {1: ops.conv1d, 2: ops.conv2d}
+_CONV_T = {1: ops.conv_transpose1d, 2: ops.conv_transpose2d}
+
+
+def _check_operands(n, x, w, op, transposed):
+    check_rank(x, n, op)
+    wl = "(C_in, C_out / groups, k...)" if transposed else "(C_out, C_in / groups, k...)"
+    if w.ndim != n + 2:
+        raise errors.ShapeError(f"{op}: expected a {n + 2}-D weight {wl}, got shape "
+                                f"{tuple(w.shape)}")
+
+
+def _check_bias(b, channels, op):
+    if b is not None and tuple(b.shape) != (channels,):
+        raise errors.ShapeError(f"{op}: expected a bias of shape ({channels},), one per output "
+                                f"channel, got {tuple(b.shape)}")
+
+
+def _call(fn, x, w, b, op):
+    x = as_input(x, op)
+    return fn(x, as_input(w, op, "weight", x), as_input(b, op, "bias", x))
+
+
+class Conv(Function):
+    """y = conv(x, w) + b over n spatial axes."""
+
+    def __init__(self, n, stride, padding, dilation, groups, op):
+        self.n, self.op, self.groups = n, op, int(groups)
+        self.stride = _ints(stride, n, "stride", op)
+        self.dilation = _ints(dilation, n, "dilation", op)
+        self.padding = padding
+
+    @property
+    def name(self):
+        return self.op
+
+    def _pads(self, x, w):
+        kernel = list(w.shape[2:]) if w.ndim == self.n + 2 else [1] * self.n
+        return conv_pads(self.padding, self.n, list(x.shape[2:]), kernel, self.stride,
+                         self.dilation, self.op)
+
+    def forward(self, x, w, b=None):
+        self.pads = self._pads(x, w)
+        y = _CONV[self.n](x, w, b, self.stride, self.pads, self.dilation, self.groups)
+        if self.needs:
+            nx, nw = self.needs[0], self.needs[1]
+            self.x_shape, self.w_shape = x.shape, w.shape
+            self.x = x if nw else None      # dw needs x; dx needs only w
+            self.w = w if nx else None
+        return y
+
+    def backward(self, dy):
+        nx, nw = self.needs[0], self.needs[1]
+        nb = len(self.needs) > 2 and self.needs[2]
+        args = (self.stride, self.pads, self.dilation, self.groups)
+        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
+        dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
+        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        return dx, dw, db
+
+    def infer(self, x, w, b=None):
+        op, g = self.op, self.groups
+        _check_operands(self.n, x, w, op, False)
+        if g < 1 or w.shape[0] % g or x.shape[1] != w.shape[1] * g:
+            raise errors.ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but "
+                                    f"weight {tuple(w.shape)} with groups={g} expects "
+                                    f"{w.shape[1] * g} (and C_out divisible by groups)")
+        _check_bias(b, w.shape[0], op)
+        out = window_out(op, x.shape[2:], w.shape[2:], self.stride, self._pads(x, w),
+                           self.dilation)
+        return (x.shape[0], w.shape[0], *out), x.dtype
+
+
+class ConvTranspose(Function):
+    """y = conv_transpose(x, w) + b over n spatial axes (w is (C_in, C_out / groups, k...))."""
+
+    def __init__(self, n, stride, padding, output_padding, groups, dilation, op):
+        self.n, self.op, self.groups = n, op, int(groups)
+        self.stride = _ints(stride, n, "stride", op)
+        self.dilation = _ints(dilation, n, "dilation", op)
+        self.output_padding = _ints(output_padding, n, "output_padding", op)
+        if isinstance(padding, str):
+            raise errors.ValueError(f"{op}: padding must be numbers, got {padding!r}")
+        self.pads = conv_pads(padding, n, op=op)
+
+    @property
+    def name(self):
+        return self.op
+
+    def forward(self, x, w, b=None):
+        y = _CONV_T[self.n](x, w, b, self.stride, self.pads, self.output_padding, self.groups,
+                            self.dilation)
+        if self.needs:
+            nx, nw = self.needs[0], self.needs[1]
+            self.w_shape = w.shape
+            self.x = x if nw else None
+            self.w = w if nx else None
+        return y
+
+    def backward(self, dy):
+        nx, nw = self.needs[0], self.needs[1]
+        nb = len(self.needs) > 2 and self.needs[2]
+        args = (self.stride, self.pads, self.dilation, self.groups)
+        # The transposed conv maps x to y as conv_grad_input does, so its adjoint is the
+        # convolution from y's shape back to x's (output_padding only adds positions that no
+        # window of that convolution reaches past).
+        dx = _CONV[self.n](dy, self.w, None, *args) if nx else None
+        dw = _GRAD_WEIGHT[self.n](self.x, dy, self.w_shape, *args) if nw else None
+        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        return dx, dw, db
+
+    def infer(self, x, w, b=None):
+        op, g, n = self.op, self.groups, self.n
+        _check_operands(n, x, w, op, True)
+        if g < 1 or x.shape[1] != w.shape[0] or w.shape[0] % g:
+            raise errors.ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but "
+                                    f"the weight {tuple(w.shape)} (C_in, C_out / groups, k...) "
+                                    f"with groups={g} expects {w.shape[0]}")
+        c_out = w.shape[1] * g
+        _check_bias(b, c_out, op)
+        out = []
+        for d in range(n):
+            s, dil, k, op_ = self.stride[d], self.dilation[d], w.shape[2 + d], \
+                self.output_padding[d]
+            if not 0 <= op_ < max(s, dil):
+                raise errors.ValueError(f"{op}: output_padding {tuple(self.output_padding)} must "
+                                        f"be non-negative and smaller than stride or dilation")
+            size = (x.shape[2 + d] - 1) * s - self.pads[d] - self.pads[n + d] + \
+                dil * (k - 1) + 1 + op_
+            if size < 1:
+                raise errors.ShapeError(f"{op}: input {tuple(x.shape)} with weight "
+                                        f"{tuple(w.shape)}, stride {tuple(self.stride)} and pads "
+                                        f"{tuple(self.pads)} gives no output")
+            out.append(size)
+        return (x.shape[0], c_out, *out), x.dtype
+
+
+def conv1d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-D convolution (cross-correlation) of x (N, C_in, L) with w (C_out, C_in / groups, k),
+    plus b (C_out) when given. padding: int, 2 ints (begin, end), 'same' or 'valid'."""
+    return _call(Conv(1, stride, padding, dilation, groups, "conv1d"), x, w, b, "conv1d")
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) of x (N, C_in, H, W) with w (C_out, C_in / groups,
+    kh, kw), plus b (C_out) when given, as torch.nn.functional.conv2d.
+
+    padding: an int, (ph, pw) symmetric, (top, left, bottom, right) in ONNX order, 'valid', or
+    'same' (asymmetric when needed, the extra row/column at the end)."""
+    return _call(Conv(2, stride, padding, dilation, groups, "conv2d"), x, w, b, "conv2d")
+
+
+def conv_transpose1d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 1-D convolution of x (N, C_in, L) with w (C_in, C_out / groups, k), as
+    torch.nn.functional.conv_transpose1d (the gradient of conv1d with respect to its input)."""
+    op = "conv_transpose1d"
+    return _call(ConvTranspose(1, stride, padding, output_padding, groups, dilation, op),
+                 x, w, b, op)
+
+
+def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """Transposed 2-D convolution of x (N, C_in, H, W) with w (C_in, C_out / groups, kh, kw),
+    as torch.nn.functional.conv_transpose2d. padding may also be 4 ints in ONNX order."""
+    op = "conv_transpose2d"
+    return _call(ConvTranspose(2, stride, padding, output_padding, groups, dilation, op),
+                 x, w, b, op)
