@@ -16,7 +16,6 @@ import math
 from .. import dtypes as _dt
 from .. import errors
 from ..autograd import functional as F
-from ._shims import dropout as _dropout
 from .layer import Layer
 
 
@@ -109,8 +108,8 @@ class MultiHeadAttention(Layer):
         if mask is not None:
             scores = scores + mask
         weights = F.softmax(scores, axis=-1)
-        if self.dropout and self.training:
-            weights = _dropout(weights, self.dropout)
+        if self.dropout:
+            weights = F.dropout(weights, self.dropout, training=self.training)
 
         out = F.matmul(weights, v)                          # (N, H, L, hd)
         out = F.permute(out, *((2, 0, 1, 3) if seq_first else (0, 2, 1, 3)))

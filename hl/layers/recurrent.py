@@ -25,7 +25,6 @@ import math
 from .. import errors
 from ..autograd import functional as F
 from . import initializers
-from ._shims import dropout as _dropout
 from .layer import Layer
 
 
@@ -153,8 +152,8 @@ class _Recurrent(Layer):
                 outs.append(seq)
                 finals.append(final)
             flat = outs[0] if len(outs) == 1 else F.concat(outs, axis=1)
-            if self.dropout and layer < self.num_layers - 1 and self.training:
-                flat = _dropout(flat, self.dropout)
+            if self.dropout and layer < self.num_layers - 1:
+                flat = F.dropout(flat, self.dropout, training=self.training)
 
         width = self.hidden_size * self.num_directions
         if batched:
