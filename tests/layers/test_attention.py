@@ -170,3 +170,20 @@ def test_shapes_and_errors():
         layer(q, k, k, key_padding_mask=hl.zeros(2, 4))
     with pytest.raises(hl.errors.DTypeError, match="bool"):
         layer(q, k, k, key_padding_mask=hl.zeros(2, 5, dtype="int32"))
+
+
+def test_compile_with_placeholders():
+    class M(hl.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = MultiHeadAttention(8, 2, batch_first=True, vdim=4)
+
+        def forward(self, q, kv, v):
+            return self.attn(q, kv, v, key_padding_mask=hl.zeros(2, 5, dtype="bool"))
+
+    shapes = [(2, 3, 8), (2, 5, 8), (2, 5, 4)]
+    m = M().compile([hl.Placeholder(s) for s in shapes])
+    out, w = m(*(hl.Placeholder(s) for s in shapes))
+    assert isinstance(out, hl.Placeholder) and out.shape == (2, 3, 8) and w.shape == (2, 3, 5)
+    assert sorted(m.get_params()) == ["attn.W_k", "attn.W_out", "attn.W_q", "attn.W_v",
+                                      "attn.b_in", "attn.b_out"]

@@ -153,3 +153,21 @@ def test_dropout_gradient_flows():
     out, h = layer(x)
     (out.sum() + h.sum()).backward()
     assert x.grad is not None and all(p.grad is not None for p in layer.parameters())
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_compile_with_placeholders(kind):
+    class M(hl.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = KINDS[kind][0](hidden_size=6, num_layers=2, bidirectional=True,
+                                      batch_first=True)
+
+        def forward(self, x):
+            return self.rnn(x)
+
+    m = M().compile([hl.Placeholder((4, 7, 3))])
+    out, state = m(hl.Placeholder((4, 7, 3)))
+    h = state[0] if kind == "lstm" else state
+    assert isinstance(out, hl.Placeholder) and out.shape == (4, 7, 12) and h.shape == (4, 4, 6)
+    assert len(m.get_params()) == 16 and m.get_params()["rnn.W_ih_l1"].shape[1] == 12
