@@ -456,7 +456,8 @@ class Cast(Function):
 
     def forward(self, x):
         self.src_dtype = x.dtype
-        return x.astype(self.dtype)
+        # detached: Tensor.astype of a tensor that requires grad records a Cast (this op)
+        return x.detach().astype(self.dtype)
 
     def backward(self, dy):
         if not (self.src_dtype.is_floating and self.dtype.is_floating):

@@ -102,8 +102,7 @@ def _run(root, index, dy, retain_graph):
                 if y is not None and y.stores_grad and dys[i] is not None:
                     yield y, dys[i], False
             if len(dys) > 1 and any(g is None for g in dys):
-                dys = [ops.zeros(*_shape_of(fn, i), dtype=_dtype_of(fn, i)) if g is None else g
-                       for i, g in enumerate(dys)]
+                dys = [_zeros_for(fn, i) if g is None else g for i, g in enumerate(dys)]
             dxs = fn.backward(*dys)
             if type(dxs) is not tuple:
                 dxs = (dxs,)
@@ -142,15 +141,11 @@ def _slots(fn):
     return [None] * len(fn.outs)
 
 
-def _shape_of(fn, i):
-    y = fn.outs[i]()
-    if y is None:
-        raise errors.InternalError(f"{fn.name}: output {i} is gone and got no gradient")
-    return y.shape
-
-
-def _dtype_of(fn, i):
-    return fn.outs[i]().dtype
+def _zeros_for(fn, i):
+    """Zeros standing for the gradient of output i, which got none (the output itself may be
+    gone, so its shape comes from what the op noted when it ran)."""
+    shape, dtype, device = fn.out_specs[i]
+    return ops.zeros(*shape, dtype=dtype, device=device)
 
 
 def _as_grad(dx, x):

@@ -26,6 +26,7 @@ class Function:
     needs = None   # per input: does it need a gradient (set when recording)
     src = None     # per input: (creator, output index), (None, leaf tensor) or None
     outs = None    # weak references to the outputs, for intermediate tensors that store grads
+    out_specs = None  # (shape, dtype, device) of each output of an op with several
 
     def forward(self, *xs):
         raise NotImplementedError
@@ -57,6 +58,9 @@ class Function:
         if type(ys) is tuple:
             ys = tuple(self._link(y, i, xs) for i, y in enumerate(ys))
             self.outs = tuple(weakref.ref(y) for y in ys)
+            # kept for the zeros the engine hands backward for an output that got no
+            # gradient: by then that output may be gone (`split(x)[0]`, `topk(x, k)[0]`)
+            self.out_specs = tuple((y.shape, y.dtype, y.device) for y in ys)
         else:
             ys = self._link(ys, 0, xs)
             self.outs = (weakref.ref(ys),)

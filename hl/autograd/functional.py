@@ -16,3 +16,6 @@ from .normalization import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
+from .linalg import *  # noqa: F401,F403
+from .shape import *  # noqa: F401,F403
+from .index import *  # noqa: F401,F403

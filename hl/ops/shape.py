@@ -159,23 +159,29 @@ def pad(x, pads, mode="constant", value=0.0):
     x = as_tensor(x)
     if mode not in _PAD_MODES:
         raise errors.ValueError(f"pad: mode must be one of {sorted(_PAD_MODES)}, got {mode!r}")
+    flat = pad_amounts(pads, x.ndim)
+    return _wrap(_core.call("pad", x._h, flat, _PAD_MODES[mode], float(value), _core.OUT),
+                 x._dtype)
+
+
+def pad_amounts(pads, ndim):
+    """pad's pads argument (any of its styles) as ONNX's flat [begins..., ends...]."""
     if isinstance(pads, numbers.Integral):
-        pads = [(pads, pads)] * x.ndim
+        pads = [(pads, pads)] * ndim
     pads = list(pads)
     if pads and isinstance(pads[0], (tuple, list)):
         if len(pads) == 1:
-            pads = pads * x.ndim
-        if len(pads) != x.ndim or any(len(p) != 2 for p in pads):
+            pads = pads * ndim
+        if len(pads) != ndim or any(len(p) != 2 for p in pads):
             raise errors.ValueError(f"pad: {len(pads)} (before, after) pairs for a tensor of "
-                                    f"{x.ndim} dimensions")
+                                    f"{ndim} dimensions")
         flat = [int(p[0]) for p in pads] + [int(p[1]) for p in pads]
     else:
         flat = [int(p) for p in pads]
-    if len(flat) != 2 * x.ndim:
-        raise errors.ValueError(f"pad: expected {2 * x.ndim} pad amounts for {x.ndim} "
+    if len(flat) != 2 * ndim:
+        raise errors.ValueError(f"pad: expected {2 * ndim} pad amounts for {ndim} "
                                 f"dimensions, got {len(flat)}")
-    return _wrap(_core.call("pad", x._h, flat, _PAD_MODES[mode], float(value), _core.OUT),
-                 x._dtype)
+    return flat
 
 
 def tile(x, repeats):

@@ -1,0 +1,274 @@
+"""Linear algebra with gradients: matmul, gemm and linear as Functions; dot, inner and outer
+composed from recorded ops.
+
+The backward of a product is two more products with one operand transposed. The core reads
+a transposed view (or gemm's trans flags) in place, so no gradient copies an operand: for
+y = a @ b, da = dy @ b.T and db = a.T @ dy run straight on views. Batch axes that
+broadcasting added or stretched are summed back (``sum_to``); the common x (..., K) @ w (K, N)
+case instead folds the batch into the rows, so dw is one product rather than a batched one
+and a sum.
+"""
+from .. import errors, ops
+from .._tensor import Tensor
+from ..ops._util import as_tensor
+from .elementwise import _broadcast_shape, _recorded_operands, mul
+from .function import Function, sum_to
+from .mode import state as _grad
+from .placeholder import Placeholder
+from .shape import permute, reshape
+
+
+def _mT(x):
+    """x with its last two axes swapped (a view)."""
+    n = x.ndim
+    return ops.permute(x, *range(n - 2), n - 1, n - 2)
+
+
+def _count(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _desc(x):
+    return f"{tuple(x.shape)} {x.dtype.name}"
+
+
+def _plain(*xs):
+    """True when nothing needs recording: plain tensors, none requiring a gradient (or grad
+    mode off), so the plain op can run without a Function."""
+    for x in xs:
+        if x is None:
+            continue
+        if x.__class__ is not Tensor or (x.requires_grad and _grad.enabled):
+            return False
+    return True
+
+
+class MatMul(Function):
+    """numpy.matmul: 1-D operands become matrices for the product, batch axes broadcast."""
+
+    def forward(self, a, b):
+        if self.needs:
+            self.a, self.b = a, b
+        return ops.matmul(a, b)
+
+    def backward(self, dy):
+        a, b = self.a, self.b
+        na, nb = self.needs
+        # Matrices everywhere: (K,) -> (1, K) on the left, (K, 1) on the right, and dy gets
+        # the axis the result lost.
+        a2 = ops.unsqueeze(a, 0) if a.ndim == 1 else a
+        b2 = ops.unsqueeze(b, 1) if b.ndim == 1 else b
+        if a.ndim == 1:
+            dy = ops.unsqueeze(dy, dy.ndim - 1 if b.ndim > 1 else dy.ndim)
+        if b.ndim == 1:
+            dy = ops.unsqueeze(dy, dy.ndim)
+        da = db = None
+        if na:
+            da = ops.matmul(dy, _mT(b2))
+            da = ops.reshape(sum_to(da, a2.shape), *a.shape)
+        if nb:
+            if b2.ndim == 2 and a2.ndim > 2:
+                # x (..., M, K) @ w (K, N): dw = x_rows.T @ dy_rows, one product over all rows
+                k, n = b2.shape
+                rows = _count(a2.shape[:-1])
+                db = ops.matmul(_mT(ops.reshape(a2, rows, k)), ops.reshape(dy, rows, n))
+            else:
+                db = sum_to(ops.matmul(_mT(a2), dy), b2.shape)
+            db = ops.reshape(db, *b.shape)
+        return da, db
+
+    def infer(self, a, b):
+        if a.ndim == 0 or b.ndim == 0:
+            raise errors.ShapeError(f"matmul: operands need at least one dimension, got "
+                                    f"{_desc(a)} and {_desc(b)}; multiply by a scalar with mul")
+        k = a.shape[-1]
+        kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
+        if k != kb:
+            raise errors.ShapeError(
+                f"matmul: shapes {a.shape} and {b.shape} do not match: the last axis of the "
+                f"first ({k}) must equal the {'only' if b.ndim == 1 else 'second-to-last'} "
+                f"axis of the second ({kb})")
+        batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], "matmul")
+        shape = batch + (a.shape[-2:-1] if a.ndim > 1 else ()) + (
+            b.shape[-1:] if b.ndim > 1 else ())
+        return shape, a.dtype
+
+
+def matmul(a, b, out=None):
+    """a @ b. 1-D operands are promoted to matrices ((K,) -> (1, K) on the left, (K, 1) on the
+    right) and the added axis is removed from the result; leading (batch) axes broadcast."""
+    if out is not None:
+        return ops.matmul(a, b, out=out)
+    a, b = _recorded_operands(a, b)
+    if _plain(a, b):
+        return ops.matmul(a, b)
+    return MatMul()(a, b)
+
+
+class Gemm(Function):
+    """alpha * op(a) @ op(b) + beta * c (ONNX Gemm)."""
+
+    def __init__(self, trans_a, trans_b, alpha, beta):
+        self.ta, self.tb = bool(trans_a), bool(trans_b)
+        self.alpha, self.beta = float(alpha), float(beta)
+
+    def forward(self, a, b, c=None):
+        if self.needs:
+            self.a, self.b = a, b
+            self.c_shape = None if c is None else c.shape
+        return ops.gemm(a, b, c, self.ta, self.tb, self.alpha, self.beta)
+
+    def backward(self, dy):
+        a, b, ta, tb, alpha = self.a, self.b, self.ta, self.tb, self.alpha
+        na, nb = self.needs[:2]
+        nc = len(self.needs) > 2 and self.needs[2]
+        da = db = dc = None
+        if na:  # d op(a) = alpha * dy @ op(b).T; transposed back when a was read transposed
+            da = (ops.gemm(b, dy, trans_a=tb, trans_b=True, alpha=alpha) if ta else
+                  ops.gemm(dy, b, trans_b=not tb, alpha=alpha))
+        if nb:  # d op(b) = alpha * op(a).T @ dy
+            db = (ops.gemm(dy, a, trans_a=True, trans_b=ta, alpha=alpha) if tb else
+                  ops.gemm(a, dy, trans_a=not ta, alpha=alpha))
+        if nc:
+            dc = sum_to(dy if self.beta == 1.0 else dy * self.beta, self.c_shape)
+        return (da, db, dc) if len(self.needs) > 2 else (da, db)
+
+    def infer(self, a, b, c=None):
+        if a.ndim != 2 or b.ndim != 2:
+            raise errors.ShapeError(f"gemm: a and b must be 2-D, got {_desc(a)} and {_desc(b)}")
+        m, k = a.shape[::-1] if self.ta else a.shape
+        kb, n = b.shape[::-1] if self.tb else b.shape
+        if k != kb:
+            raise errors.ShapeError(
+                f"gemm: a {a.shape}{' transposed' if self.ta else ''} is {m} x {k} and b "
+                f"{b.shape}{' transposed' if self.tb else ''} is {kb} x {n}; the inner "
+                f"dimensions {k} and {kb} differ")
+        if c is not None and _broadcast_shape(c.shape, (m, n), "gemm") != (m, n):
+            raise errors.ShapeError(f"gemm: c {_desc(c)} does not broadcast to the result "
+                                    f"({m}, {n})")
+        return (m, n), a.dtype
+
+
+def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, out=None):
+    """alpha * op(a) @ op(b) + beta * c (ONNX Gemm), op transposing when asked; a and b are
+    2-D, c (optional) broadcasts to the (M, N) result."""
+    if out is not None:
+        return ops.gemm(a, b, c, trans_a, trans_b, alpha, beta, out=out)
+    a, b = _recorded_operands(a, b)
+    if c is not None:
+        c = _like(c, a)
+    if _plain(a, b, c):
+        return ops.gemm(a, b, c, trans_a, trans_b, alpha, beta)
+    f = Gemm(trans_a, trans_b, alpha, beta)
+    return f(a, b) if c is None else f(a, b, c)
+
+
+def _like(c, a):
+    """c as a tensor of a's dtype (the cast recorded, so its gradient flows back)."""
+    if not isinstance(c, (Tensor, Placeholder)):
+        return as_tensor(c, dtype=a.dtype, device=a.device)
+    if c.dtype is not a.dtype:
+        from .elementwise import cast
+        c = cast(c, a.dtype)
+    return c
+
+
+class Linear(Function):
+    """x @ w.T + b with w (out, in) and x (..., in) (torch.nn.functional.linear)."""
+
+    def forward(self, x, w, b=None):
+        if self.needs:
+            self.x, self.w = x, w
+            self.b_shape = None if b is None else b.shape
+        return ops.linear(x, w, b)
+
+    def backward(self, dy):
+        x, w = self.x, self.w
+        nx, nw = self.needs[:2]
+        nb = len(self.needs) > 2 and self.needs[2]
+        n_out, n_in = w.shape
+        rows = _count(x.shape[:-1])
+        dy2 = ops.reshape(dy, rows, n_out)  # the batch axes folded into rows
+        dx = dw = db = None
+        if nx:
+            dx = ops.reshape(ops.gemm(dy2, w), *x.shape)
+        if nw:
+            dw = ops.gemm(dy2, ops.reshape(x, rows, n_in), trans_a=True)
+        if nb:
+            db = sum_to(dy, self.b_shape)
+        return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)
+
+    def infer(self, x, w, b=None):
+        if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
+            raise errors.ShapeError(f"linear: expected x (..., in) and w (out, in), got "
+                                    f"{_desc(x)} and {_desc(w)}")
+        shape = tuple(x.shape[:-1]) + (w.shape[0],)
+        if b is not None and _broadcast_shape(b.shape, shape, "linear") != shape:
+            raise errors.ShapeError(f"linear: the bias {_desc(b)} does not broadcast to the "
+                                    f"result {shape}")
+        return shape, x.dtype
+
+
+def linear(x, w, b=None):
+    """x @ w.T + b, with w of shape (out_features, in_features) and x of shape
+    (..., in_features) (torch.nn.functional.linear)."""
+    x, w = _recorded_operands(x, w)
+    if b is not None:
+        b = _like(b, x)
+    if _plain(x, w, b):
+        return ops.linear(x, w, b)
+    return Linear()(x, w) if b is None else Linear()(x, w, b)
+
+
+# ---- compositions: their gradients come from the recorded pieces --------------------------
+
+def dot(a, b, out=None):
+    """numpy.dot: the inner product of 1-D tensors, matmul of 2-D ones, a scaled tensor when
+    either is 0-d, and for N-D tensors the sum over the last axis of a and the second-to-last
+    of b."""
+    if out is not None:
+        return ops.dot(a, b, out=out)
+    a, b = _recorded_operands(a, b)
+    if _plain(a, b):
+        return ops.dot(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return mul(a, b)
+    if (a.ndim <= 2 and b.ndim <= 2) or b.ndim == 1:
+        return matmul(a, b)
+    k = b.shape[-2]
+    if a.shape[-1] != k:
+        raise errors.ShapeError(f"dot: shapes {a.shape} and {b.shape} are not aligned: "
+                                f"{a.shape[-1]} (last axis of a) != {k} (second-to-last of b)")
+    # b (..., K, N) -> (K, prod(...) * N); a (..., K) -> (prod(...), K)
+    perm = (b.ndim - 2,) + tuple(range(b.ndim - 2)) + (b.ndim - 1,)
+    r = matmul(reshape(a, -1, k), reshape(permute(b, *perm), k, -1))
+    return reshape(r, *a.shape[:-1], *b.shape[:-2], b.shape[-1])
+
+
+def inner(a, b):
+    """Sum over the last axes of a and b (numpy.inner); 1-D tensors give their dot product."""
+    a, b = _recorded_operands(a, b)
+    if _plain(a, b):
+        return ops.inner(a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return mul(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        raise errors.ShapeError(f"inner: the last axes of {a.shape} and {b.shape} differ")
+    k = a.shape[-1]
+    r = gemm(reshape(a, -1, k), reshape(b, -1, k), trans_b=True)
+    return reshape(r, *a.shape[:-1], *b.shape[:-1])
+
+
+def outer(a, b):
+    """The outer product of two vectors (flattened first, as numpy.outer): out[i, j] =
+    a[i] * b[j]."""
+    a, b = _recorded_operands(a, b)
+    if _plain(a, b):
+        return ops.outer(a, b)
+    return mul(reshape(a, -1, 1), reshape(b, 1, -1))
+
+
+__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear"]

@@ -1,0 +1,480 @@
+"""Shape ops with gradients: the views (reshape, permute, squeeze, expand, flip, basic
+indexing, split) stay views in forward, and the copies (concat, stack, pad, tile) move dy
+back to where each element came from.
+
+Shape inference for the views runs the real view op on a *probe*: one element seen through
+zero strides with the input's shape. It allocates nothing, and it gives exactly the plain
+op's output shape and its error for a bad argument.
+"""
+import numpy as np
+
+from .. import errors, ops
+from .._tensor import Tensor
+from ..ops._util import as_tensor, norm_axis
+from ..ops.shape import _expand_key, _is_advanced, _is_int_key, pad_amounts
+from .function import Function, sum_to
+from .mode import state as _grad
+from .placeholder import Placeholder
+
+_PROBE_SCALARS = {}
+
+
+def probe(x):
+    """A tensor of x's shape and dtype without memory: a 0-d zero expanded to x.shape."""
+    s = _PROBE_SCALARS.get(x.dtype)
+    if s is None:
+        s = _PROBE_SCALARS[x.dtype] = ops.zeros(dtype=x.dtype)
+    return ops.expand(s, *x.shape)
+
+
+def _plain(x):
+    """x is a tensor whose ops need no recording (no gradient wanted, or grad mode off)."""
+    return x.__class__ is Tensor and not (x.requires_grad and _grad.enabled)
+
+
+def _desc(x):
+    return f"{tuple(x.shape)} {x.dtype.name}"
+
+
+class Rearrange(Function):
+    """y = op(x, *args) for an op that keeps the elements in order and only renames the axes
+    (reshape, view, flatten, squeeze, unsqueeze): dx is dy reshaped to x's shape."""
+
+    def __init__(self, op, *args):
+        self.op, self.args = op, args
+
+    @property
+    def name(self):
+        return self.op.__name__
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return self.op(x, *self.args)
+
+    def backward(self, dy):
+        return ops.reshape(dy, *self.x_shape)
+
+    def infer(self, x):
+        return self.op(probe(x), *self.args).shape, x.dtype
+
+
+def reshape(x, *shape):
+    """x with a new shape (one entry may be -1): a view when the strides allow, else a copy."""
+    if _plain(x):
+        return ops.reshape(x, *shape)
+    return Rearrange(ops.reshape, *shape)(x)
+
+
+def view(x, *shape):
+    """Like reshape, but never copies: raises when the strides do not allow a view."""
+    if _plain(x):
+        return ops.view(x, *shape)
+    return Rearrange(ops.view, *shape)(x)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    """Axes start_dim..end_dim merged into one."""
+    if _plain(x):
+        return ops.flatten(x, start_dim, end_dim)
+    return Rearrange(ops.flatten, start_dim, end_dim)(x)
+
+
+def squeeze(x, axis=None):
+    """Removes size-1 axes: all of them (axis=None) or those named (an int or a sequence)."""
+    if _plain(x):
+        return ops.squeeze(x, axis)
+    return Rearrange(ops.squeeze, axis)(x)
+
+
+def unsqueeze(x, axis):
+    """A new axis of size 1 at position axis."""
+    if _plain(x):
+        return ops.unsqueeze(x, axis)
+    return Rearrange(ops.unsqueeze, axis)(x)
+
+
+expand_dims = unsqueeze
+
+
+class Permute(Function):
+    def __init__(self, axes):
+        self.axes = axes
+
+    def forward(self, x):
+        return ops.permute(x, *self.axes)
+
+    def backward(self, dy):
+        n = len(self.axes)
+        inverse = [0] * n
+        for i, a in enumerate(self.axes):
+            inverse[a % n] = i
+        return ops.permute(dy, *inverse)
+
+    def infer(self, x):
+        return ops.permute(probe(x), *self.axes).shape, x.dtype
+
+
+def permute(x, *axes):
+    """The axes reordered (a view): axis i of the result is axis axes[i] of x."""
+    if _plain(x):
+        return ops.permute(x, *axes)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return Permute(tuple(int(a) for a in axes))(x)
+
+
+def transpose(x, *axes):
+    """transpose() reverses the axes; transpose(a, b) swaps two (PyTorch);
+    transpose((2, 0, 1)) permutes (numpy)."""
+    if _plain(x):
+        return ops.transpose(x, *axes)
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    if not axes:
+        return permute(x, *reversed(range(x.ndim)))
+    if len(axes) == 2 and x.ndim != 2:
+        a, b = norm_axis(axes[0], x.ndim, "transpose"), norm_axis(axes[1], x.ndim, "transpose")
+        perm = list(range(x.ndim))
+        perm[a], perm[b] = perm[b], perm[a]
+        return permute(x, *perm)
+    return permute(x, *axes)
+
+
+class Expand(Function):
+    def __init__(self, shape):
+        self.shape = shape
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return ops.expand(x, *self.shape)
+
+    def backward(self, dy):
+        return sum_to(dy, self.x_shape)
+
+    def infer(self, x):
+        return ops.expand(probe(x), *self.shape).shape, x.dtype
+
+
+def expand(x, *shape):
+    """x broadcast to shape (-1 keeps a dimension); a view with zero strides."""
+    if _plain(x):
+        return ops.expand(x, *shape)
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return Expand(tuple(int(s) for s in shape))(x)
+
+
+broadcast_to = expand
+
+
+class Flip(Function):
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, x):
+        return ops.flip(x, self.axis)
+
+    def backward(self, dy):
+        return ops.flip(dy, self.axis)
+
+    def infer(self, x):
+        return ops.flip(probe(x), self.axis).shape, x.dtype
+
+
+def flip(x, axis=None):
+    """The order of elements reversed along the given axes (all by default); a view."""
+    if _plain(x):
+        return ops.flip(x, axis)
+    return Flip(axis)(x)
+
+
+# ---- indexing ----------------------------------------------------------------------------
+
+class BasicIndex(Function):
+    """x[key] for ints, slices (any step), None and ...: a view. Its gradient is dy written
+    through the same key into zeros (each element of x appears at most once in a view)."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return ops.getitem(x, self.key)
+
+    def backward(self, dy):
+        dx = ops.zeros(*self.x_shape, dtype=dy.dtype, device=dy.device)
+        ops.setitem(dx, self.key, dy)
+        return dx
+
+    def infer(self, x):
+        return ops.getitem(probe(x), self.key).shape, x.dtype
+
+
+def _is_mask(key):
+    return (isinstance(key, Tensor) and key.dtype.name == "bool") or (
+        isinstance(key, np.ndarray) and key.dtype == np.bool_)
+
+
+def getitem(x, key):
+    """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
+    (gathers along its axis) or a bool mask over the leading axes. Basic keys give views;
+    an integer array or mask gathers, and its gradient adds up repeated indices."""
+    if _plain(x):
+        return ops.getitem(x, key)
+    from .index import gather
+    if _is_mask(key):
+        mask = as_tensor(key, device=x.device)
+        if mask.shape != x.shape[:mask.ndim]:
+            raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
+                                    f"tensor's leading shape {x.shape[:mask.ndim]}")
+        idx = ops.reshape(ops.nonzero(ops.reshape(mask, -1)), -1)
+        return gather(reshape(x, -1, *x.shape[mask.ndim:]), idx, 0)
+    parts = _expand_key(key, x.ndim)
+    adv = [i for i, k in enumerate(parts) if _is_advanced(k)]
+    if not adv:
+        return BasicIndex(key)(x)
+    # The plain op's recipe, each step recorded: the basic part of the key as a view, then
+    # a gather along the array's axis, then numpy's axis order.
+    if len(adv) > 1:
+        raise errors.UnsupportedError("indexing with more than one integer array is not "
+                                      "supported; index one axis at a time")
+    pos = adv[0]
+    idx = as_tensor(parts[pos], device=x.device)
+    if idx.dtype.name == "bool":
+        raise errors.UnsupportedError("a bool mask must be the whole index (x[mask])")
+    adv_pos = sorted([pos] + [i for i, k in enumerate(parts) if _is_int_key(k)])
+    to_front = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
+    parts[pos] = slice(None)
+    basic = tuple(parts)
+    y = x if all(isinstance(k, slice) and k == slice(None) for k in basic) else \
+        BasicIndex(basic)(x)
+    axis = sum(1 for k in parts[:pos] if not _is_int_key(k))
+    y = gather(y, idx, axis)
+    if to_front and axis:
+        n = idx.ndim
+        y = permute(y, *range(axis, axis + n), *range(axis), *range(axis + n, y.ndim))
+    return y
+
+
+# ---- split and join ----------------------------------------------------------------------
+
+class Split(Function):
+    """Views of x along axis (split or chunk); the gradient joins the parts' gradients."""
+
+    def __init__(self, op, parts, axis):
+        self.op, self.parts, self.axis = op, parts, axis
+
+    @property
+    def name(self):
+        return self.op.__name__
+
+    def forward(self, x):
+        self.axis = norm_axis(self.axis, max(x.ndim, 1), self.name)
+        return tuple(self.op(x, self.parts, self.axis))
+
+    def backward(self, *dys):
+        return ops.concat(list(dys), self.axis)
+
+    def infer(self, x):
+        return [(y.shape, x.dtype) for y in self.op(probe(x), self.parts, self.axis)]
+
+
+def split(x, sizes_or_sections, axis=0):
+    """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
+    if _plain(x):
+        return ops.split(x, sizes_or_sections, axis)
+    return list(Split(ops.split, sizes_or_sections, axis)(x))
+
+
+def chunk(x, chunks, axis=0):
+    """PyTorch's chunk: parts of ceil(n / chunks) along axis (the last may be smaller)."""
+    if _plain(x):
+        return ops.chunk(x, chunks, axis)
+    return list(Split(ops.chunk, chunks, axis)(x))
+
+
+class Concat(Function):
+    def __init__(self, axis):
+        self.axis = axis
+
+    def forward(self, *xs):
+        self.axis = norm_axis(self.axis, xs[0].ndim, "concat")
+        self.sizes = [x.shape[self.axis] for x in xs]
+        return ops.concat(xs, self.axis)
+
+    def backward(self, dy):
+        return tuple(ops.split(dy, self.sizes, self.axis))
+
+    def infer(self, *xs):
+        first = xs[0]
+        axis = norm_axis(self.axis, first.ndim, "concat")
+        total = 0
+        for i, x in enumerate(xs):
+            if x.ndim != first.ndim:
+                raise errors.ShapeError(f"concat: tensor {i} is {_desc(x)} but tensor 0 is "
+                                        f"{_desc(first)}; every tensor needs the same number "
+                                        f"of dimensions")
+            for d in range(x.ndim):
+                if d != axis and x.shape[d] != first.shape[d]:
+                    raise errors.ShapeError(
+                        f"concat: along axis {axis}, tensor {i} is {_desc(x)} but tensor 0 is "
+                        f"{_desc(first)}; sizes must match on every other axis (axis {d} "
+                        f"differs)")
+            total += x.shape[axis]
+        shape = list(first.shape)
+        shape[axis] = total
+        return tuple(shape), first.dtype
+
+
+def _joinable(xs, op):
+    """xs as tensors (or placeholders) of one dtype, the casts recorded."""
+    from .elementwise import cast
+    from .. import dtypes as _dt
+    xs = [x if isinstance(x, (Tensor, Placeholder)) else as_tensor(x) for x in xs]
+    if not xs:
+        raise errors.ValueError(f"{op}: needs at least one tensor")
+    d = xs[0].dtype
+    for x in xs[1:]:
+        d = _dt.promote(d, x.dtype)
+    return [x if x.dtype is d else cast(x, d) for x in xs]
+
+
+def concat(xs, axis=0):
+    """Joins tensors along an existing axis (dtypes are promoted together)."""
+    xs = _joinable(xs, "concat")
+    if all(_plain(x) for x in xs):
+        return ops.concat(xs, axis)
+    return Concat(axis)(*xs)
+
+
+concatenate = cat = concat
+
+
+def stack(xs, axis=0):
+    """Joins tensors of one shape along a new axis."""
+    xs = _joinable(xs, "stack")
+    if all(_plain(x) for x in xs):
+        return ops.stack(xs, axis)
+    axis = norm_axis(axis, xs[0].ndim + 1, "stack")
+    return concat([unsqueeze(x, axis) for x in xs], axis)
+
+
+# ---- pad and tile ------------------------------------------------------------------------
+
+class Pad(Function):
+    """Pads (or, with negative amounts, crops) x; see hl.ops.pad.
+
+    Gradient: constant padding passes dy's inner part back (a pad with the amounts negated);
+    reflect and edge padding copy an element to several places, so each axis's gradient
+    adds those places up (gather_grad through the index map numpy.pad gives on arange)."""
+
+    def __init__(self, flat, mode, value):
+        self.flat, self.mode, self.value = flat, mode, value
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return ops.pad(x, self.flat, self.mode, self.value)
+
+    def backward(self, dy):
+        nd = len(self.x_shape)
+        begins, ends = self.flat[:nd], self.flat[nd:]
+        if self.mode == "constant":
+            return ops.pad(dy, [-p for p in self.flat])
+        np_mode = "reflect" if self.mode == "reflect" else "edge"
+        kept = [n + min(b, 0) + min(e, 0) for n, b, e in zip(self.x_shape, begins, ends)]
+        shape = list(dy.shape)
+        for d in range(nd):
+            b, e = max(begins[d], 0), max(ends[d], 0)
+            if b or e:  # element j of dy's axis d came from element src[j] of x's
+                src = np.pad(np.arange(kept[d], dtype=np.int64), (b, e), mode=np_mode)
+                shape[d] = kept[d]
+                dy = ops.gather_grad(dy, as_tensor(src, device=dy.device), d, shape)
+        crops = [max(-b, 0) for b in begins] + [max(-e, 0) for e in ends]
+        return ops.pad(dy, crops) if any(crops) else dy
+
+    def infer(self, x):
+        nd = x.ndim
+        shape = []
+        for d in range(nd):
+            n, b, e = x.shape[d], self.flat[d], self.flat[nd + d]
+            kept = n + min(b, 0) + min(e, 0)
+            if kept < 0:
+                raise errors.ShapeError(f"pad: pads ({b}, {e}) on axis {d} crop more than the "
+                                        f"{n} elements of {_desc(x)}")
+            grow_b, grow_e = max(b, 0), max(e, 0)
+            if self.mode == "reflect" and (grow_b or grow_e) and (
+                    grow_b >= kept or grow_e >= kept):
+                raise errors.ValueError(f"pad: reflect padding ({b}, {e}) on axis {d} needs "
+                                        f"pads smaller than the axis size {kept} (after "
+                                        f"cropping) of {_desc(x)}")
+            if self.mode in ("edge", "replicate") and kept == 0 and (grow_b or grow_e):
+                raise errors.ValueError(f"pad: edge padding cannot extend empty axis {d} of "
+                                        f"{_desc(x)}")
+            shape.append(kept + grow_b + grow_e)
+        return tuple(shape), x.dtype
+
+
+def pad(x, pads, mode="constant", value=0.0):
+    """Pads (or, with negative amounts, crops) x; see hl.ops.pad for the styles of pads.
+    mode: 'constant' (with value), 'reflect' or 'edge' ('replicate')."""
+    if _plain(x) or not isinstance(x, (Tensor, Placeholder)):
+        return ops.pad(x, pads, mode, value)
+    if mode not in ops.shape._PAD_MODES:
+        raise errors.ValueError(f"pad: mode must be one of {sorted(ops.shape._PAD_MODES)}, "
+                                f"got {mode!r}")
+    return Pad(pad_amounts(pads, x.ndim), mode, value)(x)
+
+
+class Tile(Function):
+    """numpy.tile with repeats as long as x's ndim (the wrapper adds leading axes first).
+    Gradient: each repeated axis viewed as (repeats, size) and summed over the repeats."""
+
+    def __init__(self, repeats):
+        self.repeats = repeats
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return ops.tile(x, self.repeats)
+
+    def backward(self, dy):
+        shape = list(dy.shape)
+        for d, (n, r) in enumerate(zip(self.x_shape, self.repeats)):
+            if r == 1:
+                continue
+            before = 1
+            for s in shape[:d]:
+                before *= s
+            after = 1
+            for s in shape[d + 1:]:
+                after *= s
+            # 4-D whatever x's rank: (before, repeats, n, after), summed over the repeats
+            dy = ops.sum(ops.reshape(dy, before, r, n, after), axis=1)
+            shape[d] = n
+            dy = ops.reshape(dy, *shape)
+        return dy
+
+    def infer(self, x):
+        for d, r in enumerate(self.repeats):
+            if r < 0:
+                raise errors.ValueError(f"tile: negative repeat count {r} on axis {d} of "
+                                        f"{_desc(x)}")
+        return tuple(n * r for n, r in zip(x.shape, self.repeats)), x.dtype
+
+
+def tile(x, repeats):
+    """numpy.tile: x repeated along each axis; repeats shorter than x's ndim apply to the
+    last axes, longer ones add leading axes."""
+    if _plain(x) or not isinstance(x, (Tensor, Placeholder)):
+        return ops.tile(x, repeats)
+    repeats = [int(repeats)] if isinstance(repeats, (int, np.integer)) else [
+        int(r) for r in repeats]
+    if len(repeats) < x.ndim:
+        repeats = [1] * (x.ndim - len(repeats)) + repeats
+    while x.ndim < len(repeats):
+        x = unsqueeze(x, 0)
+    return Tile(repeats)(x)
+
+
+__all__ = ["reshape", "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
+           "expand_dims", "expand", "broadcast_to", "flip", "split", "chunk", "concat",
+           "concatenate", "cat", "stack", "pad", "tile", "getitem"]
