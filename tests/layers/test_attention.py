@@ -108,10 +108,10 @@ def test_masks(kind, rng):
     q, k, v = (_seq(rng, n, N, E, False) for n in (L, S, S))
     params, tparams = _build(layer, module, q, k, v)
     attn, pad = _masks(kind, rng, L, S, N, H)
-    if kind == "bool_3d_and_float_2d_padding":   # torch wants both masks of one kind
-        attn = np.where(attn, -np.inf, 0).astype(np.float32)
     h_attn = None if attn is None else hl.tensor(attn)
     h_pad = None if pad is None else hl.tensor(pad)
+    if kind == "bool_3d_and_float_2d_padding":   # torch wants both masks of one kind
+        attn = np.where(attn, -np.inf, 0).astype(np.float32)
     t_attn = None if attn is None else torch.tensor(attn)
     t_pad = None if pad is None else torch.tensor(pad)
     compare(lambda q, k, v: layer(q, k, v, key_padding_mask=h_pad, attn_mask=h_attn),
