@@ -11,6 +11,12 @@ from ..ops.shape import getitem, setitem  # noqa: F401
 from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .reduce import *  # noqa: F401,F403
+from .conv import *  # noqa: F401,F403
+from .pool import *  # noqa: F401,F403
+from .normalization import *  # noqa: F401,F403
+from .softmax import *  # noqa: F401,F403
+from .random import *  # noqa: F401,F403
+from .resize import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
