@@ -87,6 +87,7 @@ def _run(root, index, dy, retain_graph):
     grads = {root: _slots(root)}
     grads[root][index] = dy
     leaf_grads = {}
+    handed = set()
     ready = [root]
     while ready:
         fn = ready.pop()
@@ -124,7 +125,7 @@ def _run(root, index, dy, retain_graph):
                 if leaves_waiting[key] == 0:
                     g = leaf_grads.pop(key, None)
                     if g is not None:
-                        yield x, g, True
+                        yield x, _owned(g, handed), True
                 continue
             if dx is not None:
                 slots = grads.get(parent)
@@ -153,3 +154,13 @@ def _as_grad(dx, x):
         dx = dx.astype(x.dtype)
     return dx
 
+
+
+def _owned(g, handed):
+    """A gradient the receiver may write into: not a broadcast or strided view (sum's backward
+    hands out an expanded dy) and not the same tensor as another leaf's (add's backward passes
+    one dy to both inputs)."""
+    if id(g) in handed or not g.is_contiguous():
+        g = g.clone()
+    handed.add(id(g))
+    return g

@@ -178,3 +178,14 @@ def test_placeholders_flow_through_element_wise_ops():
         p + hl.ones(2)
     with pytest.raises(hl.errors.ValueError, match="no values"):
         p.numpy()
+
+
+def test_leaf_gradients_are_never_shared_or_broadcast_views():
+    a, b = param(randn(3)), param(randn(3))
+    grads = dict((id(t), g) for t, g in hl.autograd.backward((a + b).sum()))
+    ga, gb = grads[id(a)], grads[id(b)]
+    assert ga is not gb and ga.is_contiguous() and gb.is_contiguous()
+    assert not ga.shares_memory(gb)
+    with hl.no_grad():
+        ga *= 2.0                       # an optimiser may scale a gradient in place
+    np.testing.assert_array_equal(gb.numpy(), np.ones(3))
