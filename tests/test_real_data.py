@@ -1,0 +1,49 @@
+"""Training on the real data sets shipped with hl: the README's main job (the MNIST CNN on the
+digits, upsampled to 28x28) and an MLP regression on diabetes. Each runs in well under a
+minute on two cores."""
+import numpy as np
+
+import hl
+from hl import layers as L
+
+# Mean-squared error on the diabetes test rows, in the target's own units (disease progression
+# squared). Predicting the training mean gives 5359; least squares on the ten features 2627;
+# this MLP lands at 2780-2900 over seeds 0-2 (it has 354 rows to learn from, so it is kept
+# small and decayed).
+DIABETES_MSE_GOAL = 3100.0
+
+
+def test_cnn_reaches_95_percent_on_digits():
+    from hl.demo import train
+    data = hl.data.digits(size=28)
+    model, acc = train(data, epochs=10, batch_size=64, lr=0.05, seed=0, progress=False)
+    assert acc >= 0.95, f"test accuracy {acc:.4f}"
+
+
+class MLP(hl.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden, self.out = L.Linear(16), L.Linear(1)
+        self.loss_fn = hl.losses.MSELoss()
+        self.optim = hl.opt.AdamW(lr=0.003, weight_decay=0.1)
+
+    def forward(self, x):
+        return self.out(self.hidden(x).relu()).reshape(-1)
+
+
+def test_mlp_regression_on_diabetes():
+    hl.manual_seed(0)
+    (x, y), (xt, yt) = hl.data.diabetes(standardize=True)
+    mu, sigma = y.mean(), y.std()
+    model = MLP()
+    model.compile([hl.Placeholder((32, 10))])
+    loader = hl.data.DataLoader(x, ((y - mu) / sigma).astype(np.float32), batch_size=32,
+                                shuffle=True, seed=0)
+    for _ in range(60):  # epochs
+        for xb, yb in loader:
+            model.train_one_batch(hl.tensor(xb), hl.tensor(yb))
+    model.eval()
+    with hl.no_grad():
+        pred = model(hl.tensor(xt)).numpy() * sigma + mu
+    mse = float(np.mean((pred - yt) ** 2))
+    assert mse < DIABETES_MSE_GOAL, f"test MSE {mse:.0f}"
