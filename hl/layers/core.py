@@ -2,7 +2,6 @@
 Dropout."""
 from .. import errors
 from ..autograd import functional as F
-from ..autograd.placeholder import is_placeholder
 from .layer import Layer
 
 
@@ -84,17 +83,12 @@ class Dropout(Layer):
         self.generator = generator
 
     def forward(self, x):
-        if not self.training or self.p == 0.0 or is_placeholder(x):
+        if not self.training or self.p == 0.0:
             return x
         if not x.dtype.is_floating:
             raise errors.DTypeError(f"{self.describe()}: expected a float input, received "
                                     f"{x.dtype.name}")
-        if self.p == 1.0:
-            return x * 0.0
-        keep = F.bernoulli(*x.shape, p=1.0 - self.p, dtype=x.dtype, device=x.device,
-                           generator=self.generator)
-        keep *= 1.0 / (1.0 - self.p)
-        return x * keep
+        return F.dropout(x, self.p, training=True, generator=self.generator)
 
     def extra_repr(self):
         return f"p={self.p}"
