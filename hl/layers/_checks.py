@@ -30,8 +30,9 @@ def ints(value, n, what, layer):
 def positive(vals, what, layer, allow_zero=False):
     low = 0 if allow_zero else 1
     if any(v < low for v in vals):
-        raise errors.ValueError(f"{layer}: {what} must be {'non-negative' if allow_zero else 'positive'}, "
-                                f"got {vals if len(vals) > 1 else vals[0]}")
+        must = "non-negative" if allow_zero else "positive"
+        raise errors.ValueError(f"{layer}: {what} must be {must}, got "
+                                f"{vals if len(vals) > 1 else vals[0]}")
     return vals
 
 

@@ -6,7 +6,8 @@ from .layer import Layer
 
 
 class _Activation(Layer):
-    """An activation with no parameters: forward is `_fn(x, **self._kwargs())`."""
+    """An activation without parameters: forward applies `_fn`; the public attributes set
+    in __init__ (alpha, axis...) show in repr."""
 
     def forward(self, x):
         return self._fn(x)

@@ -235,3 +235,13 @@ def test_repr_shows_the_tree():
     text = repr(net)
     assert text.startswith("Net()\n  (blk1): Block()\n    (fc1): Linear(8, 6, bias=True)")
     assert "(heads.1): Linear(4, 3, bias=True)" in text
+
+
+def test_a_layer_listed_twice_in_a_sequential_counts_once():
+    fc = Linear(3)
+    s = Sequential(fc, ReLU(), fc)
+    y = s(_x(2, 3))
+    assert y.shape == (2, 3)
+    assert sorted(s.get_params()) == ["0.W", "0.b"]
+    assert fc.describe() == "Linear '0'"
+    assert [n for n, _ in s.named_layers()] == ["", "0", "1"]

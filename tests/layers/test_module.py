@@ -167,3 +167,35 @@ def test_default_train_one_batch_needs_a_loss_and_an_optimiser():
     model = CNN()
     with pytest.raises(hl.errors.ValueError, match=r"set self.loss_fn and self.optim"):
         model.train_one_batch(hl.zeros(1, 1, 28, 28), hl.zeros(1))
+
+
+def test_cnn_forward_and_backward_match_torch():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+    torch.manual_seed(0)
+    tnet = nn.Sequential(nn.Conv2d(1, 20, 5), nn.ReLU(), nn.MaxPool2d(2, 2), nn.Conv2d(20, 50, 5),
+                         nn.ReLU(), nn.MaxPool2d(2, 2), nn.Flatten(), nn.Linear(800, 500),
+                         nn.ReLU(), nn.Linear(500, 10))
+    model = CNN()
+    model.compile([hl.Placeholder((2, 1, 28, 28))])
+    t = {"conv1": tnet[0], "conv2": tnet[3], "fc1": tnet[7], "fc2": tnet[9]}
+    model.set_params({
+        f"{name}.{p}": (m.weight.detach().numpy().T if p == "W" and name.startswith("fc")
+                        else (m.weight if p == "W" else m.bias).detach().numpy())
+        for name, m in t.items() for p in ("W", "b")})
+    x = np.random.default_rng(0).standard_normal((2, 1, 28, 28)).astype(np.float32)
+    labels = np.array([3, 7])
+    out = model(hl.tensor(x))
+    loss = hl.softmax_cross_entropy(out, hl.tensor(labels))
+    loss.backward()
+    tout = tnet(torch.tensor(x))
+    tloss = nn.functional.cross_entropy(tout, torch.tensor(labels))
+    tloss.backward()
+    np.testing.assert_allclose(out.numpy(), tout.detach().numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(float(loss.numpy()), tloss.item(), rtol=1e-5)
+    for name, m in t.items():
+        gw = m.weight.grad.numpy()
+        np.testing.assert_allclose(getattr(model, name).W.grad.numpy(),
+                                   gw.T if name.startswith("fc") else gw, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(getattr(model, name).b.grad.numpy(), m.bias.grad.numpy(),
+                                   rtol=1e-4, atol=1e-5)
