@@ -16,15 +16,18 @@ class Sequential(Layer):
 
     def add(self, layer):
         self._layers.append(layer)
-        if isinstance(layer, Layer):
+        if isinstance(layer, Layer) and layer._parent is not self:
+            # a layer listed twice (weight sharing) keeps the name of its first place
             key = layer.name or str(len(self._layers) - 1)
             layer.__dict__["_parent"] = self
             layer.__dict__["_local_name"] = key
         return self
 
     def children(self):
+        seen = set()
         for i, layer in enumerate(self._layers):
-            if isinstance(layer, Layer):
+            if isinstance(layer, Layer) and id(layer) not in seen:
+                seen.add(id(layer))
                 yield layer.name or str(i), layer
 
     def forward(self, x):

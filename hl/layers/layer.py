@@ -51,6 +51,7 @@ class Layer:
     def __call__(self, *xs, **kwargs):
         if not self._built:
             self._check_init_attrs()
+            self._link_children()
             with no_grad():
                 self.initialize(*xs)
             self.__dict__["_built"] = True
@@ -61,6 +62,14 @@ class Layer:
             raise errors.ValueError(
                 f"{type(self).__name__}.__init__ did not call super().__init__(); a Layer "
                 f"needs it to track its parameters")
+
+    def _link_children(self):
+        """Gives sub-layers added after their container was assigned (self.blocks = [];
+        self.blocks.append(...)) their parent, so their names and messages are right."""
+        for name, child in self.children():
+            if child._parent is None:
+                child.__dict__["_parent"] = self
+                child.__dict__["_local_name"] = name
 
     @property
     def built(self):
@@ -110,6 +119,9 @@ class Layer:
         if "_built" not in self.__dict__ and not name.startswith("_"):
             self._check_init_attrs()
         for child_name, child in _layers_in(name, value):
+            if child._parent is self and any(c is child and n == child._local_name
+                                             for n, c in self.children()):
+                continue  # a layer kept twice (weight sharing) keeps its first name
             child.__dict__["_parent"] = self
             child.__dict__["_local_name"] = child_name
         object.__setattr__(self, name, value)
@@ -143,7 +155,15 @@ class Layer:
                     if id(t) in seen:  # a layer used twice owns its tensors once
                         continue
                     seen.add(id(t))
-                    out[f"{prefix}.{local}" if prefix else local] = t
+                    key = f"{prefix}.{local}" if prefix else local
+                    if key in out:
+                        raise errors.ValueError(
+                            f"{self.describe()}: two different tensors are both named "
+                            f"'{key}' (two sub-layers given the same name?); give them "
+                            f"distinct names")
+                    out[key] = t
+                    if self._parent is None:  # from the root, names are the full paths
+                        t.name = key
         return out
 
     def get_params(self):
@@ -216,8 +236,15 @@ def _layers_in(name, value):
                 yield f"{name}.{k}", v
 
 
+def _unbuilt(layer):
+    """Names of the layers under `layer` that create parameters but have not been called."""
+    return [name or type(sub).__name__ for name, sub in layer.named_layers()
+            if not sub._built and type(sub).initialize is not Layer.initialize]
+
+
 def _load(layer, targets, values, strict, op):
-    if not targets and values:
+    unbuilt = _unbuilt(layer)
+    if unbuilt and values and not targets:
         raise errors.ValueError(
             f"{op}: {layer.describe()} has no parameters yet: layers create them on their "
             f"first call. Call it once on an input (or compile it with hl.Placeholder inputs) "
@@ -243,6 +270,9 @@ def _load(layer, targets, values, strict, op):
             parts.append(f"unexpected {unexpected}")
         if mismatched:
             parts.append(f"wrong shape [{'; '.join(mismatched)}]")
+        if unbuilt:
+            parts.append(f"(layers {unbuilt} have not been called yet, so their parameters "
+                         f"do not exist)")
         raise errors.ValueError(f"{op} on {layer.describe()}: " + ", ".join(parts) +
                                 "; nothing was loaded (pass strict=False to load what fits)")
     with no_grad():
