@@ -55,8 +55,8 @@ def test_clip_bare_gradients_in_place(rng):
 
 
 def test_clip_after_backward_with_shared_gradient():
-    """(w + b).sum() hands w and b one broadcast gradient tensor: clipping the parameters
-    scales each .grad once; clipping those tensors in place is refused."""
+    """(w + b).sum() passes one broadcast dy to both w and b; the backward walk hands each
+    leaf a gradient of its own, so clipping scales each exactly once, also in place."""
     w = hl.Tensor(np.zeros(4, np.float32), requires_grad=True, stores_grad=True)
     b = hl.Tensor(np.zeros(4, np.float32), requires_grad=True, stores_grad=True)
     (w + b).sum().backward()
@@ -65,8 +65,13 @@ def test_clip_after_backward_with_shared_gradient():
     np.testing.assert_allclose(w.grad.numpy(), np.full(4, 1 / np.sqrt(8)), rtol=1e-5)
     np.testing.assert_allclose(b.grad.numpy(), np.full(4, 1 / np.sqrt(8)), rtol=1e-5)
     pairs = list(hl.autograd.backward((w + b).sum()))
-    with pytest.raises(hl.errors.ValueError, match="clip_norm="):
-        hl.opt.clip_grad_norm([g for _, g in pairs], 1.0)
+    total = hl.opt.clip_grad_norm([g for _, g in pairs], 1.0)
+    assert float(total) == pytest.approx(np.sqrt(8.0), rel=1e-6)
+    for _, g in pairs:
+        np.testing.assert_allclose(g.numpy(), np.full(4, 1 / np.sqrt(8)), rtol=1e-5)
+    e = hl.ones(1).expand(4)   # a broadcast view a user made: refused, not scaled 4 times
+    with pytest.raises(hl.errors.ValueError):
+        hl.opt.clip_grad_norm([e], 1.0)
 
 
 def test_clip_bad_arguments():
