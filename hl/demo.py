@@ -2,7 +2,7 @@
 
     python -m hl.demo                  # on the shipped digits, upsampled to 28x28
     python -m hl.demo --mnist DIR      # on real MNIST IDX files in DIR
-    python -m hl.demo --epochs 5 --batch-size 64 --lr 0.05 --seed 0
+    python -m hl.demo --epochs 15 --batch-size 64 --lr 0.01 --seed 0
 
 Conv2d(20, 5) -> ReLU -> MaxPool(2, 2) -> Conv2d(50, 5) -> ReLU -> MaxPool(2, 2) -> Flatten
 -> Linear(500) -> ReLU -> Linear(10), softmax cross-entropy, SGD with momentum.
@@ -54,7 +54,7 @@ def evaluate(model, x, y, batch_size=256):
     return correct / len(x)
 
 
-def train(data, epochs=10, batch_size=64, lr=0.05, seed=0, progress=True):
+def train(data, epochs=15, batch_size=64, lr=0.01, seed=0, progress=True):
     """Trains the CNN on ((x_train, y_train), (x_test, y_test)); returns (model, accuracy)."""
     from tqdm import tqdm
     (x_train, y_train), (x_test, y_test) = data
@@ -80,9 +80,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description="Train the MNIST CNN and print test accuracy.")
     ap.add_argument("--mnist", metavar="DIR", help="a folder with MNIST IDX files (gzipped or "
                     "not); without it, the shipped digits upsampled to 28x28")
-    ap.add_argument("--epochs", type=int, default=None, help="default 10 (digits), 2 (MNIST)")
+    ap.add_argument("--epochs", type=int, default=None, help="default 15 (digits), 2 (MNIST)")
     ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, help="CPU threads (default: all available)")
     args = ap.parse_args(argv)
@@ -93,7 +93,7 @@ def main(argv=None):
         epochs = args.epochs or 2
     else:
         data, what = hl.data.digits(size=28), "digits (8x8 upsampled to 28x28)"
-        epochs = args.epochs or 10
+        epochs = args.epochs or 15
     (x_train, _), (x_test, _) = data
     print(f"hl {hl.__version__}: training the MNIST CNN on {what}: {len(x_train)} training "
           f"and {len(x_test)} test images, {hl.get_num_threads()} threads")
