@@ -82,7 +82,7 @@ def hl_step_fn(name, batch, shape):
     x = hl.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
     y = hl.tensor(rng.integers(0, 10, batch).astype(np.int64))
     model.train()
-    model(x)  # creates the parameters
+    model(hl.Placeholder(x.shape))  # creates the parameters, computes nothing
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
 
     def step():

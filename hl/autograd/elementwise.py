@@ -122,7 +122,7 @@ DERIVATIVES = {
     "erf": (lambda x, y, dy, a, b: dy * ops.exp(ops.neg(ops.square(x))) * (2 / math.sqrt(math.pi)),
             True),
     "sigmoid": (lambda x, y, dy, a, b: dy * y * (1.0 - y), False),
-    "relu": (lambda x, y, dy, a, b: ops.where(_positive(y), dy, 0.0), False),
+    "relu": (lambda x, y, dy, a, b: ops.relu_grad(dy, y), False),
     "leaky_relu": (lambda x, y, dy, a, b: ops.where(_positive(x), dy, dy * a), True),
     "elu": (lambda x, y, dy, a, b: ops.where(_positive(x), dy, dy * (y + a)), True),
     "celu": (lambda x, y, dy, a, b: ops.where(_positive(x), dy, dy * ops.exp(x / a)), True),

@@ -100,6 +100,7 @@ _SIMPLE_BINARY = {
     "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b",
     "logical_and": "a and b (bool)", "logical_or": "a or b (bool)",
     "logical_xor": "a xor b (bool)",
+    "relu_grad": "a where b > 0, else 0: relu's backward (a = dy, b = its output)",
 }
 for _name, _doc in _SIMPLE_BINARY.items():
     globals()[_name] = _make_binary(_name, _doc)

@@ -80,7 +80,8 @@
     X(MAXIMUM, maximum, binary, (a > b || a != a) ? a : b, a > b ? a : b) \
     X(MINIMUM, minimum, binary, (a < b || a != a) ? a : b, a < b ? a : b) \
     X(MOD, mod, binary, hl_float_mod(a, b), hl_int_mod(a, b)) \
-    X(FMOD, fmod, binary, fmod(a, b), hl_int_fmod(a, b))
+    X(FMOD, fmod, binary, fmod(a, b), hl_int_fmod(a, b)) \
+    X(RELU_GRAD, relu_grad, binary, b > 0 ? a : 0, b > 0 ? a : 0)
 
 /* Binary comparisons and logic: any dtype in (both the same), bool out. */
 #define HL_BINARY_BOOL_OPS(X) \

@@ -329,6 +329,8 @@ ARITH = {
     "minimum": (hl.minimum, np.minimum, np.minimum),
     "mod": (hl.mod, np.mod, _int_mod(np.mod)),
     "fmod": (hl.fmod, np.fmod, _int_mod(np.fmod)),
+    "relu_grad": (hl.ops.relu_grad, lambda a, b: np.where(b > 0, a, 0).astype(a.dtype),
+                  lambda a, b: np.where(b > 0, a, 0).astype(np.result_type(a, b))),
 }
 COMPARE = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
            "gt": np.greater, "ge": np.greater_equal, "logical_and": np.logical_and,
