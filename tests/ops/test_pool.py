@@ -309,3 +309,33 @@ def test_max_pool_grad_property_any_index(bad):
         return
     assert -1 <= bad < 16
     assert dx.numpy().sum() == (4 if bad >= 0 else 3)
+
+
+def _np_max_pool_with_indices(x, k, s):
+    """Windows inside the input: the first tap starts, a later tap wins when greater or NaN."""
+    n, c, h, w = x.shape
+    oh, ow = (h - k[0]) // s[0] + 1, (w - k[1]) // s[1] + 1
+    y = np.empty((n, c, oh, ow), x.dtype)
+    idx = np.empty((n, c, oh, ow), np.int64)
+    for a, b, i, j in np.ndindex(n, c, oh, ow):
+        best, at = None, -1
+        for ty in range(k[0]):
+            for tx in range(k[1]):
+                r, q = i * s[0] + ty, j * s[1] + tx
+                v = x[a, b, r, q]
+                if at < 0 or v > best or np.isnan(v):
+                    best, at = v, r * w + q
+        y[a, b, i, j], idx[a, b, i, j] = best, at
+    return y, idx
+
+
+@pytest.mark.parametrize("k,s,hw", [((2, 2), (2, 2), (6, 7)), ((3, 3), (2, 2), (7, 8)),
+                                    ((2, 3), (1, 2), (5, 6))])
+def test_max_pool_windows_inside_the_input_with_ties_and_nans(rng, k, s, hw):
+    # the kernel's fast path for windows that never touch padding: same values and indices
+    x = rng.integers(0, 3, size=(2, 3, *hw)).astype(np.float32)   # many ties
+    x[0, 1, 1, 1] = x[1, 2, 2, 3] = x[1, 2, 3, 3] = np.nan
+    y, i = hl.max_pool2d(hl.tensor(x), k, s, return_indices=True)
+    want_y, want_i = _np_max_pool_with_indices(x, k, s)
+    np.testing.assert_array_equal(y.numpy(), want_y)
+    np.testing.assert_array_equal(i.numpy(), want_i)

@@ -6,8 +6,55 @@
 #define POOL_CAT(a, b) POOL_CAT2(a, b)
 #define FN(name) POOL_CAT(name, SFX)
 
+/* Every window lies inside the input and its taps are adjacent (dilation 1, no padding
+   reaching in): the common 2x2 / stride 2 case. Same result and indices as the general loop
+   below, without computing each window's bounds. */
+static void FN(max_pool_inside)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
+    const int64_t HW = g->h * g->w, OP = g->oh * g->ow, kh = g->kh, kw = g->kw, w = g->w;
+#pragma omp parallel for schedule(static) if (g->planes * OP * kh * kw > POOL_PAR_MIN)
+    for (int64_t p = 0; p < g->planes; p++) {
+        const T *plane = x + p * HW;
+        T *yp = y + p * OP;
+        int64_t *ip = idx ? idx + p * OP : NULL;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            const int64_t top = oy * g->sh * w;
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                const int64_t first = top + ox * g->sw;
+                T best = plane[first];
+                int64_t at = first;
+                if (kh == 2 && kw == 2) { /* unrolled: the taps in the general loop's order */
+                    const int64_t t1 = first + 1, t2 = first + w, t3 = first + w + 1;
+                    if (plane[t1] > best || plane[t1] != plane[t1]) best = plane[at = t1];
+                    if (plane[t2] > best || plane[t2] != plane[t2]) best = plane[at = t2];
+                    if (plane[t3] > best || plane[t3] != plane[t3]) best = plane[at = t3];
+                    yp[oy * g->ow + ox] = best;
+                    if (ip) ip[oy * g->ow + ox] = at;
+                    continue;
+                }
+                for (int64_t ty = 0; ty < kh; ty++) {
+                    const int64_t r = first + ty * w;
+                    for (int64_t tx = 0; tx < kw; tx++) {
+                        const T v = plane[r + tx];
+                        if (v > best || v != v) { /* NaN wins, the last one as below */
+                            best = v;
+                            at = r + tx;
+                        }
+                    }
+                }
+                yp[oy * g->ow + ox] = best;
+                if (ip) ip[oy * g->ow + ox] = at;
+            }
+        }
+    }
+}
+
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
     const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+    if (g->dh == 1 && g->dw == 1 && g->pt == 0 && g->pl == 0 && g->oh > 0 && g->ow > 0 &&
+        (g->oh - 1) * g->sh + g->kh <= g->h && (g->ow - 1) * g->sw + g->kw <= g->w) {
+        FN(max_pool_inside)(g, x, y, idx);
+        return;
+    }
 #pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
     for (int64_t p = 0; p < g->planes; p++) {
         const T *plane = x + p * HW;
