@@ -26,6 +26,8 @@ del _tensor_module
 from . import layers
 from .model import Module
 
+layer = layers  # SINGA's module name: `from singa import layer` -> `from hl import layer`
+
 __version__ = _version()
 bool = bool_  # noqa: A001 - hl.bool like torch.bool; Python's bool stays builtins.bool
 

@@ -83,4 +83,6 @@ class Module(Layer):
         return out, loss
 
 
-__all__ = ["Module", "Placeholder"]
+Model = Module  # SINGA's name: class MyModel(model.Model)
+
+__all__ = ["Model", "Module", "Placeholder"]

@@ -13,6 +13,9 @@ from .linear import Linear
 from .normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .pool import AvgPool1d, AvgPool2d, GlobalAvgPool2d, GlobalMaxPool2d, MaxPool1d, MaxPool2d
 from .recurrent import GRU, LSTM, RNN
+from ..losses import MSELoss as MeanSquareError, SoftmaxCrossEntropy  # SINGA keeps losses here
+
+SoftMaxCrossEntropy = SoftmaxCrossEntropy  # SINGA's spelling
 
 __all__ = ["Layer", "LoadReport", "Sequential", "initializers",
            "Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d",
@@ -21,4 +24,5 @@ __all__ = ["Layer", "LoadReport", "Sequential", "initializers",
            "Identity", "Flatten", "Reshape", "Dropout", "Embedding",
            "ReLU", "LeakyReLU", "ELU", "SELU", "GELU", "Sigmoid", "Tanh", "Softplus", "SiLU",
            "Swish", "Mish", "HardSigmoid", "HardSwish", "Softmax", "LogSoftmax",
-           "RNN", "LSTM", "GRU", "MultiHeadAttention"]
+           "RNN", "LSTM", "GRU", "MultiHeadAttention", "SoftmaxCrossEntropy",
+           "SoftMaxCrossEntropy", "MeanSquareError"]
