@@ -154,12 +154,17 @@ class _ArrayView:
         self._handle = h
         n = lib.hl_tensor_ndim(h)
         size = np_dtype.itemsize
+        shape_ = tuple(lib.hl_tensor_shape(h)[0:n])
+        strides = tuple(lib.hl_tensor_strides(h)[0:n])
+        # A broadcast view (zero stride on an axis of size > 1) is read-only, as in numpy's
+        # broadcast_to and as the core refuses to write into one.
+        broadcast = any(st == 0 and d > 1 for d, st in zip(shape_, strides))
         self.__array_interface__ = {
             "version": 3,
-            "shape": tuple(lib.hl_tensor_shape(h)[0:n]),
-            "strides": tuple(s * size for s in lib.hl_tensor_strides(h)[0:n]),
+            "shape": shape_,
+            "strides": tuple(s * size for s in strides),
             "typestr": np_dtype.str if np_dtype.kind != "V" else "|V2",
-            "data": (int(ffi.cast("uintptr_t", lib.hl_tensor_data(h))), False),
+            "data": (int(ffi.cast("uintptr_t", lib.hl_tensor_data(h))), broadcast),
         }
 
 

@@ -105,7 +105,8 @@ class Tensor:
 
     def numpy(self):
         """The values as a numpy array: a view of the same memory for a CPU tensor (writes
-        show through), a copy for a tensor on another device."""
+        show through; read-only for a broadcast view, as numpy.broadcast_to), a copy for a
+        tensor on another device."""
         if self._dtype is _dt.bfloat16 and _dt.bfloat16.np is None:
             raise errors.DTypeError("numpy has no bfloat16 without the ml_dtypes package")
         if _core.device_of(self._h)[0] == 0:

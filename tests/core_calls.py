@@ -125,6 +125,12 @@ CALLS = [
     ("binary: NULL out", lambda t: lib.hl_binary(_op("add"), t, t, NULL), "add: output pointer"),
     ("where: NULL cond", lambda t: lib.hl_where(NULL, t, t, _out()), "where"),
     ("where: NULL out", lambda t: lib.hl_where(t, t, t, NULL), "where"),
+    # ---- writes into a broadcast view (zero stride on an axis of size > 1) ----
+    ("unary: broadcast out", lambda t: _into_broadcast(t, lambda b, o: lib.hl_unary(_op("neg"), b, 0, 0, o)), "neg: the output is a broadcast view"),
+    ("copy: broadcast dst", lambda t: lib.hl_copy(_B(t), t), "copy: the destination is a broadcast view"),
+    ("fill: broadcast", lambda t: lib.hl_fill(_B(t), 1.0), "fill: the tensor is a broadcast view"),
+    ("random_normal: broadcast", lambda t: lib.hl_random_normal(_B(t), 0, 0, 0.0, 1.0), "broadcast view"),
+    ("batch_norm: broadcast running_var", lambda t: lib.hl_batch_norm(t, NULL, NULL, _C3(), _C3(True), 1, 0.1, 1e-5, _out(), NULL, NULL), "running_var is a broadcast view"),
     # ---- plans ----
     ("plan_run: NULL", lambda t: lib.hl_plan_run(NULL), "plan_run"),
     ("plan_end: nothing recorded", lambda t: lib.hl_plan_end(ffi.new("hl_plan *[1]")), "no plan"),
@@ -185,6 +191,24 @@ def _T(t):
     out = _out()
     assert lib.hl_view_permute(t, _i64(1, 0), out) == 0
     return ffi.gc(out[0], lib.hl_tensor_release)
+
+
+def _B(t):
+    """t (2, 3) broadcast to (2, 2, 3): a view whose first axis has stride 0."""
+    out = _out()
+    assert lib.hl_view_expand(t, 3, _i64(2, 2, 3), out) == 0
+    return ffi.gc(out[0], lib.hl_tensor_release)
+
+
+def _into_broadcast(t, call):
+    """call(b, out) with out pointing at b = _B(t), kept alive through the call."""
+    b = _B(t)
+    return call(b, ffi.new("hl_tensor *[1]", [b]))
+
+
+def _C3(broadcast=False):
+    """Three channels' statistics: a float32 (3,) tensor, or one element broadcast to (3,)."""
+    return hl.zeros(1).expand(3)._h if broadcast else hl.zeros(3)._h
 
 
 def _X4():

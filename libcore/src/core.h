@@ -121,12 +121,19 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out);
 /* ---- output preparation ---- */
 
 /* Gives the op an output of (dtype, device, shape): allocates one when *out is NULL, else
-   checks the caller's tensor matches and takes a reference to it. Either way, on success the
+   checks the caller's tensor matches and can be written (hl_check_writable) and takes a
+   reference to it. Either way, on success the
    caller of the entry point will own one reference. */
 hl_status hl_out_prepare(const char *op, hl_tensor **out, hl_dtype dtype, hl_device device,
                          int ndim, const int64_t *shape);
 /* Undoes hl_out_prepare after a later failure: drops the reference and restores *out. */
 void hl_out_abandon(hl_tensor **out, hl_tensor *caller_value);
+/* Fails unless every element of t has memory of its own, so a write touches each memory
+   element once: t (called `what` in the message: "the output", "running_mean"...) must have
+   no zero stride on an axis of size > 1 (a broadcast view). hl_out_prepare, hl_submit (for
+   every out[] of a call) and the entry points that write into a tensor they are given
+   (copy, fill, the random fills, batch norm's running statistics) all call it. */
+hl_status hl_check_writable(const char *op, const char *what, const hl_tensor *t);
 /* Fails when out overlaps in, unless allow_same and they are the identical view. */
 hl_status hl_check_no_overlap(const char *op, const hl_tensor *out, const hl_tensor *in,
                               bool allow_same);

@@ -127,7 +127,16 @@ static hl_status record(const hl_call *c) {
     return HL_OK;
 }
 
-hl_status hl_submit(const hl_call *c) { return recording ? record(c) : run_now(c); }
+hl_status hl_submit(const hl_call *c) {
+    /* A backstop: entry points check the tensors they are given with their own op's name, so
+       this only fires if one forgot; a kernel writing through a broadcast view would hit
+       one element several times (and race with itself across threads). */
+    for (int k = 0; k < c->n_out; k++) {
+        hl_status st = hl_check_writable(hl_op_str(c->op), "the output", c->out[k]);
+        if (st) return st;
+    }
+    return recording ? record(c) : run_now(c);
+}
 
 hl_status hl_plan_run(hl_plan *p) {
     if (!p) return hl_fail(HL_ERR_VALUE, "plan_run: plan is NULL");
@@ -173,6 +182,8 @@ hl_status hl_out_prepare(const char *op, hl_tensor **out, hl_dtype dtype, hl_dev
     if (!hl_same_device(t->storage->device, device))
         return hl_fail(HL_ERR_DEVICE, "%s: the output tensor given is on another device than "
                        "the inputs", op);
+    hl_status st = hl_check_writable(op, "the output", t);
+    if (st) return st;
     hl_tensor_retain(t);
     return HL_OK;
 }
@@ -181,6 +192,21 @@ void hl_out_abandon(hl_tensor **out, hl_tensor *caller_value) {
     if (!out) return;
     hl_tensor_release(*out);
     *out = caller_value;
+}
+
+/* Only a zero stride can make two positions of one hl tensor share memory: every view hl
+   offers (reshape, permute, slice, select, flip, squeeze, unsqueeze, split) keeps each axis's
+   elements inside one step of the next-larger axis, and there is no as_strided. A tensor
+   without elements writes nothing, so it passes. */
+hl_status hl_check_writable(const char *op, const char *what, const hl_tensor *t) {
+    if (!t || hl_tensor_numel(t) == 0) return HL_OK;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->strides[i] == 0 && t->shape[i] > 1)
+            return hl_fail(HL_ERR_VALUE, "%s: %s is a broadcast view (shape %s, strides %s): "
+                           "writing would hit one element several times; write into a "
+                           "contiguous tensor (x.contiguous()) instead", op, what,
+                           hl_shape_str(t->ndim, t->shape), hl_shape_str(t->ndim, t->strides));
+    return HL_OK;
 }
 
 /* Byte range [lo, hi) a tensor's elements can touch. */

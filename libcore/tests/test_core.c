@@ -167,6 +167,40 @@ static void test_errors(void) {
     hl_tensor_release(b);
 }
 
+/* A broadcast view (a zero stride on an axis of size > 1) is refused as anything written:
+   each of its memory elements stands for several positions. Memory stays untouched. */
+static void test_broadcast_writes(void) {
+    int64_t one[1] = {1}, four[1] = {4}, start[1] = {0}, len[1] = {2}, step[1] = {2};
+    float v = 2, w[4] = {1, 2, 3, 4};
+    hl_tensor *base = from_floats(1, one, &v), *src = from_floats(1, four, w);
+    hl_tensor *e = NULL, *sl = NULL, *given = NULL;
+    CHECK(hl_view_expand(base, 1, four, &e) == HL_OK);
+    given = e;
+    CHECK(hl_binary(hl_op_lookup("mul"), e, e, &given) == HL_ERR_VALUE && given == e);
+    CHECK(strstr(hl_last_error(), "mul: the output is a broadcast view (shape (4,), strides "
+                                  "(0,))") != NULL);
+    CHECK(hl_unary(hl_op_lookup("neg"), src, 0, 0, &given) == HL_ERR_VALUE && given == e);
+    CHECK(hl_fill(e, 5) == HL_ERR_VALUE);
+    CHECK(strstr(hl_last_error(), "fill: the tensor is a broadcast view") != NULL);
+    CHECK(hl_copy(e, src) == HL_ERR_VALUE);
+    CHECK(hl_random_uniform(e, 1, 0, 0, 1) == HL_ERR_VALUE);
+    /* a strided slice of it is still broadcast; one element of it is not */
+    CHECK(hl_view_slice(e, start, len, step, &sl) == HL_OK && hl_fill(sl, 5) == HL_ERR_VALUE);
+    CHECK(at(base, (int64_t[]){0}) == 2);
+    hl_tensor *elem = NULL;
+    CHECK(hl_view_select(e, 0, 3, &elem) == HL_OK && hl_fill(elem, 7) == HL_OK);
+    CHECK(at(base, (int64_t[]){0}) == 7);
+    /* recording a plan refuses it too */
+    CHECK(hl_plan_begin() == HL_OK);
+    given = e;
+    CHECK(hl_binary(hl_op_lookup("add"), src, src, &given) == HL_ERR_VALUE && given == e);
+    hl_plan *plan = NULL;
+    CHECK(hl_plan_end(&plan) == HL_OK && hl_plan_size(plan) == 0);
+    hl_plan_release(plan);
+    hl_tensor *all[] = {base, src, e, sl, elem};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) hl_tensor_release(all[k]);
+}
+
 static void test_plan(void) {
     int64_t s[1] = {4};
     float v[4] = {1, 2, 3, 4};
@@ -197,6 +231,7 @@ int main(void) {
     test_views();
     test_casts_and_creation();
     test_errors();
+    test_broadcast_writes();
     test_plan();
     int64_t in_use = -1;
     CHECK(hl_memory_stats(CPU, &in_use, NULL, NULL) == HL_OK && in_use == 0);

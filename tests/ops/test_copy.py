@@ -315,10 +315,13 @@ def test_fill_of_a_non_contiguous_view_stays_inside(view):
     assert_close(out, want)
 
 
-def test_fill_of_a_broadcast_view_is_harmless():
+def test_fill_of_a_broadcast_view_is_refused():
+    # numpy's broadcast_to views are read-only; hl refuses every write into one
+    # (tests/test_broadcast_writes.py covers the other ways in)
     t = hl.zeros(3)
-    t.expand(4, 3).fill_(2.0)    # every element of the view is one of t's elements
-    assert_close(t, [2, 2, 2])
+    with pytest.raises(errors.ValueError, match=r"fill: the tensor is a broadcast view"):
+        t.expand(4, 3).fill_(2.0)
+    assert_close(t, [0, 0, 0])
 
 
 # ---- arange, eye, tril / triu ----------------------------------------------------------------

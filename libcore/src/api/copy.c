@@ -10,7 +10,8 @@ static bool is_int(hl_dtype d) { return d == HL_I32 || d == HL_I64 || d == HL_U8
 
 hl_status hl_copy(hl_tensor *dst, const hl_tensor *src) {
     if (!dst || !src) return hl_fail(HL_ERR_VALUE, "copy: tensor is NULL");
-    hl_status st = hl_check_device("copy", dst->storage->device, src);
+    hl_status st = hl_check_writable("copy", "the destination", dst);
+    if (!st) st = hl_check_device("copy", dst->storage->device, src);
     if (st) return st;
     /* Leading size-1 axes of src beyond dst's rank broadcast away, as in numpy's copyto. */
     int drop = src->ndim > dst->ndim ? src->ndim - dst->ndim : 0;
@@ -59,6 +60,8 @@ hl_status hl_cast(const hl_tensor *x, hl_dtype dtype, hl_tensor **out) {
 
 hl_status hl_fill(hl_tensor *dst, double value) {
     if (!dst) return hl_fail(HL_ERR_VALUE, "fill: tensor is NULL");
+    hl_status st = hl_check_writable("fill", "the tensor", dst);
+    if (st) return st;
     hl_call c = {.op = HL_OP_FILL, .n_in = 0, .n_out = 1, .out = {dst}, .f = {value}};
     return hl_submit(&c);
 }

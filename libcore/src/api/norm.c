@@ -97,7 +97,13 @@ hl_status hl_batch_norm(const hl_tensor *x, const hl_tensor *scale, const hl_ten
     if (training && per_channel == 1 && C > 0)
         return hl_fail(HL_ERR_VALUE, "%s: expected more than 1 value per channel when training, "
                        "got x %s", op, hl_desc(x));
-    /* The running statistics are written in place: they must not alias anything read. */
+    /* The running statistics are written in place when training: each of their elements
+       must have its own memory, and they must not alias anything read. */
+    if (training && running_mean) {
+        st = hl_check_writable(op, "running_mean", running_mean);
+        if (!st) st = hl_check_writable(op, "running_var", running_var);
+        if (st) return st;
+    }
     const hl_tensor *reads[3] = {x, scale, bias};
     for (int k = 0; k < 3 && running_mean && !st; k++) {
         st = hl_check_no_overlap(op, running_mean, reads[k], false);

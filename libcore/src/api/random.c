@@ -25,6 +25,8 @@ static hl_status check_dst(const char *op, const hl_tensor *dst, bool float_only
     if (float_only && dst->dtype != HL_F32 && dst->dtype != HL_F64)
         return hl_fail(HL_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s; draw in "
                        "float32 and cast", op, hl_desc(dst));
+    hl_status st = hl_check_writable(op, "the tensor", dst);
+    if (st) return st;
     if (!hl_tensor_is_contiguous(dst))
         return hl_fail(HL_ERR_VALUE, "%s: the tensor %s must be contiguous (element i of a draw "
                        "is the i-th in memory order); fill a contiguous tensor and copy", op,
