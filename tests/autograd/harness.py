@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import hl
+from tests.ops.harness import numeric_grad  # noqa: F401 - central differences, shared
 
 RNG = np.random.default_rng(0)
 
@@ -61,21 +62,6 @@ def check_grad(f, inputs, grad_of=None, eps=1e-6, rtol=1e-5, atol=1e-7, seed=0):
         assert x.grad.shape == x.shape, f"input {i}: grad shape {x.grad.shape} != {x.shape}"
         np.testing.assert_allclose(x.grad.numpy(), want, rtol=rtol, atol=atol,
                                    err_msg=f"gradient of input {i}")
-
-
-def numeric_grad(f, x, eps=1e-6):
-    """Central finite differences of the scalar function f at the float64 array x."""
-    x = np.array(x, dtype=np.float64)
-    g = np.zeros_like(x)
-    for i in np.ndindex(x.shape):
-        old = x[i]
-        x[i] = old + eps
-        fp = f(x)
-        x[i] = old - eps
-        fm = f(x)
-        x[i] = old
-        g[i] = (fp - fm) / (2 * eps)
-    return g
 
 
 def check_torch(f_hl, f_torch, inputs, grad_of=None, rtol=1e-4, atol=1e-5, seed=1):
