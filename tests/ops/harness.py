@@ -89,9 +89,7 @@ def numeric_grad(f, x, eps=1e-6):
     """Central finite differences of the scalar function f at the float64 array x."""
     x = np.array(x, dtype=np.float64)
     g = np.zeros_like(x)
-    it = np.nditer(x, flags=["multi_index"])
-    for _ in it:
-        i = it.multi_index
+    for i in np.ndindex(x.shape):  # (np.nditer refuses empty arrays)
         old = x[i]
         x[i] = old + eps
         fp = f(x)
