@@ -10,7 +10,7 @@ once all of them have handed it their gradients. Each op drops what it saved as 
 backward has run, so activations are freed during the pass, not after it.
 """
 from .. import errors, ops
-from .mode import no_grad
+from .mode import state as _grad
 
 
 def backward(loss, dy=None, retain_graph=False):
@@ -53,8 +53,7 @@ def _walk(loss, dy, retain_graph):
         raise errors.ValueError(
             "backward(): this graph was already walked back and its saved tensors freed; "
             "pass retain_graph=True to the first backward to walk it twice")
-    with no_grad():
-        yield from _run(root, loss.out_index, dy, retain_graph)
+    yield from _run(root, loss.out_index, dy, retain_graph)
 
 
 def _count_consumers(root):
@@ -104,7 +103,13 @@ def _run(root, index, dy, retain_graph):
                     yield y, dys[i], False
             if len(dys) > 1 and any(g is None for g in dys):
                 dys = [_zeros_for(fn, i) if g is None else g for i, g in enumerate(dys)]
-            dxs = fn.backward(*dys)
+            # Grad mode is off only inside backward, not across the yields: the caller's own
+            # code between two pairs runs in whatever mode it chose.
+            prev, _grad.enabled = _grad.enabled, False
+            try:
+                dxs = fn.backward(*dys)
+            finally:
+                _grad.enabled = prev
             if type(dxs) is not tuple:
                 dxs = (dxs,)
         if len(dxs) != len(src):

@@ -189,3 +189,12 @@ def test_leaf_gradients_are_never_shared_or_broadcast_views():
     with hl.no_grad():
         ga *= 2.0                       # an optimiser may scale a gradient in place
     np.testing.assert_array_equal(gb.numpy(), np.ones(3))
+
+
+def test_grad_mode_between_yielded_pairs_is_the_callers():
+    a, b = param(randn(3)), param(randn(3))
+    pairs = hl.autograd.backward((a * b).sum())
+    next(pairs)
+    assert hl.is_grad_enabled()           # a half-consumed walk does not switch recording off
+    assert (a * 2.0).requires_grad
+    list(pairs)
