@@ -63,3 +63,13 @@ def test_global_training_flag_is_the_default_mode_of_layers():
         assert np.array_equal(drop(x).numpy(), x.numpy())
     finally:
         autograd.training = True
+
+
+def test_autograd_functions_by_singa_names():
+    x = hl.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    w = hl.Tensor(np.ones((3, 2), np.float32), requires_grad=True, stores_grad=True)
+    y = autograd.relu(autograd.matmul(x, w))
+    loss = autograd.softmax_cross_entropy(y, hl.tensor(np.array([0, 1, 0, 1])))
+    loss = loss + autograd.mse_loss(y, hl.zeros(4, 2))
+    pairs = list(autograd.backward(loss))
+    assert len(pairs) == 1 and pairs[0][0] is w and pairs[0][1].shape == (3, 2)

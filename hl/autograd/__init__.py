@@ -5,6 +5,7 @@ Every differentiable op is a Function (forward, backward, infer) in the module o
 pairs (SINGA style); `loss.backward()` fills `.grad` (PyTorch style).
 """
 from . import functional
+from .functional import *  # noqa: F401,F403 - SINGA scripts call autograd.relu(x), autograd.matmul(a, b)
 from .engine import backward
 from .function import Function, sum_to
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -14,5 +15,11 @@ from .placeholder import Placeholder
 # themselves; assign hl.autograd.training = False in old scripts to evaluate.
 training = True
 
+
+def mse_loss(pred, target):
+    """SINGA's autograd.mse_loss: the mean of the squared differences."""
+    from ..losses import mse
+    return mse(pred, target)
+
 __all__ = ["Function", "Placeholder", "backward", "enable_grad", "functional",
-           "is_grad_enabled", "no_grad", "set_grad_enabled", "sum_to", "training"]
+           "is_grad_enabled", "mse_loss", "no_grad", "set_grad_enabled", "sum_to", "training"]

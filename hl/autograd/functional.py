@@ -26,3 +26,8 @@ from .normalization import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .random import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
+
+# The functions only (not the op-family modules the star imports bring along, which would
+# shadow hl.autograd's own submodules of the same names).
+__all__ = [_n for _n, _v in list(globals().items())
+           if not _n.startswith("_") and callable(_v) and _n != "NOT_METHODS"]
