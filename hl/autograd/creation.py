@@ -1,10 +1,12 @@
 """Tensor constructors that also take ``requires_grad=`` (``hl.randn(3, requires_grad=True)``),
-as PyTorch users expect; the values come from the plain hl.ops constructors."""
+as PyTorch users expect, with the values from the plain hl.ops constructors; and the triangle
+masks tril/triu, whose gradient is the same triangle of dy."""
 import functools
 
-from .. import ops
+from .. import errors, ops
 from ..ops import creation as _creation
 from ..ops import random as _random
+from .function import Function
 
 _NAMES = [n for n in _creation.__all__ + _random.__all__
           if callable(getattr(ops, n, None)) and n not in ("tril", "triu", "manual_seed",
@@ -17,7 +19,6 @@ def _accepting_requires_grad(f):
         t = f(*args, **kwargs)
         if requires_grad:
             if not t.dtype.is_floating:
-                from .. import errors
                 raise errors.DTypeError(f"{f.__name__}: only floating tensors can require "
                                         f"gradients, this one is {t.dtype.name}")
             t.requires_grad = True
@@ -28,4 +29,42 @@ def _accepting_requires_grad(f):
 for _name in _NAMES:
     globals()[_name] = _accepting_requires_grad(getattr(ops, _name))
 
-__all__ = list(_NAMES)
+
+class Triangle(Function):
+    """tril (upper=False) or triu (upper=True) of the last two axes from diagonal k: a fixed
+    mask, so dx is the same triangle of dy."""
+
+    def __init__(self, k, upper):
+        self.k, self.upper = int(k), bool(upper)
+
+    @property
+    def name(self):
+        return "triu" if self.upper else "tril"
+
+    def _mask(self, t):
+        return ops.triu(t, self.k) if self.upper else ops.tril(t, self.k)
+
+    def forward(self, x):
+        return self._mask(x)
+
+    def backward(self, dy):
+        return self._mask(dy)
+
+    def infer(self, x):
+        if len(x.shape) < 2:
+            raise errors.ShapeError(f"{self.name}: needs at least 2 axes (the matrix's rows "
+                                    f"and columns), got shape {tuple(x.shape)}")
+        return x.shape, x.dtype
+
+
+def tril(x, k=0):
+    """The lower triangle of the last two axes (from diagonal k); the rest zero."""
+    return Triangle(k, upper=False)(x)
+
+
+def triu(x, k=0):
+    """The upper triangle of the last two axes (from diagonal k); the rest zero."""
+    return Triangle(k, upper=True)(x)
+
+
+__all__ = list(_NAMES) + ["tril", "triu"]

@@ -162,7 +162,7 @@ def _make_unary(name):
 
 
 for _name in list(DERIVATIVES) + list(ZERO_DERIVATIVE):
-    if _name not in ("hard_sigmoid", "gelu_tanh", "leaky_relu", "elu", "celu", "selu"):
+    if _name not in ("hard_sigmoid", "leaky_relu", "elu", "celu", "selu"):
         globals()[_name] = _make_unary(_name)
 negative = globals()["neg"]
 
@@ -525,4 +525,3 @@ __all__ = (list(DERIVATIVES) + list(ZERO_DERIVATIVE) +
             "pow", "power", "where", "clip", "clamp", "cast", "astype", "add", "sub", "mul",
             "maximum", "minimum", "mod", "fmod", "equal", "not_equal", "less", "less_equal",
             "greater", "greater_equal"] + list(COMPARISONS))
-__all__.remove("gelu_tanh")

@@ -20,12 +20,6 @@ from .resize import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
-from .conv import *  # noqa: F401,F403
-from .pool import *  # noqa: F401,F403
-from .normalization import *  # noqa: F401,F403
-from .softmax import *  # noqa: F401,F403
-from .random import *  # noqa: F401,F403
-from .resize import *  # noqa: F401,F403
 
 # The functions only (not the op-family modules the star imports bring along, which would
 # shadow hl.autograd's own submodules of the same names).
