@@ -331,6 +331,83 @@ def test_conv_grads_zero_batch(rng):
     assert_close(gw, np.zeros((4, 3, 3, 3), np.float32))
 
 
+# ---- the Winograd path (3x3, stride 1, groups 1, float32, >= 16 channels) ----------------
+
+def ref_conv_grad_weight(dy, x, k, pads):
+    """dW[o, c, ky, kx] = sum over samples and positions of dy * the shifted, padded input."""
+    oh, ow = dy.shape[2:]
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])])
+    dw = np.zeros((dy.shape[1], x.shape[1], k, k))
+    for ky, kx in itertools.product(range(k), range(k)):
+        dw[:, :, ky, kx] = np.einsum("nohw,nchw->oc", dy.astype(np.float64),
+                                     xp[:, :, ky:ky + oh, kx:kx + ow])
+    return dw
+
+
+# (x shape, C_out, pads (top, left, bottom, right)): odd and even sizes, pads 0 to 3, planes
+# smaller than a tile, wide rows, and more tiles than one block holds (4 * 35 * 33 = 4620)
+WINOGRAD_CASES = [
+    ((2, 16, 7, 6), 16, (1, 1, 1, 1)),
+    ((1, 32, 5, 9), 16, (0, 0, 0, 0)),
+    ((3, 16, 1, 1), 24, (1, 1, 1, 1)),
+    ((2, 16, 2, 3), 16, (2, 2, 2, 2)),
+    ((1, 17, 11, 13), 19, (2, 0, 1, 3)),
+    ((2, 16, 3, 300), 16, (1, 1, 1, 1)),
+    ((4, 16, 70, 66), 16, (1, 1, 1, 1)),
+]
+
+
+def winograd_tol(want):
+    """rtol 1e-4 and an atol of 1e-5 times the largest |reference| value: the transforms add
+    and subtract inputs before the products, so rounding errors scale with the output's
+    magnitude rather than each element's (a value near zero in a sum of large terms)."""
+    return dict(rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+
+
+@pytest.mark.parametrize("case", WINOGRAD_CASES, ids=str)
+def test_winograd_forward_and_grads(rng, case):
+    xs, co, p = case
+    x, w, b = rand(rng, xs), rand(rng, (co, xs[1], 3, 3)), rand(rng, (co,))
+    want = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), None, p)
+    y = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=p)
+    assert_close(y, want, **winograd_tol(want), what="forward")
+    dy = rand(rng, want.shape)
+    want_gi = ref_conv_transpose(dy.astype(np.float64), w.astype(np.float64), None, None, p)
+    gi = hl.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), xs, padding=p)
+    assert_close(gi, want_gi, **winograd_tol(want_gi), what="grad input")
+    want_gw = ref_conv_grad_weight(dy, x, 3, p)
+    gw = hl.conv2d_grad_weight(hl.tensor(dy), hl.tensor(x), w.shape, padding=p)
+    assert_close(gw, want_gw, **winograd_tol(want_gw), what="grad weight")
+
+
+def test_winograd_transposed_conv_with_bias(rng):
+    """A stride-1 transposed convolution is grad_input plus a bias: the same path."""
+    x, w, b = rand(rng, (2, 16, 9, 8)), rand(rng, (16, 20, 3, 3)), rand(rng, (20,))
+    want = ref_conv_transpose(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                              None, (1, 0, 1, 2))
+    got = hl.conv_transpose2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=(1, 0, 1, 2))
+    assert_close(got, want, **winograd_tol(want))
+
+
+def test_winograd_agrees_with_im2col(rng, monkeypatch):
+    """HL_WINOGRAD=0 sends the same call through im2col: the two agree to rounding, and differ
+    somewhere (so the Winograd path really ran)."""
+    x, w, dy = rand(rng, (2, 32, 12, 10)), rand(rng, (24, 32, 3, 3)), rand(rng, (2, 24, 12, 10))
+    X, W, DY = hl.tensor(x), hl.tensor(w), hl.tensor(dy)
+
+    def three():
+        return [hl.conv2d(X, W, padding=1).numpy(),
+                hl.conv2d_grad_input(DY, W, x.shape, padding=1).numpy(),
+                hl.conv2d_grad_weight(DY, X, w.shape, padding=1).numpy()]
+
+    fast = three()
+    monkeypatch.setenv("HL_WINOGRAD", "0")
+    direct = three()
+    for a, d, what in zip(fast, direct, ["forward", "grad input", "grad weight"]):
+        assert_close(a, d, **winograd_tol(d), what=what)
+        assert not np.array_equal(a, d), f"{what}: the Winograd path did not run"
+
+
 # ---- bad inputs ----------------------------------------------------------------------------
 
 def _t(shape, dtype=np.float32):

@@ -14,10 +14,12 @@
  * the column matrix. OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is
  * never called from inside a parallel region (and runs on the same OpenMP threads, see
  * blas_threads.c).
+ * 3x3 stride-1 float32 convolutions with enough channels go to winograd.c instead.
  */
 #include <cblas.h>
 
 #include "../core.h"
+#include "conv.h"
 
 /* The copy and accumulate loops of im2col and col2im are compiled for AVX-512 and AVX2 too
    and picked at load time (the default build targets baseline x86-64); they are a fifth of a
@@ -28,16 +30,7 @@
 #define HL_CLONES
 #endif
 
-/* Geometry of one convolution, in the 2-D form (1-D has h = kh = 1). x is the conv's input
-   (dx for grad_input), y its output (dy). */
-typedef struct {
-    int64_t n, c_in, h, w;      /* input */
-    int64_t c_out, oh, ow;      /* output */
-    int64_t kh, kw, groups, cg_in, cg_out;
-    int64_t sh, sw, dh, dw, pt, pl;
-    int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
-} conv_geom;
-
+/* The geometry of a call record (layout in api/conv.c). */
 static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
                       const int64_t *wshape, conv_geom *g) {
     g->n = x->shape[0];
@@ -119,26 +112,6 @@ static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
     return t;
 }
 
-/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
-typedef struct {
-    hl_storage *s;
-} scratch;
-
-static hl_status scratch_get(const char *op, scratch *b, size_t nbytes, void **data) {
-    b->s = NULL;
-    *data = NULL;
-    if (nbytes == 0) return HL_OK;
-    hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
-    if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
-    *data = b->s->data;
-    return HL_OK;
-}
-
-static void scratch_put(scratch *b) {
-    if (b->s) hl_storage_release(b->s);
-    b->s = NULL;
-}
-
 #define T float
 #define SFX f32
 #define CBLAS_GEMM scipy_cblas_sgemm
@@ -160,6 +133,9 @@ hl_status hl_cpu_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
+    if (x->dtype == HL_F32 && hl_winograd_fits(&g))
+        return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
+                                   b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
     if (x->dtype == HL_F64)
         return conv_forward_f64(&g, (const double *)hl_ptr(x), (const double *)hl_ptr(w),
                                 b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(y));
@@ -172,6 +148,10 @@ hl_status hl_cpu_conv_grad_input(const hl_call *c) {
     hl_tensor *dx = c->out[0];
     conv_geom g;
     geom_from(c, dx, dy, w->shape, &g);
+    if (dy->dtype == HL_F32 && hl_winograd_fits(&g))
+        return hl_winograd_grad_input(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
+                                      b ? (const float *)hl_ptr(b) : NULL,
+                                      (float *)hl_ptr(dx));
     if (dy->dtype == HL_F64)
         return conv_grad_input_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(w),
                                    b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(dx));
@@ -184,6 +164,9 @@ hl_status hl_cpu_conv_grad_weight(const hl_call *c) {
     hl_tensor *dw = c->out[0];
     conv_geom g;
     geom_from(c, x, dy, dw->shape, &g);
+    if (dy->dtype == HL_F32 && hl_winograd_fits(&g))
+        return hl_winograd_grad_weight(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
+                                       (float *)hl_ptr(dw));
     if (dy->dtype == HL_F64)
         return conv_grad_weight_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(x),
                                     (double *)hl_ptr(dw));

@@ -15,4 +15,13 @@ static inline int hl_max_threads(void) {
 #endif
 }
 
+/* This thread's number in the enclosing parallel region (0 outside one). */
+static inline int hl_thread_num(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+
 #endif

@@ -1,0 +1,50 @@
+/*
+ * conv.h - what the convolution kernels share: the geometry of one call, scratch buffers
+ * from the caching allocator, and the Winograd path for 3x3 stride-1 float32 convolutions
+ * (winograd.c), which conv.c takes where it applies.
+ */
+#ifndef HL_CPU_CONV_H
+#define HL_CPU_CONV_H
+
+#include "../core.h"
+
+/* Geometry of one convolution, in the 2-D form (1-D has h = kh = 1). x is the conv's input
+   (dx for grad_input), y its output (dy). */
+typedef struct {
+    int64_t n, c_in, h, w;      /* input */
+    int64_t c_out, oh, ow;      /* output */
+    int64_t kh, kw, groups, cg_in, cg_out;
+    int64_t sh, sw, dh, dw, pt, pl;
+    int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
+} conv_geom;
+
+/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
+typedef struct {
+    hl_storage *s;
+} scratch;
+
+static inline hl_status scratch_get(const char *op, scratch *b, size_t nbytes, void **data) {
+    b->s = NULL;
+    *data = NULL;
+    if (nbytes == 0) return HL_OK;
+    hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
+    if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
+    *data = b->s->data;
+    return HL_OK;
+}
+
+static inline void scratch_put(scratch *b) {
+    if (b->s) hl_storage_release(b->s);
+    b->s = NULL;
+}
+
+/* Winograd F(2x2, 3x3), float32 (winograd.c). `fits` says whether a call may take it. */
+bool hl_winograd_fits(const conv_geom *g);
+hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
+                              const float *bias, float *y);
+hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
+                                 const float *bias, float *dx);
+hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,
+                                  float *dw);
+
+#endif

@@ -1,0 +1,450 @@
+/*
+ * winograd.c - 3x3, stride-1 float32 convolutions by Winograd's minimal filtering F(2x2, 3x3)
+ * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
+ *
+ * A 2x2 block of outputs (a tile) comes from a 4x4 patch d of the input and the 3x3 kernel g:
+ *     Y = A^T [ (G g G^T) . (B^T d B) ] A          (. is element-wise: 16 products, not 36)
+ * Summed over input channels, the element-wise products become 16 independent matrix
+ * products, one per entry e of the transformed 4x4 tile, which OpenBLAS runs in one batched
+ * call (faster than 16 calls: it spreads whole products over the threads):
+ *     M[e] (C_out x tiles) = U[e] (C_out x C_in) @ V[e] (C_in x tiles)
+ * The three passes of training each take this form:
+ *   forward      U from w, V from x, Y from M (plus the bias)
+ *   grad_input   the same convolution of dy with w rotated by 180 degrees and its two channel
+ *                axes swapped, padded by 2 - pad (a transposed convolution)
+ *   grad_weight  dW = G^T [ (A dy A^T) . (B^T d B) ] G summed over tiles (the forward
+ *                identity transposed): 16 products DY[e] (C_out x tiles) @ V[e]^T whose inner
+ *                dimension is the tiles, then a 4x4 -> 3x3 transform per (c_out, c_in)
+ * Tiles go in blocks whose transformed data stays a few MiB. Results differ from im2col's by
+ * rounding only (the sums are ordered differently); float64, which the gradient checks use,
+ * keeps im2col. HL_WINOGRAD=0 in the environment turns this path off, for comparisons.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "../core.h"
+#include "conv.h"
+#include "parallel.h"
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HL_CLONES
+#endif
+
+/* Below this many channels on either side the products are too thin to gain. */
+enum { MIN_CHANNELS = 16 };
+/* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
+   MIN_BLOCK_TILES tiles (the products of wide layers are slow below that). Within those
+   bounds the size hardly shows: ResNet-18 training steps took the same time, within the
+   noise, with blocks of 1.5 to 8 MiB. */
+enum { BLOCK_BYTES = 4 << 20, MIN_BLOCK_TILES = 128 };
+/* Work below this many elements runs on one thread. */
+enum { PAR_MIN = 32768 };
+/* The most floats one of the 16 transformed matrices may span: BLAS's 32-bit indices must
+   reach all 16. */
+#define INDEX_MAX ((int64_t)INT32_MAX / 16)
+
+/* The convolution as the tile loops see it: input planes (c_in of h x w per sample) give
+   output planes (c_out of oh x ow); tile (ty, tx) covers outputs from (2 ty, 2 tx) and reads
+   inputs from (2 ty - pt, 2 tx - pl). Tiles are numbered t = (n * th + ty) * tw + tx. */
+typedef struct {
+    int64_t n, c_in, h, w;
+    int64_t c_out, oh, ow;
+    int64_t pt, pl;
+    int64_t th, tw, tiles;
+} wgeom;
+
+static wgeom wgeom_make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
+                        int64_t oh, int64_t ow, int64_t pt, int64_t pl) {
+    wgeom g = {n, c_in, h, w, c_out, oh, ow, pt, pl, (oh + 1) / 2, (ow + 1) / 2, 0};
+    g.tiles = n * g.th * g.tw;
+    return g;
+}
+
+bool hl_winograd_fits(const conv_geom *g) {
+    if (g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 ||
+        g->groups != 1)
+        return false;
+    if (g->c_in < MIN_CHANNELS || g->c_out < MIN_CHANNELS) return false;
+    /* OpenBLAS takes 32-bit sizes: all 16 transformed kernels must be indexable with them. */
+    if (g->c_in > (INDEX_MAX - 2048) / g->c_out) return false;
+    if (g->n == 0 || g->oh == 0 || g->ow == 0 || g->h == 0 || g->w == 0) return false;
+    const char *env = getenv("HL_WINOGRAD");
+    return !(env && env[0] == '0' && env[1] == '\0');
+}
+
+/* ---- the transforms of one tile -------------------------------------------------------- */
+
+/* U = G g G^T, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]: g is 3x3 (row stride gs, column
+   stride gc, so a rotated kernel is read with negative strides); u[e] goes to u[e * us]. */
+static void weight_tile(const float *g, int64_t gs, int64_t gc, float *u, int64_t us) {
+    float t[4][3];
+    for (int c = 0; c < 3; c++) {
+        const float g0 = g[c * gc], g1 = g[gs + c * gc], g2 = g[2 * gs + c * gc];
+        t[0][c] = g0;
+        t[1][c] = 0.5f * (g0 + g1 + g2);
+        t[2][c] = 0.5f * (g0 - g1 + g2);
+        t[3][c] = g2;
+    }
+    for (int i = 0; i < 4; i++) {
+        const float q0 = t[i][0], q1 = t[i][1], q2 = t[i][2];
+        u[(i * 4 + 0) * us] = q0;
+        u[(i * 4 + 1) * us] = 0.5f * (q0 + q1 + q2);
+        u[(i * 4 + 2) * us] = 0.5f * (q0 - q1 + q2);
+        u[(i * 4 + 3) * us] = q2;
+    }
+}
+
+/* dW = G^T m G for the 4x4 m[e * ms]: a 3x3 kernel, written to w (row stride 3). */
+static void weight_grad_tile(const float *m, int64_t ms, float *w) {
+    float t[3][4];
+    for (int c = 0; c < 4; c++) {
+        const float m0 = m[c * ms], m1 = m[(4 + c) * ms], m2 = m[(8 + c) * ms],
+                    m3 = m[(12 + c) * ms];
+        t[0][c] = m0 + 0.5f * (m1 + m2);
+        t[1][c] = 0.5f * (m1 - m2);
+        t[2][c] = 0.5f * (m1 + m2) + m3;
+    }
+    for (int i = 0; i < 3; i++) {
+        const float q0 = t[i][0], q1 = t[i][1], q2 = t[i][2], q3 = t[i][3];
+        w[i * 3 + 0] = q0 + 0.5f * (q1 + q2);
+        w[i * 3 + 1] = 0.5f * (q1 - q2);
+        w[i * 3 + 2] = 0.5f * (q1 + q2) + q3;
+    }
+}
+
+/* ---- blocks of tiles --------------------------------------------------------------------- */
+
+/* The tiles [t0, t0 + count) of a block, taken as runs along a tile row: sample n, tile row
+   ty, tile columns tx0 .. tx0 + len, at offset off in the block. */
+typedef struct {
+    int64_t n, ty, tx0, len, off;
+} run;
+
+static bool next_run(const wgeom *g, int64_t t0, int64_t count, run *r) {
+    r->off += r->len;
+    if (r->off >= count) return false;
+    const int64_t t = t0 + r->off, per = g->th * g->tw;
+    r->n = t / per;
+    r->ty = (t % per) / g->tw;
+    r->tx0 = t % g->tw;
+    r->len = HL_MIN(g->tw - r->tx0, count - r->off);
+    return true;
+}
+
+#define RUNS(g, t0, count, r) for (run r = {0}; next_run(g, t0, count, &r);)
+
+/* Row r of a run's input, columns 2 tx0 - pl onwards, split into even and odd columns
+   (len + 1 each; zero outside the plane), so the tile loop reads with unit stride. */
+HL_CLONES
+static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx0, int64_t len,
+                      float *ev, float *od) {
+    const int64_t L = len + 1;
+    if (iy < 0 || iy >= g->h) {
+        for (int64_t j = 0; j < L; j++) ev[j] = od[j] = 0;
+        return;
+    }
+    const float *row = plane + iy * g->w;
+    const int64_t ix0 = 2 * tx0 - g->pl, W = g->w;
+    /* j in [lo, hi): both columns ix0 + 2j and ix0 + 2j + 1 inside the row */
+    int64_t lo = ix0 >= 0 ? 0 : (-ix0 + 1) / 2;
+    int64_t hi = W - 1 - ix0 <= 0 ? 0 : (W - 1 - ix0 + 1) / 2;
+    lo = HL_MIN(lo, L);
+    hi = HL_MAX(HL_MIN(hi, L), lo);
+    for (int64_t j = 0; j < lo; j++) {
+        const int64_t a = ix0 + 2 * j;
+        ev[j] = a >= 0 && a < W ? row[a] : 0;
+        od[j] = a + 1 >= 0 && a + 1 < W ? row[a + 1] : 0;
+    }
+    const float *src = row + ix0;
+    for (int64_t j = lo; j < hi; j++) {
+        ev[j] = src[2 * j];
+        od[j] = src[2 * j + 1];
+    }
+    for (int64_t j = hi; j < L; j++) {
+        const int64_t a = ix0 + 2 * j;
+        ev[j] = a >= 0 && a < W ? row[a] : 0;
+        od[j] = a + 1 >= 0 && a + 1 < W ? row[a + 1] : 0;
+    }
+}
+
+/* V = B^T d B for a run of tiles from the split rows (B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
+   0 1 0 -1]); entry e of tile j goes to v[e * vs + j]. */
+HL_CLONES
+static void input_run(const float *restrict rows, int64_t len, float *restrict v, int64_t vs) {
+    const int64_t L = len + 1;
+    const float *restrict e0 = rows, *restrict o0 = rows + L;
+    const float *restrict e1 = rows + 2 * L, *restrict o1 = rows + 3 * L;
+    const float *restrict e2 = rows + 4 * L, *restrict o2 = rows + 5 * L;
+    const float *restrict e3 = rows + 6 * L, *restrict o3 = rows + 7 * L;
+    /* row r of d is (e_r[j], o_r[j], e_r[j + 1], o_r[j + 1]); u_r = d_r B, then B^T u */
+#define HL_ROW(r, e, o)                                                                      \
+    const float u##r##0 = e[j] - e[j + 1], u##r##1 = o[j] + e[j + 1];                        \
+    const float u##r##2 = e[j + 1] - o[j], u##r##3 = o[j] - o[j + 1];
+#define HL_COL(c)                                                                            \
+    v[(0 + c) * vs + j] = u0##c - u2##c;                                                     \
+    v[(4 + c) * vs + j] = u1##c + u2##c;                                                     \
+    v[(8 + c) * vs + j] = u2##c - u1##c;                                                     \
+    v[(12 + c) * vs + j] = u1##c - u3##c;
+    for (int64_t j = 0; j < len; j++) {
+        HL_ROW(0, e0, o0)
+        HL_ROW(1, e1, o1)
+        HL_ROW(2, e2, o2)
+        HL_ROW(3, e3, o3)
+        HL_COL(0)
+        HL_COL(1)
+        HL_COL(2)
+        HL_COL(3)
+    }
+#undef HL_ROW
+#undef HL_COL
+}
+
+/* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. */
+static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t count, float *V,
+                        int64_t es, float *work, int64_t work_per_thread) {
+    const int64_t C = g->c_in;
+#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
+    for (int64_t c = 0; c < C; c++) {
+        float *rows = work + hl_thread_num() * work_per_thread;
+        RUNS(g, t0, count, u) {
+            const float *plane = x + (u.n * C + c) * g->h * g->w;
+            const int64_t L = u.len + 1;
+            for (int r = 0; r < 4; r++)
+                split_row(plane, g, 2 * u.ty + r - g->pt, u.tx0, u.len, rows + 2 * r * L,
+                          rows + (2 * r + 1) * L);
+            input_run(rows, u.len, V + c * count + u.off, es);
+        }
+    }
+}
+
+/* Y = A^T m A (A^T = [1 1 1 0; 0 1 -1 -1]) for a run of tiles, m[e] at m[e * ms + j]; the
+   2x2 outputs (plus b) go to the plane, where they lie inside it. */
+HL_CLONES
+static void output_run(const float *restrict m, int64_t ms, int64_t len, const wgeom *g,
+                       int64_t ty, int64_t tx0, float b, float *restrict ybuf,
+                       float *restrict plane) {
+    float *y00 = ybuf, *y01 = ybuf + len, *y10 = ybuf + 2 * len, *y11 = ybuf + 3 * len;
+    for (int64_t j = 0; j < len; j++) {
+        float s0[4], s1[4];
+        for (int c = 0; c < 4; c++) {
+            const float m0 = m[c * ms + j], m1 = m[(4 + c) * ms + j], m2 = m[(8 + c) * ms + j],
+                        m3 = m[(12 + c) * ms + j];
+            s0[c] = m0 + m1 + m2;
+            s1[c] = m1 - m2 - m3;
+        }
+        y00[j] = s0[0] + s0[1] + s0[2] + b;
+        y01[j] = s0[1] - s0[2] - s0[3] + b;
+        y10[j] = s1[0] + s1[1] + s1[2] + b;
+        y11[j] = s1[1] - s1[2] - s1[3] + b;
+    }
+    /* tiles whose two columns both lie inside the plane, then a last half tile */
+    const int64_t full = HL_MIN(len, g->ow / 2 - tx0);
+    for (int r = 0; r < 2; r++) {
+        const int64_t oy = 2 * ty + r;
+        if (oy >= g->oh) break;
+        float *restrict out = plane + oy * g->ow + 2 * tx0;
+        const float *a = r ? y10 : y00, *c = r ? y11 : y01;
+        for (int64_t j = 0; j < full; j++) {
+            out[2 * j] = a[j];
+            out[2 * j + 1] = c[j];
+        }
+        if (full < len) out[2 * full] = a[full];
+    }
+}
+
+/* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]. */
+static void output_block(const wgeom *g, const float *M, int64_t es, int64_t t0,
+                         int64_t count, const float *bias, float *y, float *work,
+                         int64_t work_per_thread) {
+    const int64_t C = g->c_out;
+#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
+    for (int64_t co = 0; co < C; co++) {
+        float *ybuf = work + hl_thread_num() * work_per_thread;
+        const float b = bias ? bias[co] : 0;
+        RUNS(g, t0, count, u) {
+            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf,
+                       y + (u.n * C + co) * g->oh * g->ow);
+        }
+    }
+}
+
+/* DY = A dy A^T (A = [1 0; 1 1; 1 -1; 0 -1]) for a run of tiles of one dy plane (outputs
+   outside the plane count as zero); entry e of tile j goes to v[e * vs + j]. */
+HL_CLONES
+static void grad_run(const float *restrict rows, int64_t len, float *restrict v, int64_t vs) {
+    const float *a0 = rows, *a1 = rows + len, *b0 = rows + 2 * len, *b1 = rows + 3 * len;
+    for (int64_t j = 0; j < len; j++) {
+        const float q[4][2] = {{a0[j], a1[j]},
+                               {a0[j] + b0[j], a1[j] + b1[j]},
+                               {a0[j] - b0[j], a1[j] - b1[j]},
+                               {-b0[j], -b1[j]}};
+        for (int i = 0; i < 4; i++) {
+            v[(i * 4 + 0) * vs + j] = q[i][0];
+            v[(i * 4 + 1) * vs + j] = q[i][0] + q[i][1];
+            v[(i * 4 + 2) * vs + j] = q[i][0] - q[i][1];
+            v[(i * 4 + 3) * vs + j] = -q[i][1];
+        }
+    }
+}
+
+/* DY[e][co][j] for the tiles [t0, t0 + count) of every channel of dy (the output side). */
+static void grad_block(const wgeom *g, const float *dy, int64_t t0, int64_t count, float *DY,
+                       int64_t es, float *work, int64_t work_per_thread) {
+    const int64_t C = g->c_out, OH = g->oh, OW = g->ow;
+#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
+    for (int64_t co = 0; co < C; co++) {
+        float *rows = work + hl_thread_num() * work_per_thread;
+        RUNS(g, t0, count, u) {
+            const float *plane = dy + (u.n * C + co) * OH * OW;
+            for (int r = 0; r < 2; r++) {
+                const int64_t oy = 2 * u.ty + r;
+                float *ev = rows + 2 * r * u.len, *od = ev + u.len;
+                for (int64_t j = 0; j < u.len; j++) {
+                    const int64_t ox = 2 * (u.tx0 + j);
+                    ev[j] = oy < OH ? plane[oy * OW + ox] : 0;
+                    od[j] = oy < OH && ox + 1 < OW ? plane[oy * OW + ox + 1] : 0;
+                }
+            }
+            grad_run(rows, u.len, DY + co * count + u.off, es);
+        }
+    }
+}
+
+/* ---- the three passes -------------------------------------------------------------------- */
+
+/* Tiles per block: the transformed input and output side of a block near BLOCK_BYTES, but
+   at least MIN_BLOCK_TILES (the products' inner or outer dimension), blocks of even size. */
+static int64_t block_tiles(const wgeom *g, int64_t in_c, int64_t out_c) {
+    const int64_t per_tile = 16 * (in_c + out_c) * (int64_t)sizeof(float);
+    int64_t most = HL_MAX(BLOCK_BYTES / per_tile, MIN_BLOCK_TILES);
+    most = HL_MIN(most, (INDEX_MAX - 2048) / HL_MAX(in_c, out_c));
+    const int64_t blocks = (g->tiles + most - 1) / most;
+    return (g->tiles + blocks - 1) / blocks;
+}
+
+/* Per-thread work rows for a run of at most tw tiles: 8 split input rows of tw + 1, rounded
+   to whole cache lines so that threads do not share one. */
+static int64_t work_floats(const wgeom *g) { return (8 * (g->tw + 1) + 15) / 16 * 16; }
+
+/* The distance between the 16 matrices of a transformed block (n floats each): the 16
+   values of one tile are written (or read) together, and matrices a multiple of 4 KiB apart
+   would put all 16 in one set of the L1 cache (more than its ways; the input transform ran
+   at a third of its speed). Starting them 64 bytes apart modulo 4 KiB spreads them out. */
+static int64_t entry_stride(int64_t n) { return (n + 1023) / 1024 * 1024 + 16; }
+
+/* C[e] = op(A[e]) @ op(B[e]) + beta C[e] for the 16 entries e (strides sa, sb, sc between
+   them): op(A) is M x K (stored transposed when ta), op(B) K x N (transposed when tb). */
+static void batched_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
+                         int64_t sa, const float *B, int64_t sb, float beta, float *C,
+                         int64_t sc) {
+    scipy_cblas_sgemm_batch_strided(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                                    tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N,
+                                    (blasint)K, 1.0f, A, ta ? (blasint)M : (blasint)K,
+                                    (blasint)sa, B, tb ? (blasint)K : (blasint)N, (blasint)sb,
+                                    beta, C, (blasint)N, (blasint)sc, 16);
+}
+
+/* n floats of scratch; NULL (and *st set) when there is no memory. */
+static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *st) {
+    void *data = NULL;
+    *st = scratch_get(op, s, (size_t)n * sizeof(float), &data);
+    return data;
+}
+
+/* ---- forward and grad_input: a convolution by a transformed kernel ----------------------- */
+
+/* y = the convolution of x by the transformed kernel U[e] (c_out x c_in, or stored
+   c_in x c_out when ut; entries us apart), plus bias. */
+static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *U,
+                          bool ut, int64_t us, const float *bias, float *y) {
+    const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
+    const int64_t vs = entry_stride(g->c_in * tb), ms = entry_stride(g->c_out * tb);
+    hl_status st;
+    scratch s;
+    float *V = scratch_floats(op, &s, 16 * (vs + ms) + wpt * hl_max_threads(), &st);
+    if (!st) {
+        float *M = V + 16 * vs, *work = M + 16 * ms;
+        for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
+            const int64_t count = HL_MIN(tb, g->tiles - t0);
+            input_block(g, x, t0, count, V, vs, work, wpt);
+            batched_gemm(ut, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
+            output_block(g, M, ms, t0, count, bias, y, work, wpt);
+        }
+    }
+    scratch_put(&s);
+    return st;
+}
+
+hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *w,
+                              const float *bias, float *y) {
+    const int64_t CO = cg->c_out, CI = cg->c_in;
+    const wgeom g = wgeom_make(cg->n, CI, cg->h, cg->w, CO, cg->oh, cg->ow, cg->pt, cg->pl);
+    const int64_t us = entry_stride(CO * CI);
+    hl_status st;
+    scratch su;
+    float *U = scratch_floats("conv", &su, 16 * us, &st);
+    if (st) return st;
+#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
+    for (int64_t co = 0; co < CO; co++)
+        for (int64_t ci = 0; ci < CI; ci++)
+            weight_tile(w + (co * CI + ci) * 9, 3, 1, U + co * CI + ci, us);
+    st = convolve("conv", &g, x, U, false, us, bias, y);
+    scratch_put(&su);
+    return st;
+}
+
+/* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
+   padded by 2 - pad: what a transposed convolution computes. The turned kernels are
+   transformed in w's own (co, ci) order, which reads and writes memory in sequence (read
+   the other way, a 512 x 512 kernel took 3 ms), and the products read them transposed. */
+hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const float *w,
+                                 const float *bias, float *dx) {
+    const int64_t CO = cg->c_out, CI = cg->c_in;
+    const wgeom g = wgeom_make(cg->n, CO, cg->oh, cg->ow, CI, cg->h, cg->w, 2 - cg->pt,
+                               2 - cg->pl);
+    const int64_t us = entry_stride(CO * CI);
+    hl_status st;
+    scratch su;
+    float *U = scratch_floats("conv_grad_input", &su, 16 * us, &st);
+    if (st) return st;
+#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
+    for (int64_t co = 0; co < CO; co++)
+        for (int64_t ci = 0; ci < CI; ci++)  /* from tap (2, 2) backwards */
+            weight_tile(w + (co * CI + ci) * 9 + 8, -3, -1, U + co * CI + ci, us);
+    st = convolve("conv_grad_input", &g, dy, U, true, us, bias, dx);
+    scratch_put(&su);
+    return st;
+}
+
+/* ---- grad_weight ------------------------------------------------------------------------- */
+
+hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const float *x,
+                                  float *dw) {
+    const int64_t CO = cg->c_out, CI = cg->c_in;
+    const wgeom g = wgeom_make(cg->n, CI, cg->h, cg->w, CO, cg->oh, cg->ow, cg->pt, cg->pl);
+    const int64_t tb = block_tiles(&g, CI, CO), wpt = work_floats(&g);
+    const int64_t vs = entry_stride(CI * tb), ds = entry_stride(CO * tb);
+    const int64_t ms = entry_stride(CO * CI);
+    hl_status st;
+    scratch s;
+    float *V = scratch_floats("conv_grad_weight", &s,
+                              16 * (vs + ds + ms) + wpt * hl_max_threads(), &st);
+    if (!st) {
+        float *DY = V + 16 * vs, *M = DY + 16 * ds, *work = M + 16 * ms;
+        for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
+            const int64_t count = HL_MIN(tb, g.tiles - t0);
+            input_block(&g, x, t0, count, V, vs, work, wpt);
+            grad_block(&g, dy, t0, count, DY, ds, work, wpt);
+            /* M[e] (CO x CI) += DY[e] (CO x count) @ V[e]^T, set by the first block */
+            batched_gemm(false, true, CO, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
+        }
+#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
+        for (int64_t co = 0; co < CO; co++)
+            for (int64_t ci = 0; ci < CI; ci++)
+                weight_grad_tile(M + co * CI + ci, ms, dw + (co * CI + ci) * 9);
+    }
+    scratch_put(&s);
+    return st;
+}
