@@ -355,67 +355,52 @@ static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *s
 
 /* ---- forward and grad_input: a convolution by a transformed kernel ----------------------- */
 
-/* y = the convolution of x by the transformed kernel U[e] (c_out x c_in, or stored
-   c_in x c_out when ut; entries us apart), plus bias. */
-static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *U,
-                          bool ut, int64_t us, const float *bias, float *y) {
+/* y = the convolution of x by the kernel w (c_out x c_in x 3 x 3 as the tiles see it), plus
+   bias. turned: w is stored the other way round, (c_in, c_out), and is applied turned by
+   180 degrees, as grad_input needs. Its kernels are transformed in w's own order either way,
+   which reads and writes memory in sequence (read the other way round, a 512 x 512 kernel
+   took 3 ms), and the products read the transformed kernel transposed when turned. */
+static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
+                          bool turned, const float *bias, float *y) {
+    const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
+    const int64_t us = entry_stride(C0 * C1);
     const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
     const int64_t vs = entry_stride(g->c_in * tb), ms = entry_stride(g->c_out * tb);
     hl_status st;
     scratch s;
-    float *V = scratch_floats(op, &s, 16 * (vs + ms) + wpt * hl_max_threads(), &st);
-    if (!st) {
-        float *M = V + 16 * vs, *work = M + 16 * ms;
-        for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
-            const int64_t count = HL_MIN(tb, g->tiles - t0);
-            input_block(g, x, t0, count, V, vs, work, wpt);
-            batched_gemm(ut, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
-            output_block(g, M, ms, t0, count, bias, y, work, wpt);
-        }
+    float *U = scratch_floats(op, &s, 16 * (us + vs + ms) + wpt * hl_max_threads(), &st);
+    if (st) return st;
+    float *V = U + 16 * us, *M = V + 16 * vs, *work = M + 16 * ms;
+    /* a turned kernel is read from tap (2, 2) backwards */
+    const int64_t first = turned ? 8 : 0, row = turned ? -3 : 3, col = turned ? -1 : 1;
+#pragma omp parallel for schedule(static) if (C0 * C1 * 16 > PAR_MIN)
+    for (int64_t i = 0; i < C0; i++)
+        for (int64_t j = 0; j < C1; j++)
+            weight_tile(w + (i * C1 + j) * 9 + first, row, col, U + i * C1 + j, us);
+    for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
+        const int64_t count = HL_MIN(tb, g->tiles - t0);
+        input_block(g, x, t0, count, V, vs, work, wpt);
+        batched_gemm(turned, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
+        output_block(g, M, ms, t0, count, bias, y, work, wpt);
     }
     scratch_put(&s);
-    return st;
+    return HL_OK;
 }
 
 hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *w,
                               const float *bias, float *y) {
-    const int64_t CO = cg->c_out, CI = cg->c_in;
-    const wgeom g = wgeom_make(cg->n, CI, cg->h, cg->w, CO, cg->oh, cg->ow, cg->pt, cg->pl);
-    const int64_t us = entry_stride(CO * CI);
-    hl_status st;
-    scratch su;
-    float *U = scratch_floats("conv", &su, 16 * us, &st);
-    if (st) return st;
-#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
-    for (int64_t co = 0; co < CO; co++)
-        for (int64_t ci = 0; ci < CI; ci++)
-            weight_tile(w + (co * CI + ci) * 9, 3, 1, U + co * CI + ci, us);
-    st = convolve("conv", &g, x, U, false, us, bias, y);
-    scratch_put(&su);
-    return st;
+    const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
+                               cg->pt, cg->pl);
+    return convolve("conv", &g, x, w, false, bias, y);
 }
 
 /* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
-   padded by 2 - pad: what a transposed convolution computes. The turned kernels are
-   transformed in w's own (co, ci) order, which reads and writes memory in sequence (read
-   the other way, a 512 x 512 kernel took 3 ms), and the products read them transposed. */
+   padded by 2 - pad: what a transposed convolution computes. */
 hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const float *w,
                                  const float *bias, float *dx) {
-    const int64_t CO = cg->c_out, CI = cg->c_in;
-    const wgeom g = wgeom_make(cg->n, CO, cg->oh, cg->ow, CI, cg->h, cg->w, 2 - cg->pt,
-                               2 - cg->pl);
-    const int64_t us = entry_stride(CO * CI);
-    hl_status st;
-    scratch su;
-    float *U = scratch_floats("conv_grad_input", &su, 16 * us, &st);
-    if (st) return st;
-#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
-    for (int64_t co = 0; co < CO; co++)
-        for (int64_t ci = 0; ci < CI; ci++)  /* from tap (2, 2) backwards */
-            weight_tile(w + (co * CI + ci) * 9 + 8, -3, -1, U + co * CI + ci, us);
-    st = convolve("conv_grad_input", &g, dy, U, true, us, bias, dx);
-    scratch_put(&su);
-    return st;
+    const wgeom g = wgeom_make(cg->n, cg->c_out, cg->oh, cg->ow, cg->c_in, cg->h, cg->w,
+                               2 - cg->pt, 2 - cg->pl);
+    return convolve("conv_grad_input", &g, dy, w, true, bias, dx);
 }
 
 /* ---- grad_weight ------------------------------------------------------------------------- */
