@@ -21,15 +21,6 @@
 #include "../core.h"
 #include "conv.h"
 
-/* The copy and accumulate loops of im2col and col2im are compiled for AVX-512 and AVX2 too
-   and picked at load time (the default build targets baseline x86-64); they are a fifth of a
-   convolution's time. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HL_CLONES
-#endif
-
 /* The geometry of a call record (layout in api/conv.c). */
 static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
                       const int64_t *wshape, conv_geom *g) {

@@ -26,12 +26,6 @@
 #include "conv.h"
 #include "parallel.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HL_CLONES
-#endif
-
 /* Below this many channels on either side the products are too thin to gain. */
 enum { MIN_CHANNELS = 16 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
@@ -135,6 +129,11 @@ static bool next_run(const wgeom *g, int64_t t0, int64_t count, run *r) {
 
 #define RUNS(g, t0, count, r) for (run r = {0}; next_run(g, t0, count, &r);)
 
+/* Column a of a row of W values, zero outside it (the padding). */
+static inline float column(const float *row, int64_t W, int64_t a) {
+    return a >= 0 && a < W ? row[a] : 0;
+}
+
 /* Row r of a run's input, columns 2 tx0 - pl onwards, split into even and odd columns
    (len + 1 each; zero outside the plane), so the tile loop reads with unit stride. */
 HL_CLONES
@@ -153,9 +152,8 @@ static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx
     lo = HL_MIN(lo, L);
     hi = HL_MAX(HL_MIN(hi, L), lo);
     for (int64_t j = 0; j < lo; j++) {
-        const int64_t a = ix0 + 2 * j;
-        ev[j] = a >= 0 && a < W ? row[a] : 0;
-        od[j] = a + 1 >= 0 && a + 1 < W ? row[a + 1] : 0;
+        ev[j] = column(row, W, ix0 + 2 * j);
+        od[j] = column(row, W, ix0 + 2 * j + 1);
     }
     const float *src = row + ix0;
     for (int64_t j = lo; j < hi; j++) {
@@ -163,9 +161,8 @@ static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx
         od[j] = src[2 * j + 1];
     }
     for (int64_t j = hi; j < L; j++) {
-        const int64_t a = ix0 + 2 * j;
-        ev[j] = a >= 0 && a < W ? row[a] : 0;
-        od[j] = a + 1 >= 0 && a + 1 < W ? row[a + 1] : 0;
+        ev[j] = column(row, W, ix0 + 2 * j);
+        od[j] = column(row, W, ix0 + 2 * j + 1);
     }
 }
 
@@ -416,20 +413,19 @@ hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const fl
     scratch s;
     float *V = scratch_floats("conv_grad_weight", &s,
                               16 * (vs + ds + ms) + wpt * hl_max_threads(), &st);
-    if (!st) {
-        float *DY = V + 16 * vs, *M = DY + 16 * ds, *work = M + 16 * ms;
-        for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
-            const int64_t count = HL_MIN(tb, g.tiles - t0);
-            input_block(&g, x, t0, count, V, vs, work, wpt);
-            grad_block(&g, dy, t0, count, DY, ds, work, wpt);
-            /* M[e] (CO x CI) += DY[e] (CO x count) @ V[e]^T, set by the first block */
-            batched_gemm(false, true, CO, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
-        }
-#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
-        for (int64_t co = 0; co < CO; co++)
-            for (int64_t ci = 0; ci < CI; ci++)
-                weight_grad_tile(M + co * CI + ci, ms, dw + (co * CI + ci) * 9);
+    if (st) return st;
+    float *DY = V + 16 * vs, *M = DY + 16 * ds, *work = M + 16 * ms;
+    for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
+        const int64_t count = HL_MIN(tb, g.tiles - t0);
+        input_block(&g, x, t0, count, V, vs, work, wpt);
+        grad_block(&g, dy, t0, count, DY, ds, work, wpt);
+        /* M[e] (CO x CI) += DY[e] (CO x count) @ V[e]^T, set by the first block */
+        batched_gemm(false, true, CO, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
     }
+#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
+    for (int64_t co = 0; co < CO; co++)
+        for (int64_t ci = 0; ci < CI; ci++)
+            weight_grad_tile(M + co * CI + ci, ms, dw + (co * CI + ci) * 9);
     scratch_put(&s);
-    return st;
+    return HL_OK;
 }
