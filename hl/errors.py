@@ -39,3 +39,18 @@ class MemoryError(HLError, MemoryError):  # noqa: A001
 
 class InternalError(HLError, RuntimeError):
     """A bug in hl: please report it."""
+
+
+class CheckpointError(ValueError):  # hl.errors.ValueError: except ValueError catches it
+    """A checkpoint or saved model that cannot be written or read back as it should be: a
+    truncated, corrupted or foreign file, names or shapes that do not match the model, a
+    value that cannot be stored. The message names the file and the problem."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """A saved model whose pickle names a global outside hl.load's allow-list (os.system,
+    eval, a module that would have to be imported...). ``.global_name`` is that name."""
+
+    def __init__(self, message, global_name=None):
+        super().__init__(message)
+        self.global_name = global_name

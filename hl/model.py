@@ -1,5 +1,6 @@
 """hl.Module: a model (SINGA's Model API): a Layer with compile, train_one_batch, and (with the
-checkpoint and training issues) save_states / load_states and fit / evaluate / predict.
+training issue) fit / evaluate / predict; save_states / load_states write checkpoints
+(hl/checkpoint).
 
     class CNN(hl.Module):
         def __init__(self):
@@ -81,6 +82,31 @@ class Module(Layer):
         loss = loss_fn(out, y)
         optim.backward_and_update(loss)
         return out, loss
+
+    # ---- checkpoints ------------------------------------------------------------------
+
+    def save_states(self, fpath, aux_states=None, format="hl", overwrite=True):
+        """Writes every state (parameters and buffers) and ``aux_states`` (epoch, learning
+        rate, an optimiser, tensors, arrays, dicts and lists of these) to one zip file,
+        atomically. ``format="singa"`` writes SINGA's own checkpoint layout.
+        ``overwrite=False`` refuses an existing file, as SINGA does."""
+        from .checkpoint import singa, states
+        if format == "hl":
+            states.save(self, fpath, aux_states, overwrite)
+        elif format == "singa":
+            singa.save(self, fpath, aux_states, overwrite)
+        else:
+            raise errors.ValueError(f"save_states: format must be 'hl' or 'singa', got "
+                                    f"{format!r}")
+
+    def load_states(self, fpath, strict=True):
+        """Restores the states saved by save_states (either format, recognised from the file)
+        onto this module's device, and returns the auxiliary values as a dict; an optimiser
+        comes back as its states (``optim.set_states(aux["optim"])``). Missing, unexpected or
+        mis-shaped names raise hl.errors.CheckpointError listing them and load nothing;
+        ``strict=False`` loads what matches and warns about the rest."""
+        from .checkpoint import states
+        return states.load(self, fpath, strict)
 
 
 Model = Module  # SINGA's name: class MyModel(model.Model)

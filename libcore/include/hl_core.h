@@ -79,6 +79,11 @@ int hl_op_lookup(const char *name);       /* -1 when no op has that name */
 void hl_set_num_threads(int n);
 int hl_get_num_threads(void);
 
+/* CRC-32 as zip, gzip and zlib.crc32 compute it, continuing from crc (0 to start). Checkpoint
+   archives check every member with it; carry-less multiplication where the CPU has it. */
+uint32_t hl_crc32(uint32_t crc, const void *data, size_t n);
+int hl_crc32_accelerated(void);          /* 1 when the PCLMULQDQ path is in use */
+
 /* ---- devices and memory ---------------------------------------------------------------------- */
 
 int hl_device_available(hl_device device);           /* 1 when a backend serves it */

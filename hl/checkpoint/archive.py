@@ -1,0 +1,222 @@
+"""The archive hl saves into: one zip file holding a JSON (or pickle) description and an HDF5
+tensor file, ``tensors.h5``.
+
+Layout. ``tensors.h5`` is the first member, stored (not compressed), and its bytes start at
+offset 512 of the zip file: its local zip header is padded to fill exactly the 512-byte
+"user block" that HDF5 lets a file reserve in front of its superblock. So the zip member is
+also a valid HDF5 file *in place*: h5py writes the tensors straight from their memory into
+the final file, and reads them straight back into the tensors' memory, with no copy of the
+archive in between. Any zip tool still sees an ordinary zip; extracting ``tensors.h5`` gives a
+plain HDF5 file.
+
+Integrity. Every member carries its CRC-32, as zip requires. Reading checks it before a single
+value reaches a model (hl's CRC-32 runs at several GB/s, so this costs little), so a flipped
+bit anywhere in the file is an error, never a silently wrong weight. A truncated file has no
+zip directory at its end and is refused at once.
+
+Archives from other zip writers (a user who unpacked and re-zipped one, compressed) still load:
+the HDF5 member is then read through zipfile into memory.
+"""
+import io
+import json
+import mmap
+import os
+import struct
+import zipfile
+
+import h5py
+
+from .. import _core, errors
+from .atomic import atomic_output
+
+TENSORS = "tensors.h5"
+_USERBLOCK = 512            # HDF5's smallest user block; the zip header of TENSORS fills it
+_LIBVER = ("v110", "v110")   # superblock v3 (checksummed metadata), readable by HDF5 >= 1.10
+_ZIP64_LIMIT = 0xFFFFFFFF
+_DOS_DATE = (1 << 5) | 1    # 1980-01-01: archives are byte-for-byte reproducible
+_PAD_ID = 0x6C68            # extra-field id of the padding record ("hl"); readers skip it
+
+
+# ---- writing -------------------------------------------------------------------------------
+
+def write(path, members, fill_tensors, overwrite=True, what="save"):
+    """Writes the archive at `path` atomically. `members` maps names to bytes (small: JSON or
+    a pickle); `fill_tensors(h5file)` creates the datasets of TENSORS."""
+    with atomic_output(path, overwrite, what) as tmp:
+        with h5py.File(tmp, "w", userblock_size=_USERBLOCK, libver=_LIBVER) as h5:
+            fill_tensors(h5)
+        with open(tmp, "r+b") as f:
+            size = f.seek(0, os.SEEK_END) - _USERBLOCK
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                crc = _core.crc32(memoryview(m)[_USERBLOCK:])
+            f.seek(0)
+            entries = [(TENSORS, 0, crc, size)]
+            f.write(_local_header(TENSORS, crc, size, pad_to=_USERBLOCK))
+            f.seek(_USERBLOCK + size)
+            for name, data in members.items():
+                offset, crc = f.tell(), _core.crc32(data)
+                f.write(_local_header(name, crc, len(data)))
+                f.write(data)
+                entries.append((name, offset, crc, len(data)))
+            _write_directory(f, entries)
+
+
+def _local_header(name, crc, size, pad_to=None):
+    raw = name.encode("ascii")
+    extra = b""
+    if size >= _ZIP64_LIMIT:
+        extra = struct.pack("<HHQQ", 1, 16, size, size)
+    fixed = 30 + len(raw)
+    if pad_to is not None:
+        pad = pad_to - fixed - len(extra)
+        extra += struct.pack("<HH", _PAD_ID, pad - 4) + bytes(pad - 4)
+    small = min(size, _ZIP64_LIMIT)
+    head = struct.pack("<IHHHHHIIIHH", 0x04034B50, 45 if size >= _ZIP64_LIMIT else 20, 0, 0,
+                       0, _DOS_DATE, crc, small, small, len(raw), len(extra))
+    return head + raw + extra
+
+
+def _write_directory(f, entries):
+    start = f.tell()
+    for name, offset, crc, size in entries:
+        raw = name.encode("ascii")
+        big = [v for v in (size, size) if v >= _ZIP64_LIMIT]
+        if offset >= _ZIP64_LIMIT:
+            big.append(offset)
+        extra = struct.pack("<HH", 1, 8 * len(big)) + struct.pack(f"<{len(big)}Q", *big) \
+            if big else b""
+        f.write(struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | 45,
+                            45 if extra else 20, 0, 0, 0, _DOS_DATE, crc,
+                            min(size, _ZIP64_LIMIT), min(size, _ZIP64_LIMIT), len(raw),
+                            len(extra), 0, 0, 0, 0o100644 << 16, min(offset, _ZIP64_LIMIT)))
+        f.write(raw + extra)
+    end = f.tell()
+    n, dir_size = len(entries), end - start
+    if start >= _ZIP64_LIMIT:  # zip64 end of central directory record, and its locator
+        f.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, dir_size,
+                            start))
+        f.write(struct.pack("<IIQI", 0x07064B50, 0, end, 1))
+    f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, dir_size,
+                        min(start, _ZIP64_LIMIT), 0))
+
+
+def write_dataset(h5, name, array):
+    """One dataset, written from the array's own memory when it is C-contiguous."""
+    h5.create_dataset(name, data=array)
+
+
+# ---- reading -------------------------------------------------------------------------------
+
+class Reader:
+    """An open archive: ``names``, ``read(name)`` (CRC-checked bytes), ``json(name)``, and
+    ``tensors()`` (the HDF5 file, CRC-checked). Use it in a with block."""
+
+    def __init__(self, path, what="load"):
+        self.path = os.fspath(path)
+        self.what = what
+        self._h5 = None
+        if not os.path.exists(self.path):
+            raise errors.CheckpointError(f"{what}: {self.path}: no such file")
+        if os.path.isdir(self.path):
+            raise errors.CheckpointError(f"{what}: {self.path} is a folder, not a checkpoint")
+        try:
+            self.zip = zipfile.ZipFile(self.path)
+        except zipfile.BadZipFile as e:
+            raise self.error(f"not a zip archive, or truncated ({e})") from None
+        except OSError as e:
+            raise self.error(f"cannot be read ({e})") from None
+        self.infos = {}
+        for info in self.zip.infolist():
+            name = info.filename
+            if name.startswith(("/", "\\")) or "\\" in name or ":" in name or \
+                    ".." in name.split("/"):
+                self.zip.close()
+                raise self.error(f"the member {name!r} points outside the archive's folder; "
+                                 f"refusing the file")
+            if name in self.infos:
+                self.zip.close()
+                raise self.error(f"the member {name!r} appears twice")
+            self.infos[name] = info
+        self.names = set(self.infos)
+
+    def error(self, problem):
+        return errors.CheckpointError(f"{self.what}: {self.path}: {problem}")
+
+    def require(self, *names):
+        missing = [n for n in names if n not in self.names]
+        if missing:
+            raise self.error(f"the member(s) {missing} are missing (it has {sorted(self.names)})")
+
+    def read(self, name):
+        self.require(name)
+        try:
+            return self.zip.read(name)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError,
+                NotImplementedError) as e:  # CRC mismatch, truncated data, unknown method
+            raise self.error(f"the member {name} is corrupted ({e})") from None
+
+    def json(self, name):
+        try:
+            value = json.loads(self.read(name))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise self.error(f"{name} is not valid JSON ({e})") from None
+        if not isinstance(value, dict):
+            raise self.error(f"{name} holds a {type(value).__name__}, not an object")
+        return value
+
+    def tensors(self):
+        """The HDF5 tensor file, opened in place when the member lies where hl's writer puts
+        it, else read into memory."""
+        if self._h5 is None:
+            self.require(TENSORS)
+            info = self.infos[TENSORS]
+            try:
+                if self._data_offset(info) == _USERBLOCK and \
+                        info.compress_type == zipfile.ZIP_STORED:
+                    self._h5 = self._open_in_place(info)
+                else:
+                    self._h5 = h5py.File(io.BytesIO(self.read(TENSORS)), "r")
+            except OSError as e:
+                raise self.error(f"{TENSORS} is not a readable HDF5 file ({e})") from None
+        return self._h5
+
+    def _data_offset(self, info):
+        with open(self.path, "rb") as f:
+            f.seek(info.header_offset)
+            head = f.read(30)
+        if len(head) < 30 or head[:4] != b"PK\x03\x04":
+            raise self.error(f"the local header of {info.filename} is damaged")
+        name_len, extra_len = struct.unpack("<HH", head[26:30])
+        return info.header_offset + 30 + name_len + extra_len
+
+    def _open_in_place(self, info):
+        end = _USERBLOCK + info.file_size
+        if os.path.getsize(self.path) < end or info.compress_size != info.file_size:
+            raise self.error(f"{TENSORS} is truncated")
+        with open(self.path, "rb") as f, \
+                mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            view = memoryview(m)[_USERBLOCK:end]
+            try:
+                crc = _core.crc32(view)
+            finally:
+                view.release()
+        if crc != info.CRC:
+            raise self.error(f"{TENSORS} is corrupted (its CRC-32 is {crc:08x}, the zip "
+                             f"directory says {info.CRC:08x})")
+        h5 = h5py.File(self.path, "r")
+        if h5.userblock_size != _USERBLOCK:  # HDF5 found its superblock somewhere else
+            h5.close()
+            raise self.error(f"{TENSORS} does not start where its zip header says")
+        return h5
+
+    def close(self):
+        if self._h5 is not None:
+            self._h5.close()
+            self._h5 = None
+        self.zip.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,98 @@
+"""Atomic file replacement: every file hl writes goes through ``atomic_output``.
+
+The data is written to a temporary file in the target's own folder (so the final rename never
+crosses file systems), flushed and fsynced, then renamed over the target, and the folder is
+fsynced so the rename itself survives a power cut. A process killed at any point leaves the
+previous file untouched: either the old file or the complete new one is there, never a mix.
+
+A killed process cannot remove its temporary file. Each temporary file is named after its
+target and its writer's process id (``.model.zip.4242.1a2b3c.hl-tmp``), so the next save of
+the same target removes those whose writer is no longer running, and leaves alone those of a
+writer that still is.
+"""
+import contextlib
+import os
+import re
+import secrets
+
+from .. import errors
+
+_SUFFIX = ".hl-tmp"
+
+
+def _temp_name(target):
+    folder, base = os.path.split(target)
+    return os.path.join(folder, f".{base}.{os.getpid()}.{secrets.token_hex(3)}{_SUFFIX}")
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def remove_stale_temporaries(target):
+    """Deletes the temporary files of earlier saves of `target` whose process has died."""
+    folder, base = os.path.split(os.path.abspath(target))
+    pattern = re.compile(r"\." + re.escape(base) + r"\.(\d+)\.[0-9a-f]+" + re.escape(_SUFFIX) + "$")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m and int(m.group(1)) != os.getpid() and not _pid_alive(int(m.group(1))):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, name))
+
+
+def fsync_path(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder):
+    with contextlib.suppress(OSError):  # not every file system lets a folder be fsynced
+        fsync_path(folder or ".")
+
+
+@contextlib.contextmanager
+def atomic_output(target, overwrite=True, what="save"):
+    """Yields a temporary path beside `target`; write the whole file there (closing it). On a
+    normal exit the file is fsynced and renamed over `target`; on an exception it is removed
+    and `target` is left as it was. ``overwrite=False`` refuses an existing target, and never
+    replaces one created meanwhile by someone else."""
+    target = os.fspath(target)
+    folder = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(folder):
+        raise errors.CheckpointError(f"{what}: {target}: the folder {folder} does not exist")
+    if os.path.isdir(target):
+        raise errors.CheckpointError(f"{what}: {target} is a folder; give a file path")
+    if not overwrite and os.path.exists(target):
+        raise errors.CheckpointError(f"{what}: {target} already exists (overwrite=False)")
+    remove_stale_temporaries(target)
+    tmp = _temp_name(os.path.abspath(target))
+    try:
+        yield tmp
+        fsync_path(tmp)
+        if overwrite:
+            os.replace(tmp, target)
+        else:
+            try:
+                os.link(tmp, target)  # fails if the target appeared since the check above
+            except FileExistsError:
+                raise errors.CheckpointError(
+                    f"{what}: {target} already exists (overwrite=False)") from None
+            os.unlink(tmp)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_folder(folder)

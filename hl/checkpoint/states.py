@@ -1,0 +1,305 @@
+"""States archives: ``Module.save_states`` / ``Module.load_states``.
+
+One zip (see archive.py) holding
+
+    states.json   {"format": "hl.states", "version": 1, "hl_version": ...,
+                   "states": {name: {"dataset", "shape", "dtype"}},   # the module's states
+                   "aux": ...}                                        # the auxiliary values
+    tensors.h5    one dataset per tensor: states/<name> for the module, aux/<n> for aux tensors
+
+No pickle inside: loading a states archive from anywhere cannot run code.
+
+Auxiliary values are stored as JSON where JSON can hold them. The rest are tagged objects
+``{"__hl__": kind, ...}``: "tensor" and "ndarray" (a dataset), "optimizer" (its get_states(),
+restored as that dict), "tuple", "float" (NaN and the infinities, which JSON cannot spell), and
+"dict" (a dict that itself has a key "__hl__", so it cannot be mistaken for a tag).
+"""
+import json
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import _core, errors
+from .. import dtypes as _dt
+from .._tensor import Tensor
+from ..autograd import no_grad
+from . import archive
+
+FORMAT = "hl.states"
+VERSION = 1
+STATES_JSON = "states.json"
+_TAG = "__hl__"
+
+
+# ---- the module's tensors as datasets -----------------------------------------------------
+
+def dataset_name(group, name):
+    """An HDF5 path for a state name: '/' separates HDF5 groups, so it is escaped."""
+    safe = name.replace("%", "%25").replace("/", "%2F")
+    if safe in ("", ".", ".."):
+        safe = "%" + safe
+    return f"{group}/{safe}"
+
+
+def host_array(t):
+    """What goes into a dataset: a CPU tensor's own memory when it is contiguous, else one
+    tensor's copy (GPU tensors, views; bfloat16 as float32, which holds it exactly)."""
+    if t.dtype is _dt.bfloat16:
+        t = t.astype(_dt.float32)
+    arr = t.numpy() if t.device.kind == "cpu" else np.asarray(t.cpu().numpy())
+    return np.ascontiguousarray(arr)
+
+
+def describe(t):
+    return {"shape": list(t.shape), "dtype": t.dtype.name}
+
+
+def stored_dtype(name):
+    """The numpy dtype a dataset of hl dtype `name` has in the file."""
+    d = _dt.dtype(name)
+    return np.dtype(np.float32) if d is _dt.bfloat16 else d.np
+
+
+def read_into(ds, t):
+    """Reads dataset ds into tensor t in place (straight into its memory when t is a
+    contiguous CPU tensor of the stored dtype)."""
+    if t.size == 0:
+        return
+    if (t.device.kind == "cpu" and t.is_contiguous() and t.dtype.np == ds.dtype
+            and t.dtype is not _dt.bfloat16):
+        ds.read_direct(t.numpy())
+        return
+    with no_grad():
+        t.copy_(ds[()])
+
+
+def read_new(ds, dtype_name, device):
+    """A new tensor holding dataset ds."""
+    d = _dt.dtype(dtype_name)
+    arr = ds[()]
+    t = Tensor(arr, dtype=d, device=device)
+    return t
+
+
+# ---- auxiliary values --------------------------------------------------------------------
+
+class _AuxWriter:
+    def __init__(self, what):
+        self.what = what
+        self.tensors = []  # (dataset name, array-producing tensor or ndarray)
+
+    def encode(self, v, path):
+        from ..opt.optimizer import Optimizer
+        from ..ops.random import Generator
+
+        if v is None or isinstance(v, (bool, str)):
+            return v
+        if isinstance(v, numbers.Integral) and not isinstance(v, np.generic):
+            return int(v)
+        if isinstance(v, numbers.Real) and not isinstance(v, np.generic):
+            v = float(v)
+            return v if np.isfinite(v) else {_TAG: "float", "value": repr(v)}
+        if isinstance(v, Tensor):
+            return self._dataset(v, "tensor", describe(v))
+        if isinstance(v, (np.ndarray, np.generic)):
+            if v.dtype.kind not in "biuf":
+                raise errors.CheckpointError(f"{self.what}: {path} is a numpy array of "
+                                             f"{v.dtype}; only numeric and bool arrays fit")
+            kind = "ndarray" if isinstance(v, np.ndarray) else "scalar"
+            return self._dataset(v, kind, {"shape": list(np.shape(v)), "dtype": v.dtype.str})
+        if isinstance(v, Optimizer):
+            return {_TAG: "optimizer", "class": type(v).__name__,
+                    "states": self.encode(v.get_states(), f"{path}.get_states()")}
+        if isinstance(v, Generator):
+            return {_TAG: "generator", "states": v.get_state()}
+        if isinstance(v, tuple):
+            return {_TAG: "tuple", "items": [self.encode(x, f"{path}[{i}]")
+                                             for i, x in enumerate(v)]}
+        if isinstance(v, list):
+            return [self.encode(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        if isinstance(v, dict):
+            out = {}
+            for k, x in v.items():
+                if not isinstance(k, str):
+                    raise errors.CheckpointError(
+                        f"{self.what}: {path} has the key {k!r} ({type(k).__name__}); keys "
+                        f"of auxiliary dicts must be strings")
+                out[k] = self.encode(x, f"{path}[{k!r}]")
+            return {_TAG: "dict", "items": out} if _TAG in out else out
+        raise errors.CheckpointError(
+            f"{self.what}: {path} is a {type(v).__module__}.{type(v).__qualname__}; auxiliary "
+            f"values may be numbers, strings, None, tensors, numpy arrays, optimisers, "
+            f"hl.random generators, and lists, tuples and dicts of these (a states archive "
+            f"holds no pickle). Save whole objects with hl.save")
+
+    def _dataset(self, v, kind, desc):
+        name = f"aux/{len(self.tensors)}"
+        self.tensors.append((name, v))
+        return {_TAG: kind, "dataset": name, **desc}
+
+
+def _decode(v, h5, device, error):
+    if isinstance(v, list):
+        return [_decode(x, h5, device, error) for x in v]
+    if not isinstance(v, dict):
+        return v
+    kind = v.get(_TAG)
+    if kind is None:
+        return {k: _decode(x, h5, device, error) for k, x in v.items()}
+    if kind == "dict":
+        return {k: _decode(x, h5, device, error) for k, x in v["items"].items()}
+    if kind == "tuple":
+        return tuple(_decode(x, h5, device, error) for x in v["items"])
+    if kind == "float":
+        return float(v["value"])
+    if kind == "optimizer":
+        return _decode(v["states"], h5, device, error)
+    if kind == "generator":
+        return dict(v["states"])
+    if kind in ("tensor", "ndarray", "scalar"):
+        ds = _checked_dataset(h5, v["dataset"], v["shape"],
+                              stored_dtype(v["dtype"]) if kind == "tensor" else
+                              np.dtype(v["dtype"]), error)
+        if kind == "tensor":
+            return read_new(ds, v["dtype"], device)
+        arr = ds[()]
+        return arr if kind == "ndarray" else arr[()]
+    raise error(f"states.json has an auxiliary value of unknown kind {kind!r}")
+
+
+def _checked_dataset(h5, name, shape, dtype, error):
+    if name not in h5:
+        raise error(f"{archive.TENSORS} has no dataset {name!r}, which {STATES_JSON} lists")
+    ds = h5[name]
+    if not hasattr(ds, "shape") or not hasattr(ds, "dtype"):
+        raise error(f"{name} in {archive.TENSORS} is a group, not a dataset")
+    if tuple(ds.shape) != tuple(shape):
+        raise error(f"the dataset {name} has shape {tuple(ds.shape)}, but {STATES_JSON} says "
+                    f"{tuple(shape)}")
+    if ds.dtype != dtype:
+        raise error(f"the dataset {name} has dtype {ds.dtype}, but {STATES_JSON} says {dtype}")
+    return ds
+
+
+# ---- save and load -------------------------------------------------------------------------
+
+def save(module, path, aux_states=None, overwrite=True):
+    what = f"{type(module).__name__}.save_states"
+    states = _module_states(module, what)
+    aux = _AuxWriter(what)
+    encoded_aux = aux.encode(dict(aux_states or {}), "aux_states")
+    doc = {"format": FORMAT, "version": VERSION, "hl_version": _core.version(),
+           "states": {}, "aux": encoded_aux}
+    for name, t in states.items():
+        doc["states"][name] = {"dataset": dataset_name("states", name), **describe(t)}
+
+    def fill(h5):
+        h5.attrs["hl_format"] = FORMAT
+        for name, t in states.items():
+            archive.write_dataset(h5, doc["states"][name]["dataset"], host_array(t))
+        for name, v in aux.tensors:
+            archive.write_dataset(h5, name, host_array(v) if isinstance(v, Tensor)
+                                  else np.ascontiguousarray(v))
+
+    body = json.dumps(doc, indent=1, allow_nan=False).encode()
+    archive.write(path, {STATES_JSON: body}, fill, overwrite, what)
+
+
+def _module_states(module, what):
+    from ..layers.layer import _unbuilt
+    states = module.get_states()
+    unbuilt = _unbuilt(module)
+    if unbuilt:
+        raise errors.CheckpointError(
+            f"{what}: the layers {unbuilt} have not been called yet, so their parameters do "
+            f"not exist and would be missing from the file; call the model once or compile "
+            f"it (model.compile([hl.Placeholder(shape)])) before saving")
+    return states
+
+
+def load(module, path, strict=True):
+    what = f"{type(module).__name__}.load_states"
+    with archive.Reader(path, what) as r:
+        if STATES_JSON not in r.names:
+            from . import singa
+            if singa.is_singa(r):
+                return singa.load(module, r, strict)
+            if "model.pkl" in r.names:
+                raise r.error("this is a whole model saved with hl.save; load it with "
+                              "hl.load(path)")
+            r.require(STATES_JSON, archive.TENSORS)
+        doc = r.json(STATES_JSON)
+        if doc.get("format") != FORMAT:
+            raise r.error(f"{STATES_JSON} is not an hl states description (format "
+                          f"{doc.get('format')!r})")
+        if not isinstance(doc.get("version"), int) or doc["version"] > VERSION:
+            raise r.error(f"written by a newer hl (states format version {doc.get('version')}, "
+                          f"this hl reads up to {VERSION}); upgrade hl")
+        entries = doc.get("states")
+        if not isinstance(entries, dict):
+            raise r.error(f"{STATES_JSON} has no 'states' object")
+        h5 = r.tensors()
+        found = {}
+        for name, e in entries.items():
+            try:
+                dtype = stored_dtype(e["dtype"])
+                shape = tuple(int(s) for s in e["shape"])
+                ds_name = e["dataset"]
+            except (KeyError, TypeError, ValueError, errors.HLError) as ex:
+                raise r.error(f"{STATES_JSON} describes the state {name!r} badly ({ex})") \
+                    from None
+            found[name] = _checked_dataset(h5, ds_name, shape, dtype, r.error)
+        targets = match(module, found, strict, r.error)
+        device = _device_of(module)
+        try:
+            aux = _decode(doc.get("aux", {}), h5, device, r.error)
+        except (KeyError, TypeError, ValueError) as ex:
+            if isinstance(ex, errors.CheckpointError):
+                raise
+            raise r.error(f"{STATES_JSON} describes the auxiliary values badly ({ex})") \
+                from None
+        for name, (t, ds) in targets.items():
+            try:
+                read_into(ds, t)
+            except OSError as ex:
+                raise r.error(f"reading {name} failed ({ex}); the model is partly loaded") \
+                    from None
+    return aux
+
+
+def match(module, found, strict, error):
+    """Pairs the module's states with what the file has ({name: dataset-like with .shape}),
+    checking names and shapes: {name: (tensor, dataset)}. Strict, any difference raises an
+    error listing all of them and nothing is loaded; otherwise a warning lists them."""
+    from ..layers.layer import _unbuilt
+    states = module.get_states()
+    missing = [k for k in states if k not in found]
+    unexpected = [k for k in found if k not in states]
+    wrong = [f"{k}: the model has {states[k].shape}, the file {tuple(found[k].shape)}"
+             for k in states if k in found and tuple(found[k].shape) != states[k].shape]
+    problems = []
+    if missing:
+        problems.append(f"missing from the file: {missing}")
+    if unexpected:
+        problems.append(f"not in the model: {unexpected}")
+    if wrong:
+        problems.append(f"different shapes: [{'; '.join(wrong)}]")
+    if problems:
+        unbuilt = _unbuilt(module)
+        hint = (f" (the layers {unbuilt} have not been called yet, so their parameters do not "
+                f"exist: compile the model first)" if unbuilt else "")
+        if strict:
+            raise error("the states do not match the model: " + "; ".join(problems) + hint +
+                        ". Nothing was loaded (strict=False loads what matches)")
+        warnings.warn(f"load_states: loading what matches; " + "; ".join(problems) + hint,
+                      stacklevel=4)
+    return {k: (t, found[k]) for k, t in states.items()
+            if k in found and tuple(found[k].shape) == t.shape}
+
+
+def _device_of(module):
+    for t in module.get_states().values():
+        return t.device
+    from ..devices import get_default_device
+    return get_default_device()
