@@ -69,6 +69,10 @@ def hl_model(name):
     for out, stride in [(64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2),
                         (512, 1)]:
         blocks.append(Block(out, stride))
+    if name == "resnet18_imagenet":  # 7x7 stride-2 stem, max-pool, 1000 classes (11.7M params)
+        return L.Sequential(L.Conv2d(64, 7, stride=2, padding=3, bias=False), L.BatchNorm2d(),
+                            L.ReLU(), L.MaxPool2d(3, 2, padding=1), *blocks,
+                            L.GlobalAvgPool2d(), L.Flatten(), L.Linear(1000))
     return L.Sequential(L.Conv2d(64, 3, padding=1, bias=False), L.BatchNorm2d(), L.ReLU(),
                         *blocks, L.GlobalAvgPool2d(), L.Flatten(), L.Linear(10))
 

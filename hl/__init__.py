@@ -65,3 +65,19 @@ def empty_cache(device=None):
 from . import opt  # noqa: E402
 optim = opt  # PyTorch's name for the same package
 from . import data  # noqa: E402
+
+
+def save(obj, path, overwrite=True):
+    """Saves a whole model (or any object holding tensors: a dict, an optimiser) to one file:
+    its pickled object graph plus an HDF5 archive of its tensors, written atomically."""
+    from .checkpoint import pickling
+    pickling.save(obj, path, overwrite)
+
+
+def load(path, device=None, allowed=(), trusted=False):
+    """Loads what hl.save wrote, tensors on `device` (None: where they were saved).
+    Unpickling goes through an allow-list (hl's classes, builtin containers, numpy, user
+    subclasses of hl.Layer/hl.Module from imported modules, and the classes in `allowed`);
+    any other global raises hl.errors.UnsafeCheckpointError unless trusted=True."""
+    from .checkpoint import pickling
+    return pickling.load(path, device, allowed, trusted)

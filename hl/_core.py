@@ -93,6 +93,11 @@ def crc32(data, crc=0):
     return lib.hl_crc32(crc & 0xFFFFFFFF, buf, len(buf))
 
 
+def crc32_combine(crc_a, crc_b, len_b):
+    """The CRC-32 of A followed by B, from crc32(A), crc32(B) and len(B)."""
+    return lib.hl_crc32_combine(crc_a & 0xFFFFFFFF, crc_b & 0xFFFFFFFF, int(len_b))
+
+
 def crc32_accelerated():
     return bool(lib.hl_crc32_accelerated())
 

@@ -25,8 +25,10 @@ import struct
 import zipfile
 
 import h5py
+import numpy as np
 
 from .. import _core, errors
+from .. import dtypes as _dt
 from .atomic import atomic_output
 
 TENSORS = "tensors.h5"
@@ -35,20 +37,28 @@ _LIBVER = ("v110", "v110")   # superblock v3 (checksummed metadata), readable by
 _ZIP64_LIMIT = 0xFFFFFFFF
 _DOS_DATE = (1 << 5) | 1    # 1980-01-01: archives are byte-for-byte reproducible
 _PAD_ID = 0x6C68            # extra-field id of the padding record ("hl"); readers skip it
+_CRC_IN_MEMORY = 1 << 16    # datasets from this size up are checksummed from memory
 
 
 # ---- writing -------------------------------------------------------------------------------
 
-def write(path, members, fill_tensors, overwrite=True, what="save"):
+def write(path, members, tensors, attrs=None, overwrite=True, what="save"):
     """Writes the archive at `path` atomically. `members` maps names to bytes (small: JSON or
-    a pickle); `fill_tensors(h5file)` creates the datasets of TENSORS."""
+    a pickle); `tensors` lists (dataset name, Tensor or numpy array) for TENSORS, and `attrs`
+    its root attributes."""
     with atomic_output(path, overwrite, what) as tmp:
+        regions = []  # (file offset, bytes, CRC-32) of the datasets' raw data
         with h5py.File(tmp, "w", userblock_size=_USERBLOCK, libver=_LIBVER) as h5:
-            fill_tensors(h5)
+            for k, v in (attrs or {}).items():
+                h5.attrs[k] = v
+            for name, value in tensors:
+                arr = host_array(value)
+                ds = h5.create_dataset(name, data=arr)
+                if arr.nbytes >= _CRC_IN_MEMORY:
+                    regions.append((ds.id.get_offset(), arr.nbytes, _core.crc32(arr)))
         with open(tmp, "r+b") as f:
             size = f.seek(0, os.SEEK_END) - _USERBLOCK
-            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-                crc = _core.crc32(memoryview(m)[_USERBLOCK:])
+            crc = _member_crc(f, _USERBLOCK, size, regions)
             f.seek(0)
             entries = [(TENSORS, 0, crc, size)]
             f.write(_local_header(TENSORS, crc, size, pad_to=_USERBLOCK))
@@ -59,6 +69,47 @@ def write(path, members, fill_tensors, overwrite=True, what="save"):
                 f.write(data)
                 entries.append((name, offset, crc, len(data)))
             _write_directory(f, entries)
+
+
+def host_array(v):
+    """What a dataset is written from: a CPU tensor's own memory when it is contiguous, else
+    a copy of that one tensor (GPU tensors, views; bfloat16 as float32, which holds it
+    exactly)."""
+    if isinstance(v, np.ndarray):
+        return np.ascontiguousarray(v)
+    if v.dtype is _dt.bfloat16:
+        v = v.astype(_dt.float32)
+    arr = v.numpy() if v.device.kind == "cpu" else np.asarray(v.cpu().numpy())
+    return np.ascontiguousarray(arr)
+
+
+def _member_crc(f, start, size, regions):
+    """The CRC-32 of the member's `size` bytes from `start`. The regions whose CRC is already
+    known (the tensors', computed from memory as they were written) are combined in rather
+    than read back; only the HDF5 metadata between them is read from the file."""
+    regions = sorted(r for r in regions if r[0] is not None)
+    pos, crc = start, 0
+    for offset, n, region_crc in regions:
+        if offset < pos or offset + n > start + size:  # not the layout expected: read it all
+            return _file_crc(f, start, size)
+        crc = _file_crc(f, pos, offset - pos, crc)
+        crc = _core.crc32_combine(crc, region_crc, n)
+        pos = offset + n
+    return _file_crc(f, pos, start + size - pos, crc)
+
+
+def _file_crc(f, start, size, crc=0, chunk=1 << 20):
+    """CRC-32 of `size` bytes of file f from `start`, read through one small buffer."""
+    buf = bytearray(min(chunk, max(size, 1)))
+    view = memoryview(buf)
+    f.seek(start)
+    while size > 0:
+        n = f.readinto(view[:min(size, len(buf))])
+        if not n:
+            raise EOFError("the file ended early")
+        crc = _core.crc32(view[:n], crc)
+        size -= n
+    return crc
 
 
 def _local_header(name, crc, size, pad_to=None):
@@ -98,11 +149,6 @@ def _write_directory(f, entries):
         f.write(struct.pack("<IIQI", 0x07064B50, 0, end, 1))
     f.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, n, n, dir_size,
                         min(start, _ZIP64_LIMIT), 0))
-
-
-def write_dataset(h5, name, array):
-    """One dataset, written from the array's own memory when it is C-contiguous."""
-    h5.create_dataset(name, data=array)
 
 
 # ---- reading -------------------------------------------------------------------------------
@@ -180,6 +226,14 @@ class Reader:
                 raise self.error(f"{TENSORS} is not a readable HDF5 file ({e})") from None
         return self._h5
 
+    def dataset(self, name):
+        """The dataset `name` of TENSORS (a light handle: shape, dtype, read_direct)."""
+        h5 = self.tensors()
+        try:
+            return Dataset(h5py.h5d.open(h5.id, name.encode()))
+        except (KeyError, ValueError, OSError):
+            raise self.error(f"{TENSORS} has no dataset {name!r}") from None
+
     def _data_offset(self, info):
         with open(self.path, "rb") as f:
             f.seek(info.header_offset)
@@ -220,3 +274,25 @@ class Reader:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Dataset:
+    """An HDF5 dataset through h5py's low-level API: h5py's high-level Dataset costs tens of
+    microseconds per attribute, which adds up over a model's hundred states."""
+
+    def __init__(self, dsid):
+        self.id = dsid
+        self.shape = dsid.shape
+        self.dtype = dsid.dtype
+
+    def read_direct(self, out):
+        """Reads everything into the C-contiguous array `out` (converting the dtype)."""
+        self.id.read(h5py.h5s.ALL, h5py.h5s.ALL, out)
+
+    def __getitem__(self, key):  # ds[()]: the whole dataset as a new array
+        if key != ():
+            raise KeyError(key)
+        out = np.empty(self.shape, self.dtype)
+        if out.size:
+            self.read_direct(out)
+        return out

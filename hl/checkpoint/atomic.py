@@ -9,11 +9,18 @@ A killed process cannot remove its temporary file. Each temporary file is named 
 target and its writer's process id (``.model.zip.4242.1a2b3c.hl-tmp``), so the next save of
 the same target removes those whose writer is no longer running, and leaves alone those of a
 writer that still is.
+
+Replacing a large file spends milliseconds freeing the old file's blocks inside the rename.
+The old file is therefore linked to a temporary name of the same kind first, and a background
+thread unlinks it after the rename (joined at exit; a process killed before it leaves a
+temporary file that the next save removes).
 """
+import atexit
 import contextlib
 import os
 import re
 import secrets
+import threading
 
 from .. import errors
 
@@ -63,6 +70,36 @@ def _fsync_folder(folder):
         fsync_path(folder or ".")
 
 
+def _replace(tmp, target):
+    """os.replace(tmp, target), leaving the freeing of the old file's blocks (milliseconds
+    for a large file, inside the rename when it drops the last link) to a background thread:
+    the old file gets a second, temporary name first and is unlinked from there."""
+    doomed = _temp_name(os.path.abspath(target))
+    try:
+        os.link(target, doomed)
+    except OSError:  # no old file, or a file system without hard links
+        doomed = None
+    os.replace(tmp, target)
+    if doomed is not None:
+        thread = threading.Thread(target=_unlink_quietly, args=(doomed,), daemon=True)
+        thread.start()
+        _unlinking.append(thread)
+
+
+_unlinking = []  # threads still removing old files; joined at exit so none is left behind
+
+
+def _unlink_quietly(path):
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+
+
+@atexit.register
+def _finish_unlinking():
+    while _unlinking:
+        _unlinking.pop().join()
+
+
 @contextlib.contextmanager
 def atomic_output(target, overwrite=True, what="save"):
     """Yields a temporary path beside `target`; write the whole file there (closing it). On a
@@ -83,7 +120,7 @@ def atomic_output(target, overwrite=True, what="save"):
         yield tmp
         fsync_path(tmp)
         if overwrite:
-            os.replace(tmp, target)
+            _replace(tmp, target)
         else:
             try:
                 os.link(tmp, target)  # fails if the target appeared since the check above

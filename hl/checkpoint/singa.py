@@ -147,7 +147,7 @@ def load(module, reader, strict=True):
     targets = match(module, model, strict, reader.error)
     for name, (t, arr) in targets.items():
         read_into(_ArrayDataset(arr), t)
-    device = _device_of(module)
+    device = _device_of(targets)
     return _nest({k: Tensor(v, device=device) for k, v in aux.items()})
 
 

@@ -42,15 +42,6 @@ def dataset_name(group, name):
     return f"{group}/{safe}"
 
 
-def host_array(t):
-    """What goes into a dataset: a CPU tensor's own memory when it is contiguous, else one
-    tensor's copy (GPU tensors, views; bfloat16 as float32, which holds it exactly)."""
-    if t.dtype is _dt.bfloat16:
-        t = t.astype(_dt.float32)
-    arr = t.numpy() if t.device.kind == "cpu" else np.asarray(t.cpu().numpy())
-    return np.ascontiguousarray(arr)
-
-
 def describe(t):
     return {"shape": list(t.shape), "dtype": t.dtype.name}
 
@@ -139,46 +130,43 @@ class _AuxWriter:
         return {_TAG: kind, "dataset": name, **desc}
 
 
-def _decode(v, h5, device, error):
+def _decode(v, reader, device):
     if isinstance(v, list):
-        return [_decode(x, h5, device, error) for x in v]
+        return [_decode(x, reader, device) for x in v]
     if not isinstance(v, dict):
         return v
     kind = v.get(_TAG)
     if kind is None:
-        return {k: _decode(x, h5, device, error) for k, x in v.items()}
+        return {k: _decode(x, reader, device) for k, x in v.items()}
     if kind == "dict":
-        return {k: _decode(x, h5, device, error) for k, x in v["items"].items()}
+        return {k: _decode(x, reader, device) for k, x in v["items"].items()}
     if kind == "tuple":
-        return tuple(_decode(x, h5, device, error) for x in v["items"])
+        return tuple(_decode(x, reader, device) for x in v["items"])
     if kind == "float":
         return float(v["value"])
     if kind == "optimizer":
-        return _decode(v["states"], h5, device, error)
+        return _decode(v["states"], reader, device)
     if kind == "generator":
         return dict(v["states"])
     if kind in ("tensor", "ndarray", "scalar"):
-        ds = _checked_dataset(h5, v["dataset"], v["shape"],
+        ds = _checked_dataset(reader, v["dataset"], v["shape"],
                               stored_dtype(v["dtype"]) if kind == "tensor" else
-                              np.dtype(v["dtype"]), error)
+                              np.dtype(v["dtype"]))
         if kind == "tensor":
             return read_new(ds, v["dtype"], device)
         arr = ds[()]
         return arr if kind == "ndarray" else arr[()]
-    raise error(f"states.json has an auxiliary value of unknown kind {kind!r}")
+    raise reader.error(f"{STATES_JSON} has an auxiliary value of unknown kind {kind!r}")
 
 
-def _checked_dataset(h5, name, shape, dtype, error):
-    if name not in h5:
-        raise error(f"{archive.TENSORS} has no dataset {name!r}, which {STATES_JSON} lists")
-    ds = h5[name]
-    if not hasattr(ds, "shape") or not hasattr(ds, "dtype"):
-        raise error(f"{name} in {archive.TENSORS} is a group, not a dataset")
+def _checked_dataset(reader, name, shape, dtype):
+    ds = reader.dataset(name)
     if tuple(ds.shape) != tuple(shape):
-        raise error(f"the dataset {name} has shape {tuple(ds.shape)}, but {STATES_JSON} says "
-                    f"{tuple(shape)}")
+        raise reader.error(f"the dataset {name} has shape {tuple(ds.shape)}, but {STATES_JSON} "
+                           f"says {tuple(shape)}")
     if ds.dtype != dtype:
-        raise error(f"the dataset {name} has dtype {ds.dtype}, but {STATES_JSON} says {dtype}")
+        raise reader.error(f"the dataset {name} has dtype {ds.dtype}, but {STATES_JSON} says "
+                           f"{dtype}")
     return ds
 
 
@@ -194,16 +182,9 @@ def save(module, path, aux_states=None, overwrite=True):
     for name, t in states.items():
         doc["states"][name] = {"dataset": dataset_name("states", name), **describe(t)}
 
-    def fill(h5):
-        h5.attrs["hl_format"] = FORMAT
-        for name, t in states.items():
-            archive.write_dataset(h5, doc["states"][name]["dataset"], host_array(t))
-        for name, v in aux.tensors:
-            archive.write_dataset(h5, name, host_array(v) if isinstance(v, Tensor)
-                                  else np.ascontiguousarray(v))
-
     body = json.dumps(doc, indent=1, allow_nan=False).encode()
-    archive.write(path, {STATES_JSON: body}, fill, overwrite, what)
+    tensors = [(doc["states"][name]["dataset"], t) for name, t in states.items()] + aux.tensors
+    archive.write(path, {STATES_JSON: body}, tensors, {"hl_format": FORMAT}, overwrite, what)
 
 
 def _module_states(module, what):
@@ -239,7 +220,6 @@ def load(module, path, strict=True):
         entries = doc.get("states")
         if not isinstance(entries, dict):
             raise r.error(f"{STATES_JSON} has no 'states' object")
-        h5 = r.tensors()
         found = {}
         for name, e in entries.items():
             try:
@@ -249,11 +229,11 @@ def load(module, path, strict=True):
             except (KeyError, TypeError, ValueError, errors.HLError) as ex:
                 raise r.error(f"{STATES_JSON} describes the state {name!r} badly ({ex})") \
                     from None
-            found[name] = _checked_dataset(h5, ds_name, shape, dtype, r.error)
+            found[name] = _checked_dataset(r, ds_name, shape, dtype)
         targets = match(module, found, strict, r.error)
-        device = _device_of(module)
+        device = _device_of(targets)
         try:
-            aux = _decode(doc.get("aux", {}), h5, device, r.error)
+            aux = _decode(doc.get("aux", {}), r, device)
         except (KeyError, TypeError, ValueError) as ex:
             if isinstance(ex, errors.CheckpointError):
                 raise
@@ -292,14 +272,15 @@ def match(module, found, strict, error):
         if strict:
             raise error("the states do not match the model: " + "; ".join(problems) + hint +
                         ". Nothing was loaded (strict=False loads what matches)")
-        warnings.warn(f"load_states: loading what matches; " + "; ".join(problems) + hint,
+        warnings.warn("load_states: loading what matches; " + "; ".join(problems) + hint,
                       stacklevel=4)
     return {k: (t, found[k]) for k, t in states.items()
             if k in found and tuple(found[k].shape) == t.shape}
 
 
-def _device_of(module):
-    for t in module.get_states().values():
+def _device_of(targets):
+    """The device the module's states are on (the default device for a module without)."""
+    for t, _ in targets.values():
         return t.device
     from ..devices import get_default_device
     return get_default_device()

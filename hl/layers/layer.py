@@ -182,6 +182,17 @@ class Layer:
         """Copies values into the parameters and buffers, in place."""
         return _load(self, self.get_states(), values, strict, "set_states")
 
+    def save_weights(self, path, overwrite=True):
+        """Writes the states to an HDF5 file, one group per layer (hl/checkpoint/weights.py),
+        atomically."""
+        from ..checkpoint import weights
+        weights.save(self, path, overwrite)
+
+    def load_weights(self, path, strict=True):
+        """Loads a file written by save_weights into the states, in place."""
+        from ..checkpoint import weights
+        weights.load(self, path, strict)
+
     def parameters(self):
         """The trainable parameter tensors (PyTorch spelling, for optimisers)."""
         return [t for t in self.get_params().values() if t.requires_grad]

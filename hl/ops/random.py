@@ -39,6 +39,13 @@ class Generator:
     def get_state(self):
         return {"seed": self.seed, "offset": self.offset}
 
+    def __getstate__(self):  # the lock is not pickled; a fresh one comes back
+        return self.get_state()
+
+    def __setstate__(self, state):
+        self._lock = threading.Lock()
+        self.set_state(state)
+
     def set_state(self, state):
         with self._lock:
             self.seed, self.offset = int(state["seed"]), int(state["offset"])

@@ -278,6 +278,23 @@ class Optimizer:
     def __repr__(self):
         return f"{self.name}(lr={self.schedule!r}, step={self.step_count})"
 
+    # ---- pickling (hl.save) -----------------------------------------------------------
+
+    def __getstate__(self):
+        """The weak references of the parameter-key maps cannot be pickled: they travel as
+        (parameter, key) pairs and are rebuilt on load."""
+        state = self.__dict__.copy()
+        state["_keys"] = [(ref(), key) for ref, key in self._keys.values() if ref() is not None]
+        del state["_owners"]
+        return state
+
+    def __setstate__(self, state):
+        pairs = state.pop("_keys")
+        self.__dict__.update(state)
+        self._keys, self._owners = {}, {}
+        for param, key in pairs:
+            self._bind(param, key)  # slots meeting their parameter again are re-checked
+
 
 def _restore(v):
     """A tensor slot as the optimiser keeps it: a copy (later updates must not write into the

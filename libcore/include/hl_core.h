@@ -83,6 +83,8 @@ int hl_get_num_threads(void);
    archives check every member with it; carry-less multiplication where the CPU has it. */
 uint32_t hl_crc32(uint32_t crc, const void *data, size_t n);
 int hl_crc32_accelerated(void);          /* 1 when the PCLMULQDQ path is in use */
+/* The CRC-32 of A followed by B, from crc(A), crc(B) and B's length. */
+uint32_t hl_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* ---- devices and memory ---------------------------------------------------------------------- */
 

@@ -145,6 +145,36 @@ uint32_t hl_crc32(uint32_t crc, const void *data, size_t n) {
     return ~crc_bytes(state, p, n);
 }
 
+/* ---- combining ------------------------------------------------------------------------------
+
+   crc(A || B) from crc(A), crc(B) and len(B): appending len(B) zero bytes to A multiplies its
+   (non-inverted) CRC polynomial by x^(8 len(B)) modulo P, and the CRC is linear in the data.
+   Polynomials are bit-reflected: bit 31 is x^0. */
+
+#define POLY 0xEDB88320u
+
+static uint32_t mul_mod_p(uint32_t a, uint32_t b) { /* a(x) b(x) mod P(x) */
+    uint32_t product = 0;
+    for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
+        if (a & bit) product ^= b;
+        b = (b & 1) ? (b >> 1) ^ POLY : b >> 1; /* b *= x */
+    }
+    return product;
+}
+
+static uint32_t x_pow_8n(uint64_t n) { /* x^(8n) mod P, by squaring */
+    uint32_t result = 1u << 31, square = 1u << 23; /* x^0 and x^8 */
+    for (; n; n >>= 1) {
+        if (n & 1) result = mul_mod_p(result, square);
+        square = mul_mod_p(square, square);
+    }
+    return result;
+}
+
+uint32_t hl_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    return mul_mod_p(x_pow_8n(len_b), crc_a) ^ crc_b;
+}
+
 int hl_crc32_accelerated(void) {
 #if HAVE_CLMUL
     return have_clmul();
