@@ -75,12 +75,12 @@ def host_array(v):
     """What a dataset is written from: a CPU tensor's own memory when it is contiguous, else
     a copy of that one tensor (GPU tensors, views; bfloat16 as float32, which holds it
     exactly)."""
-    if isinstance(v, np.ndarray):
-        return np.ascontiguousarray(v)
+    if isinstance(v, (np.ndarray, np.generic)):
+        return np.asarray(v, order="C")  # keeps 0-d (ascontiguousarray makes 1-d)
     if v.dtype is _dt.bfloat16:
         v = v.astype(_dt.float32)
     arr = v.numpy() if v.device.kind == "cpu" else np.asarray(v.cpu().numpy())
-    return np.ascontiguousarray(arr)
+    return np.asarray(arr, order="C")
 
 
 def _member_crc(f, start, size, regions):

@@ -113,18 +113,18 @@ def _extension_points():
 
 
 def _resolve(module, qualname):
-    """module.qualname for an already imported module, walking nested classes; None when
-    the module is not imported or the name does not lead to a class or function."""
+    """module.qualname for an already imported module: a class (nested classes included) or
+    a module-level function; None otherwise. Methods are never returned: ``Module.save_states``
+    reached through its class would let a file call it on objects of its choosing."""
     obj = sys.modules.get(module)
-    if obj is None:
-        return None
-    for i, part in enumerate(qualname.split(".")):
-        if i > 0 and not isinstance(obj, type):  # only classes may hold nested names
+    parts = qualname.split(".")
+    for i, part in enumerate(parts):
+        if obj is None or (i > 0 and not isinstance(obj, type)):
             return None
         obj = obj.__dict__.get(part) if isinstance(obj, (types.ModuleType, type)) else None
-        if obj is None:
-            return None
-    return obj if isinstance(obj, (type, types.FunctionType)) else None
+    if isinstance(obj, type) or (isinstance(obj, types.FunctionType) and len(parts) == 1):
+        return obj
+    return None
 
 
 class _Unpickler(pickle.Unpickler):
