@@ -34,39 +34,42 @@ def ones(shape, dtype, device):
     return ops.ones(*shape, dtype=dtype, device=device)
 
 
-def constant(value):
-    def init(shape, dtype, device):
-        return ops.full(tuple(shape), value, dtype=dtype, device=device)
-    init.__name__ = f"constant({value})"
-    return init
+class Initializer:
+    """An initialiser with parameters. A class rather than a closure so that layers holding
+    one can be pickled by hl.save."""
+
+    def __call__(self, shape, dtype, device):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return self.__name__
 
 
-def uniform(low=-0.05, high=0.05):
-    def init(shape, dtype, device):
-        return ops.uniform(*shape, low=low, high=high, dtype=dtype, device=device)
-    init.__name__ = f"uniform({low}, {high})"
-    return init
+class Constant(Initializer):
+    def __init__(self, value):
+        self.value = value
+        self.__name__ = f"constant({value})"
+
+    def __call__(self, shape, dtype, device):
+        return ops.full(tuple(shape), self.value, dtype=dtype, device=device)
 
 
-def normal(mean=0.0, std=0.05):
-    def init(shape, dtype, device):
-        return ops.normal(*shape, mean=mean, std=std, dtype=dtype, device=device)
-    init.__name__ = f"normal({mean}, {std})"
-    return init
+class Uniform(Initializer):
+    def __init__(self, low=-0.05, high=0.05):
+        self.low, self.high = low, high
+        self.__name__ = f"uniform({low}, {high})"
+
+    def __call__(self, shape, dtype, device):
+        return ops.uniform(*shape, low=self.low, high=self.high, dtype=dtype, device=device)
 
 
-def _scaled_uniform(scale, fan):
-    def init(shape, dtype, device):
-        limit = math.sqrt(3.0 * scale / max(fan(shape), 1))
-        return ops.uniform(*shape, low=-limit, high=limit, dtype=dtype, device=device)
-    return init
+class Normal(Initializer):
+    def __init__(self, mean=0.0, std=0.05):
+        self.mean, self.std = mean, std
+        self.__name__ = f"normal({mean}, {std})"
 
-
-def _scaled_normal(scale, fan):
-    def init(shape, dtype, device):
-        std = math.sqrt(scale / max(fan(shape), 1))
-        return ops.normal(*shape, std=std, dtype=dtype, device=device)
-    return init
+    def __call__(self, shape, dtype, device):
+        return ops.normal(*shape, mean=self.mean, std=self.std, dtype=dtype, device=device)
 
 
 def _fan_in(shape):
@@ -78,25 +81,39 @@ def _fan_avg(shape):
     return (a + b) / 2.0
 
 
-glorot_uniform = _scaled_uniform(1.0, _fan_avg)   # U(-sqrt(6 / (in + out)), +...)
-glorot_normal = _scaled_normal(1.0, _fan_avg)     # N(0, 2 / (in + out))
-he_uniform = _scaled_uniform(2.0, _fan_in)        # U(-sqrt(6 / in), +...)
-he_normal = _scaled_normal(2.0, _fan_in)          # N(0, 2 / in)
-lecun_uniform = _scaled_uniform(1.0, _fan_in)     # U(-sqrt(3 / in), +...)
-lecun_normal = _scaled_normal(1.0, _fan_in)       # N(0, 1 / in)
-torch_default = _scaled_uniform(1.0 / 3.0, _fan_in)  # U(-1/sqrt(in), +...): nn.Linear, nn.Conv
+class VarianceScaling(Initializer):
+    """Variance scale / fan(shape), from a uniform or a normal distribution."""
+
+    def __init__(self, name, scale, fan, distribution):
+        self.__name__, self.scale, self.fan, self.distribution = name, scale, fan, distribution
+
+    def __call__(self, shape, dtype, device):
+        variance = self.scale / max(self.fan(shape), 1)
+        if self.distribution == "uniform":
+            limit = math.sqrt(3.0 * variance)
+            return ops.uniform(*shape, low=-limit, high=limit, dtype=dtype, device=device)
+        return ops.normal(*shape, std=math.sqrt(variance), dtype=dtype, device=device)
+
+
+constant, uniform, normal = Constant, Uniform, Normal  # the function-style names
+
+glorot_uniform = VarianceScaling("glorot_uniform", 1.0, _fan_avg, "uniform")  # U(+-sqrt(6/(in+out)))
+glorot_normal = VarianceScaling("glorot_normal", 1.0, _fan_avg, "normal")     # N(0, 2/(in+out))
+he_uniform = VarianceScaling("he_uniform", 2.0, _fan_in, "uniform")           # U(+-sqrt(6/in))
+he_normal = VarianceScaling("he_normal", 2.0, _fan_in, "normal")              # N(0, 2/in)
+lecun_uniform = VarianceScaling("lecun_uniform", 1.0, _fan_in, "uniform")     # U(+-sqrt(3/in))
+lecun_normal = VarianceScaling("lecun_normal", 1.0, _fan_in, "normal")        # N(0, 1/in)
+# U(-1/sqrt(in), +1/sqrt(in)): what nn.Linear and nn.Conv use
+torch_default = VarianceScaling("torch_default", 1.0 / 3.0, _fan_in, "uniform")
 
 BY_NAME = {
     "zeros": zeros, "ones": ones, "glorot_uniform": glorot_uniform,
     "glorot_normal": glorot_normal, "xavier_uniform": glorot_uniform,
     "xavier_normal": glorot_normal, "he_uniform": he_uniform, "he_normal": he_normal,
     "kaiming_uniform": he_uniform, "kaiming_normal": he_normal, "lecun_uniform": lecun_uniform,
-    "lecun_normal": lecun_normal, "uniform": uniform(), "normal": normal(),
+    "lecun_normal": lecun_normal, "uniform": Uniform(), "normal": Normal(),
     "torch_default": torch_default,
 }
-for _name, _f in BY_NAME.items():
-    if not hasattr(_f, "__name__") or _f.__name__ in ("init", "<lambda>"):
-        _f.__name__ = _name
 
 
 def get(init):
@@ -104,7 +121,7 @@ def get(init):
     if callable(init):
         return init
     if isinstance(init, (int, float)) and not isinstance(init, bool):
-        return constant(init)
+        return Constant(init)
     f = BY_NAME.get(init) if isinstance(init, str) else None
     if f is None:
         raise errors.ValueError(f"unknown initialiser {init!r}; use one of "
