@@ -23,6 +23,7 @@ import mmap
 import os
 import struct
 import zipfile
+import zlib
 
 import h5py
 import numpy as np
@@ -197,8 +198,9 @@ class Reader:
         self.require(name)
         try:
             return self.zip.read(name)
-        except (zipfile.BadZipFile, OSError, EOFError, ValueError,
-                NotImplementedError) as e:  # CRC mismatch, truncated data, unknown method
+        except (zipfile.BadZipFile, zlib.error, OSError, EOFError, ValueError,
+                NotImplementedError, RuntimeError) as e:  # CRC mismatch, bad deflate data,
+            # an unknown method, an "encrypted" flag
             raise self.error(f"the member {name} is corrupted ({e})") from None
 
     def json(self, name):

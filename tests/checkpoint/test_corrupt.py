@@ -145,3 +145,23 @@ def test_a_recompressed_archive_still_loads(saved, tmp_path):
     other.write_bytes(bytes(data))
     expect_error(other, "tensors.h5")
 
+
+
+@pytest.mark.parametrize("fraction", [0.1, 0.3, 0.5, 0.7, 0.9])
+def test_a_flipped_byte_anywhere_is_an_error_or_harmless(saved, fraction):
+    """Sweeps flips over a stretch of the file: each either raises CheckpointError or hits a
+    byte that does not matter (a timestamp, padding) and loads the right values."""
+    raw = saved.read_bytes()
+    good = built()
+    good.load_states(saved)
+    start = int(len(raw) * fraction)
+    for pos in range(start, min(start + 40, len(raw))):
+        data = bytearray(raw)
+        data[pos] ^= 0x24
+        saved.write_bytes(bytes(data))
+        model = built()
+        try:
+            model.load_states(saved)
+        except CheckpointError:
+            continue
+        assert same_states(model, snapshot(good)), pos

@@ -1,7 +1,6 @@
 """Module.save_states / load_states: the hl states archive (zip: states.json + tensors.h5)."""
 import json
 import math
-import warnings
 import zipfile
 
 import h5py
