@@ -6,7 +6,7 @@ tensors, in the same run.
 
 Save: hl's figure includes what makes its write durable and atomic (a temporary file, fsync,
 rename, fsync of the folder); torch.save does none of that, so PyTorch is shown both as it is
-and with an fsync added. Load: hl checks every byte's CRC-32 before loading; torch.load is
+and with an fsync added, and the two ratios are hl's speed over each. Load: hl checks every byte's CRC-32 before loading; torch.load is
 timed as it is (it reads the whole file too). Each figure is the median over --reps runs,
 the libraries alternating, files in a temporary folder on the same disk.
 
@@ -92,7 +92,7 @@ def run(args):
     folder = tempfile.mkdtemp(dir=args.dir)
     print(f"median of {args.reps} runs; files in {folder}")
     head = (f"{'model':22} {'MB':>6}   {'save MB/s: hl':>13} {'torch':>7} {'torch+fsync':>11} "
-            f"{'ratio':>6}   {'load MB/s: hl':>13} {'torch':>7} {'ratio':>6}")
+            f"{'ratios':>11}   {'load MB/s: hl':>13} {'torch':>7} {'ratio':>6}")
     print(head)
     print("-" * len(head))
     for name in args.only.split(","):
@@ -120,7 +120,8 @@ def run(args):
             t["torch_load"].append(time.perf_counter() - t0)
         r = {k: mb / statistics.median(v) for k, v in t.items()}
         print(f"{MODELS[name][2]:22} {mb:6.1f}   {r['hl_save']:13.0f} {r['torch_save']:7.0f} "
-              f"{r['torch_save_fsync']:11.0f} {r['hl_save'] / r['torch_save']:6.2f}   "
+              f"{r['torch_save_fsync']:11.0f} {r['hl_save'] / r['torch_save']:5.2f} "
+              f"{r['hl_save'] / r['torch_save_fsync']:5.2f}   "
               f"{r['hl_load']:13.0f} {r['torch_load']:7.0f} "
               f"{r['hl_load'] / r['torch_load']:6.2f}", flush=True)
     print("\nmemory while saving (peak growth over the tensors' size):")
