@@ -225,6 +225,20 @@ static void test_plan(void) {
     hl_tensor_release(z);
 }
 
+static void test_crc32(void) {
+    /* the standard check value, then pieces against the whole on both code paths (the
+       carry-less path needs at least 64 bytes) */
+    CHECK(hl_crc32(0, "123456789", 9) == 0xCBF43926u);
+    unsigned char buf[1000];
+    for (int i = 0; i < 1000; i++) buf[i] = (unsigned char)(i * 37 + 11);
+    uint32_t whole = hl_crc32(0, buf, sizeof buf);
+    for (size_t cut = 0; cut <= sizeof buf; cut += 37) {
+        CHECK(hl_crc32(hl_crc32(0, buf, cut), buf + cut, sizeof buf - cut) == whole);
+        CHECK(hl_crc32_combine(hl_crc32(0, buf, cut), hl_crc32(0, buf + cut, sizeof buf - cut),
+                               sizeof buf - cut) == whole);
+    }
+}
+
 int main(void) {
     hl_set_num_threads(2);
     test_create_and_add();
@@ -233,6 +247,7 @@ int main(void) {
     test_errors();
     test_broadcast_writes();
     test_plan();
+    test_crc32();
     int64_t in_use = -1;
     CHECK(hl_memory_stats(CPU, &in_use, NULL, NULL) == HL_OK && in_use == 0);
     hl_memory_empty_cache(CPU);
