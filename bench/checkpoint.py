@@ -61,15 +61,8 @@ def fsync(path):
     os.close(fd)
 
 
-def _status_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def memory_worker(lib, name, path):
+    from train import _status_kib
     import hl.checkpoint.states  # noqa: F401 - imported before measuring, as torch is
     module = hl_module(name)
     nbytes = sum(t.size * t.dtype.itemsize for t in module.get_states().values())
