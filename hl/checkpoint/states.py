@@ -67,10 +67,7 @@ def read_into(ds, t):
 
 def read_new(ds, dtype_name, device):
     """A new tensor holding dataset ds."""
-    d = _dt.dtype(dtype_name)
-    arr = ds[()]
-    t = Tensor(arr, dtype=d, device=device)
-    return t
+    return Tensor(ds[()], dtype=_dt.dtype(dtype_name), device=device)
 
 
 # ---- auxiliary values --------------------------------------------------------------------
@@ -252,12 +249,10 @@ def match(module, found, strict, error):
     """Pairs the module's states with what the file has ({name: dataset-like with .shape}),
     checking names and shapes: {name: (tensor, dataset)}. Strict, any difference raises an
     error listing all of them and nothing is loaded; otherwise a warning lists them."""
-    from ..layers.layer import _unbuilt
+    from ..layers.layer import _unbuilt, compare
     states = module.get_states()
-    missing = [k for k in states if k not in found]
-    unexpected = [k for k in found if k not in states]
-    wrong = [f"{k}: the model has {states[k].shape}, the file {tuple(found[k].shape)}"
-             for k in states if k in found and tuple(found[k].shape) != states[k].shape]
+    missing, unexpected, different, ready = compare(states, found)
+    wrong = [f"{k}: the model has {want}, the file {got}" for k, want, got in different]
     problems = []
     if missing:
         problems.append(f"missing from the file: {missing}")
@@ -274,8 +269,8 @@ def match(module, found, strict, error):
                         ". Nothing was loaded (strict=False loads what matches)")
         warnings.warn("load_states: loading what matches; " + "; ".join(problems) + hint,
                       stacklevel=4)
-    return {k: (t, found[k]) for k, t in states.items()
-            if k in found and tuple(found[k].shape) == t.shape}
+    names = {id(t): k for k, t in states.items()}
+    return {names[id(t)]: (t, ds) for t, ds in ready}
 
 
 def _device_of(targets):

@@ -253,6 +253,25 @@ def _unbuilt(layer):
             if not sub._built and type(sub).initialize is not Layer.initialize]
 
 
+def compare(targets, values):
+    """Matches a layer's tensors ({name: Tensor}) with values to load ({name: anything with a
+    shape}): the names missing from values, the names values has in excess, (name, target
+    shape, value shape) for each shape that differs, and the (tensor, value) pairs that fit."""
+    missing = [k for k in targets if k not in values]
+    unexpected = [k for k in values if k not in targets]
+    wrong, ready = [], []
+    for k, t in targets.items():
+        if k not in values:
+            continue
+        v = values[k]
+        shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+        if shape != t.shape:
+            wrong.append((k, t.shape, shape))
+        else:
+            ready.append((t, v))
+    return missing, unexpected, wrong, ready
+
+
 def _load(layer, targets, values, strict, op):
     unbuilt = _unbuilt(layer)
     if unbuilt and values and not targets:
@@ -260,19 +279,8 @@ def _load(layer, targets, values, strict, op):
             f"{op}: {layer.describe()} has no parameters yet: layers create them on their "
             f"first call. Call it once on an input (or compile it with hl.Placeholder inputs) "
             f"before loading")
-    missing = [k for k in targets if k not in values]
-    unexpected = [k for k in values if k not in targets]
-    mismatched = []
-    ready = []
-    for k, t in targets.items():
-        if k not in values:
-            continue
-        v = values[k]
-        shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
-        if shape != t.shape:
-            mismatched.append(f"{k}: expected {t.shape}, got {shape}")
-        else:
-            ready.append((t, v))
+    missing, unexpected, wrong, ready = compare(targets, values)
+    mismatched = [f"{k}: expected {want}, got {got}" for k, want, got in wrong]
     if strict and (missing or unexpected or mismatched):
         parts = []
         if missing:
