@@ -54,3 +54,13 @@ class UnsafeCheckpointError(CheckpointError):
     def __init__(self, message, global_name=None):
         super().__init__(message)
         self.global_name = global_name
+
+
+class MissingDependencyError(HLError, ImportError):
+    """An optional package a feature needs is not installed (matplotlib for History.plot);
+    the message says what to install."""
+
+
+class NonFiniteLossError(ValueError):  # hl.errors.ValueError
+    """fit met a NaN or infinite loss and no callback (hl.callbacks.TerminateOnNaN) stopped
+    training. The message names the epoch and batch."""

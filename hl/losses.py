@@ -17,10 +17,11 @@ from .autograd import functional as F
 from .autograd.placeholder import Placeholder
 from .ops._util import as_tensor
 
-__all__ = ["softmax_cross_entropy", "cross_entropy", "mse", "mean_squared_error",
-           "binary_cross_entropy_with_logits", "nll", "nll_loss", "Loss",
+__all__ = ["softmax_cross_entropy", "cross_entropy", "mse", "mean_squared_error", "mae",
+           "mean_absolute_error", "binary_cross_entropy_with_logits", "nll", "nll_loss", "Loss",
            "SoftmaxCrossEntropy", "CrossEntropyLoss", "MSELoss", "MeanSquaredError",
-           "BCEWithLogits", "BCEWithLogitsLoss", "NLLLoss"]
+           "MAELoss", "L1Loss", "MeanAbsoluteError", "BCEWithLogits", "BCEWithLogitsLoss",
+           "NLLLoss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -82,6 +83,19 @@ def mse(pred, target, reduction="mean"):
 mean_squared_error = mse
 
 
+def mae(pred, target, reduction="mean"):
+    """Mean absolute error: |pred - target|, averaged (or summed, or per element), as torch's
+    l1_loss and Keras's mean_absolute_error."""
+    _check_reduction(reduction, "mae")
+    pred = _input(pred)
+    target = _like(target, pred)
+    _same_shape(pred, target, "mae")
+    return _reduce(F.abs(pred - target), reduction)
+
+
+mean_absolute_error = mae
+
+
 def binary_cross_entropy_with_logits(logits, target, reduction="mean"):
     """Binary cross-entropy of sigmoid(logits) against targets in [0, 1], computed from the
     logits without overflow: max(x, 0) - x * y + log1p(exp(-|x|)), i.e. softplus(x) - x * y
@@ -108,20 +122,45 @@ nll_loss = nll
 
 class Loss:
     """A loss as an object: ``loss_fn(pred, target)`` (or ``loss_fn.forward(pred, target)``,
-    SINGA's spelling) returns the loss tensor."""
+    SINGA's spelling) returns the loss tensor. ``loss_fn(pred, target, sample_weight=w)``
+    weights each sample's loss by w (one number per sample) as Keras does: with 'mean',
+    ``sum(w * loss) / number of loss elements``. A subclass implements
+    ``compute(pred, target, reduction)``."""
 
     def __init__(self, reduction="mean"):
         _check_reduction(reduction, type(self).__name__)
         self.reduction = reduction
 
-    def forward(self, pred, target):
-        raise NotImplementedError
+    def compute(self, pred, target, reduction):
+        raise NotImplementedError(f"{type(self).__name__} defines neither compute() nor "
+                                  f"forward()")
 
-    def __call__(self, pred, target):
-        return self.forward(pred, target)
+    def forward(self, pred, target):
+        return self.compute(pred, target, self.reduction)
+
+    def __call__(self, pred, target, sample_weight=None):
+        if sample_weight is None:
+            return self.forward(pred, target)
+        if type(self).compute is Loss.compute:
+            raise errors.UnsupportedError(
+                f"{type(self).__name__}: sample weights need the loss per sample; define "
+                f"compute(pred, target, reduction) (forward alone gives only the reduced loss)")
+        return _weighted(self.compute(pred, target, "none"), sample_weight, self.reduction,
+                         type(self).__name__)
 
     def __repr__(self):
         return f"{type(self).__name__}(reduction={self.reduction!r})"
+
+
+def _weighted(per_element, sample_weight, reduction, op):
+    """per_element (N, ...) weighted by sample_weight (N,), then reduced."""
+    w = _like(sample_weight, per_element)
+    n = per_element.shape[0] if per_element.ndim else 1
+    if tuple(w.shape) != (n,):
+        raise errors.ShapeError(f"{op}: sample_weight must have one value per sample, shape "
+                                f"({n},); got {tuple(w.shape)}")
+    w = F.reshape(w, (n,) + (1,) * (per_element.ndim - 1))
+    return _reduce(per_element * w, reduction)
 
 
 class SoftmaxCrossEntropy(Loss):
@@ -131,8 +170,8 @@ class SoftmaxCrossEntropy(Loss):
         super().__init__(reduction)
         self.ignore_index = ignore_index
 
-    def forward(self, logits, target):
-        return softmax_cross_entropy(logits, target, self.ignore_index, self.reduction)
+    def compute(self, logits, target, reduction):
+        return softmax_cross_entropy(logits, target, self.ignore_index, reduction)
 
 
 CrossEntropyLoss = SoftmaxCrossEntropy
@@ -141,18 +180,28 @@ CrossEntropyLoss = SoftmaxCrossEntropy
 class MSELoss(Loss):
     """mse as an object."""
 
-    def forward(self, pred, target):
-        return mse(pred, target, self.reduction)
+    def compute(self, pred, target, reduction):
+        return mse(pred, target, reduction)
 
 
 MeanSquaredError = MSELoss
 
 
+class MAELoss(Loss):
+    """mae as an object."""
+
+    def compute(self, pred, target, reduction):
+        return mae(pred, target, reduction)
+
+
+L1Loss = MeanAbsoluteError = MAELoss
+
+
 class BCEWithLogits(Loss):
     """binary_cross_entropy_with_logits as an object."""
 
-    def forward(self, logits, target):
-        return binary_cross_entropy_with_logits(logits, target, self.reduction)
+    def compute(self, logits, target, reduction):
+        return binary_cross_entropy_with_logits(logits, target, reduction)
 
 
 BCEWithLogitsLoss = BCEWithLogits
@@ -165,5 +214,5 @@ class NLLLoss(Loss):
         super().__init__(reduction)
         self.ignore_index = ignore_index
 
-    def forward(self, log_prob, target):
-        return nll(log_prob, target, self.ignore_index, self.reduction)
+    def compute(self, log_prob, target, reduction):
+        return nll(log_prob, target, self.ignore_index, reduction)

@@ -10,7 +10,8 @@ import numpy as np
 
 from . import errors
 
-__all__ = ["accuracy", "top_k_accuracy", "Metric", "Accuracy", "TopKAccuracy"]
+__all__ = ["accuracy", "top_k_accuracy", "Metric", "Accuracy", "TopKAccuracy",
+           "BinaryAccuracy", "MeanSquaredError", "MeanAbsoluteError", "MeanMetricWrapper"]
 
 
 def _scores_and_labels(pred, labels, op):
@@ -70,50 +71,130 @@ def top_k_accuracy(pred, labels, k=5):
 
 
 class Metric:
-    """Accumulates over batches: ``update(pred, y)`` per batch, ``result()`` for the value so
-    far (0.0 before any sample), ``reset()`` to start again. Calling the metric updates it
-    and returns the result (Keras's behaviour)."""
+    """Accumulates over batches: ``update(pred, y, sample_weight=None)`` per batch,
+    ``result()`` for the (weighted) mean so far (0.0 before any sample), ``reset()`` to start
+    again. Calling the metric updates it and returns the result (Keras's behaviour).
+    ``name`` is its key in fit's logs. A subclass implements ``values(pred, labels)``: one
+    number per sample (1/0 for a hit, an error...), a numpy array of shape (N, ...)."""
 
-    def __init__(self):
+    def __init__(self, name=None):
+        self.name = name or _snake(type(self).__name__)
         self.reset()
 
     def reset(self):
-        self.hits, self.count = 0, 0
+        self.total, self.count = 0.0, 0
 
-    def _count(self, pred, labels):
+    def values(self, pred, labels):
         raise NotImplementedError
 
-    def update(self, pred, labels):
-        hits, count = self._count(pred, labels)
-        self.hits += hits
-        self.count += count
+    def update(self, pred, labels, sample_weight=None):
+        v = np.asarray(self.values(_host(pred), _host(labels)), dtype=np.float64)
+        if sample_weight is None:
+            self.total += float(v.sum())
+            self.count += v.size
+            return
+        w = np.asarray(_host(sample_weight), dtype=np.float64)
+        if w.shape != v.shape[:1]:
+            raise errors.ShapeError(f"{self.name}: sample_weight must have one value per "
+                                    f"sample, shape {v.shape[:1]}; got {w.shape}")
+        w = w.reshape(w.shape + (1,) * (v.ndim - 1))
+        self.total += float((v * w).sum())
+        self.count += float(np.broadcast_to(w, v.shape).sum())
 
     def result(self):
-        return _ratio(self.hits, self.count)
+        return _ratio(self.total, self.count)
 
-    def __call__(self, pred, labels):
-        self.update(pred, labels)
+    def __call__(self, pred, labels, sample_weight=None):
+        self.update(pred, labels, sample_weight)
         return self.result()
 
     def __repr__(self):
         return f"{type(self).__name__}(result={self.result():.4f}, count={self.count})"
 
 
+def _snake(name):
+    out = [name[0].lower()]
+    for prev, c in zip(name, name[1:]):
+        out.append("_" + c.lower() if c.isupper() and not prev.isupper() else c.lower())
+    return "".join(out)
+
+
+def _host(a):
+    if a is None:
+        return None
+    return a.numpy() if hasattr(a, "numpy") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
 class Accuracy(Metric):
     """Running accuracy (see accuracy)."""
 
-    def _count(self, pred, labels):
-        return _correct(pred, labels, "Accuracy")
+    def values(self, pred, labels):
+        pred, labels = _scores_and_labels(pred, labels, type(self).__name__)
+        return pred.argmax(axis=1) == labels
 
 
 class TopKAccuracy(Metric):
     """Running top-k accuracy (see top_k_accuracy)."""
 
-    def __init__(self, k=5):
+    def __init__(self, k=5, name=None):
         if not isinstance(k, (int, np.integer)) or k < 1:
             raise errors.ValueError(f"TopKAccuracy: k must be a positive int, got {k!r}")
         self.k = k
-        super().__init__()
+        super().__init__(name)
 
-    def _count(self, pred, labels):
-        return _correct_top_k(pred, labels, self.k, "TopKAccuracy")
+    def values(self, pred, labels):
+        pred, labels = _scores_and_labels(pred, labels, type(self).__name__)
+        return _top_k_hits(pred, labels, self.k, type(self).__name__)
+
+
+class BinaryAccuracy(Metric):
+    """Running accuracy of yes/no predictions: a prediction above ``threshold`` means 1,
+    compared with targets in {0, 1} (rounded at 0.5) of the predictions' shape. The default
+    0.5 reads probabilities; ``threshold=0`` reads logits."""
+
+    def __init__(self, threshold=0.5, name=None):
+        self.threshold = float(threshold)
+        super().__init__(name)
+
+    def values(self, pred, labels):
+        pred, labels = _same_shape(pred, labels, type(self).__name__)
+        return (pred > self.threshold) == (labels > 0.5)
+
+
+class MeanSquaredError(Metric):
+    """Running mean of (pred - target) ** 2."""
+
+    def values(self, pred, labels):
+        pred, labels = _same_shape(pred, labels, type(self).__name__)
+        return np.square(pred.astype(np.float64) - labels)
+
+
+class MeanAbsoluteError(Metric):
+    """Running mean of |pred - target|."""
+
+    def values(self, pred, labels):
+        pred, labels = _same_shape(pred, labels, type(self).__name__)
+        return np.abs(pred.astype(np.float64) - labels)
+
+
+class MeanMetricWrapper(Metric):
+    """Any function ``fn(pred, labels)`` returning a number per sample (or one per batch,
+    counted once per sample of the batch) as a running mean named after the function."""
+
+    def __init__(self, fn, name=None):
+        self.fn = fn
+        super().__init__(name or getattr(fn, "__name__", "metric"))
+
+    def values(self, pred, labels):
+        v = np.asarray(_host(self.fn(pred, labels)), dtype=np.float64)
+        return np.full(len(pred), float(v)) if v.ndim == 0 else v
+
+
+def _same_shape(pred, labels, op):
+    pred, labels = np.asarray(pred), np.asarray(labels)
+    if labels.shape != pred.shape and labels.size == pred.size:
+        labels = labels.reshape(pred.shape)  # (N,) targets for an (N, 1) output
+    if labels.shape != pred.shape:
+        raise errors.ShapeError(f"{op}: predictions {pred.shape} and targets {labels.shape} "
+                                f"must have the same shape")
+    return pred, labels.astype(np.float64)

@@ -1,5 +1,5 @@
-"""hl.Module: a model (SINGA's Model API): a Layer with compile, train_one_batch, and (with the
-training issue) fit / evaluate / predict; save_states / load_states write checkpoints
+"""hl.Module: a model (SINGA's Model API): a Layer with compile, train_one_batch, Keras's
+fit / evaluate / predict (from hl.training.Trainer), and save_states / load_states
 (hl/checkpoint).
 
     class CNN(hl.Module):
@@ -21,25 +21,71 @@ training issue) fit / evaluate / predict; save_states / load_states write checkp
 
     model = CNN()
     model.compile([hl.Placeholder((64, 1, 28, 28))], is_train=True)   # every parameter exists
+
+Keras's way, without writing train_one_batch:
+
+    model.compile(optimizer="adam", loss="cross_entropy", metrics=["accuracy"])
+    history = model.fit(x, y, epochs=5, validation_split=0.2)
 """
+import inspect
+
 from . import errors
 from .autograd import Placeholder, no_grad
+from .layers.containers import Sequential as _Sequential
 from .layers.layer import Layer
+from .opt.optimizer import Optimizer
+from .training.trainer import Trainer
 
 
-class Module(Layer):
+class Module(Trainer, Layer):
     """Subclass it, build layers in __init__, write forward (and optionally
-    train_one_batch)."""
+    train_one_batch). fit / evaluate / predict come from hl.training.Trainer."""
 
     def __init__(self, name=None):
         super().__init__(name)
-        self.__dict__["_compiled"] = False
+        _module_init(self)
 
-    def compile(self, inputs, is_train=True, use_graph=False, graph_alg="sequence",
-                sequential=None):
-        """Creates every parameter by running forward once on `inputs`: hl.Placeholder
-        objects (shapes only: nothing is computed or allocated but the parameters) or real
-        tensors. ``sequential`` is SINGA's released spelling of ``graph_alg``."""
+    def __call__(self, *xs, **kwargs):
+        """``model(x)`` runs forward, as for any layer, with one exception kept for SINGA's
+        scripts: a top-level module put in training mode explicitly (``model.train()``, or
+        ``compile([x], is_train=True)``) runs ``train_one_batch`` when the arguments fit
+        train_one_batch's signature, so ``out, loss = model(tx, ty)`` is one training step.
+        ``model(x)`` with a single input still runs forward (train_one_batch needs x and y),
+        as does every call after ``model.eval()``, every call on a module inside another, and
+        every call on a module left in its default mode: a Keras user's ``model(x)`` is
+        always the forward pass. fit, evaluate and predict never go through this rule."""
+        if self._runs_step(xs, kwargs):
+            return self.train_one_batch(*xs, **kwargs)
+        return Layer.__call__(self, *xs, **kwargs)
+
+    def _runs_step(self, xs, kwargs):
+        if self.__dict__["_training"] is not True or self._parent is not None:
+            return False
+        try:
+            inspect.signature(self.train_one_batch).bind(*xs, **kwargs)
+        except TypeError:
+            return False
+        return True
+
+    def compile(self, inputs=None, is_train=True, use_graph=False, graph_alg="sequence",
+                sequential=None, *, optimizer=None, loss=None, metrics=None):
+        """Two compiles in one call, either or both:
+
+        SINGA's: ``compile([x], is_train=True, use_graph=False, graph_alg='sequence')``
+        creates every parameter by running forward once on `inputs`: hl.Placeholder objects
+        (shapes only: nothing is computed or allocated but the parameters) or real tensors,
+        and puts the module in training mode when is_train (see __call__).
+        ``sequential`` is SINGA's released spelling of ``graph_alg``.
+
+        Keras's: ``compile(optimizer='adam', loss='cross_entropy', metrics=['accuracy'])``
+        (names or objects; see hl/training/config.py) prepares fit. Positionally,
+        ``compile('adam', 'mse')`` reads as Keras's optimizer and loss."""
+        if isinstance(inputs, (str, Optimizer)):  # Keras's compile(optimizer, loss)
+            if optimizer is not None:
+                raise errors.ValueError("compile: the optimizer is given twice")
+            optimizer, inputs = inputs, None
+            if not isinstance(is_train, bool):
+                loss, is_train = is_train, True
         if sequential is not None:
             graph_alg = "sequence" if sequential else "topological"
         if graph_alg not in ("sequence", "topological"):
@@ -49,6 +95,9 @@ class Module(Layer):
             raise errors.UnsupportedError(
                 "compile(use_graph=True): graph mode is not yet supported (it comes with its "
                 "own issue); compile with use_graph=False to run eagerly")
+        self._compile_training(optimizer, loss, metrics)
+        if inputs is None:
+            return self
         if not isinstance(inputs, (list, tuple)):
             inputs = [inputs]
         for i, x in enumerate(inputs):
@@ -57,9 +106,11 @@ class Module(Layer):
                                         f"hl.Placeholder(shape, dtype) or tensors")
         self.train(is_train)
         with no_grad():
-            self(*inputs)
-        self.__dict__["_compiled"] = True
-        self.__dict__["graph_mode"] = False
+            Layer.__call__(self, *inputs)
+        d = self.__dict__
+        d["_compiled"] = True
+        d["graph_mode"] = False
+        d["_input_shapes"] = [tuple(x.shape) for x in inputs]
         return self
 
     def graph(self, mode=True, sequential=True):
@@ -67,21 +118,6 @@ class Module(Layer):
         if mode:
             raise errors.UnsupportedError("graph mode is not yet supported; run eagerly "
                                           "(graph(False))")
-
-    def train_one_batch(self, x, y):
-        """One step: forward, loss (self.loss_fn), backward and update (self.optim).
-        Override it for anything else; return (output, loss)."""
-        loss_fn = self.__dict__.get("loss_fn")
-        optim = self.__dict__.get("optim")
-        if loss_fn is None or optim is None:
-            raise errors.ValueError(
-                f"{type(self).__name__}.train_one_batch: set self.loss_fn and self.optim "
-                f"(e.g. hl.losses.SoftmaxCrossEntropy() and hl.opt.SGD(lr=0.1)) or override "
-                f"train_one_batch")
-        out = self(x)
-        loss = loss_fn(out, y)
-        optim.backward_and_update(loss)
-        return out, loss
 
     # ---- checkpoints ------------------------------------------------------------------
 
@@ -109,6 +145,21 @@ class Module(Layer):
         return states.load(self, fpath, strict)
 
 
+def _module_init(module):
+    d = module.__dict__
+    d["_compiled"] = False
+    d["stop_training"] = False
+
+
+class Sequential(Module, _Sequential):
+    """hl.layers.Sequential with compile / fit / evaluate / predict, for Keras's
+    ``model = hl.Sequential([...]); model.compile(...); model.fit(x, y)``."""
+
+    def __init__(self, *layers, name=None):
+        _Sequential.__init__(self, *layers, name=name)
+        _module_init(self)
+
+
 Model = Module  # SINGA's name: class MyModel(model.Model)
 
-__all__ = ["Model", "Module", "Placeholder"]
+__all__ = ["Model", "Module", "Placeholder", "Sequential"]
