@@ -26,7 +26,8 @@ def check_trainable(model, what):
         raise errors.ValueError(
             f"{what}: {type(model).__name__} has no {' and no '.join(missing)}; compile it "
             f"first, e.g. model.compile(optimizer='sgd', loss='cross_entropy', "
-            f"metrics=['accuracy']), or override train_one_batch")
+            f"metrics=['accuracy']), set self.loss_fn and self.optim in __init__, or "
+            f"override train_one_batch")
 
 
 def check_epochs(epochs, initial_epoch, what):

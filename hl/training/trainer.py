@@ -46,8 +46,12 @@ class Trainer:
 
     @property
     def optimizer(self):
-        """Keras's name for ``self.optim``."""
+        """Keras's name for ``self.optim`` (the same object; setting one sets the other)."""
         return self.__dict__.get("optim")
+
+    @optimizer.setter
+    def optimizer(self, value):
+        self.__dict__["optim"] = value
 
     def _metrics(self):
         return self.__dict__.get("compiled_metrics") or []
@@ -273,7 +277,7 @@ def _validation(data, what):
     if isinstance(data, (tuple, list)) and len(data) in (2, 3) and is_arrays(data[0]):
         return ArrayData(data[0], data[1], data[2] if len(data) == 3 else None,
                          what + " (validation_data)")
-    if isinstance(data, (tuple, list)):
+    if isinstance(data, tuple):
         raise errors.ValueError(f"{what}: validation_data must be (x_val, y_val), (x_val, "
                                 f"y_val, sample_weight_val) or an iterable of batches; got a "
                                 f"{type(data).__name__} of {len(data)} items")
