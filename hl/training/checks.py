@@ -43,9 +43,10 @@ def _again(e, message):
     return err
 
 
-def probe(model, batch, what, data_name="x"):
-    """Runs the model and its loss on one batch in evaluation mode, without gradients;
-    returns the output."""
+def probe(model, batch, what, y=None, data_name="x", y_name="y"):
+    """Runs the model on one batch in evaluation mode, without gradients, checks the labels
+    of `y` (all of y when given, else the batch's) against its output, then computes the
+    loss on the batch."""
     loss_fn = model.__dict__.get("loss_fn")
     with mode(model, False), no_grad():
         try:
@@ -58,6 +59,7 @@ def probe(model, batch, what, data_name="x"):
                 hint = f" (it was compiled for inputs of shape {', '.join(map(str, specs))})"
             raise _again(e, f"{what}: the first batch of {data_name}, of shape {shapes}, does "
                             f"not fit the model{hint}: {e}") from None
+        check_labels(model, out, batch.y if y is None else y, what, y_name)
         if batch.y is not None and loss_fn is not None:
             try:
                 sw = batch.sample_weight
@@ -66,7 +68,6 @@ def probe(model, batch, what, data_name="x"):
             except errors.HLError as e:
                 raise _again(e, f"{what}: the targets do not fit the model's output "
                                 f"{_shapes(out)} under the loss {_name(loss_fn)}: {e}") from None
-    return out
 
 
 def check_labels(model, out, y, what, name="y"):

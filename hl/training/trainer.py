@@ -105,16 +105,13 @@ class Trainer:
         first = source.peek(initial_epoch)
         if first is None:
             raise errors.ValueError(f"{what}: the data yielded no batches")
-        out = checks.probe(self, first, what)
-        checks.check_labels(self, out, train.y if isinstance(train, ArrayData) else first.y,
-                            what)
+        checks.probe(self, first, what, train.y if isinstance(train, ArrayData) else None)
         if val_source is not None:
             vfirst = val_source.peek(0)
             if vfirst is None:
                 raise errors.ValueError(f"{what}: the validation data yielded no batches")
-            vout = checks.probe(self, vfirst, what, "the validation data")
-            checks.check_labels(self, vout, val.y if isinstance(val, ArrayData) else vfirst.y,
-                                what, "the validation y")
+            checks.probe(self, vfirst, what, val.y if isinstance(val, ArrayData) else None,
+                         "the validation data", "the validation y")
 
         history = History()
         user = list(callbacks or [])
