@@ -13,11 +13,25 @@ from hl import layers as L
 DIABETES_MSE_GOAL = 3100.0
 
 
-def test_cnn_reaches_95_percent_on_digits():
-    from hl.demo import train
+def test_cnn_reaches_95_percent_on_digits(tmp_path):
+    """The demo's job: fit with validation split, early stopping and checkpoints, then the
+    best model saved whole, loaded into a fresh object and evaluated."""
+    from hl.demo import CNN, train
     data = hl.data.digits(size=28)
-    model, acc = train(data, epochs=15, batch_size=64, lr=0.01, seed=0, progress=False)
+    model, acc, history, path = train(data, epochs=15, batch_size=64, lr=0.01, seed=0,
+                                      verbose=0, out=str(tmp_path))
     assert acc >= 0.95, f"test accuracy {acc:.4f}"
+    assert isinstance(model, CNN) and sorted(p.name for p in tmp_path.iterdir()) == [
+        "best-states.zip", "mnist-cnn.hl"]
+    # the reloaded model is the best epoch's
+    val = history.history["val_loss"]
+    best = min(range(len(val)), key=val.__getitem__)
+    (x, y), _ = data
+    order = np.random.default_rng(0).permutation(len(x))  # as train() shuffles with seed 0
+    x, y = x[order], y[order]
+    n_val = len(x) - int(len(x) * 0.9)
+    loss = model.evaluate(x[-n_val:], y[-n_val:], verbose=0)[0]
+    assert abs(loss - val[best]) < 1e-5 * max(1.0, val[best])
 
 
 class MLP(hl.Module):

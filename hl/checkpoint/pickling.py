@@ -12,7 +12,8 @@ resolves each global through an allow-list, and refuses anything else with
 UnsafeCheckpointError naming it:
 - hl's own classes, and functions of hl's computing modules (activations stored as
   attributes, initialisers, schedules): nothing in hl that writes files, reads paths or
-  reaches the C binding (hl._core, hl.checkpoint, hl.data, hl.demo);
+  reaches the C binding (hl._core, hl.checkpoint, hl.data, hl.demo), where only subclasses
+  of the extension points below are allowed (hl.demo's CNN);
 - builtin containers and numbers; numpy arrays, dtypes and scalars;
 - user subclasses of hl's extension points (Layer, and so Module; Optimizer, Schedule, Loss,
   Metric), but only from modules the process has already imported: a file never causes an
@@ -161,6 +162,9 @@ class _Unpickler(pickle.Unpickler):
                     not obj.__module__.startswith(_HL_DENIED) and \
                     not module.startswith(_HL_DENIED) and obj.__qualname__ == name:
                 return obj
+            if isinstance(obj, type) and issubclass(obj, _extension_points()) and \
+                    obj.__qualname__ == name:
+                return obj  # a model class defined in a denied module (hl.demo's CNN)
             self._refuse(module, name, "it is not one of hl's classes or computing functions")
         if module not in sys.modules:
             self._refuse(module, name, f"its module '{module}' is not imported, and loading "
