@@ -26,6 +26,8 @@ import subprocess
 import sys
 import time
 
+from _common import setup
+
 BATCH = 64
 
 
@@ -49,7 +51,6 @@ class _EpochTimer:
 
 
 def hl_worker(args):
-    import numpy as np
     import hl
     from hl import layers as L
     if args.threads:
@@ -139,7 +140,7 @@ def run(args):
     libs = ["hl"]
     try:
         os.environ["KERAS_BACKEND"] = "torch"
-        import keras  # noqa: F401
+        import keras  # noqa: F401 - only whether it imports
         libs.append("keras")
     except Exception as e:  # noqa: BLE001 - without keras, hl's figures alone
         print(f"keras is not importable ({e}): hl's figures only")
@@ -194,10 +195,7 @@ def main():
     ap.add_argument("--threads", type=int)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    setup(args.threads)
     if args.worker:
         fn = hl_worker if args.worker == "hl" else keras_worker
         print("RESULT " + json.dumps(fn(args)))

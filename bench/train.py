@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from _common import setup
+
 MODELS = {  # name: (batch, input shape, description)
     "cnn": (64, (1, 28, 28), "MNIST CNN, batch 64"),
     "mlp64": (64, (784,), "MLP 784-512-512-10, batch 64"),
@@ -250,10 +252,7 @@ def main():
     ap.add_argument("--threads", type=int)
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.threads:
-        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ[var] = str(args.threads)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    setup(args.threads)
     if args.worker:
         r = worker(args.worker, args.only, args.steps, args.warmup, args.threads)
         print("RESULT " + json.dumps(r))

@@ -71,13 +71,18 @@ def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean"):
 cross_entropy = softmax_cross_entropy
 
 
-def mse(pred, target, reduction="mean"):
-    """Mean squared error: (pred - target) ** 2, averaged (or summed, or per element)."""
-    _check_reduction(reduction, "mse")
+def _of_difference(fn, pred, target, reduction, op):
+    """fn(pred - target), reduced: the losses that compare element by element."""
+    _check_reduction(reduction, op)
     pred = _input(pred)
     target = _like(target, pred)
-    _same_shape(pred, target, "mse")
-    return _reduce(F.square(pred - target), reduction)
+    _same_shape(pred, target, op)
+    return _reduce(fn(pred - target), reduction)
+
+
+def mse(pred, target, reduction="mean"):
+    """Mean squared error: (pred - target) ** 2, averaged (or summed, or per element)."""
+    return _of_difference(F.square, pred, target, reduction, "mse")
 
 
 mean_squared_error = mse
@@ -86,11 +91,7 @@ mean_squared_error = mse
 def mae(pred, target, reduction="mean"):
     """Mean absolute error: |pred - target|, averaged (or summed, or per element), as torch's
     l1_loss and Keras's mean_absolute_error."""
-    _check_reduction(reduction, "mae")
-    pred = _input(pred)
-    target = _like(target, pred)
-    _same_shape(pred, target, "mae")
-    return _reduce(F.abs(pred - target), reduction)
+    return _of_difference(F.abs, pred, target, reduction, "mae")
 
 
 mean_absolute_error = mae

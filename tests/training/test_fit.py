@@ -1,8 +1,6 @@
 """fit against references: a hand-written loop over the same batches (bit for bit), PyTorch
 (weights after two epochs, weighted losses), numpy (evaluate's loss and accuracy) and the
 shipped digits (it learns)."""
-import warnings
-
 import numpy as np
 import pytest
 

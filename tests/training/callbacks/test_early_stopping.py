@@ -1,7 +1,6 @@
 import numpy as np
 import pytest
 
-import hl
 from hl.callbacks import EarlyStopping, LambdaCallback
 
 from ..models import blobs, mlp, states
