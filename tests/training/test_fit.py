@@ -295,3 +295,17 @@ def test_regression_on_the_diabetes_data_against_numpy_gradient_descent():
     mse, mae = m.evaluate(x, t, verbose=0)
     r = x @ w + b - t
     np.testing.assert_allclose([mse, mae], [np.mean(r ** 2), np.mean(np.abs(r))], rtol=1e-4)
+
+
+def test_tensors_in_and_a_saved_model_trains_on(tmp_path):
+    """fit takes hl Tensors; a fitted model saved whole comes back compiled and fits on."""
+    x, y = blobs(40)
+    m = mlp()
+    m.fit(hl.tensor(x), hl.tensor(y), epochs=2, verbose=0, validation_split=0.2)
+    hl.save(m, tmp_path / "m.hl")
+    back = hl.load(tmp_path / "m.hl")
+    np.testing.assert_array_equal(back.predict(x, verbose=0), m.predict(x, verbose=0))
+    assert back.history.history["val_loss"] == m.history.history["val_loss"]
+    a = m.fit(x, y, epochs=1, shuffle=False, verbose=0).history
+    b = back.fit(x, y, epochs=1, shuffle=False, verbose=0).history
+    assert a == b and same_states(states(m), states(back))  # optimiser state came back too
