@@ -1,7 +1,10 @@
 """Metrics: accuracy and top-k accuracy as functions returning Python floats, and Keras-like
-stateful classes that accumulate over batches (update, result, reset).
+stateful classes that accumulate weighted running means over batches (update, result, reset):
+Accuracy, TopKAccuracy, BinaryAccuracy, MeanSquaredError, MeanAbsoluteError, and
+MeanMetricWrapper for any function. fit's compiled metrics are these; ``name`` is each one's
+key in the logs.
 
-Predictions are scores (logits or probabilities) with the classes on axis 1: (N, C) or
+For the accuracies, predictions are scores (logits or probabilities) with the classes on axis 1: (N, C) or
 (N, C, d...). Labels are integer classes (N, d...) or one-hot / probability rows of the
 predictions' shape (their argmax is the class). Inputs may be hl Tensors or numpy arrays;
 metrics are not differentiable and run on the host.
