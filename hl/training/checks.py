@@ -15,6 +15,7 @@ import numpy as np
 from .. import errors
 from ..autograd import no_grad
 from ..losses import NLLLoss, SoftmaxCrossEntropy
+from .data import host
 from .step import compute_loss, forward, mode, overrides_step, to_tensor, to_tensors
 
 
@@ -77,8 +78,7 @@ def check_labels(model, out, y, what, name="y"):
     loss_fn = model.__dict__.get("loss_fn")
     if isinstance(out, (tuple, list)) or y is None:
         return
-    y = np.asarray(y.numpy() if hasattr(y, "numpy") and not isinstance(y, np.ndarray) else y)
-    pred = out.numpy()
+    y, pred = host(y), host(out)
     if isinstance(loss_fn, (SoftmaxCrossEntropy, NLLLoss)) and pred.ndim >= 2 \
             and np.issubdtype(y.dtype, np.integer) and y.shape[1:] != pred.shape[1:]:
         classes = pred.shape[1]

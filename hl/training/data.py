@@ -131,11 +131,13 @@ class ArrayData:
         if cut == 0 or cut == self.n:
             raise errors.ValueError(f"{self.what}: validation_split={fraction} of {self.n} "
                                     f"samples leaves one side empty")
-        head, tail = [], []
-        for a in self.arrays():
-            head.append(a[:cut])
-            tail.append(a[cut:])
-        return self._from_arrays(head), self._from_arrays(tail)
+        parts = (self._from_arrays([a[:cut] for a in self.arrays()]),
+                 self._from_arrays([a[cut:] for a in self.arrays()]))
+        return tuple(ArrayData(b.x, b.y, b.sample_weight, self.what) for b in parts)
+
+    def whole(self):
+        """All the samples as one Batch (train_on_batch and test_on_batch)."""
+        return self._from_arrays(self.arrays())
 
     def source(self, batch_size, shuffle=False, seed=None, steps=None):
         loader = DataLoader(*self.arrays(), batch_size=batch_size, shuffle=shuffle,

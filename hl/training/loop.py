@@ -8,9 +8,8 @@ live in trainer.py.
 import math
 import warnings
 
-import numpy as np
-
 from .. import errors
+from .data import host
 
 
 class Tracker:
@@ -33,8 +32,7 @@ class Tracker:
         self.loss_sum += loss * n
         self.samples += n
         if self.metrics and out is not None:
-            pred = out.numpy() if hasattr(out, "numpy") else np.asarray(out)
-            labels = y.numpy() if hasattr(y, "numpy") and not isinstance(y, np.ndarray) else y
+            pred, labels = host(out), host(y)  # once, however many metrics
             for m in self.metrics:
                 m.update(pred, labels, sample_weight)
 

@@ -7,10 +7,9 @@ import sys
 import numpy as np
 
 from .. import errors
-from ..autograd import no_grad
 from . import checks, config
 from .callbacks import CallbackList, History, ProgbarLogger
-from .data import ArrayData, Batch, check_batch_size, is_arrays, iterable_source
+from .data import ArrayData, check_batch_size, is_arrays, iterable_source
 from .loop import Loop, Tracker
 from .step import TrainStep, forward_loss, mode, predict_step, test_step
 
@@ -196,8 +195,7 @@ class Trainer:
         """One training step on one batch; returns its loss (and metrics) as evaluate."""
         what = "train_on_batch"
         checks.check_trainable(self, what)
-        data = ArrayData(x, y, sample_weight, what)
-        batch = Batch(data.structure.rebuild(data.x_parts), data.y, data.sample_weight)
+        batch = ArrayData(x, y, sample_weight, what).whole()
         step = TrainStep(self, Tracker(self._metrics()), class_weight)
         with mode(self, True):
             logs = step(batch)
@@ -208,15 +206,14 @@ class Trainer:
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """The loss (and metrics) of one batch, as evaluate."""
-        data = ArrayData(x, y, sample_weight, "test_on_batch")
-        batch = Batch(data.structure.rebuild(data.x_parts), data.y, data.sample_weight)
+        batch = ArrayData(x, y, sample_weight, "test_on_batch").whole()
         with mode(self, False):
             logs = test_step(self, Tracker(self._metrics()), batch)
         return _results(logs, return_dict)
 
     def predict_on_batch(self, x):
         """forward on one batch, as numpy (evaluation mode, no gradients)."""
-        with mode(self, False), no_grad():
+        with mode(self, False):
             return predict_step(self, x)
 
 
@@ -253,9 +250,7 @@ def _split(model, x, y, sample_weight, validation_split, validation_data, class_
         train = ArrayData(x, y, sample_weight, what)
         val = None
         if validation_data is None and validation_split:
-            train, val_batch = (ArrayData(b.x, b.y, b.sample_weight, what)
-                                for b in train.split(validation_split))
-            val = val_batch
+            train, val = train.split(validation_split)
         if class_weight is not None:
             from .data import class_weights
             class_weights(class_weight, train.y, what)  # every class of y has a weight

@@ -86,9 +86,6 @@ class CallbackList:
                               if getattr(fn, "__func__", None) is not getattr(Callback, hook)]
                        for hook in HOOKS}
 
-    def wants(self, hook):
-        return bool(self._bound[hook])
-
     def __iter__(self):
         return iter(self.callbacks)
 
