@@ -1,0 +1,74 @@
+"""paddle.infer: the output layers' subgraph run on samples, with no cost and no label.
+
+``infer(output_layer, parameters, input, feeding=None, field='value')``: input is a list of
+samples (tuples of fields; fields beyond the data layers the outputs need are ignored, so
+(image, label) samples work too). 'value' gives a 2-D float array [rows, size] per output
+(a sequence gives one row per step), 'id' a 1-D int array (for max_id outputs). Several
+layers or fields give a list, layer by layer, field by field."""
+import numpy as np
+
+from .. import errors
+from ..autograd import no_grad
+from ..layers.layer import Layer
+from ..training.step import mode
+from .feeder import Feeder
+from .graph import check_layers
+from .network import Network, host_rows
+from .operators.dense import MaxId
+from .operators.values import Seq
+
+__all__ = ["infer", "Inference"]
+
+_CHUNK = 1024  # samples per forward pass: bounded memory for long inputs
+
+
+class Inference:
+    def __init__(self, output_layer, parameters):
+        self.layers = check_layers(output_layer, "paddle.infer")
+        self.network = Network(self.layers, parameters)
+
+    def iter_infer(self, input, feeding=None):
+        """Per chunk of samples, the output layers' values."""
+        if not isinstance(input, (list, tuple)) or not input:
+            raise errors.ValueError(f"paddle.infer: input must be a non-empty list of samples, "
+                                    f"got {type(input).__name__ if not isinstance(input, (list, tuple)) else 'an empty list'}")
+        feeder = Feeder(self.network.data_layers, feeding, "paddle.infer")
+        with mode(self.network, False), no_grad():
+            for start in range(0, len(input), _CHUNK):
+                chunk = input[start:start + _CHUNK]
+                arrays = feeder.arrays(chunk, start // _CHUNK)
+                yield Layer.__call__(self.network, feeder.values(arrays))
+
+    def infer(self, input, feeding=None, field="value"):
+        fields = [field] if isinstance(field, str) else list(field)
+        for f in fields:
+            if f not in ("value", "id"):
+                raise errors.ValueError(f"paddle.infer: field must be 'value' or 'id' (or a "
+                                        f"list of them), got {f!r}")
+        parts = [[] for _ in range(len(self.layers) * len(fields))]
+        for values in self.iter_infer(input, feeding):
+            k = 0
+            for layer, v in zip(self.layers, values):
+                for f in fields:
+                    parts[k].append(_field(layer, v, f))
+                    k += 1
+        out = [np.concatenate(p, axis=0) for p in parts]
+        return out[0] if len(out) == 1 else out
+
+
+def _field(layer, v, field):
+    is_id = isinstance(layer.op, MaxId)
+    if field == "id":
+        if not is_id:
+            raise errors.ValueError(f"paddle.infer: field='id' needs a max_id layer; "
+                                    f"{layer.name!r} is a {layer.op.kind} layer (use "
+                                    f"field='value', or paddle.layer.max_id(input={layer.name}))")
+        return host_rows(v).reshape(-1).astype(np.int64)
+    rows = host_rows(v)
+    if is_id:
+        return rows.reshape(-1, 1).astype(np.float32)
+    return rows if not isinstance(v, Seq) else rows
+
+
+def infer(output_layer, parameters, input, feeding=None, field="value"):
+    return Inference(output_layer, parameters).infer(input, feeding, field)

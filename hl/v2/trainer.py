@@ -1,0 +1,247 @@
+"""paddle.trainer.SGD: v2's trainer, driven through hl.training's Loop (the loop fit uses).
+
+The costs' subgraph is an hl Module (network.Network); a pass of the reader is an epoch, a
+batch is a step, and v2's events are fired by a callback on the loop's hooks (plus
+EndForwardBackward from the step, between backward and the update). The step minimises the
+sum of the batch's per-sample costs, as v2 did, with the v2 optimiser built from
+update_equation.
+
+Before the first update, train() reads the reader once and checks every sample (field
+count, dimensions, integer ranges), so bad data stops training before any parameter has
+changed; test() and infer() check each batch as they read it, since they change nothing."""
+import contextlib
+import copy
+import math
+
+from .. import errors
+from ..autograd import functional as F
+from ..autograd import no_grad
+from ..autograd.engine import backward
+from ..layers.layer import Layer
+from ..training.callbacks import Callback, CallbackList
+from ..training.data import Source
+from ..training.loop import Loop
+from ..training.step import mode
+from . import event as v2_event
+from .feeder import Feeder
+from .graph import check_layers, topological
+from .network import Network
+from .parameters import Parameters
+
+__all__ = ["SGD"]
+
+
+def _evaluators(network):
+    return [e for op in network.operators if op.is_cost for e in op.evaluators]
+
+
+def _fresh(evaluators):
+    out = [copy.copy(e) for e in evaluators]
+    for e in out:
+        e.reset()
+    return out
+
+
+def _metrics(evaluators):
+    return {e.name: e.result() for e in evaluators}
+
+
+def _total_cost(values, n_costs):
+    total = None
+    for v in values[:n_costs]:
+        s = F.sum(v)
+        total = s if total is None else total + s
+    return total
+
+
+def _check_reader(reader, what):
+    if not callable(reader):
+        raise errors.ValueError(f"{what}: reader must be a v2 reader (a function returning an "
+                                f"iterator of batches, e.g. paddle.batch(...)), got "
+                                f"{type(reader).__name__}")
+
+
+class SGD:
+    """``SGD(cost, parameters, update_equation, extra_layers=None, is_local=True)``."""
+
+    def __init__(self, cost, parameters, update_equation, extra_layers=None, is_local=True,
+                 pserver_spec=None, use_etcd=True):
+        costs = check_layers(cost, "paddle.trainer.SGD")
+        for c in costs:
+            if not c.op.is_cost:
+                raise errors.ValueError(
+                    f"paddle.trainer.SGD: cost {c.name!r} is a {c.op.kind} layer, not a cost "
+                    f"layer; pass the output of classification_cost, cross_entropy_cost or "
+                    f"square_error_cost")
+        if not isinstance(parameters, Parameters):
+            raise errors.ValueError(f"paddle.trainer.SGD: parameters must come from "
+                                    f"paddle.parameters.create(cost), got "
+                                    f"{type(parameters).__name__}")
+        if not hasattr(update_equation, "build"):
+            raise errors.ValueError(f"paddle.trainer.SGD: update_equation must be a "
+                                    f"paddle.optimizer object (Momentum, Adam, ...), got "
+                                    f"{type(update_equation).__name__}")
+        if not is_local:
+            raise errors.UnsupportedError("paddle.trainer.SGD: is_local=False (parameter "
+                                          "servers) is not supported; train locally")
+        extras = check_layers(extra_layers, "extra_layers") if extra_layers else []
+        self._n_costs = len(costs)
+        self._parameters = parameters
+        self._network = Network(costs + extras, parameters)
+        self._optimizer = update_equation.build(parameters.configs())
+        self._network.optim = self._optimizer  # what hl callbacks find as model.optimizer
+        self._graph_data = {op.name for op in topological(costs + extras) if op.is_data}
+
+    @property
+    def network(self):
+        """The hl Module the trainer trains (the costs' subgraph)."""
+        return self._network
+
+    @property
+    def optimizer(self):
+        return self._optimizer
+
+    def _feeder(self, feeding, what):
+        feeder = Feeder(self._network.data_layers, feeding, what)
+        feeder.check_names(self._graph_data)
+        return feeder
+
+    @contextlib.contextmanager
+    def _averaged(self):
+        """The parameters as the optimiser's model average has them (ModelAverage), put back
+        afterwards; the parameters themselves without one."""
+        avg = getattr(self._optimizer, "averaged", None)
+        if avg is None:
+            yield
+            return
+        with avg(list(self._network.get_params().values())):
+            yield
+
+    # ---- training ---------------------------------------------------------------------
+
+    def train(self, reader, num_passes=1, event_handler=None, feeding=None):
+        what = "paddle.trainer.SGD.train"
+        _check_reader(reader, what)
+        if isinstance(num_passes, bool) or not isinstance(num_passes, int) or num_passes < 0:
+            raise errors.ValueError(f"{what}: num_passes must be an integer >= 0, got "
+                                    f"{num_passes!r}")
+        handler = event_handler if event_handler is not None else (lambda e: None)
+        feeder = self._feeder(feeding, what)
+        batches = 0
+        for i, batch in enumerate(reader()):  # every sample checked before any update
+            feeder.arrays(batch, i)
+            batches += 1
+        if batches == 0:
+            raise errors.ValueError(f"{what}: the reader yields no batch")
+
+        def epoch_batches(epoch):
+            for i, batch in enumerate(reader()):
+                yield feeder.arrays(batch, i)
+        step = _TrainStep(self, feeder, handler)
+        bridge = _EventBridge(handler, step, self._optimizer)
+        callbacks = CallbackList([bridge], self._network, {"epochs": num_passes,
+                                                           "steps": batches})
+        with mode(self._network, True):
+            Loop(self._network, callbacks).run(Source(epoch_batches, reiterable=True), step,
+                                               num_passes, what=what)
+
+    # ---- testing and saving -----------------------------------------------------------
+
+    def test(self, reader, feeding=None):
+        """The cost per sample and the evaluators' values over the reader's batches, in
+        evaluation mode (with the model average when the optimiser keeps one)."""
+        what = "paddle.trainer.SGD.test"
+        _check_reader(reader, what)
+        feeder = self._feeder(feeding, what)
+        evaluators = _fresh(_evaluators(self._network))
+        total, samples = 0.0, 0
+        with mode(self._network, False), no_grad(), self._averaged():
+            for i, batch in enumerate(reader()):
+                values = Layer.__call__(self._network, feeder.values(feeder.arrays(batch, i)))
+                total += float(_total_cost(values, self._n_costs).item())
+                samples += len(batch)
+                for e in evaluators:
+                    e.update(self._network.last_values)
+        if samples == 0:
+            raise errors.ValueError(f"{what}: the reader yields no batch")
+        return v2_event.TestResult(total / samples, _metrics(evaluators))
+
+    def save_parameter_to_tar(self, f):
+        """The parameters (model-averaged when the optimiser averages) in v2's tar format."""
+        with self._averaged():
+            self._parameters.to_tar(f)
+
+
+class _TrainStep:
+    """One batch: forward over the costs' subgraph, backward from the summed cost,
+    EndForwardBackward, then the v2 optimiser's update of each parameter."""
+
+    def __init__(self, trainer, feeder, handler):
+        self.trainer, self.feeder, self.handler = trainer, feeder, handler
+        evaluators = _evaluators(trainer._network)
+        self.batch_evals, self.pass_evals = _fresh(evaluators), _fresh(evaluators)
+        self.pass_id, self.batch_id = 0, 0
+        self.skipped = False
+
+    def __call__(self, arrays):
+        t = self.trainer
+        net, opt = t._network, t._optimizer
+        n = len(next(iter(arrays.values()))[1] if isinstance(next(iter(arrays.values())), tuple)
+                else next(iter(arrays.values())))
+        start = getattr(opt, "start_batch", None)
+        if start is not None:
+            start(n)
+        values = Layer.__call__(net, self.feeder.values(arrays))
+        total = _total_cost(values, t._n_costs)
+        value = float(total.item())
+        self.skipped = not math.isfinite(value)
+        for e in self.batch_evals:
+            e.reset()
+        for e in self.batch_evals + self.pass_evals:
+            e.update(net.last_values)
+        if not self.skipped:
+            pairs = list(backward(total))
+            self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
+            for p, g in pairs:
+                opt.update(p, g)
+        finish = getattr(opt, "finish_batch", None)
+        if finish is not None:
+            finish()
+        else:
+            opt.step_count += 1
+        logs = {"loss": value / n}
+        logs.update(_metrics(self.batch_evals))
+        return logs
+
+
+class _EventBridge(Callback):
+    """The loop's hooks as v2's events."""
+
+    def __init__(self, handler, step, optimizer):
+        super().__init__()
+        self.handler, self.step, self.optimizer = handler, step, optimizer
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.step.pass_id = epoch
+        self.handler(v2_event.BeginPass(epoch))
+        for e in self.step.pass_evals:
+            e.reset()
+        start = getattr(self.optimizer, "start_pass", None)
+        if start is not None:
+            start(epoch)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.step.batch_id = batch
+        self.handler(v2_event.BeginIteration(self.step.pass_id, batch))
+
+    def on_train_batch_end(self, batch, logs=None):
+        logs = dict(logs or {})
+        cost = logs.pop("loss", float("nan"))
+        self.handler(v2_event.EndIteration(self.step.pass_id, batch, cost, logs,
+                                           self.model))
+
+    def on_epoch_end(self, epoch, logs=None):
+        finish = getattr(self.optimizer, "finish_pass", None)
+        if finish is not None:
+            finish()
+        self.handler(v2_event.EndPass(epoch, _metrics(self.step.pass_evals), self.model))
