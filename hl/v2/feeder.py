@@ -58,10 +58,15 @@ class Feeder:
                                     f"a reader given to train / test must yield lists of "
                                     f"samples: wrap it with paddle.batch(reader, batch_size)")
         for i, s in enumerate(batch):
-            if not isinstance(s, (tuple, list)) or len(s) < self.width:
-                got = (f"has {len(s)} fields" if isinstance(s, (tuple, list))
-                       else f"is a {type(s).__name__}")
-                raise errors.ValueError(f"{self.what}: batch {index}, sample {i} {got}; the "
+            if not isinstance(s, (tuple, list)):
+                raise errors.ValueError(
+                    f"{self.what}: batch {index}, sample {i} is a {type(s).__name__}, not a "
+                    f"tuple of fields; is the reader batched? A reader given to train / test "
+                    f"must yield lists of samples: wrap it with paddle.batch(reader, "
+                    f"batch_size)")
+            if len(s) < self.width:
+                raise errors.ValueError(f"{self.what}: batch {index}, sample {i} has {len(s)} "
+                                        f"fields; the "
                                         f"feeding reads fields up to position "
                                         f"{self.width - 1} "
                                         f"({', '.join(f'{v.name!r}: {p}' for v, p in self.fields)})")
