@@ -22,6 +22,10 @@ class ParameterAttribute:
         self.initial_mean = None if initial_mean is None else float(initial_mean)
         self.l2_rate = None if l2_rate is None else float(l2_rate)
         self.learning_rate = 1.0 if learning_rate is None else float(learning_rate)
+        # per-parameter optimiser settings (None: the optimiser's own)
+        self.l1_rate = float(l1_rate or 0.0)
+        self.momentum = None if momentum is None else float(momentum)
+        self.gradient_clipping_threshold = gradient_clipping_threshold
 
     def init(self, smart_std):
         """(mean, std) of the starting draw."""

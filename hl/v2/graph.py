@@ -21,9 +21,11 @@ def default_name(prefix):
 
 # A parameter an operator owns. `dims` are v2's (written to the tar's ParameterConfig; the
 # tensor has shape dims, or (1, size) when dims is empty, as v2's Parameters.get_shape);
-# `init` is (mean, std) of a normal draw; `l2_rate` None means "the optimiser's default".
+# `init` is (mean, std) of a normal draw; `l2_rate` None means "the optimiser's default";
+# `tuning` holds ParamAttr's other optimiser settings (l1_rate, momentum, clipping).
 ParamSpec = collections.namedtuple(
-    "ParamSpec", "name size dims init learning_rate l2_rate is_static")
+    "ParamSpec", "name size dims init learning_rate l2_rate is_static tuning",
+    defaults=({},))
 
 
 def param_shape(spec):

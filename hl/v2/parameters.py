@@ -13,6 +13,7 @@ from .. import ops
 from .._tensor import tensor
 from ..autograd import no_grad
 from . import param_file
+from ._update_rules import ParameterConfig
 from .graph import check_layers, param_shape, topological
 
 
@@ -20,7 +21,7 @@ class Parameters:
     def __init__(self):
         self._tensors = {}   # name -> hl Tensor, in v2's shape
         self._configs = {}   # name -> param_file.ParamConfig
-        self._l2 = {}        # name -> l2 rate given by ParamAttr (None: the optimiser's)
+        self._tuning = {}    # name -> _update_rules.ParameterConfig (the optimisers' view)
 
     # ---- building ---------------------------------------------------------------------
 
@@ -38,7 +39,8 @@ class Parameters:
             learning_rate=spec.learning_rate, initial_mean=spec.init[0],
             initial_std=spec.init[1], decay_rate=spec.l2_rate or 0.0,
             is_static=spec.is_static)
-        self._l2[spec.name] = spec.l2_rate
+        self._tuning[spec.name] = ParameterConfig(spec.learning_rate, spec.l2_rate,
+                                                  spec.is_static, **spec.tuning)
 
     def tensor_for(self, spec):
         """The tensor of `spec` for a Network, checked against what the layer needs."""
@@ -110,10 +112,9 @@ class Parameters:
         self.set(key, value)
 
     def configs(self):
-        """name -> an object with learning_rate, decay_rate (None: the optimiser's L2 rate)
-        and is_static, for the optimisers."""
-        return {n: _OptConfig(c.learning_rate, self._l2.get(n), c.is_static)
-                for n, c in self._configs.items()}
+        """name -> the parameter's optimiser settings (learning_rate, decay_rate (None: the
+        optimiser's L2 rate), is_static, momentum, decay_rate_l1, clipping)."""
+        return dict(self._tuning)
 
     # ---- files ------------------------------------------------------------------------
 
@@ -129,7 +130,8 @@ class Parameters:
         for name, (config, values) in param_file.read(f).items():
             p._tensors[name] = tensor(np.ascontiguousarray(values, np.float32))
             p._configs[name] = config
-            p._l2[name] = config.decay_rate or None
+            p._tuning[name] = ParameterConfig(config.learning_rate, config.decay_rate or None,
+                                              config.is_static)
         return p
 
     def init_from_tar(self, f, exclude_params=()):
@@ -144,11 +146,6 @@ class Parameters:
                                         f"values in the file, {self._tensors[name].size} here")
         for name, values in todo:
             self.set(name, values.reshape(self.get_shape(name)))
-
-
-class _OptConfig:
-    def __init__(self, learning_rate, decay_rate, is_static):
-        self.learning_rate, self.decay_rate, self.is_static = learning_rate, decay_rate, is_static
 
 
 def create(layers):

@@ -15,10 +15,15 @@ def _attr(a, what):
     return a
 
 
+def _tuning(attr):
+    return {"decay_rate_l1": attr.l1_rate, "momentum": attr.momentum,
+            "gradient_clipping_threshold": attr.gradient_clipping_threshold}
+
+
 def weight(layer, i, size, dims, attr, smart_std):
     attr = _attr(attr, f"layer {layer!r} param_attr")
     return ParamSpec(attr.name or f"_{layer}.w{i}", int(size), tuple(dims), attr.init(smart_std),
-                     attr.learning_rate, attr.l2_rate, attr.is_static)
+                     attr.learning_rate, attr.l2_rate, attr.is_static, _tuning(attr))
 
 
 def bias(layer, size, dims, bias_attr, default=True):
@@ -28,7 +33,7 @@ def bias(layer, size, dims, bias_attr, default=True):
     attr = _attr(bias_attr, f"layer {layer!r} bias_attr")
     init = (attr.initial_mean or 0.0, attr.initial_std or 0.0)  # biases start at zero
     return ParamSpec(attr.name or f"_{layer}.wbias", int(size), tuple(dims), init,
-                     attr.learning_rate, attr.l2_rate, attr.is_static)
+                     attr.learning_rate, attr.l2_rate, attr.is_static, _tuning(attr))
 
 
 def static(name, size, dims, value):
