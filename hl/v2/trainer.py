@@ -142,8 +142,15 @@ class SGD:
         callbacks = CallbackList([bridge], self._network, {"epochs": num_passes,
                                                            "steps": batches})
         with mode(self._network, True):
-            Loop(self._network, callbacks).run(Source(epoch_batches, reiterable=True), step,
-                                               num_passes, what=what)
+            try:
+                Loop(self._network, callbacks).run(Source(epoch_batches, reiterable=True),
+                                                   step, num_passes, what=what)
+            except errors.NonFiniteLossError:
+                raise errors.NonFiniteLossError(
+                    f"{what}: the cost became {step.last_cost} at pass {step.pass_id}, batch "
+                    f"{step.batch_id}; that batch's update was not applied, so the parameters "
+                    f"are those before it. Check the data for NaN or infinite values, or "
+                    f"lower the learning rate") from None
 
     # ---- testing and saving -----------------------------------------------------------
 
@@ -182,6 +189,7 @@ class _TrainStep:
         self.batch_evals, self.pass_evals = _fresh(evaluators), _fresh(evaluators)
         self.pass_id, self.batch_id = 0, 0
         self.skipped = False
+        self.last_cost = None
 
     def __call__(self, arrays):
         t = self.trainer
@@ -193,12 +201,12 @@ class _TrainStep:
             start(n)
         values = Layer.__call__(net, self.feeder.values(arrays))
         total = _total_cost(values, t._n_costs)
-        value = float(total.item())
+        value = self.last_cost = float(total.item())
         self.skipped = not math.isfinite(value)
-        for e in self.batch_evals:
+        for e, whole in zip(self.batch_evals, self.pass_evals):
             e.reset()
-        for e in self.batch_evals + self.pass_evals:
             e.update(net.last_values)
+            whole.absorb(e)
         if not self.skipped:
             pairs = list(backward(total))
             self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))

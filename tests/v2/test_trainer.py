@@ -243,3 +243,17 @@ def test_init_reports_unknown_options_once():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         paddle.init(log_period=10)
+
+
+def test_a_non_finite_cost_stops_training_with_the_pass_and_batch():
+    _, _, _, cost = regression()
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=1e-3))
+    samples = regression_samples(8)
+    samples[5] = (np.array([np.inf, 0, 0], np.float32), samples[5][1])
+    before = snapshot(params)
+    with pytest.raises(hl.errors.NonFiniteLossError, match="pass 0, batch 1"):
+        trainer.train(paddle.batch(reader_of(samples), 4), num_passes=1)
+    after = snapshot(params)
+    assert not all(np.array_equal(before[n], after[n]) for n in before)  # batch 0 applied
+    assert all(np.isfinite(after[n]).all() for n in after)

@@ -51,9 +51,9 @@ class CrossEntropy(Cost):
         labels = _labels(y, self.name)
         size = self.inputs[0].size
         if isinstance(src.act, Softmax) and not src.drop_rate:
-            logp = F.log_softmax(flat(run.pre_activation(src)), axis=1)
-        else:
-            logp = F.log(F.clamp(flat(p), 1e-30, None))
+            return F.softmax_cross_entropy(flat(run.pre_activation(src)), labels,
+                                           reduction="none")
+        logp = F.log(F.clamp(flat(p), 1e-30, None))
         return -F.sum(logp * F.one_hot(labels, size, dtype=logp.dtype), axis=1)
 
 
@@ -88,6 +88,11 @@ class ClassificationError:
         labels = np.asarray(outputs[self.label].numpy()).reshape(-1)
         self.wrong += int((pred != labels).sum())
         self.total += len(labels)
+
+    def absorb(self, other):
+        """Adds another evaluator's counts (a batch's into the pass's)."""
+        self.wrong += other.wrong
+        self.total += other.total
 
     def result(self):
         return self.wrong / self.total if self.total else 0.0
