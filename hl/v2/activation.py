@@ -36,10 +36,11 @@ class BRelu(BaseActivation):
 
 
 class Sigmoid(BaseActivation):
+    """1 / (1 + exp(-x)), x clipped to [-40, 13] first as v2 did (also in LSTM/GRU gates)."""
     name = "sigmoid"
 
     def __call__(self, x):
-        return F.sigmoid(x)
+        return F.sigmoid(F.clamp(x, -40.0, 13.0))
 
 
 class Tanh(BaseActivation):

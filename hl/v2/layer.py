@@ -170,13 +170,13 @@ def pooling(input, pooling_type=None, name=None, bias_attr=None, agg_level=None,
 
 
 def last_seq(input, name=None, agg_level=None, stride=-1, layer_attr=None):
-    name = name or default_name("seqlastins")
+    name = name or default_name("last_seq")
     input = _one(input, name)
     return LayerOutput(sequence.SeqEnd(name, input, True, _drop(layer_attr)), input.size)
 
 
 def first_seq(input, name=None, agg_level=None, stride=-1, layer_attr=None):
-    name = name or default_name("seqfirstins")
+    name = name or default_name("first_seq")
     input = _one(input, name)
     return LayerOutput(sequence.SeqEnd(name, input, False, _drop(layer_attr)), input.size)
 
@@ -235,13 +235,13 @@ def classification_cost(input, label, weight=None, name=None, evaluator=None, la
 
 
 def cross_entropy_cost(input, label, name=None, coeff=1.0, weight=None, layer_attr=None):
-    name = name or default_name("cost")
+    name = name or default_name("cross_entropy")
     _cost_inputs(input, label, name)
     return LayerOutput(cost_ops.CrossEntropy(name, input, label, weight, coeff), 1)
 
 
 def square_error_cost(input, label, weight=None, name=None, coeff=1.0, layer_attr=None):
-    name = name or default_name("cost")
+    name = name or default_name("square_error_cost")
     _cost_inputs(input, label, name)
     if input.size != label.size:
         raise errors.ShapeError(f"square_error_cost {name!r}: input {input.name!r} has size "

@@ -46,12 +46,16 @@ def _metrics(evaluators):
     return {e.name: e.result() for e in evaluators}
 
 
-def _total_cost(values, n_costs):
-    total = None
-    for v in values[:n_costs]:
+def _total_cost(values, costs):
+    """(what backward starts from, the cost to report): sums of the batch's costs, the
+    first weighted by each cost layer's coeff."""
+    objective = reported = None
+    for v, c in zip(values, costs):
         s = F.sum(v)
-        total = s if total is None else total + s
-    return total
+        weighted = s * c.op.coeff if c.op.coeff != 1.0 else s
+        objective = weighted if objective is None else objective + weighted
+        reported = s if reported is None else reported + s
+    return objective, reported
 
 
 def _check_reader(reader, what):
@@ -85,7 +89,7 @@ class SGD:
             raise errors.UnsupportedError("paddle.trainer.SGD: is_local=False (parameter "
                                           "servers) is not supported; train locally")
         extras = check_layers(extra_layers, "extra_layers") if extra_layers else []
-        self._n_costs = len(costs)
+        self._costs = costs
         self._parameters = parameters
         self._network = Network(costs + extras, parameters)
         self._optimizer = update_equation.build(parameters.configs())
@@ -165,7 +169,7 @@ class SGD:
         with mode(self._network, False), no_grad(), self._averaged():
             for i, batch in enumerate(reader()):
                 values = Layer.__call__(self._network, feeder.values(feeder.arrays(batch, i)))
-                total += float(_total_cost(values, self._n_costs).item())
+                total += float(_total_cost(values, self._costs)[1].item())
                 samples += len(batch)
                 for e in evaluators:
                     e.update(self._network.last_values)
@@ -200,8 +204,8 @@ class _TrainStep:
         if start is not None:
             start(n)
         values = Layer.__call__(net, self.feeder.values(arrays))
-        total = _total_cost(values, t._n_costs)
-        value = self.last_cost = float(total.item())
+        total, reported = _total_cost(values, t._costs)
+        value = self.last_cost = float(reported.item())
         self.skipped = not math.isfinite(value)
         for e, whole in zip(self.batch_evals, self.pass_evals):
             e.reset()

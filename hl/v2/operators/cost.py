@@ -18,13 +18,15 @@ def _labels(y, layer):
     return F.reshape(y, -1)
 
 
-def _weighted(cost, weight, coeff):
+def _weighted(cost, weight):
     if weight is not None:
         cost = cost * F.reshape(flat(weight), -1)
-    return cost * coeff if coeff != 1.0 else cost
+    return cost
 
 
 class Cost(Operator):
+    """``coeff`` scales the cost's gradient only, as v2 did: the values (what EndIteration
+    and test report) stay unscaled; the trainer weights each cost by its coeff."""
     is_cost = True
 
     def __init__(self, name, input, label, weight, coeff):
@@ -37,7 +39,7 @@ class Cost(Operator):
                                           f"supported; pool the sequence first")
 
     def compute(self, run, x, y, w=None):
-        return _weighted(self.per_sample(run, x, y), w, self.coeff)
+        return _weighted(self.per_sample(run, x, y), w)
 
 
 class CrossEntropy(Cost):

@@ -5,8 +5,9 @@ the same memory. A flat input (a data layer) is viewed as an image from the chan
 and the data layer's height and width (square when they are not given), as v2 did."""
 import math
 
-from ... import errors
+from ... import errors, ops
 from ...autograd import functional as F
+from ...autograd import no_grad
 from ..graph import Operator
 from . import params
 from .values import Seq
@@ -155,10 +156,21 @@ class BatchNorm(Operator):
             raise errors.ShapeError(f"batch_norm {self.name!r}: takes images or vectors, not "
                                     f"sequences")
         x = as_image(x, self.in_image, self.name) if self.in_image else x
-        batch = run.training if self.use_global_stats is None else not self.use_global_stats
         c = self.channels
-        return F.batch_norm(x, F.reshape(run.param(self.mean), c),
-                            F.reshape(run.param(self.var), c),
-                            F.reshape(run.param(self.params[0].name), c),
-                            F.reshape(run.param(self.bias), c) if self.bias else None,
-                            training=batch, momentum=self.momentum, eps=self.eps)
+        mean, var = F.reshape(run.param(self.mean), c), F.reshape(run.param(self.var), c)
+        scale = F.reshape(run.param(self.params[0].name), c)
+        shift = F.reshape(run.param(self.bias), c) if self.bias else None
+        # v2 trains on the batch's statistics whatever use_global_stats says; it decides the
+        # test-time statistics (None or True: the moving ones)
+        if not (run.training or self.use_global_stats is False):
+            return F.batch_norm(x, mean, var, scale, shift, training=False, eps=self.eps)
+        y, batch_mean, invstd = F.batch_norm(x, None, None, scale, shift, training=True,
+                                             eps=self.eps, return_stats=True)
+        if run.training:  # v2's moving averages, with the biased batch variance it normalised with
+            with no_grad():
+                keep = 1.0 - self.momentum
+                batch_var = ops.sub(ops.reciprocal(ops.mul(invstd, invstd)), self.eps)
+                for moving, batch in ((mean, batch_mean), (var, batch_var)):
+                    ops.mul(moving, keep, out=moving)
+                    ops.add(moving, ops.mul(batch, self.momentum), out=moving)
+        return y

@@ -93,7 +93,8 @@ class LSTM(Operator):
                                     f"Linear activation in front")
         self.size, self.reverse = size, bool(reverse)
         self.node_act, self.gate_act, self.state_act = act, gate_act, state_act
-        self.params.append(params.weight(name, 0, size * size * 4, (size, size * 4),
+        # v2 declares the recurrent weight's dims [size, size, 4]: memory (size, 4*size)
+        self.params.append(params.weight(name, 0, size * size * 4, (size, size, 4),
                                          param_attr, 1.0 / math.sqrt(size)))
         b = params.bias(name, size * 7, (1, size * 7), bias_attr)
         self.bias = b.name if b else None
@@ -103,7 +104,7 @@ class LSTM(Operator):
     def compute(self, run, x):
         x = need_seq(x, self.name)
         s = self.size
-        w = run.param(self.params[0].name)
+        w = F.reshape(run.param(self.params[0].name), s, 4 * s)
         data = x.data
         if self.bias:
             b = F.reshape(run.param(self.bias), -1)
@@ -180,7 +181,7 @@ class Context(Operator):
     def __init__(self, name, input, context_len, context_start):
         super().__init__(name, [input])
         self.len = int(context_len)
-        self.start = -((self.len - 1) // 2) if context_start is None else int(context_start)
+        self.start = -(self.len - 1) // 2 if context_start is None else int(context_start)
 
     def compute(self, run, x):
         x = need_seq(x, self.name)
