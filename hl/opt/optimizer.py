@@ -150,17 +150,20 @@ class Optimizer:
 
     def update(self, param, grad):
         """Updates one parameter in place from its gradient, at the current step's lr."""
+        grad = self._gradient_of(param, grad)
+        with no_grad():
+            key = self._key(param)
+            self._update(param, grad, self._slots_of(key, param), self.lr)
+
+    def _gradient_of(self, param, grad):
+        """grad as a tensor of param's shape and dtype (a mismatched shape raises)."""
         if not isinstance(grad, Tensor):
             grad = as_tensor(grad, dtype=param.dtype, device=param.device)
         if tuple(grad.shape) != tuple(param.shape):
             raise errors.ShapeError(
                 f"{self.name}.update: the gradient of {param.name or 'a parameter'} has shape "
                 f"{tuple(grad.shape)}, the parameter {tuple(param.shape)}")
-        if grad.dtype is not param.dtype:
-            grad = grad.astype(param.dtype)
-        with no_grad():
-            key = self._key(param)
-            self._update(param, grad, self._slots_of(key, param), self.lr)
+        return grad.astype(param.dtype) if grad.dtype is not param.dtype else grad
 
     def _update(self, param, grad, slots, lr):
         raise NotImplementedError

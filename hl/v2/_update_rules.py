@@ -46,7 +46,6 @@ import numbers
 import warnings
 
 from .. import errors, ops
-from .._tensor import Tensor, as_tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
 from ..opt.optimizer import Optimizer
@@ -257,14 +256,7 @@ class V2Optimizer(Optimizer):
         if self._applied is not None:
             raise errors.ValueError(f"{self.name}.update: the averaged parameters are in "
                                     f"place; call restore() (or leave averaged()) first")
-        if not isinstance(grad, Tensor):
-            grad = as_tensor(grad, dtype=param.dtype, device=param.device)
-        if tuple(grad.shape) != tuple(param.shape):
-            raise errors.ShapeError(
-                f"{self.name}.update: the gradient of {param.name or 'a parameter'} has shape "
-                f"{tuple(grad.shape)}, the parameter {tuple(param.shape)}")
-        if grad.dtype is not param.dtype:
-            grad = grad.astype(param.dtype)
+        grad = self._gradient_of(param, grad)
         with no_grad():
             key = self._key(param)
             s = self._settings(key)

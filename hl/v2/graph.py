@@ -90,6 +90,12 @@ class Operator:
     def compute(self, run, *xs):
         raise NotImplementedError
 
+    def add_bias(self, spec):
+        """Keeps a bias spec (None: no bias); ``self.bias`` is its name or None."""
+        self.bias = spec.name if spec is not None else None
+        if spec is not None:
+            self.params.append(spec)
+
     def __repr__(self):
         return f"<{type(self).__name__} {self.name!r}>"
 

@@ -15,7 +15,6 @@ from .feeder import Feeder
 from .graph import check_layers
 from .network import Network, host_rows
 from .operators.dense import MaxId
-from .operators.values import Seq
 
 __all__ = ["infer", "Inference"]
 
@@ -65,9 +64,7 @@ def _field(layer, v, field):
                                     f"field='value', or paddle.layer.max_id(input={layer.name}))")
         return host_rows(v).reshape(-1).astype(np.int64)
     rows = host_rows(v)
-    if is_id:
-        return rows.reshape(-1, 1).astype(np.float32)
-    return rows if not isinstance(v, Seq) else rows
+    return rows.reshape(-1, 1).astype(np.float32) if is_id else rows
 
 
 def infer(output_layer, parameters, input, feeding=None, field="value"):

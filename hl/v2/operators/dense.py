@@ -33,10 +33,7 @@ class FC(Operator):
         for i, (x, a) in enumerate(zip(inputs, param_attrs)):
             self.params.append(params.weight(name, i, x.size * size, (x.size, size), a,
                                              1.0 / math.sqrt(x.size)))
-        b = params.bias(name, size, (1, size), bias_attr)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, size, (1, size), bias_attr))
 
     def compute(self, run, *xs):
         seq = same_steps(xs, self.name)
@@ -88,10 +85,7 @@ class AddTo(Operator):
         if len(sizes) != 1:
             raise errors.ShapeError(f"addto {name!r}: its inputs must have one size, got "
                                     f"{[x.size for x in inputs]}")
-        b = params.bias(name, inputs[0].size, (1, inputs[0].size), bias_attr, default=False)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, inputs[0].size, (1, inputs[0].size), bias_attr, default=False))
 
     def compute(self, run, *xs):
         out = xs[0]

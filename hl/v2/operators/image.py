@@ -78,10 +78,7 @@ class Conv(Operator):
         # v2's starting std for a convolution: sqrt(2 / (filter_size**2 * channels)).
         std = math.sqrt(2.0 / (fx * fx * c))
         self.params.append(params.weight(name, 0, math.prod(self.wshape), (), param_attr, std))
-        b = params.bias(name, num_filters, (num_filters, 1), bias_attr)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, num_filters, (num_filters, 1), bias_attr))
 
     def compute(self, run, x):
         x = as_image(x, self.in_image, self.name)
@@ -143,10 +140,7 @@ class BatchNorm(Operator):
         if scale.init == (0.0, 0.0):  # v2 starts the scale at 1
             scale = scale._replace(init=(1.0, 0.0))
         self.params.append(scale)
-        b = params.bias(name, c, (1, c), bias_attr)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, c, (1, c), bias_attr))
         self.mean, self.var = f"_{name}.w1", f"_{name}.w2"
         self.params += [params.static(self.mean, c, (1, c), 0.0),
                         params.static(self.var, c, (1, c), 1.0)]

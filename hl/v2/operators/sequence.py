@@ -96,10 +96,7 @@ class LSTM(Operator):
         # v2 declares the recurrent weight's dims [size, size, 4]: memory (size, 4*size)
         self.params.append(params.weight(name, 0, size * size * 4, (size, size, 4),
                                          param_attr, 1.0 / math.sqrt(size)))
-        b = params.bias(name, size * 7, (1, size * 7), bias_attr)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, size * 7, (1, size * 7), bias_attr))
 
     def compute(self, run, x):
         x = need_seq(x, self.name)
@@ -146,10 +143,7 @@ class GRU(Operator):
         self.node_act, self.gate_act = act, gate_act
         self.params.append(params.weight(name, 0, size * size * 3, (size, size * 3),
                                          param_attr, 1.0 / math.sqrt(size)))
-        b = params.bias(name, size * 3, (1, size * 3), bias_attr)
-        self.bias = b.name if b else None
-        if b:
-            self.params.append(b)
+        self.add_bias(params.bias(name, size * 3, (1, size * 3), bias_attr))
 
     def compute(self, run, x):
         x = need_seq(x, self.name)
