@@ -257,3 +257,15 @@ def test_a_non_finite_cost_stops_training_with_the_pass_and_batch():
     after = snapshot(params)
     assert not all(np.array_equal(before[n], after[n]) for n in before)  # batch 0 applied
     assert all(np.isfinite(after[n]).all() for n in after)
+
+
+def test_extra_layers_run_beside_the_cost_and_train_unchanged():
+    _, _, prob, cost = classifier()
+    ids = paddle.layer.max_id(input=prob)
+    params = paddle.parameters.create(cost)
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(learning_rate=1e-3),
+                                 extra_layers=[ids])
+    assert ids.name in [op.name for op in trainer.network.operators]
+    result = trainer.test(paddle.batch(reader_of(classifier_samples(8)), 4))
+    trainer.train(paddle.batch(reader_of(classifier_samples(8)), 4), num_passes=1)
+    assert np.isfinite(result.cost)
