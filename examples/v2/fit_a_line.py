@@ -13,7 +13,7 @@ import hl.v2 as paddle
 
 
 def main(num_passes=40, out=None):
-    paddle.init(use_gpu=False, trainer_count=1)
+    paddle.init(use_gpu=False, trainer_count=1, seed=1)
 
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(10))
     y = paddle.layer.data(name="y", type=paddle.data_type.dense_vector(1))
@@ -21,7 +21,7 @@ def main(num_passes=40, out=None):
     cost = paddle.layer.square_error_cost(input=y_predict, label=y)
 
     parameters = paddle.parameters.create(cost)
-    optimizer = paddle.optimizer.Momentum(momentum=0.9, learning_rate=1e-3)
+    optimizer = paddle.optimizer.Momentum(momentum=0, learning_rate=1e-3)
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters,
                                  update_equation=optimizer)
     feeding = {"x": 0, "y": 1}

@@ -24,7 +24,7 @@ def convolutional_neural_network(img):
 
 
 def main(num_passes=8, out="recognize_digits_params.tar"):
-    paddle.init(use_gpu=False, trainer_count=1)
+    paddle.init(use_gpu=False, trainer_count=1, seed=1)
 
     images = paddle.layer.data(name="pixel", type=paddle.data_type.dense_vector(64),
                                height=8, width=8)

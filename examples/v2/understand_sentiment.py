@@ -40,7 +40,7 @@ def lstm_net(input_dim, class_dim=2, emb_dim=32, hid_dim=32):
 
 
 def main(num_passes=4):
-    paddle.init(use_gpu=False, trainer_count=1)
+    paddle.init(use_gpu=False, trainer_count=1, seed=1)
     cost, output = lstm_net(VOCAB)
     parameters = paddle.parameters.create(cost)
     adam = paddle.optimizer.Adam(

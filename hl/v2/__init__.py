@@ -34,8 +34,9 @@ _warned = False
 def init(use_gpu=False, trainer_count=1, **kwargs):
     """v2's start-up call. hl runs on its default device: use_gpu=True asks for a GPU and
     falls back to the CPU with a warning where hl has none; trainer_count is accepted and
-    ignored (hl's kernels use the machine's threads). Other keywords v2 scripts pass (log
-    levels, seeds, ...) are accepted and reported once in one warning."""
+    ignored (hl's kernels use the machine's threads); seed=N seeds hl's generator (parameter
+    draws, dropout) and Python's random (paddle.reader.shuffle), so a run repeats. Other
+    keywords v2 scripts pass (log levels, ...) are accepted and reported once in a warning."""
     global _warned
     from .. import cuda_available, set_default_device
     if use_gpu:
@@ -47,6 +48,12 @@ def init(use_gpu=False, trainer_count=1, **kwargs):
     if isinstance(trainer_count, bool) or not isinstance(trainer_count, int) or trainer_count < 1:
         raise errors.ValueError(f"paddle.init: trainer_count must be an integer >= 1, got "
                                 f"{trainer_count!r}")
+    seed = kwargs.pop("seed", None)
+    if seed is not None:  # v2's --seed flag: hl's generator and the readers' shuffles
+        import random
+        from .. import manual_seed
+        manual_seed(int(seed))
+        random.seed(int(seed))
     if kwargs and not _warned:
         _warned = True
         warnings.warn(f"paddle.init: hl ignores the options {sorted(kwargs)}", stacklevel=2)

@@ -24,8 +24,10 @@ def test_scripts_use_only_the_v2_surface_and_numpy():
 
 def test_fit_a_line_beats_the_mean_predictor(capsys):
     result = _main("fit_a_line")(num_passes=20)
-    assert result["r2"] > 0.3  # least squares on these features reaches about 0.45
+    assert result["r2"] > 0.4  # about 0.49 here; least squares on these features gives ~0.5
     assert result["history"][-1] < result["history"][0]
+    again = _main("fit_a_line")(num_passes=20)  # paddle.init(seed=1): the run repeats
+    assert again["history"] == result["history"]
 
 
 def test_recognize_digits_saves_loads_and_classifies(tmp_path, capsys):
