@@ -198,8 +198,8 @@ class _TrainStep:
     def __call__(self, arrays):
         t = self.trainer
         net, opt = t._network, t._optimizer
-        n = len(next(iter(arrays.values()))[1] if isinstance(next(iter(arrays.values())), tuple)
-                else next(iter(arrays.values())))
+        first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
+        n = len(first[1] if isinstance(first, tuple) else first)
         start = getattr(opt, "start_batch", None)
         if start is not None:
             start(n)

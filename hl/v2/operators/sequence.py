@@ -65,6 +65,17 @@ class SeqEnd(Operator):
         return F.sum(x.data * tensor(pick), axis=1)
 
 
+def _state_size(input, size, gates, layer):
+    """The recurrent layer's size: its input is the gates*size projection (v2's rule)."""
+    size = input.size // gates if size is None else int(size)
+    if input.size != gates * size:
+        raise errors.ShapeError(f"{layer}: its input must be the {gates}*size projection "
+                                f"({gates} * {size} = {gates * size}), got size {input.size}; "
+                                f"put an fc of size {gates * size} with a Linear activation "
+                                f"in front")
+    return size
+
+
 def _steps(x, reverse):
     t = x.data.shape[1]
     return range(t - 1, -1, -1) if reverse else range(t)
@@ -84,13 +95,7 @@ class LSTM(Operator):
     def __init__(self, name, input, size, reverse, act, gate_act, state_act, bias_attr,
                  param_attr, drop_rate):
         super().__init__(name, [input], None, drop_rate)
-        if size is None:
-            size = input.size // 4
-        if input.size != 4 * size:
-            raise errors.ShapeError(f"lstmemory {name!r}: its input must be the 4*size "
-                                    f"projection (4 * {size} = {4 * size}), got size "
-                                    f"{input.size}; put an fc of size {4 * size} with a "
-                                    f"Linear activation in front")
+        size = _state_size(input, size, 4, f"lstmemory {name!r}")
         self.size, self.reverse = size, bool(reverse)
         self.node_act, self.gate_act, self.state_act = act, gate_act, state_act
         # v2 declares the recurrent weight's dims [size, size, 4]: memory (size, 4*size)
@@ -133,12 +138,7 @@ class GRU(Operator):
     def __init__(self, name, input, size, reverse, act, gate_act, bias_attr, param_attr,
                  drop_rate):
         super().__init__(name, [input], None, drop_rate)
-        if size is None:
-            size = input.size // 3
-        if input.size != 3 * size:
-            raise errors.ShapeError(f"grumemory {name!r}: its input must be the 3*size "
-                                    f"projection (3 * {size} = {3 * size}), got size "
-                                    f"{input.size}")
+        size = _state_size(input, size, 3, f"grumemory {name!r}")
         self.size, self.reverse = size, bool(reverse)
         self.node_act, self.gate_act = act, gate_act
         self.params.append(params.weight(name, 0, size * size * 3, (size, size * 3),
