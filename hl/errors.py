@@ -64,3 +64,10 @@ class MissingDependencyError(HLError, ImportError):
 class NonFiniteLossError(ValueError):  # hl.errors.ValueError
     """fit met a NaN or infinite loss and no callback (hl.callbacks.TerminateOnNaN) stopped
     training. The message names the epoch and batch."""
+
+
+class ONNXError(ValueError):  # hl.errors.ValueError
+    """An ONNX model hl cannot import or export as asked: it fails onnx.checker, a node's
+    attributes or inputs are invalid, its graph has a cycle, its external data lies outside
+    the model's folder. The message names the node (name, op type, opset) where one is at
+    fault. Operators hl does not implement raise UnsupportedError instead."""

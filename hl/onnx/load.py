@@ -1,0 +1,99 @@
+"""Reading an ONNX model: from a path (with its external data, which must stay inside the
+model's folder) or a ModelProto; checking it with onnx.checker; running shape inference.
+Every failure is an hl error naming the file or the problem."""
+import os
+
+import onnx
+
+from .. import errors
+
+
+def load_model(model, check=True):
+    """A checked ModelProto with its external data loaded, from a path or a ModelProto."""
+    path = None
+    if isinstance(model, (str, bytes, os.PathLike)) and not isinstance(model, bytes):
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise errors.ONNXError(f"ONNX model file {path!r} does not exist")
+        try:
+            model = onnx.load(path, load_external_data=False)
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise errors.ONNXError(f"{path!r} is not a readable ONNX model: {e}") from None
+        _load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
+    elif isinstance(model, bytes):
+        try:
+            model = onnx.load_from_string(model)
+        except Exception as e:
+            raise errors.ONNXError(f"these bytes are not a readable ONNX model: {e}") from None
+    elif not isinstance(model, onnx.ModelProto):
+        raise errors.ONNXError(f"expected an onnx.ModelProto or a path, got "
+                               f"{type(model).__name__}")
+    if check:
+        _check(model, path)
+    return model
+
+
+def _load_external_data(model, base_dir, path):
+    """Resolves each external tensor's location inside ``base_dir`` and refuses any that
+    leaves it (an absolute path, '..', a symlink out)."""
+    from onnx.external_data_helper import _get_all_tensors, uses_external_data
+    base = os.path.realpath(base_dir)
+    tensors = [t for t in _get_all_tensors(model) if uses_external_data(t)]
+    for t in tensors:
+        info = {e.key: e.value for e in t.external_data}
+        location = info.get("location", "")
+        target = os.path.realpath(os.path.join(base, location))
+        if os.path.isabs(location) or os.path.commonpath([base, target]) != base:
+            raise errors.ONNXError(
+                f"{path!r}: tensor {t.name!r} keeps its data at {location!r}, outside the "
+                f"model's folder {base_dir!r}; hl reads external data only from beside the "
+                f"model")
+        if not os.path.isfile(target):
+            raise errors.ONNXError(f"{path!r}: tensor {t.name!r} keeps its data in "
+                                   f"{location!r}, which does not exist")
+        offset = int(info.get("offset", 0) or 0)
+        length = info.get("length")
+        size = os.path.getsize(target)
+        if offset < 0 or offset > size or (length is not None and offset + int(length) > size):
+            raise errors.ONNXError(f"{path!r}: tensor {t.name!r} asks for bytes "
+                                   f"{offset}..{offset + int(length or 0)} of {location!r}, "
+                                   f"which holds {size}")
+    if tensors:
+        try:
+            onnx.load_external_data_for_model(model, base)
+        except Exception as e:
+            raise errors.ONNXError(f"{path!r}: its external data could not be read: {e}") \
+                from None
+
+
+def _check(model, path):
+    try:
+        # The full check needs the weights in memory (they are, by now) unless the model
+        # is over protobuf's 2 GB limit, which only the path form can check.
+        if model.ByteSize() < 2**31 - 1 or path is None:
+            onnx.checker.check_model(model)
+        else:
+            onnx.checker.check_model(path)
+    except onnx.checker.ValidationError as e:
+        where = f"{path!r}" if path else "the model"
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        raise errors.ONNXError(f"{where} fails onnx.checker: {first}") from None
+
+
+def opsets(model):
+    """{domain: version} of the model's opset imports ('' for the default domain)."""
+    out = {}
+    for o in model.opset_import:
+        d = o.domain if o.domain not in ("ai.onnx",) else ""
+        out[d] = int(o.version)
+    if "" not in out:
+        out[""] = onnx.defs.onnx_opset_version()
+    return out
+
+
+def infer_shapes(model):
+    """The model with inferred value_info where onnx can infer it (never fails)."""
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        return model

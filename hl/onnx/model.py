@@ -1,0 +1,276 @@
+"""ONNXModel: an imported ONNX graph as a trainable hl Module.
+
+Floating-point initializers become parameters, with legal hl names derived from their ONNX
+names (``onnx_names`` maps back); BatchNormalization's running mean and variance become
+states; integer initializers (shapes, indices) stay constants. ``forward`` runs the graph
+with hl's autograd ops, so gradients reach every parameter; in training mode Dropout drops
+and BatchNormalization uses and updates batch statistics.
+
+Transfer learning, as SINGA's community sketched it:
+
+    class MyModel(hl.onnx.ONNXModel):
+        def __init__(self, onnx_model):
+            super().__init__(onnx_model)
+            self.head = hl.layers.Linear(10)
+        def forward(self, x):
+            feats = super().forward(x, last_layers=-3)[0]   # before the classifier
+            return self.head(feats)
+"""
+import keyword
+import re
+
+import numpy as np
+import onnx
+
+from .. import devices as _dev
+from .. import errors
+from .._tensor import tensor as _tensor
+from ..autograd import Placeholder, no_grad
+from ..model import Module
+from .graph import Graph
+from .load import infer_shapes, load_model, opsets
+from .program import Program, check_feeds
+
+
+class ONNXModel(Module):
+    def __init__(self, onnx_model, device=None, trainable=True, check=True, name=None):
+        """``onnx_model``: an onnx.ModelProto or a path. ``trainable=False`` keeps every
+        initializer a constant (what prepare() does for inference: more folding, no
+        parameters)."""
+        super().__init__(name)
+        model = infer_shapes(load_model(onnx_model, check))
+        self._build(model, device, trainable)
+
+    def _build(self, model, device, trainable):
+        d = self.__dict__
+        device = _device(device)
+        graph = Graph(model.graph, opsets(model))
+        stats = _batchnorm_stats(graph)
+        d["onnx_names"] = {}        # hl name -> ONNX initializer name
+        d["_by_onnx"] = {}          # ONNX initializer name -> hl name
+        d["_device"] = device
+        d["_trainable_init"] = trainable
+        d["_onnx_meta"] = model     # kept for pickling and export (weights read from self)
+        constants = {}
+        taken = set(dir(type(self))) | set(self.__dict__)
+        for onnx_name, array in graph.initializers.items():
+            t = _tensor(np.ascontiguousarray(array), device=device)
+            if trainable and onnx_name in stats:
+                local = _legal_name(onnx_name, taken)
+                self.add_state(local, t)
+            elif trainable and array.dtype.kind == "f":
+                local = _legal_name(onnx_name, taken)
+                self.set_param(local, t)
+            else:
+                constants[onnx_name] = t
+                continue
+            self.onnx_names[local] = onnx_name
+            self._by_onnx[onnx_name] = local
+        d["graph"] = graph
+        d["program"] = Program(graph, device, constants)
+        d["_built"] = True
+
+    # ---- running ------------------------------------------------------------------------
+
+    @property
+    def nodes(self):
+        """The graph's nodes in topological order (what ``last_layers`` counts)."""
+        return self.graph.nodes
+
+    def node_index(self, last_layers):
+        """The index of the last node run for ``last_layers``, counted as SINGA does:
+        n >= 0 is node n, a negative n is node (n + 1) % number_of_nodes, so -2 is the
+        last node and -3 the one before it."""
+        count = len(self.graph.nodes)
+        if last_layers is None:
+            return None
+        if not isinstance(last_layers, (int, np.integer)) or isinstance(last_layers, bool):
+            raise errors.ValueError(f"last_layers must be an int, got {last_layers!r}")
+        index = int(last_layers) if last_layers >= 0 else (int(last_layers) + 1) % count
+        if not 0 <= index < count:
+            raise errors.IndexError(f"last_layers={last_layers}: the graph has {count} "
+                                    f"nodes")
+        return index
+
+    def forward(self, *inputs, last_layers=None, aux_output=(), **named):
+        """Runs the graph and returns the list of its outputs (hl tensors, graph order); with
+        ``last_layers``, the outputs of that node instead. ``aux_output`` names intermediate
+        values to return as well, as ``(outputs, {name: tensor})``. Inputs are positional in
+        the graph's input order, or by name."""
+        if named:
+            if inputs:
+                raise errors.ValueError("forward: pass the inputs by position or by name, "
+                                        "not both")
+            inputs = named
+        elif len(inputs) == 1 and isinstance(inputs[0], dict):
+            inputs = inputs[0]
+        if not isinstance(inputs, dict) and any(isinstance(x, Placeholder) for x in inputs):
+            return self._placeholder_forward(inputs, last_layers, aux_output)
+        return self._run(inputs, last_layers, aux_output, bool(self.training),
+                         f"{type(self).__name__}.forward")
+
+    def _run(self, inputs, last_layers, aux_output, training, where, keep_all=False):
+        graph = self.graph
+        feeds = check_feeds(graph, inputs, self._device, where)
+        stop = self.node_index(last_layers)
+        if isinstance(aux_output, str):
+            aux_output = (aux_output,)
+        known = self._known_names()
+        for name in aux_output:
+            if name not in known:
+                raise errors.ValueError(f"{where}: aux_output {name!r} is no value of the "
+                                        f"graph")
+        values = self.program.run(feeds, self._params_by_onnx_name(), training, stop,
+                                  keep=aux_output, keep_all=keep_all)
+        if stop is None:
+            outs = [values[o.name] for o in graph.outputs]
+        else:
+            outs = [values[n] for n in graph.nodes[stop].outputs if n]
+        if keep_all:
+            return outs, values
+        if aux_output:
+            return outs, {name: values[name] for name in aux_output}
+        return outs
+
+    def _placeholder_forward(self, inputs, last_layers, aux_output):
+        """compile([hl.Placeholder(...)]): the parameters exist already; one run on zeros
+        gives the output shapes."""
+        zeros = [_tensor(np.zeros(x.shape, dtype=x.dtype.numpy), device=self._device)
+                 for x in inputs]
+        with no_grad():
+            outs = self._run(zeros, last_layers, aux_output, False, "compile")
+        if aux_output:
+            outs = outs[0]
+        return [Placeholder(o.shape, o.dtype, o.device) for o in outs]
+
+    def _params_by_onnx_name(self):
+        return {onnx_name: getattr(self, local) for onnx_name, local in self._by_onnx.items()}
+
+    def _known_names(self):
+        g = self.graph
+        names = set(g.initializers) | {v.name for v in g.proto.input}
+        for node in g.nodes:
+            names |= {n for n in node.outputs if n}
+        return names
+
+    # ---- freezing -----------------------------------------------------------------------
+
+    def freeze(self, *names):
+        """Stops training the parameters whose hl or ONNX name equals or starts with one of
+        ``names`` (all of them when none is given). Returns the hl names frozen."""
+        return self._set_trainable(names, False)
+
+    def unfreeze(self, *names):
+        """Trains again the parameters matched as in freeze (all when none is given)."""
+        return self._set_trainable(names, True)
+
+    def _set_trainable(self, names, trainable):
+        hit = []
+        matched = set()
+        for local, onnx_name in self.onnx_names.items():
+            t = getattr(self, local)
+            if local not in self._param_names:
+                continue  # a state
+            for n in names or ("",):
+                if local.startswith(n) or onnx_name.startswith(n):
+                    matched.add(n)
+                    t.requires_grad = trainable
+                    t.stores_grad = trainable
+                    hit.append(local)
+                    break
+        unknown = [n for n in names if n not in matched]
+        if unknown:
+            raise errors.ValueError(f"{'un' if trainable else ''}freeze: no parameter's name "
+                                    f"starts with {unknown}; the parameters are "
+                                    f"{list(self.onnx_names)[:6]}...")
+        return hit
+
+    # ---- pickling (hl.save / hl.load) ---------------------------------------------------
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        model = onnx.ModelProto()
+        model.CopyFrom(state.pop("_onnx_meta"))
+        model.graph.ClearField("initializer")  # the weights travel as the module's tensors
+        consts = {name: self.program.constants[name].numpy() for name in self.graph.initializers
+                  if name not in self._by_onnx}
+        state["_onnx_bytes"] = model.SerializeToString()
+        state["_onnx_constants"] = consts
+        for k in ("graph", "program", "_device"):
+            state.pop(k)
+        return state
+
+    def __setstate__(self, state):
+        model = onnx.load_from_string(state.pop("_onnx_bytes"))
+        consts = state.pop("_onnx_constants")
+        from onnx import numpy_helper
+        own = {}
+        for local in state["onnx_names"]:
+            own[state["onnx_names"][local]] = state[local]
+        for name, array in consts.items():
+            model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
+        for name, t in own.items():
+            model.graph.initializer.append(numpy_helper.from_array(t.numpy(), name))
+        self.__dict__.update(state)
+        device = next(iter(own.values())).device if own else _dev.cpu()
+        saved = {k: state[k] for k in state["onnx_names"]}
+        d = self.__dict__
+        d["_param_names"], d["_state_names"] = list(state["_param_names"]), \
+            list(state["_state_names"])
+        graph = Graph(model.graph, opsets(model))
+        constants = {n: _tensor(np.ascontiguousarray(a), device=device)
+                     for n, a in graph.initializers.items() if n not in own}
+        model.graph.ClearField("initializer")
+        d["_onnx_meta"] = _with_initializers(model, graph.initializers)
+        d["graph"] = graph
+        d["program"] = Program(graph, device, constants)
+        d["_device"] = device
+        d.update(saved)  # the very tensors that were pickled, so requires_grad etc. survive
+
+    def extra_repr(self):
+        g = self.graph
+        return (f"{len(g.nodes)} nodes, inputs {[v.name for v in g.inputs]}, "
+                f"outputs {[v.name for v in g.outputs]}")
+
+
+def _with_initializers(model, arrays):
+    from onnx import numpy_helper
+    for name, a in arrays.items():
+        model.graph.initializer.append(numpy_helper.from_array(np.asarray(a), name))
+    return model
+
+
+def _device(device):
+    if device is None:
+        return _dev.get_default_device()
+    if isinstance(device, str):
+        kind = device.strip().lower()
+        if kind.startswith("cuda"):
+            index = int(kind.split(":")[1]) if ":" in kind else 0
+            return _dev.cuda(index)
+        if kind == "cpu":
+            return _dev.cpu()
+    return _dev.device(device)
+
+
+def _legal_name(onnx_name, taken):
+    """An attribute name for an ONNX initializer: non-identifier characters become '_',
+    a leading digit or keyword gets a prefix, clashes get a numbered suffix."""
+    name = re.sub(r"\W", "_", onnx_name).strip("_") or "param"
+    if name[0].isdigit() or keyword.iskeyword(name):
+        name = "p_" + name
+    base, i = name, 1
+    while name in taken:
+        name = f"{base}_{i}"
+        i += 1
+    taken.add(name)
+    return name
+
+
+def _batchnorm_stats(graph):
+    """Initializer names read as BatchNormalization's running mean and variance."""
+    names = set()
+    for node in graph.nodes:
+        if node.op_type == "BatchNormalization":
+            names.update(n for n in node.inputs[3:5] if n in graph.initializers)
+    return names

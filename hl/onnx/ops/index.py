@@ -1,0 +1,2 @@
+"""index"""
+from . import onnx_op  # noqa: F401

@@ -1,0 +1,2 @@
+"""misc"""
+from . import onnx_op  # noqa: F401

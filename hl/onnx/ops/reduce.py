@@ -1,0 +1,2 @@
+"""reduce"""
+from . import onnx_op  # noqa: F401

@@ -1,0 +1,2 @@
+"""rnn"""
+from . import onnx_op  # noqa: F401

@@ -1,0 +1,157 @@
+"""Program: a Graph ready to run on a device, and the loop that runs it.
+
+Constant subgraphs (nodes whose inputs are all initializers or other constants) are run once,
+when the program is built, and their outputs kept: the Shape/Gather/Concat chains exporters
+write around Reshape then cost nothing per run. Initializers that the caller makes trainable
+(ONNXModel's parameters) are not constants, so nothing downstream of them is folded.
+"""
+import numpy as np
+
+from .. import errors
+from .._tensor import Tensor, tensor as _tensor
+from ..autograd import no_grad
+from .graph import elem_type_name
+
+# Not folded: their outputs change from run to run or with the training flag.
+NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+           "Multinomial", "Bernoulli", "Dropout", "BatchNormalization"}
+
+
+class Program:
+    def __init__(self, graph, device, constants, fold=True):
+        self.graph = graph
+        self.device = device
+        self.constants = dict(constants)  # name -> Tensor
+        self.folded = set()
+        if fold:
+            self._fold()
+
+    def _fold(self):
+        known = self.constants
+        for node in self.graph.nodes:
+            if node.op_type in NO_FOLD or not node.outputs:
+                continue
+            reads = [n for n in node.inputs if n]
+            from .graph import _subgraph_free_names
+            reads += sorted(_subgraph_free_names(node.proto))
+            if not all(n in known for n in reads):
+                continue
+            with no_grad():
+                values = run_nodes([node], dict(known), training=False, folded=())
+            for name in node.outputs:
+                if name and name in values:
+                    known[name] = values[name]
+            self.folded.add(node.index)
+
+    def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False):
+        """Runs the graph on ``feeds`` ({input name: Tensor}) and returns {name: Tensor} for
+        the graph outputs, ``keep`` and, with keep_all, every value."""
+        values = dict(self.constants)
+        if params:
+            values.update(params)
+        values.update(feeds)
+        nodes = self.graph.nodes if stop is None else self.graph.nodes[:stop + 1]
+        keep = set(keep) | {o.name for o in self.graph.outputs}
+        if stop is not None:
+            keep |= {n for n in self.graph.nodes[stop].outputs if n}
+        return run_nodes(nodes, values, training, self.folded, self.graph.last_use,
+                         None if keep_all else keep)
+
+
+def run_nodes(nodes, values, training, folded, last_use=None, keep=None):
+    """Runs ``nodes`` in order over ``values`` (name -> Tensor, updated in place). Values
+    read for the last time are dropped unless in ``keep`` (keep=None keeps everything)."""
+    for node in nodes:
+        if node.index in folded:
+            continue
+        xs = [values[name] if name else None for name in node.inputs]
+        node.training = training
+        node.scope = values
+        try:
+            ys = node.handler(node, *xs)
+        except errors.HLError as e:
+            if str(e).startswith("ONNX node"):
+                raise
+            raise type(e)(f"{node.describe()}: {e}") from e
+        finally:
+            node.scope = None
+        if not isinstance(ys, (tuple, list)):
+            ys = (ys,)
+        for i, name in enumerate(node.outputs):
+            if not name:
+                continue
+            if i >= len(ys) or ys[i] is None:
+                raise errors.UnsupportedError(
+                    f"{node.describe()}: output {i} ({name!r}) is not produced by hl's "
+                    f"{node.op_type}")
+            values[name] = ys[i]
+        if keep is not None and last_use is not None:
+            for name in node.inputs:
+                if name and last_use.get(name) == node.index and name not in keep:
+                    values.pop(name, None)
+    return values
+
+
+def check_feeds(graph, inputs, device, where):
+    """The caller's inputs (a list in graph order, a dict by name, numpy arrays or hl
+    tensors) as {name: Tensor}, after checking their number, dtypes and shapes."""
+    specs = graph.inputs
+    if isinstance(inputs, dict):
+        unknown = [k for k in inputs if k not in {s.name for s in specs}]
+        if unknown:
+            raise errors.ValueError(f"{where}: {unknown} are not inputs of the model; its "
+                                    f"inputs are {[s.name for s in specs]}")
+        missing = [s.name for s in specs if s.name not in inputs]
+        if missing:
+            raise errors.ValueError(f"{where}: missing inputs {missing}")
+        pairs = [(s, inputs[s.name]) for s in specs]
+    else:
+        if isinstance(inputs, (np.ndarray, Tensor)):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(specs):
+            raise errors.ValueError(f"{where}: the model takes {len(specs)} inputs "
+                                    f"({[s.name for s in specs]}), got {len(inputs)}")
+        pairs = list(zip(specs, inputs))
+    dims = {}
+    feeds = {}
+    for spec, x in pairs:
+        if not isinstance(x, Tensor):
+            a = np.asarray(x)
+            if spec.dtype is not None and a.dtype.kind == "O":
+                raise errors.DTypeError(f"{where}: input {spec.name!r} is an object array")
+            x = a
+        dtype = str(x.dtype) if not isinstance(x, Tensor) else x.dtype.name
+        if spec.elem_type is not None:
+            want = spec.dtype
+            if want is None:
+                raise errors.UnsupportedError(
+                    f"{where}: input {spec.name!r} has ONNX element type "
+                    f"{elem_type_name(spec.elem_type)}, which hl cannot hold")
+            if dtype != want:
+                raise errors.DTypeError(f"{where}: input {spec.name!r} must be {want}, got "
+                                        f"{dtype} (convert it with .astype({want!r}))")
+        shape = tuple(x.shape)
+        if spec.shape is not None:
+            if len(shape) != len(spec.shape):
+                raise errors.ShapeError(
+                    f"{where}: input {spec.name!r} must have {len(spec.shape)} dimensions "
+                    f"{_show(spec.shape)}, got shape {shape}")
+            for d, (want, got) in enumerate(zip(spec.shape, shape)):
+                if isinstance(want, int) and want > 0 and want != got:
+                    raise errors.ShapeError(
+                        f"{where}: input {spec.name!r} must have shape {_show(spec.shape)}, "
+                        f"got {shape} (dimension {d} is {got}, not {want})")
+                if isinstance(want, str):
+                    if dims.setdefault(want, (got, spec.name))[0] != got:
+                        raise errors.ShapeError(
+                            f"{where}: dimension {want!r} is {dims[want][0]} in input "
+                            f"{dims[want][1]!r} but {got} in input {spec.name!r}")
+        if not isinstance(x, Tensor):
+            x = _tensor(np.ascontiguousarray(x), device=device)
+        feeds[spec.name] = x
+    return feeds
+
+
+def _show(shape):
+    return "(" + ", ".join(str(d) if d is not None else "?" for d in shape) + ")"
