@@ -82,3 +82,11 @@ def load(path, device=None, allowed=(), trusted=False):
     any other global raises hl.errors.UnsafeCheckpointError unless trusted=True."""
     from .checkpoint import pickling
     return pickling.load(path, device, allowed, trusted)
+
+
+def __getattr__(name):
+    # hl.onnx and hl.sonnx import the onnx package, so they load on first use, not with hl.
+    if name in ("onnx", "sonnx"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'hl' has no attribute {name!r}")

@@ -40,10 +40,14 @@ def to_tensors(x, device=None):
 def forward(model, x):
     """model.forward on x (a tensor, a list of inputs, or a dict of them by name)."""
     if isinstance(x, dict):
-        return Layer.__call__(model, **x)
-    if isinstance(x, (list, tuple)):
-        return Layer.__call__(model, *x)
-    return Layer.__call__(model, x)
+        out = Layer.__call__(model, **x)
+    elif isinstance(x, (list, tuple)):
+        out = Layer.__call__(model, *x)
+    else:
+        out = Layer.__call__(model, x)
+    if isinstance(out, list) and len(out) == 1:
+        return out[0]  # SINGA-style forwards (hl.onnx.ONNXModel) return [y]
+    return out
 
 
 def compute_loss(loss_fn, out, y, sample_weight=None):
