@@ -121,7 +121,8 @@ class ONNXModel(Module):
                 raise errors.ValueError(f"{where}: aux_output {name!r} is no value of the "
                                         f"graph")
         values = self.program.run(feeds, self._params_by_onnx_name(), training, stop,
-                                  keep=aux_output, keep_all=keep_all)
+                                  keep=aux_output, keep_all=keep_all,
+                                  eval_nodes=self._frozen_batchnorms() if training else ())
         if stop is None:
             outs = [values[o.name] for o in graph.outputs]
         else:
@@ -143,6 +144,18 @@ class ONNXModel(Module):
             outs = outs[0]
         return [Placeholder(o.shape, o.dtype, o.device) for o in outs]
 
+    def _frozen_batchnorms(self):
+        """BatchNormalization nodes whose scale and bias are both frozen. As in Keras, they
+        run in inference mode while the model trains: a frozen body keeps its statistics."""
+        frozen = set()
+        for node in self.graph.nodes:
+            if node.op_type != "BatchNormalization":
+                continue
+            affine = [self._by_onnx.get(name) for name in node.inputs[1:3]]
+            if all(a is not None and not getattr(self, a).requires_grad for a in affine):
+                frozen.add(node.index)
+        return frozen
+
     def _params_by_onnx_name(self):
         return {onnx_name: getattr(self, local) for onnx_name, local in self._by_onnx.items()}
 
@@ -157,7 +170,10 @@ class ONNXModel(Module):
 
     def freeze(self, *names):
         """Stops training the parameters whose hl or ONNX name equals or starts with one of
-        ``names`` (all of them when none is given). Returns the hl names frozen."""
+        ``names`` (all of them when none is given). Returns the hl names frozen. A
+        BatchNormalization whose scale and bias are both frozen then runs in inference mode
+        even while the model trains (Keras's rule for fine-tuning): it normalises with its
+        running statistics and leaves them unchanged."""
         return self._set_trainable(names, False)
 
     def unfreeze(self, *names):

@@ -43,9 +43,11 @@ class Program:
                     known[name] = values[name]
             self.folded.add(node.index)
 
-    def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False):
+    def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
+            eval_nodes=()):
         """Runs the graph on ``feeds`` ({input name: Tensor}) and returns {name: Tensor} for
-        the graph outputs, ``keep`` and, with keep_all, every value."""
+        the graph outputs, ``keep`` and, with keep_all, every value. Nodes whose index is in
+        ``eval_nodes`` run in inference mode even when ``training``."""
         values = dict(self.constants)
         if params:
             values.update(params)
@@ -55,17 +57,17 @@ class Program:
         if stop is not None:
             keep |= {n for n in self.graph.nodes[stop].outputs if n}
         return run_nodes(nodes, values, training, self.folded, self.graph.last_use,
-                         None if keep_all else keep)
+                         None if keep_all else keep, eval_nodes)
 
 
-def run_nodes(nodes, values, training, folded, last_use=None, keep=None):
+def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_nodes=()):
     """Runs ``nodes`` in order over ``values`` (name -> Tensor, updated in place). Values
     read for the last time are dropped unless in ``keep`` (keep=None keeps everything)."""
     for node in nodes:
         if node.index in folded:
             continue
         xs = [values[name] if name else None for name in node.inputs]
-        node.training = training
+        node.training = training and node.index not in eval_nodes
         node.scope = values
         try:
             ys = node.handler(node, *xs)

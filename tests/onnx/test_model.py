@@ -198,7 +198,7 @@ def test_fit_trains_an_imported_model_and_freeze_keeps_frozen_weights():
     m = hl.onnx.ONNXModel(model)
     frozen = m.freeze("conv1", "bn1.")  # an hl prefix and an ONNX prefix
     assert set(frozen) == {"conv1_weight", "conv1_bias", "bn1_weight", "bn1_bias"}
-    before = {k: v.numpy().copy() for k, v in m.get_params().items()}
+    before = {k: v.numpy().copy() for k, v in m.get_states().items()}
     m.compile(optimizer=hl.opt.Adam(lr=0.01), loss="cross_entropy", metrics=["accuracy"])
     x, y = _digits_like()
     hl.manual_seed(0)
@@ -208,6 +208,9 @@ def test_fit_trains_an_imported_model_and_freeze_keeps_frozen_weights():
     for k in frozen:
         np.testing.assert_array_equal(after[k].numpy(), before[k])
     assert not np.array_equal(after["fc_weight"].numpy(), before["fc_weight"])
+    # a BatchNormalization with frozen scale and bias runs in inference mode (Keras's rule)
+    for k in ("bn1_running_mean", "bn1_running_var"):
+        np.testing.assert_array_equal(m.get_states()[k].numpy(), before[k])
     m.unfreeze()
     assert all(t.requires_grad for t in m.get_params().values())
     with pytest.raises(errors.ValueError, match="nosuch"):
