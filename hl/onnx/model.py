@@ -54,7 +54,7 @@ class ONNXModel(Module):
         constants = {}
         taken = set(dir(type(self))) | set(self.__dict__)
         for onnx_name, array in graph.initializers.items():
-            t = _tensor(np.ascontiguousarray(array), device=device)
+            t = _tensor(np.ascontiguousarray(array).reshape(array.shape), device=device)
             if trainable and onnx_name in stats:
                 local = _legal_name(onnx_name, taken)
                 self.add_state(local, t)
@@ -234,7 +234,7 @@ class ONNXModel(Module):
         d["_param_names"], d["_state_names"] = list(state["_param_names"]), \
             list(state["_state_names"])
         graph = Graph(model.graph, opsets(model))
-        constants = {n: _tensor(np.ascontiguousarray(a), device=device)
+        constants = {n: _tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
                      for n, a in graph.initializers.items() if n not in own}
         model.graph.ClearField("initializer")
         d["_onnx_meta"] = _with_initializers(model, graph.initializers)

@@ -118,6 +118,10 @@ def check_feeds(graph, inputs, device, where):
     dims = {}
     feeds = {}
     for spec, x in pairs:
+        if spec.elem_type is None:
+            raise errors.UnsupportedError(
+                f"{where}: input {spec.name!r} is not a tensor (a sequence, map or optional); "
+                f"hl's importer takes tensors only")
         if not isinstance(x, Tensor):
             a = np.asarray(x)
             if spec.dtype is not None and a.dtype.kind == "O":
@@ -150,7 +154,7 @@ def check_feeds(graph, inputs, device, where):
                             f"{where}: dimension {want!r} is {dims[want][0]} in input "
                             f"{dims[want][1]!r} but {got} in input {spec.name!r}")
         if not isinstance(x, Tensor):
-            x = _tensor(np.ascontiguousarray(x), device=device)
+            x = _tensor(np.ascontiguousarray(x).reshape(x.shape), device=device)  # keeps 0-d
         feeds[spec.name] = x
     return feeds
 

@@ -32,7 +32,7 @@ def const(array, like=None, device=None, dtype=None):
         a = a.astype(dtype)
     if device is None and like is not None:
         device = like.device
-    return _tensor(np.ascontiguousarray(a), device=device)
+    return _tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)  # keeps 0-d
 
 
 def axis_of(n, axis, ndim, what="axis"):
