@@ -28,7 +28,11 @@ class ValueSpec:
 
     def __init__(self, vi):
         self.name = vi.name
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        t = vi.type
+        self.optional = t.HasField("optional_type")  # an optional tensor may be fed None
+        if self.optional:
+            t = t.optional_type.elem_type
+        tt = t.tensor_type if t.HasField("tensor_type") else None
         self.elem_type = tt.elem_type if tt is not None else None
         self.shape = None
         if tt is not None and tt.HasField("shape"):

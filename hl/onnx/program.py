@@ -118,6 +118,9 @@ def check_feeds(graph, inputs, device, where):
     dims = {}
     feeds = {}
     for spec, x in pairs:
+        if spec.optional and x is None:
+            feeds[spec.name] = None
+            continue
         if spec.elem_type is None:
             raise errors.UnsupportedError(
                 f"{where}: input {spec.name!r} is not a tensor (a sequence, map or optional); "
