@@ -16,5 +16,11 @@ from .ops import onnx_op, supported_ops
 
 SONNXModel = ONNXModel  # SINGA's name
 
+
+def to_onnx(*args, **kwargs):
+    """Exports an hl Module, or SINGA's ``to_onnx([x], [y, ...])``: see export.to_onnx."""
+    from .export import to_onnx as _to_onnx
+    return _to_onnx(*args, **kwargs)
+
 __all__ = ["Backend", "BackendRep", "ONNXModel", "SONNXModel", "onnx_op", "prepare",
-           "run_model", "run_node", "supported_ops"]
+           "run_model", "run_node", "supported_ops", "to_onnx"]
