@@ -1,4 +1,6 @@
 """Small helpers the op families share."""
+import functools
+
 import numpy as np
 
 from ... import errors
@@ -43,6 +45,35 @@ def axis_of(n, axis, ndim, what="axis"):
     return axis % ndim if ndim else 0
 
 
+HALF = ("float16", "bfloat16")
+
+
+def via_float32(fn):
+    """Runs a handler on float32 copies of float16/bfloat16 inputs that sit on the CPU (hl
+    computes in half precision only on GPUs) and casts float32 outputs back to that dtype.
+    The casts record gradients, so training is unaffected."""
+    @functools.wraps(fn)
+    def handler(n, *xs):
+        half = next((x.dtype.name for x in xs if x is not None and hasattr(x, "dtype")
+                     and x.dtype.name in HALF and x.device.kind == "cpu"), None)
+        if half is None:
+            return fn(n, *xs)
+        ys = fn(n, *[F.cast(x, "float32") if x is not None and hasattr(x, "dtype")
+                     and x.dtype.name == half else x for x in xs])
+
+        def back(t):
+            return F.cast(t, half) if t is not None and t.dtype.name == "float32" else t
+        return tuple(back(t) for t in ys) if isinstance(ys, tuple) else back(ys)
+    return handler
+
+
+def prod(values):
+    out = 1
+    for v in values:
+        out *= int(v)
+    return out
+
+
 def np_dtype_of_onnx(n, elem_type):
     """The numpy dtype for an ONNX TensorProto element type hl can hold."""
     from ..graph import ELEM_TYPES, elem_type_name
@@ -53,4 +84,5 @@ def np_dtype_of_onnx(n, elem_type):
     return name
 
 
-__all__ = ["F", "MAX_ELEMENTS", "axis_of", "check_shape", "const", "np_dtype_of_onnx"]
+__all__ = ["F", "HALF", "MAX_ELEMENTS", "axis_of", "check_shape", "const", "np_dtype_of_onnx",
+           "prod", "via_float32"]

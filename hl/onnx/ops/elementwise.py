@@ -14,9 +14,8 @@ import onnx
 from ... import errors
 from ..._tensor import tensor as _tensor
 from . import onnx_op
-from ._util import F, const, np_dtype_of_onnx
+from ._util import HALF as _HALF, F, const, np_dtype_of_onnx, via_float32
 
-_HALF = ("float16", "bfloat16")
 
 
 # ---- checks and dtype plumbing ------------------------------------------------------------
@@ -50,19 +49,15 @@ def _on_cpu_half(x):
 
 
 def _via_float32(fn):
-    """Runs the handler on float32 copies of float16/bfloat16 inputs when they sit on the CPU
-    (hl computes in half precision only on GPUs) and casts float32 results back, so the
-    output keeps ONNX's dtype. Casts record gradients, so training is unaffected."""
+    """_util.via_float32 (float16/bfloat16 on the CPU computed in float32), after checking
+    the dtypes: the float32 copies would otherwise hide a float16 + float32 mix."""
+    converted = via_float32(fn)
+
     @functools.wraps(fn)
     def handler(n, *xs):
-        half = next((x.dtype.name for x in xs if _on_cpu_half(x)), None)
-        if half is None:
-            return fn(n, *xs)
-        _expect(n, "any", *xs)  # checked before the copies hide a float16 + float32 mix
-        y = fn(n, *[F.cast(x, "float32") if _on_cpu_half(x) else x for x in xs])
-        back = (lambda t: F.cast(t, half) if t is not None and t.dtype.name == "float32"
-                else t)
-        return tuple(back(t) for t in y) if isinstance(y, tuple) else back(y)
+        if any(_on_cpu_half(x) for x in xs):
+            _expect(n, "any", *xs)
+        return converted(n, *xs)
     return handler
 
 

@@ -14,9 +14,8 @@ import numpy as np
 
 from ... import errors
 from . import onnx_op
-from ._util import F, axis_of, check_shape, const
+from ._util import HALF as _HALF, F, axis_of, check_shape, const, prod as _prod
 
-_HALF = ("float16", "bfloat16")
 
 
 def _wide(x):
@@ -24,11 +23,6 @@ def _wide(x):
     return F.cast(x, "float32") if x.dtype.name in _HALF else x
 
 
-def _prod(xs):
-    p = 1
-    for v in xs:
-        p *= int(v)
-    return p
 
 
 def _host_indices(n, t, what="indices"):

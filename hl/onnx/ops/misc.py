@@ -7,7 +7,6 @@ A subgraph (If's branches, Loop's and Scan's body) arrives as a Graph in ``n.att
 with run_nodes over a scope that layers its inputs over its initializers over the enclosing
 graph's values, so it reads outer names and gradients flow through it like any other op.
 """
-import functools
 import math
 import weakref
 from collections import ChainMap
@@ -18,31 +17,11 @@ from ... import errors
 from ...devices import get_default_device
 from ..program import run_nodes
 from . import onnx_op
-from ._util import F, axis_of, check_shape, const, np_dtype_of_onnx
+from ._util import HALF as _HALF, F, axis_of, check_shape, const, np_dtype_of_onnx, via_float32
 
 
 # ---- half precision on the CPU ------------------------------------------------------------------
 
-_HALF = ("float16", "bfloat16")
-
-
-def via_float32(fn):
-    """Runs a handler on float32 copies of float16/bfloat16 inputs that sit on the CPU (hl
-    computes in half precision only on GPUs) and casts float32 outputs back to that dtype.
-    The casts record gradients, so training is unaffected."""
-    @functools.wraps(fn)
-    def handler(n, *xs):
-        half = next((x.dtype.name for x in xs if x is not None and x.dtype.name in _HALF
-                     and x.device.kind == "cpu"), None)
-        if half is None:
-            return fn(n, *xs)
-        ys = fn(n, *[F.cast(x, "float32") if x is not None and x.dtype.name == half else x
-                     for x in xs])
-
-        def back(t):
-            return F.cast(t, half) if t is not None and t.dtype.name == "float32" else t
-        return tuple(back(t) for t in ys) if isinstance(ys, tuple) else back(ys)
-    return handler
 
 
 # ---- running a subgraph ---------------------------------------------------------------------

@@ -14,17 +14,11 @@ import numpy as np
 from ... import errors
 from ...autograd import no_grad
 from . import onnx_op
-from ._util import F, axis_of, check_shape, const
+from ._util import HALF as _HALF_FLOATS, F, axis_of, check_shape, const, prod as _prod, via_float32
 
 _CORE_FLOATS = ("float32", "float64")
-_HALF_FLOATS = ("float16", "bfloat16")
 
 
-def _prod(values):
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def _float32_for_core(x):
@@ -698,11 +692,13 @@ def _along_axis(n, x, fn):
 
 
 @onnx_op("Softmax")
+@via_float32
 def softmax(n, x):
     return _along_axis(n, x, lambda t, a: F.softmax(t, axis=a))
 
 
 @onnx_op("LogSoftmax")
+@via_float32
 def log_softmax(n, x):
     return _along_axis(n, x, lambda t, a: F.log_softmax(t, axis=a))
 
@@ -719,6 +715,7 @@ def hardmax(n, x):
 # ---- Gemm, MatMul ------------------------------------------------------------------------
 
 @onnx_op("Gemm")
+@via_float32
 def gemm(n, a, b, c=None):
     if a.ndim != 2 or b.ndim != 2:
         raise n.error(f"A {a.shape} and B {b.shape} must be matrices", errors.ShapeError)
@@ -727,6 +724,7 @@ def gemm(n, a, b, c=None):
 
 
 @onnx_op("MatMul")
+@via_float32
 def matmul(n, a, b):
     return F.matmul(a, b)
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import errors
 from . import onnx_op
-from ._util import F, axis_of, const
+from ._util import F, axis_of, const, via_float32
 
 
 def _axes(n, x, axes_input, input_since):
@@ -47,6 +47,7 @@ def _reducer(op_type, fn, empty):
     input_since = 13 if op_type == "ReduceSum" else 18
 
     @onnx_op(op_type)
+    @via_float32
     def handler(n, x, axes=None):
         axes = _axes(n, x, axes, input_since)
         keep = bool(n.attr("keepdims", 1))
