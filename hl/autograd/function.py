@@ -20,6 +20,7 @@ import weakref
 
 from .._tensor import Tensor
 from .mode import state as _grad
+from .mode import trace_state as _trace
 from .placeholder import Placeholder
 
 
@@ -44,6 +45,8 @@ class Function:
         return type(self).__name__
 
     def __call__(self, *xs):
+        if _trace.tracer is not None:  # hl.onnx.to_onnx is tracing a forward: it sees each op
+            return _trace.tracer(self, xs)
         recording = False
         for x in xs:
             if x is None:
@@ -55,6 +58,11 @@ class Function:
         if not recording:
             return self.forward(*xs)
         self.needs = tuple(x is not None and x.requires_grad for x in xs)
+        # SINGA's export form, hl.onnx.to_onnx([x], [y]), rebuilds the graph from these
+        # records, and an input that needs no gradient gets no edge below: where there is one
+        # (a constant, a frozen weight, an input batch), the op keeps its inputs for it until
+        # release(). (The whole tuple: sorting out the constants costs more than it saves.)
+        self.const_inputs = xs if False in self.needs else None
         _grad.enabled = False  # operators inside forward must not record themselves
         try:
             ys = self.forward(*xs)

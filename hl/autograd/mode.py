@@ -6,8 +6,18 @@ train()/eval() choose their own behaviour (dropout, batch-norm statistics); the 
 SINGA scripts that set `autograd.training = True` keep working.
 """
 import contextlib
+import threading
 
 from .._grad_state import state
+
+
+class _TraceState(threading.local):
+    # hl.onnx.to_onnx's tracer while it traces a forward: Function.__call__ hands every op
+    # call to it (see hl/onnx/export.py). None otherwise, which costs one attribute read.
+    tracer = None
+
+
+trace_state = _TraceState()
 
 
 def is_grad_enabled():

@@ -42,7 +42,8 @@ class BatchNorm(Function):
         y, self.mean, self.invstd = ops.batch_norm(
             x, self.running_mean, self.running_var, weight, bias, self.training, self.momentum,
             self.eps, return_stats=True)
-        self.running_mean = self.running_var = None  # backward needs the saved ones only
+        # running_mean/var stay: hl.onnx.to_onnx([x], [y]) exports a training-mode record
+        # as the inference BatchNormalization over them
         if self.needs:
             self.x, self.weight = x, weight
         return y

@@ -22,5 +22,11 @@ def to_onnx(*args, **kwargs):
     from .export import to_onnx as _to_onnx
     return _to_onnx(*args, **kwargs)
 
+
+def save(model, path):
+    """Writes an onnx.ModelProto to ``path`` atomically (see export.save)."""
+    from .export import save as _save
+    return _save(model, path)
+
 __all__ = ["Backend", "BackendRep", "ONNXModel", "SONNXModel", "onnx_op", "prepare",
-           "run_model", "run_node", "supported_ops", "to_onnx"]
+           "run_model", "run_node", "save", "supported_ops", "to_onnx"]
