@@ -1306,13 +1306,10 @@ def _version():
 def _export_onnx_model(model, opset, dynamic_axes, last_layers, name):
     """The ONNXModel's own graph with its current weights; cut after node ``last_layers``."""
     proto = onnx.ModelProto()
-    proto.CopyFrom(model._onnx_meta)
+    proto.CopyFrom(model._onnx_meta)  # the graph without its weights
     graph = proto.graph
-    params = model._params_by_onnx_name()
-    for init in graph.initializer:
-        t = params.get(init.name)
-        if t is not None:
-            init.CopyFrom(numpy_helper.from_array(np.array(_host(t), order="C"), init.name))
+    graph.initializer.extend(numpy_helper.from_array(np.array(_host(t), order="C"), name)
+                             for name, t in model.initializer_values().items())
     if last_layers is not None:
         _cut(model, graph, model.node_index(last_layers))
     if dynamic_axes:

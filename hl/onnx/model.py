@@ -48,9 +48,6 @@ class ONNXModel(Module):
         stats = _batchnorm_stats(graph)
         d["onnx_names"] = {}        # hl name -> ONNX initializer name
         d["_by_onnx"] = {}          # ONNX initializer name -> hl name
-        d["_device"] = device
-        d["_trainable_init"] = trainable
-        d["_onnx_meta"] = model     # kept for pickling and export (weights read from self)
         constants = {}
         taken = set(dir(type(self))) | set(self.__dict__)
         for onnx_name, array in graph.initializers.items():
@@ -66,9 +63,31 @@ class ONNXModel(Module):
                 continue
             self.onnx_names[local] = onnx_name
             self._by_onnx[onnx_name] = local
+        self._adopt(model, graph, device, constants)
+
+    def _adopt(self, model, graph, device, constants):
+        """Keeps the graph and its program. The weights live once, as hl tensors: the graph
+        forgets its numpy copies and the kept ModelProto (for export and pickling) has no
+        initializer data."""
+        d = self.__dict__
+        skeleton = onnx.ModelProto()
+        skeleton.CopyFrom(model)
+        skeleton.graph.ClearField("initializer")
+        skeleton.graph.ClearField("sparse_initializer")
+        d["_onnx_meta"] = skeleton
+        d["_initializer_order"] = list(graph.initializers)
+        graph.initializers = dict.fromkeys(graph.initializers)
         d["graph"] = graph
         d["program"] = Program(graph, device, constants)
+        d["_device"] = device
         d["_built"] = True
+
+    def initializer_values(self):
+        """{ONNX initializer name: its current tensor}, in the file's order: the parameters
+        and states as trained, the constants as imported."""
+        own = self._params_by_onnx_name()
+        return {name: own[name] if name in own else self.program.constants[name]
+                for name in self._initializer_order}
 
     # ---- running ------------------------------------------------------------------------
 
@@ -204,56 +223,36 @@ class ONNXModel(Module):
     # ---- pickling (hl.save / hl.load) ---------------------------------------------------
 
     def __getstate__(self):
+        # The graph travels as ONNX bytes without weights; the parameters and states as the
+        # module's own tensors (hl.save stores those), the constants as arrays.
         state = dict(self.__dict__)
-        model = onnx.ModelProto()
-        model.CopyFrom(state.pop("_onnx_meta"))
-        model.graph.ClearField("initializer")  # the weights travel as the module's tensors
-        consts = {name: self.program.constants[name].numpy() for name in self.graph.initializers
-                  if name not in self._by_onnx}
-        state["_onnx_bytes"] = model.SerializeToString()
-        state["_onnx_constants"] = consts
+        state["_onnx_meta"] = state["_onnx_meta"].SerializeToString()
+        state["_onnx_constants"] = {name: t.numpy() for name, t in
+                                    self.initializer_values().items()
+                                    if name not in self._by_onnx}
         for k in ("graph", "program", "_device"):
             state.pop(k)
         return state
 
     def __setstate__(self, state):
-        model = onnx.load_from_string(state.pop("_onnx_bytes"))
-        consts = state.pop("_onnx_constants")
-        from onnx import numpy_helper
-        own = {}
-        for local in state["onnx_names"]:
-            own[state["onnx_names"][local]] = state[local]
-        for name, array in consts.items():
-            model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
-        for name, t in own.items():
-            model.graph.initializer.append(numpy_helper.from_array(t.numpy(), name))
+        model = onnx.load_from_string(state.pop("_onnx_meta"))
+        arrays = state.pop("_onnx_constants")
         self.__dict__.update(state)
+        own = {onnx_name: state[local] for local, onnx_name in state["onnx_names"].items()}
         device = next(iter(own.values())).device if own else _dev.cpu()
-        saved = {k: state[k] for k in state["onnx_names"]}
-        d = self.__dict__
-        d["_param_names"], d["_state_names"] = list(state["_param_names"]), \
-            list(state["_state_names"])
+        arrays.update({name: t.numpy() for name, t in own.items()})
+        from onnx import numpy_helper
+        model.graph.initializer.extend(numpy_helper.from_array(np.asarray(arrays[name]), name)
+                                       for name in state["_initializer_order"])
         graph = Graph(model.graph, opsets(model))
-        constants = {n: _tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
-                     for n, a in graph.initializers.items() if n not in own}
-        model.graph.ClearField("initializer")
-        d["_onnx_meta"] = _with_initializers(model, graph.initializers)
-        d["graph"] = graph
-        d["program"] = Program(graph, device, constants)
-        d["_device"] = device
-        d.update(saved)  # the very tensors that were pickled, so requires_grad etc. survive
+        constants = {name: _tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
+                     for name, a in graph.initializers.items() if name not in own}
+        self._adopt(model, graph, device, constants)
 
     def extra_repr(self):
         g = self.graph
         return (f"{len(g.nodes)} nodes, inputs {[v.name for v in g.inputs]}, "
                 f"outputs {[v.name for v in g.outputs]}")
-
-
-def _with_initializers(model, arrays):
-    from onnx import numpy_helper
-    for name, a in arrays.items():
-        model.graph.initializer.append(numpy_helper.from_array(np.asarray(a), name))
-    return model
 
 
 def _device(device):
