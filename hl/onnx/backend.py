@@ -75,6 +75,7 @@ def run_node(node, inputs, device=None, outputs_info=None, opset_version=None, *
             f"ONNX operator {n.op_type!r} (domain {n.domain or 'ai.onnx'!r}, opset {opset}) "
             f"in node '{n.name}' is not supported by hl")
     dev = _device(device)
+    n.device = dev
     xs = []
     inputs = list(inputs)
     for i, name in enumerate(n.inputs):

@@ -25,6 +25,8 @@ class Node:
         self.handler = handler
         self.training = False              # set by the runner for each run
         self.graph = None                  # the Graph this node belongs to (If/Loop read it)
+        self.device = None                 # where the program runs (set by Program): for
+        #                                    nodes with no input to take a device from
         self.attrs = {a.name: _decode(a) for a in proto.attribute}
 
     def attr(self, name, default=None):

@@ -23,6 +23,7 @@ class Program:
         self.device = device
         self.constants = dict(constants)  # name -> Tensor
         self.folded = set()
+        _place(graph, device)
         if fold:
             self._fold()
 
@@ -58,6 +59,16 @@ class Program:
             keep |= {n for n in self.graph.nodes[stop].outputs if n}
         return run_nodes(nodes, values, training, self.folded, self.graph.last_use,
                          None if keep_all else keep, eval_nodes)
+
+
+def _place(graph, device):
+    """Tells every node, subgraphs' nodes included, the device the program runs on."""
+    from .graph import Graph
+    for node in graph.nodes:
+        node.device = device
+        for value in node.attrs.values():
+            if isinstance(value, Graph):
+                _place(value, device)
 
 
 def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_nodes=()):

@@ -30,10 +30,7 @@ def _device(n, tensors=()):
     for t in tensors:
         if t is not None and hasattr(t, "device"):
             return t.device
-    for t in (n.scope or {}).values():
-        if hasattr(t, "device"):
-            return t.device
-    return get_default_device()
+    return n.device or get_default_device()
 
 
 class _Body:

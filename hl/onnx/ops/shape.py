@@ -466,10 +466,7 @@ def constant(n):
     elif key.startswith("value_int"):
         v = np.array(v, dtype=np.int64)
     _hl_dtype_name(n, v, "value")
-    # A Constant has no input to take a device from: use that of the values around it (the
-    # graph's initializers and inputs), else hl's default.
-    near = (t for t in (getattr(n, "scope", None) or {}).values() if hasattr(t, "device"))
-    return const(v, device=getattr(next(near, None), "device", None))
+    return const(v, device=n.device)  # no input to take a device from
 
 
 @onnx_op("Range")
