@@ -1,6 +1,7 @@
 """Small ONNX models built with onnx.helper for the tests, with their weights as numpy."""
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -59,3 +60,33 @@ def ort_run(model, feeds, extra_outputs=()):
     so.intra_op_num_threads = 1
     sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
+
+
+def check_grads(model, feeds, params, torch_fn, rtol, atol, train=False):
+    """Runs ``model`` (float64) through ONNXModel.forward, backpropagates sum(y * w) for a
+    random w, and compares the output and the gradients of the inputs ``feeds`` and of the
+    trainable initializers ``params`` ({ONNX name: array}) with ``torch_fn``'s under torch
+    autograd. Returns the ONNXModel."""
+    torch = pytest.importorskip("torch")
+    import hl
+    import hl.onnx
+    F = hl.autograd.functional
+    m = hl.onnx.ONNXModel(model)
+    m.train(train)
+    xs = {k: hl.tensor(v) for k, v in feeds.items()}
+    for t in xs.values():
+        t.requires_grad = True
+    y = m.forward(xs)[0]
+    w = np.random.default_rng(7).normal(size=y.shape)
+    F.sum(F.mul(y, hl.tensor(w))).backward()
+    local = {onnx_name: name for name, onnx_name in m.onnx_names.items()}
+    got = {k: xs[k].grad for k in feeds}
+    got.update({k: getattr(m, local[k]).grad for k in params})
+    ts = {k: torch.tensor(v, requires_grad=True) for k, v in {**feeds, **params}.items()}
+    want_y = torch_fn(**ts)
+    (want_y * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(y.numpy(), want_y.detach().numpy(), rtol=rtol, atol=atol)
+    for k, t in ts.items():
+        np.testing.assert_allclose(got[k].numpy(), t.grad.numpy(), rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of {k}")
+    return m

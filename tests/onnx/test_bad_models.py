@@ -4,7 +4,6 @@ per-family test modules)."""
 import os
 
 import numpy as np
-import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 

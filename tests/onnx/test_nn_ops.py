@@ -12,6 +12,8 @@ import hl
 import hl.onnx
 from hl import errors
 
+from ._models import check_grads
+
 GRAD_RTOL, GRAD_ATOL = 1e-6, 1e-8  # float64 throughout: only summation order differs
 F = hl.autograd.functional
 
@@ -48,30 +50,7 @@ def _rng(seed=0):
 
 
 def _check_grads(model, feeds, params, torch_fn, train=False):
-    """Runs ``model`` (float64) through ONNXModel.forward, backpropagates sum(y * w) for a
-    random w, and compares the output and the gradients of ``feeds`` and of the trainable
-    initializers ``params`` with ``torch_fn``'s under torch autograd."""
-    torch = pytest.importorskip("torch")
-    m = hl.onnx.ONNXModel(model)
-    m.train(train)
-    xs = {k: hl.tensor(v) for k, v in feeds.items()}
-    for t in xs.values():
-        t.requires_grad = True
-    y = m.forward(xs)[0]
-    w = _rng(7).normal(size=y.shape)
-    F.sum(F.mul(y, hl.tensor(w))).backward()
-    local = {onnx_name: name for name, onnx_name in m.onnx_names.items()}
-    got = {k: xs[k].grad for k in feeds}
-    got.update({k: getattr(m, local[k]).grad for k in params})
-    ts = {k: torch.tensor(v, requires_grad=True) for k, v in {**feeds, **params}.items()}
-    want_y = torch_fn(**ts)
-    (want_y * torch.tensor(w)).sum().backward()
-    np.testing.assert_allclose(y.numpy(), want_y.detach().numpy(), rtol=GRAD_RTOL,
-                               atol=GRAD_ATOL)
-    for k, t in ts.items():
-        np.testing.assert_allclose(got[k].numpy(), t.grad.numpy(), rtol=GRAD_RTOL,
-                                   atol=GRAD_ATOL, err_msg=f"gradient of {k}")
-    return m
+    return check_grads(model, feeds, params, torch_fn, GRAD_RTOL, GRAD_ATOL, train)
 
 
 # ---- convolutions ------------------------------------------------------------------------
