@@ -78,7 +78,7 @@ class ONNXModel(Module):
         d["_initializer_order"] = list(graph.initializers)
         graph.initializers = dict.fromkeys(graph.initializers)
         d["graph"] = graph
-        d["program"] = Program(graph, device, constants)
+        d["program"] = Program(graph, device, constants, fuse=not self._by_onnx)
         d["_device"] = device
         d["_built"] = True
 

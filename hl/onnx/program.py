@@ -18,7 +18,9 @@ NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLi
 
 
 class Program:
-    def __init__(self, graph, device, constants, fold=True):
+    def __init__(self, graph, device, constants, fold=True, fuse=False):
+        """``fuse``: every weight is a constant (inference), so Conv + BatchNormalization
+        pairs may run as one Conv (fuse.py) in plain runs."""
         self.graph = graph
         self.device = device
         self.constants = dict(constants)  # name -> Tensor
@@ -26,6 +28,14 @@ class Program:
         _place(graph, device)
         if fold:
             self._fold()
+        self.fused_nodes, self.fused_skip = None, set()
+        if fuse:
+            from . import fuse as _fuse
+            replace, self.fused_skip, extra = _fuse.conv_batchnorm(graph, self.constants,
+                                                                   self.folded)
+            if replace:
+                self.constants.update(extra)
+                self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
 
     def _fold(self):
         known = self.constants
@@ -53,11 +63,16 @@ class Program:
         if params:
             values.update(params)
         values.update(feeds)
-        nodes = self.graph.nodes if stop is None else self.graph.nodes[:stop + 1]
+        skip = self.folded
+        if self.fused_nodes is not None and stop is None and not keep and not keep_all \
+                and not training:
+            nodes, skip = self.fused_nodes, self.folded | self.fused_skip
+        else:  # intermediates asked for: the graph as written, so each keeps its meaning
+            nodes = self.graph.nodes if stop is None else self.graph.nodes[:stop + 1]
         keep = set(keep) | {o.name for o in self.graph.outputs}
         if stop is not None:
             keep |= {n for n in self.graph.nodes[stop].outputs if n}
-        return run_nodes(nodes, values, training, self.folded, self.graph.last_use,
+        return run_nodes(nodes, values, training, skip, self.graph.last_use,
                          None if keep_all else keep, eval_nodes)
 
 

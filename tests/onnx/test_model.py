@@ -264,3 +264,15 @@ def test_save_and_load_states_and_whole_model(tmp_path):
     back.eval()
     np.testing.assert_allclose(back.forward(hl.tensor(x))[0].numpy(), want, rtol=1e-6)
     assert back.onnx_names == m.onnx_names
+
+
+def test_inference_folds_batchnorm_into_the_conv_and_agrees_with_the_graph_as_written():
+    model, _ = small_cnn()
+    rep = hl.onnx.prepare(model)
+    program = rep.model.program
+    assert program.fused_nodes is not None and len(program.fused_skip) == 1  # conv1 + bn1
+    x = _x(3)
+    (fused,) = rep.run([x])
+    exact = rep.run([x], all_outputs=True)["logits"]  # intermediates: runs unfused
+    np.testing.assert_allclose(fused, exact, rtol=1e-5, atol=1e-6)
+    assert hl.onnx.ONNXModel(model).program.fused_nodes is None  # weights train: no folding

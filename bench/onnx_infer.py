@@ -1,0 +1,273 @@
+"""ONNX inference latency: hl.onnx beside onnxruntime on the model zoo's real-size models.
+
+    python bench/onnx_infer.py                          # ResNet-18, MobileNetV2, BERT, GPT-2
+    python bench/onnx_infer.py --only resnet18,gpt2 --batches 1 --repeat 5
+    python bench/onnx_infer.py --models DIR --threads 2
+
+The models are shared/onnx-zoo/make_zoo.py's real sizes (ImageNet ResNet-18 and MobileNetV2
+at 224x224, BERT-base question answering at 128 tokens, GPT-2 small at 64 tokens), opset 17,
+with seeded random weights. Missing ones are generated into --models (default
+~/.cache/hl-onnx-zoo-full) by `make_zoo.py --full`, which needs torchvision and transformers;
+that takes a minute or two and about 1 GB for the four.
+
+Both sides run the same file on the same inputs: hl through hl.onnx.prepare(path).run(feeds),
+onnxruntime through an InferenceSession with its default graph optimisations and
+intra_op_num_threads = --threads, inter_op_num_threads = 1; hl with hl.set_num_threads. Each
+(library, model, batch) runs in a process of its own (another library's idle threads would
+otherwise spin on the cores, see docs/performance.md), twice round the libraries (hl, ort, hl,
+ort); the figure is the median latency over both processes' timed runs, after warm-up runs.
+The first run's outputs of each side are compared: the "max err" column is the largest
+|hl - ort| / (1 + |ort|), a check that the two compute the same thing. "load s": seconds from
+the path to a ready model (hl.onnx.prepare; InferenceSession), the faster of the two processes.
+
+--profile adds, per model and batch, the time by operator type on each side (the sum over
+nodes of each node's fastest run): hl's by timing every node's handler, onnxruntime's from its
+own profiler (after its fusions, so e.g. BatchNormalization and Relu vanish into Conv).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from _common import setup
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZOO = os.environ.get("HL_ONNX_ZOO") or os.path.join(REPO, "..", "shared", "onnx-zoo")
+OPSET = 17
+MODELS = {  # name: (sequence length for text models, or None for images; description)
+    "resnet18": (None, "ResNet-18 224x224"),
+    "mobilenet_v2": (None, "MobileNetV2 224x224"),
+    "bert_squad": (128, "BERT-base QA, 128 tokens"),
+    "gpt2": (64, "GPT-2 small, 64 tokens"),
+}
+
+
+def model_path(folder, name):
+    return os.path.join(folder, f"{name}-op{OPSET}.onnx")
+
+
+def ensure_models(folder, names):
+    """Generates the models missing from ``folder`` with make_zoo.py --full."""
+    missing = [n for n in names if not os.path.isfile(model_path(folder, n))]
+    if not missing:
+        return
+    script = os.path.join(ZOO, "make_zoo.py")
+    if not os.path.isfile(script):
+        sys.exit(f"{missing} are not in {folder} and there is no {script} to make them "
+                 f"(set HL_ONNX_ZOO to the zoo's folder)")
+    os.makedirs(folder, exist_ok=True)
+    print(f"generating {missing} into {folder} (make_zoo.py --full) ...", flush=True)
+    # make_zoo.py writes a manifest.json for the models it made: keep it in a scratch folder
+    # so that making one model later does not leave a manifest naming only that one.
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        subprocess.run([sys.executable, script, "--full", "--out", tmp, "--opsets", str(OPSET),
+                        *missing], check=True)
+        for n in missing:
+            os.replace(model_path(tmp, n), model_path(folder, n))
+
+
+def make_feeds(path, name, batch):
+    """Inputs for the model's graph inputs: a normal image, or token ids in [3, 1000) with an
+    attention mask whose odd rows are padded on their last quarter, as make_zoo.py does."""
+    import numpy as np
+    import onnx
+    model = onnx.load(path, load_external_data=False)
+    seq = MODELS[name][0]
+    rng = np.random.default_rng(1)
+    feeds = {}
+    for spec in model.graph.input:
+        dims = [d.dim_value for d in spec.type.tensor_type.shape.dim]
+        if seq is None:
+            feeds[spec.name] = rng.standard_normal((batch, *dims[1:])).astype(np.float32)
+        elif spec.name == "input_ids":
+            feeds[spec.name] = rng.integers(3, 1000, (batch, seq)).astype(np.int64)
+        elif spec.name == "attention_mask":
+            m = np.ones((batch, seq), np.int64)
+            m[1::2, seq * 3 // 4:] = 0
+            feeds[spec.name] = m
+        else:  # token_type_ids: question, then context
+            t = np.zeros((batch, seq), np.int64)
+            t[:, seq // 3:] = 1
+            feeds[spec.name] = t
+    return feeds
+
+
+def op_times(lib, run, target, feeds, repeat):
+    """{op type: [seconds, nodes]}: each node's fastest of ``repeat`` runs, summed by type.
+    ``target`` is the BackendRep (hl), or the SessionOptions and path of onnxruntime's
+    session, remade here with its profiler on (so the timed runs ran without it)."""
+    best, kind = {}, {}
+    if lib == "hl":
+        for node in target.nodes:
+            def timed(n, *xs, _handler=node.handler):
+                t0 = time.perf_counter()
+                ys = _handler(n, *xs)
+                best[n.index] = min(best.get(n.index, 1e9), time.perf_counter() - t0)
+                kind[n.index] = n.op_type
+                return ys
+            node.handler = timed
+        for _ in range(repeat):
+            run()
+    else:
+        import onnxruntime as ort
+        so, path = target
+        so.enable_profiling = True
+        so.profile_file_prefix = os.path.join(tempfile.gettempdir(), "hl_bench_ort")
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        for _ in range(repeat + 1):
+            sess.run(None, feeds)
+        profile = sess.end_profiling()
+        with open(profile) as fh:
+            events = json.load(fh)
+        os.remove(profile)
+        for e in events:
+            if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+                best[e["name"]] = min(best.get(e["name"], 1e9), e["dur"] * 1e-6)
+                kind[e["name"]] = e["args"].get("op_name", "?")
+    out = {}
+    for key, t in best.items():
+        slot = out.setdefault(kind[key], [0.0, 0])
+        slot[0] += t
+        slot[1] += 1
+    return out
+
+
+def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False):
+    import numpy as np
+    feeds = make_feeds(path, name, batch)
+    t0 = time.perf_counter()
+    if lib == "hl":
+        import hl
+        import hl.onnx
+        hl.set_num_threads(threads)
+        rep = hl.onnx.prepare(path)
+
+        def run():
+            return rep.run(feeds)
+    else:
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+
+        def run():
+            return sess.run(None, feeds)
+    load_s = time.perf_counter() - t0
+    outs = run()
+    if save:
+        np.savez(save, *[np.asarray(o) for o in outs])
+    for _ in range(warmup - 1):
+        run()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    result = {"times": times, "load_s": load_s}
+    if profile:
+        result["ops"] = op_times(lib, run, rep if lib == "hl" else (so, path), feeds,
+                                 min(repeat, 5))
+    return result
+
+
+def max_err(a_file, b_file):
+    import numpy as np
+    with np.load(a_file) as a, np.load(b_file) as b:
+        return max(float(np.max(np.abs(a[k] - b[k]) / (1 + np.abs(b[k])))) for k in b.files)
+
+
+def run(args):
+    names = [n.strip() for n in args.only.split(",")] if args.only else list(MODELS)
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        sys.exit(f"unknown models {unknown}; choose from {list(MODELS)}")
+    ensure_models(args.models, names)
+    batches = [int(b) for b in args.batches.split(",")]
+    print(f"threads: {args.threads}   timed runs per process: {args.repeat} (after "
+          f"{args.warmup} warm-up), two processes per library; latency in ms, median (min)")
+    head = (f"{'model':27} {'batch':>5} {'hl ms':>16} {'ort ms':>16} {'hl/ort':>7} "
+            f"{'max err':>8} {'load s hl/ort':>13}")
+    print(head)
+    print("-" * len(head))
+    ratios = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            for batch in batches:
+                res = {lib: {"times": [], "load": []} for lib in ("hl", "ort")}
+                saved = {}
+                for round_ in range(2):
+                    for lib in ("hl", "ort"):
+                        save = os.path.join(tmp, f"{lib}.npz") if round_ == 0 else ""
+                        cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib,
+                               "--only", name, "--batches", str(batch), "--models", args.models,
+                               "--repeat", str(args.repeat), "--warmup", str(args.warmup),
+                               "--threads", str(args.threads), "--save", save]
+                        if args.profile and round_ == 0:
+                            cmd.append("--profile")
+                        out = subprocess.run(cmd, capture_output=True, text=True)
+                        if out.returncode != 0:
+                            sys.exit(f"{name} batch {batch}: the {lib} worker failed:\n"
+                                     f"{out.stderr[-3000:]}")
+                        r = json.loads(out.stdout.split("RESULT ", 1)[1])
+                        res[lib]["times"] += r["times"]
+                        res[lib]["load"].append(r["load_s"])
+                        if save:
+                            saved[lib] = save
+                        if "ops" in r:
+                            res[lib]["ops"] = r["ops"]
+                err = max_err(saved["hl"], saved["ort"])
+                med = {k: statistics.median(v["times"]) * 1e3 for k, v in res.items()}
+                low = {k: min(v["times"]) * 1e3 for k, v in res.items()}
+                ratios.append(med["hl"] / med["ort"])
+                print(f"{MODELS[name][1]:27} {batch:5d} {med['hl']:8.1f} ({low['hl']:5.1f})"
+                      f" {med['ort']:8.1f} ({low['ort']:5.1f}) {ratios[-1]:7.2f} {err:8.1e}"
+                      f" {min(res['hl']['load']):6.2f}/{min(res['ort']['load']):<6.2f}", flush=True)
+                if args.profile:
+                    print_ops(res["hl"]["ops"], res["ort"]["ops"])
+    print(f"geometric mean hl/ort: {statistics.geometric_mean(ratios):.2f}")
+
+
+def print_ops(hl_ops, ort_ops):
+    total = {"hl": sum(v[0] for v in hl_ops.values()), "ort": sum(v[0] for v in ort_ops.values())}
+    print(f"    {'op type':24} {'hl ms':>8} {'nodes':>5} {'ort ms':>8} {'nodes':>5}"
+          f"   (node sums: hl {total['hl'] * 1e3:.1f}, ort {total['ort'] * 1e3:.1f})")
+    for op in sorted(set(hl_ops) | set(ort_ops),
+                     key=lambda k: -max(hl_ops.get(k, [0])[0], ort_ops.get(k, [0])[0])):
+        h, o = hl_ops.get(op, [0.0, 0]), ort_ops.get(op, [0.0, 0])
+        if max(h[0], o[0]) < 0.01 * max(total.values()):
+            continue  # under 1% of either side's total
+        print(f"    {op:24} {h[0] * 1e3:8.2f} {h[1]:5d} {o[0] * 1e3:8.2f} {o[1]:5d}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=os.path.expanduser("~/.cache/hl-onnx-zoo-full"),
+                    help="folder of the real-size models (made there when missing)")
+    ap.add_argument("--only", help="comma-separated models: " + ", ".join(MODELS))
+    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--profile", action="store_true",
+                    help="also print the time by operator type on each side")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--save", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    setup(args.threads)
+    if args.worker:
+        r = worker(args.worker, model_path(args.models, args.only), args.only,
+                   int(args.batches), args.repeat, args.warmup, args.threads, args.save,
+                   args.profile)
+        print("RESULT " + json.dumps(r))
+        return 0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
