@@ -14,6 +14,11 @@
 #ifndef HL_OPS_H
 #define HL_OPS_H
 
+/* A backend may give tanh a faster float32 form (the CPU's, in elementwise.c). */
+#ifndef HL_TANH
+#define HL_TANH(v) tanh(v)
+#endif
+
 /* Unary ops on float32/float64 only. */
 #define HL_UNARY_FLOAT_OPS(X) \
     X(EXP, exp, unary, exp(x)) \
@@ -29,7 +34,7 @@
     X(ATAN, atan, unary, atan(x)) \
     X(SINH, sinh, unary, sinh(x)) \
     X(COSH, cosh, unary, cosh(x)) \
-    X(TANH, tanh, unary, tanh(x)) \
+    X(TANH, tanh, unary, HL_TANH(x)) \
     X(ASINH, asinh, unary, asinh(x)) \
     X(ACOSH, acosh, unary, acosh(x)) \
     X(ATANH, atanh, unary, atanh(x)) \
