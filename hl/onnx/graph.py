@@ -51,7 +51,7 @@ class Graph:
     def __init__(self, proto, opsets, outer_names=(), check_ops=True):
         self.proto = proto
         self.opsets = opsets
-        self.initializers = {t.name: numpy_helper.to_array(t) for t in proto.initializer}
+        self.initializers = {t.name: _read_initializer(t) for t in proto.initializer}
         for sp in proto.sparse_initializer:
             from .node import _sparse_to_dense
             self.initializers[sp.values.name] = _sparse_to_dense(sp)
@@ -159,6 +159,16 @@ class Graph:
             used |= _subgraph_free_names(n.proto)
         used |= {o.name for o in self.outputs}
         return used - made
+
+
+def _read_initializer(t):
+    """An initializer as a numpy array; data that does not fit its dims is an ONNXError."""
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - numpy and onnx raise several kinds
+        raise errors.ONNXError(
+            f"initializer {t.name!r} ({elem_type_name(t.data_type)} {list(t.dims)}) cannot be "
+            f"read: {e}") from None
 
 
 def _subgraph_free_names(proto):

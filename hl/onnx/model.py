@@ -28,7 +28,7 @@ from .._tensor import tensor as _tensor
 from ..autograd import Placeholder, no_grad
 from ..model import Module
 from .graph import Graph
-from .load import infer_shapes, load_model, opsets
+from .load import inferred_value_info, load_model, opsets, without_initializers
 from .program import Program, check_feeds
 
 
@@ -38,8 +38,11 @@ class ONNXModel(Module):
         initializer a constant (what prepare() does for inference: more folding, no
         parameters)."""
         super().__init__(name)
-        model = infer_shapes(load_model(onnx_model, check))
+        model = load_model(onnx_model, check)
         self._build(model, device, trainable)
+        known = {v.name for v in self._onnx_meta.graph.value_info}
+        self._onnx_meta.graph.value_info.extend(
+            v for v in inferred_value_info(model) if v.name not in known)
 
     def _build(self, model, device, trainable):
         d = self.__dict__
@@ -70,11 +73,8 @@ class ONNXModel(Module):
         forgets its numpy copies and the kept ModelProto (for export and pickling) has no
         initializer data."""
         d = self.__dict__
-        skeleton = onnx.ModelProto()
-        skeleton.CopyFrom(model)
-        skeleton.graph.ClearField("initializer")
-        skeleton.graph.ClearField("sparse_initializer")
-        d["_onnx_meta"] = skeleton
+        meta = without_initializers(model)
+        d["_onnx_meta"] = meta
         d["_initializer_order"] = list(graph.initializers)
         graph.initializers = dict.fromkeys(graph.initializers)
         d["graph"] = graph

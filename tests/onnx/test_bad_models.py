@@ -141,3 +141,12 @@ def test_a_kernel_error_names_the_node():
                [_vi("a", ["A"]), _vi("b", ["B"])], [_vi("y", ["C"])])
     with pytest.raises(errors.ShapeError, match="the_add"):
         hl.onnx.prepare(m).run([np.ones(3, np.float32), np.ones(4, np.float32)])
+
+
+def test_initializer_data_that_does_not_fit_its_dims():
+    w = numpy_helper.from_array(np.ones(4, np.float32), "w")
+    w.dims[:] = [5]  # claims 5 values, holds 4
+    m = _model([helper.make_node("Add", ["x", "w"], ["y"])], [_vi("x", [5])], [_vi("y", [5])],
+               inits=[w])
+    with pytest.raises(errors.ONNXError, match="'w'.*cannot be read"):
+        hl.onnx.prepare(m)
