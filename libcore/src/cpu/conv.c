@@ -14,7 +14,8 @@
  * the column matrix. OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is
  * never called from inside a parallel region (and runs on the same OpenMP threads, see
  * blas_threads.c).
- * 3x3 stride-1 float32 convolutions with enough channels go to winograd.c instead.
+ * 3x3 stride-1 float32 convolutions with enough channels go to winograd.c instead, and
+ * depthwise ones (one input channel per group) to a direct loop (conv_impl.h).
  */
 #include <cblas.h>
 

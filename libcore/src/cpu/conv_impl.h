@@ -167,10 +167,51 @@ static hl_status FN(buffers)(const char *op, const conv_geom *g, bool pw, tiling
     return st;
 }
 
+/* One output plane of a depthwise convolution (one input channel per group): for each tap,
+   the weight times the input rows it sees, added to the output rows (stride 1 vectorises).
+   im2col would copy each plane kh * kw times to multiply it by a one-row matrix. */
+HL_CLONES
+static void FN(depthwise_plane)(const conv_geom *g, const T *restrict xp, const T *wk, T b0,
+                                T *restrict yp) {
+    for (int64_t i = 0; i < g->P; i++) yp[i] = b0;
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        const int64_t offy = ky * g->dh - g->pt;
+        int64_t oy_lo, oy_hi;
+        valid_range(offy, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
+        for (int64_t kx = 0; kx < g->kw; kx++) {
+            const int64_t offx = kx * g->dw - g->pl;
+            int64_t ox_lo, ox_hi;
+            valid_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
+            const T wv = wk[ky * g->kw + kx];
+            for (int64_t oy = oy_lo; oy < oy_hi; oy++) {
+                const T *restrict xr = xp + (oy * g->sh + offy) * g->w + offx;
+                T *restrict yr = yp + oy * g->ow;
+                if (g->sw == 1)
+                    for (int64_t ox = ox_lo; ox < ox_hi; ox++) yr[ox] += wv * xr[ox];
+                else
+                    for (int64_t ox = ox_lo; ox < ox_hi; ox++) yr[ox] += wv * xr[ox * g->sw];
+            }
+        }
+    }
+}
+
+static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
+                                    T *y) {
+    const int64_t planes = g->n * g->c_out;
+#pragma omp parallel for schedule(static) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
+        FN(depthwise_plane)(g, x + (n * g->c_in + ci) * g->h * g->w, w + co * g->kh * g->kw,
+                            bias ? bias[co] : (T)0, y + pl * g->P);
+    }
+    return HL_OK;
+}
+
 static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, const T *bias,
                                   T *y) {
     const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
     if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
+    if (g->cg_in == 1 && g->groups > 1) return FN(conv_depthwise)(g, x, w, bias, y);
     const bool pw = FN(direct)(g);
     const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 2);
     scratch sc, sb;
