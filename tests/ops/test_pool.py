@@ -339,3 +339,18 @@ def test_max_pool_windows_inside_the_input_with_ties_and_nans(rng, k, s, hw):
     want_y, want_i = _np_max_pool_with_indices(x, k, s)
     np.testing.assert_array_equal(y.numpy(), want_y)
     np.testing.assert_array_equal(i.numpy(), want_i)
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", [((3, 3), (2, 2), (1, 1), (1, 1), False),
+                                          ((3, 2), (1, 2), (1, 0), (2, 1), True),
+                                          ((2, 2), (3, 3), (1, 1), (1, 1), True),
+                                          ((3, 3), (1, 1), (0, 0), (1, 1), False)])
+def test_max_pool_without_indices_equals_the_indexed_kernel(rng, k, s, p, d, ceil):
+    # inference asks for no indices and takes the tap-by-tap loop; it must give the values
+    # of the indexed loop (NaN wins, padding-only windows -inf, dilation, ceil_mode)
+    x = rng.normal(size=(2, 3, 9, 8)).astype(np.float32)
+    x[0, 1, 2, 2] = x[1, 2, 4, 5] = np.nan
+    with hl.no_grad():
+        plain = hl.max_pool2d(hl.tensor(x), k, s, p, d, ceil_mode=ceil)
+    indexed, _ = hl.max_pool2d(hl.tensor(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    np.testing.assert_array_equal(plain.numpy(), indexed.numpy())  # both kinds of NaN agree

@@ -8,14 +8,7 @@
 
 #include "../core.h"
 
-/* Hot loops (im2col and col2im, a fifth of a convolution's time; the Winograd transforms)
-   are compiled for AVX-512 and AVX2 too and picked at load time, since the default build
-   targets baseline x86-64. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define HL_CLONES
-#endif
+#include "parallel.h"  /* HL_CLONES */
 
 /* Geometry of one convolution, in the 2-D form (1-D has h = kh = 1). x is the conv's input
    (dx for grad_input), y its output (dy). */

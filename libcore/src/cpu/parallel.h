@@ -6,6 +6,15 @@
 #include <omp.h>
 #endif
 
+/* Hot loops (im2col and col2im, the Winograd transforms, the depthwise convolution and the
+   max pool's tap loop) are compiled for AVX-512 and AVX2 too and picked at load time, since
+   the default build targets baseline x86-64. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define HL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HL_CLONES
+#endif
+
 /* The most threads a parallel region started here would get. */
 static inline int hl_max_threads(void) {
 #ifdef _OPENMP

@@ -48,8 +48,47 @@ static void FN(max_pool_inside)(const pool_geom *g, const T *x, T *y, int64_t *i
     }
 }
 
+/* Without indices (inference): tap by tap, the running maximum of whole output rows, so the
+   inner loop is a vectorisable select. Same values as the loops here: a NaN tap wins, a
+   window of padding alone gives -inf. */
+HL_CLONES
+static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plane,
+                                      T *restrict yp) {
+    const int64_t OP = g->oh * g->ow;
+    for (int64_t i = 0; i < OP; i++) yp[i] = -INFINITY;
+    for (int64_t ty = 0; ty < g->kh; ty++) {
+        int64_t oy_lo, oy_hi;
+        out_range(ty * g->dh - g->pt, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
+        for (int64_t tx = 0; tx < g->kw; tx++) {
+            const int64_t offx = tx * g->dw - g->pl;
+            int64_t ox_lo, ox_hi;
+            out_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
+            for (int64_t oy = oy_lo; oy < oy_hi; oy++) {
+                const T *restrict xr = plane + (oy * g->sh + ty * g->dh - g->pt) * g->w + offx;
+                T *restrict yr = yp + oy * g->ow;
+                if (g->sw == 1)
+                    for (int64_t ox = ox_lo; ox < ox_hi; ox++) {
+                        const T v = xr[ox];
+                        yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
+                    }
+                else
+                    for (int64_t ox = ox_lo; ox < ox_hi; ox++) {
+                        const T v = xr[ox * g->sw];
+                        yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
+                    }
+            }
+        }
+    }
+}
+
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
     const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+    if (!idx) {
+#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
+        for (int64_t p = 0; p < g->planes; p++)
+            FN(max_pool_plane_values)(g, x + p * HW, y + p * OP);
+        return;
+    }
     if (g->dh == 1 && g->dw == 1 && g->pt == 0 && g->pl == 0 && g->oh > 0 && g->ow > 0 &&
         (g->oh - 1) * g->sh + g->kh <= g->h && (g->ow - 1) * g->sw + g->kw <= g->w) {
         FN(max_pool_inside)(g, x, y, idx);
