@@ -14,9 +14,12 @@
 #ifndef HL_OPS_H
 #define HL_OPS_H
 
-/* A backend may give tanh a faster float32 form (the CPU's, in elementwise.c). */
+/* A backend may give tanh and erf faster float32 forms (the CPU's, in elementwise.c). */
 #ifndef HL_TANH
 #define HL_TANH(v) tanh(v)
+#endif
+#ifndef HL_ERF
+#define HL_ERF(v) erf(v)
 #endif
 
 /* Unary ops on float32/float64 only. */
@@ -38,7 +41,7 @@
     X(ASINH, asinh, unary, asinh(x)) \
     X(ACOSH, acosh, unary, acosh(x)) \
     X(ATANH, atanh, unary, atanh(x)) \
-    X(ERF, erf, unary, erf(x)) \
+    X(ERF, erf, unary, HL_ERF(x)) \
     X(EXPM1, expm1, unary, expm1(x)) \
     X(LOG1P, log1p, unary, log1p(x)) \
     X(SIGMOID, sigmoid, unary, x >= 0 ? 1 / (1 + exp(-x)) : exp(x) / (1 + exp(x))) \
