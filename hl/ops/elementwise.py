@@ -1,5 +1,7 @@
 """Element-wise ops: every unary and binary kernel of the core, where, clip, and the
 numpy-style conveniences built from them (true and floor division, logical/bitwise ops)."""
+import math
+
 from .. import _core, errors
 from .. import dtypes as _dt
 from ._util import Tensor, _wrap, as_tensor, into, operands
@@ -174,7 +176,14 @@ def where(cond, a, b, out=None):
 
 
 def clip(x, min=None, max=None, out=None):  # noqa: A002
-    """x limited to [min, max] (either may be None)."""
+    """x limited to [min, max] (either may be None); min > max gives max everywhere."""
+    if isinstance(x, Tensor) and x._dtype.is_floating and x._dtype.name in ("float32", "float64") \
+            and all(b is None or (isinstance(b, (int, float)) and not isinstance(b, bool))
+                    for b in (min, max)):
+        # one pass of the core's clip instead of maximum, then minimum
+        lo = -math.inf if min is None else float(min)
+        hi = math.inf if max is None else float(max)
+        return _unary("clip", x, lo, hi, out=out)
     y = x
     if min is not None:
         y = maximum(y, min)  # noqa: F821

@@ -56,6 +56,7 @@
     X(SOFTPLUS, softplus, unary, x > 0 ? x + log1p(exp(-x)) : log1p(exp(x))) \
     X(SOFTSIGN, softsign, unary, x / (1 + fabs(x))) \
     X(HARD_SIGMOID, hard_sigmoid, unary, x == x ? fmax(0, fmin(1, p0 * x + p1)) : x) \
+    X(CLIP, clip, unary, (x < p0 ? p0 : x) > p1 ? p1 : (x < p0 ? p0 : x)) /* NaN stays */ \
     X(HARD_SWISH, hard_swish, unary, x * fmax(0, fmin(1, x / 6 + 0.5))) \
     X(MISH, mish, unary, x * tanh(x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)))) \
     X(FLOOR, floor, unary, floor(x)) \

@@ -103,6 +103,7 @@ UNARY = {
     "hard_sigmoid": (lambda x: np.clip(0.3 * x + 0.4, 0, 1), (-5, 5), "composite",
                      lambda t: hl.hard_sigmoid(t, 0.3, 0.4)),
     "hard_swish": (lambda x: x * np.clip(x / 6 + 0.5, 0, 1), (-5, 5), "composite"),
+    "clip": (lambda x: np.clip(x, -1.5, 2.0), (-5, 5), "exact", lambda t: hl.clip(t, -1.5, 2.0)),
     "mish": (lambda x: x * np.tanh(_softplus(x)), (-10, 10), "composite"),
     "floor": (np.floor, (-10, 10), "exact"),
     "ceil": (np.ceil, (-10, 10), "exact"),
