@@ -10,7 +10,10 @@ import numpy as np
 from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
-from .graph import elem_type_name
+from .graph import Graph, elem_type_name
+
+# How many input-shape signatures a program keeps the shape arithmetic of.
+SHAPE_SIGNATURES = 4
 
 # Not folded: their outputs change from run to run or with the training flag.
 NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -36,6 +39,7 @@ class Program:
             if replace:
                 self.constants.update(extra)
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
+        self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
 
     def _fold(self):
         known = self.constants
@@ -53,6 +57,26 @@ class Program:
                 if name and name in values:
                     known[name] = values[name]
             self.folded.add(node.index)
+
+    def _shape_only_nodes(self):
+        """Nodes whose outputs depend on the inputs' shapes alone: Shape and Size, and what
+        reads only their outputs and constants (the exporters' Gather/Unsqueeze/Concat chains
+        around Reshape and Expand, Range for positions, even the position-embedding Gather).
+        Their outputs are computed once per input-shape signature and kept (shape_values)."""
+        derived, nodes = set(self.constants), set()
+        for node in self.graph.nodes:
+            if node.index in self.folded or node.op_type in NO_FOLD or not node.outputs or \
+                    any(isinstance(v, Graph) for v in node.attrs.values()):
+                continue
+            reads = [n for n in node.inputs if n]
+            if node.op_type in ("Shape", "Size") or all(n in derived for n in reads):
+                nodes.add(node.index)
+                derived.update(n for n in node.outputs if n)
+        return nodes
+
+    def _shape_outputs(self):
+        return {n for node in self.graph.nodes if node.index in self.shape_nodes
+                for n in node.outputs if n}
 
     def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
             eval_nodes=()):
@@ -72,8 +96,25 @@ class Program:
         keep = set(keep) | {o.name for o in self.graph.outputs}
         if stop is not None:
             keep |= {n for n in self.graph.nodes[stop].outputs if n}
-        return run_nodes(nodes, values, training, skip, self.graph.last_use,
-                         None if keep_all else keep, eval_nodes)
+        signature = None
+        if self.shape_nodes and stop is None and not keep_all:
+            signature = tuple((k, tuple(v.shape), v.dtype.name) for k, v in sorted(feeds.items())
+                              if v is not None)
+            known = self.shape_values.get(signature)
+            if known is not None:  # the same shapes as before: reuse the shape arithmetic
+                values.update(known)
+                return run_nodes(nodes, values, training, skip | self.shape_nodes,
+                                 self.graph.last_use, keep, eval_nodes)
+        outputs = self._shape_outputs() if signature is not None else set()
+        values = run_nodes(nodes, values, training, skip, self.graph.last_use,
+                           None if keep_all else keep | outputs, eval_nodes)
+        if signature is not None:
+            if len(self.shape_values) >= SHAPE_SIGNATURES:  # the oldest signature goes
+                self.shape_values.pop(next(iter(self.shape_values)))
+            self.shape_values[signature] = {n: values[n] for n in outputs if n in values}
+            for n in outputs - keep:
+                values.pop(n, None)
+        return values
 
 
 def _place(graph, device):

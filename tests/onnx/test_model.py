@@ -276,3 +276,29 @@ def test_inference_folds_batchnorm_into_the_conv_and_agrees_with_the_graph_as_wr
     exact = rep.run([x], all_outputs=True)["logits"]  # intermediates: runs unfused
     np.testing.assert_allclose(fused, exact, rtol=1e-5, atol=1e-6)
     assert hl.onnx.ONNXModel(model).program.fused_nodes is None  # weights train: no folding
+
+
+def test_shape_arithmetic_is_computed_once_per_input_shape():
+    from onnx import TensorProto, helper, numpy_helper
+    # y = reshape(x, (shape(x)[0], -1)) + 1: the exporters' Shape/Gather/Unsqueeze/Concat chain
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["x", "shape"], ["r"]),
+             helper.make_node("Add", ["r", "one"], ["y"])]
+    inits = [numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "one")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "x", TensorProto.FLOAT, ["N", 2, "L"])], [helper.make_tensor_value_info(
+            "y", TensorProto.FLOAT, ["N", "M"])], inits)
+    rep = hl.onnx.prepare(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    program = rep.model.program
+    assert len(program.shape_nodes) == 4  # Shape, Gather, Unsqueeze, Concat
+    for shape in [(2, 2, 3), (2, 2, 3), (5, 2, 1), (2, 2, 3)]:
+        x = np.random.default_rng(0).normal(size=shape).astype(np.float32)
+        (y,) = rep.run([x])
+        np.testing.assert_array_equal(y, x.reshape(shape[0], -1) + 1)
+    assert len(program.shape_values) == 2  # one entry per input shape seen
