@@ -10,3 +10,22 @@ def setup(threads):
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(threads)
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_worker(script, args, what):
+    """Runs ``script`` again as a worker process (``python script *args``), each library is
+    timed in a process of its own, and returns the dict it printed after ``RESULT``. A
+    worker that fails ends the benchmark with its error output, naming ``what``."""
+    import json
+    import subprocess
+    out = subprocess.run([sys.executable, os.path.abspath(script)] + [str(a) for a in args],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{what}: the worker failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.split("RESULT ", 1)[1])
+
+
+def report(result):
+    """What a worker prints last: its result for run_worker."""
+    import json
+    print("RESULT " + json.dumps(result))

@@ -15,10 +15,8 @@ peak resident set (VmHWM, reset just before the save) over the size before it, a
 size of the tensors. "One extra copy" would be a ratio of 1.0.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
+from _common import report, run_worker  # noqa: E402
 
 MODELS = {"resnet18": ("resnet18_imagenet", (1, 3, 224, 224), "ResNet-18 (ImageNet)"),
           "cnn": ("cnn", (1, 1, 28, 28), "MNIST CNN")}
@@ -121,12 +120,8 @@ def run(args):
     for name in args.only.split(","):
         line = f"{MODELS[name][2]:22}"
         for lib in ("hl", "torch"):
-            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                                  "--only", name, "--dir", folder], capture_output=True,
-                                 text=True)
-            if out.returncode:
-                sys.exit(f"{lib} memory worker failed:\n{out.stderr[-2000:]}")
-            m = json.loads(out.stdout.split("RESULT ", 1)[1])
+            m = run_worker(__file__, ["--worker", lib, "--only", name, "--dir", folder],
+                           f"{lib} memory")
             line += (f"   {lib}: +{m['extra_mib']:6.1f} MiB for {m['tensor_mib']:5.1f} MiB of "
                      f"tensors ({m['extra_mib'] / m['tensor_mib']:.2f}x)")
         print(line)
@@ -141,7 +136,7 @@ def main():
     args = ap.parse_args()
     if args.worker:
         path = os.path.join(args.dir, f"mem-{args.worker}-{args.only}")
-        print("RESULT " + json.dumps(memory_worker(args.worker, args.only, path)))
+        report(memory_worker(args.worker, args.only, path))
         return 0
     run(args)
     return 0

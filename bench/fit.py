@@ -19,14 +19,12 @@ epoch of each process is warm-up) and calls.
 """
 import argparse
 import contextlib
-import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
-from _common import setup
+from _common import report, run_worker, setup
 
 BATCH = 64
 
@@ -147,15 +145,9 @@ def run(args):
     res = {lib: {} for lib in libs}
     for _ in range(2):
         for lib in libs:
-            cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib,
-                   "--samples", str(args.samples), "--epochs", str(args.epochs),
-                   "--calls", str(args.calls)] + \
-                  (["--threads", str(args.threads)] if args.threads else [])
-            out = subprocess.run(cmd, capture_output=True, text=True)
-            if out.returncode != 0:
-                print(f"{lib} worker failed:\n{out.stderr[-3000:]}")
-                sys.exit(1)
-            r = json.loads(out.stdout.split("RESULT ", 1)[1])
+            cmd = ["--worker", lib, "--samples", args.samples, "--epochs", args.epochs,
+                   "--calls", args.calls] + (["--threads", args.threads] if args.threads else [])
+            r = run_worker(__file__, cmd, lib)
             for k, v in r.items():
                 res[lib].setdefault(k, []).extend(v)
     med = {lib: {k: statistics.median(v) for k, v in r.items()} for lib, r in res.items()}
@@ -198,7 +190,7 @@ def main():
     setup(args.threads)
     if args.worker:
         fn = hl_worker if args.worker == "hl" else keras_worker
-        print("RESULT " + json.dumps(fn(args)))
+        report(fn(args))
         return 0
     run(args)
     return 0

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from _common import setup
+from _common import report, run_worker, setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = os.environ.get("HL_ONNX_ZOO") or os.path.join(REPO, "..", "shared", "onnx-zoo")
@@ -203,17 +203,13 @@ def run(args):
                 for round_ in range(2):
                     for lib in ("hl", "ort"):
                         save = os.path.join(tmp, f"{lib}.npz") if round_ == 0 else ""
-                        cmd = [sys.executable, os.path.abspath(__file__), "--worker", lib,
-                               "--only", name, "--batches", str(batch), "--models", args.models,
-                               "--repeat", str(args.repeat), "--warmup", str(args.warmup),
-                               "--threads", str(args.threads), "--save", save]
+                        cmd = ["--worker", lib, "--only", name, "--batches", batch,
+                               "--models", args.models, "--repeat", args.repeat,
+                               "--warmup", args.warmup, "--threads", args.threads,
+                               "--save", save]
                         if args.profile and round_ == 0:
                             cmd.append("--profile")
-                        out = subprocess.run(cmd, capture_output=True, text=True)
-                        if out.returncode != 0:
-                            sys.exit(f"{name} batch {batch}: the {lib} worker failed:\n"
-                                     f"{out.stderr[-3000:]}")
-                        r = json.loads(out.stdout.split("RESULT ", 1)[1])
+                        r = run_worker(__file__, cmd, f"{name} batch {batch}, {lib}")
                         res[lib]["times"] += r["times"]
                         res[lib]["load"].append(r["load_s"])
                         if save:
@@ -263,7 +259,7 @@ def main():
         r = worker(args.worker, model_path(args.models, args.only), args.only,
                    int(args.batches), args.repeat, args.warmup, args.threads, args.save,
                    args.profile)
-        print("RESULT " + json.dumps(r))
+        report(r)
         return 0
     run(args)
     return 0

@@ -16,14 +16,11 @@ peak resident set (VmHWM, reset before the first step) over its size before trai
 counts activations, gradients, optimiser slots and allocator caches alike for both libraries.
 """
 import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 
-from _common import setup
+from _common import report, run_worker, setup
 
 MODELS = {  # name: (batch, input shape, description)
     "cnn": (64, (1, 28, 28), "MNIST CNN, batch 64"),
@@ -217,15 +214,10 @@ def run(args):
         res = {lib: {"times": [], "mem": []} for lib in libs}
         for _ in range(2):
             for lib in libs:
-                out = subprocess.run(
-                    [sys.executable, os.path.abspath(__file__), "--worker", lib, "--only", name,
-                     "--steps", str(args.steps), "--warmup", str(args.warmup)] +
-                    (["--threads", str(args.threads)] if args.threads else []),
-                    capture_output=True, text=True)
-                if out.returncode != 0:
-                    print(f"{name}: {lib} worker failed:\n{out.stderr[-2000:]}")
-                    sys.exit(1)
-                r = json.loads(out.stdout.split("RESULT ", 1)[1])
+                r = run_worker(__file__, ["--worker", lib, "--only", name, "--steps", args.steps,
+                                          "--warmup", args.warmup] +
+                               (["--threads", args.threads] if args.threads else []),
+                               f"{name}, {lib}")
                 res[lib]["times"] += r["times"]
                 res[lib]["mem"].append(r["mem_mib"])
         batch = MODELS[name][0]
@@ -255,7 +247,7 @@ def main():
     setup(args.threads)
     if args.worker:
         r = worker(args.worker, args.only, args.steps, args.warmup, args.threads)
-        print("RESULT " + json.dumps(r))
+        report(r)
         return 0
     run(args)
     return 0
