@@ -21,6 +21,7 @@
 
 #include "../core.h"
 #include "conv.h"
+#include "out_range.h"
 
 /* The geometry of a call record (layout in api/conv.c). */
 static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
@@ -51,20 +52,6 @@ static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
 static bool is_pointwise(const conv_geom *g) {
     return g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->pt == 0 && g->pl == 0 &&
            g->oh == g->h && g->ow == g->w;
-}
-
-/* Output positions o in [0, count) whose input coordinate o * s + off lies in [0, size):
-   the range [*lo, *hi). */
-static void valid_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo,
-                        int64_t *hi) {
-    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t last = size - 1 - off;
-    int64_t b = last < 0 ? 0 : last / s + 1;
-    if (a > count) a = count;
-    if (b > count) b = count;
-    if (b < a) b = a;
-    *lo = a;
-    *hi = b;
 }
 
 /* Work is cut into tiles whose column buffer stays near a core's L2 cache per thread (so

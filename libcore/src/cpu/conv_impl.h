@@ -36,7 +36,7 @@ static void FN(im2col_row)(const conv_geom *g, const T *plane, T *restrict dst, 
     const int64_t H = g->h, W = g->w, ow = g->ow, sw = g->sw;
     const int64_t off = kx * g->dw - g->pl;
     int64_t lo, hi;
-    valid_range(off, sw, W, ow, &lo, &hi);
+    hl_out_range(off, sw, W, ow, &lo, &hi);
     for (int64_t oy = 0; oy < rows; oy++) {
         T *restrict d = dst + oy * ow;
         const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
@@ -78,7 +78,7 @@ static void FN(col2im_plane)(const conv_geom *g, const T *cols, int64_t ld, int6
             const T *src = cols + ((c * g->kh + ky) * g->kw + kx) * ld;
             const int64_t off = kx * g->dw - g->pl;
             int64_t lo, hi;
-            valid_range(off, sw, W, ow, &lo, &hi);
+            hl_out_range(off, sw, W, ow, &lo, &hi);
             for (int64_t oy = 0; oy < rows; oy++) {
                 const int64_t iy = (oy0 + oy) * g->sh - g->pt + ky * g->dh;
                 if (iy < 0 || iy >= H) continue;
@@ -177,11 +177,11 @@ static void FN(depthwise_plane)(const conv_geom *g, const T *restrict xp, const 
     for (int64_t ky = 0; ky < g->kh; ky++) {
         const int64_t offy = ky * g->dh - g->pt;
         int64_t oy_lo, oy_hi;
-        valid_range(offy, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
+        hl_out_range(offy, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
         for (int64_t kx = 0; kx < g->kw; kx++) {
             const int64_t offx = kx * g->dw - g->pl;
             int64_t ox_lo, ox_hi;
-            valid_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
+            hl_out_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
             const T wv = wk[ky * g->kw + kx];
             for (int64_t oy = oy_lo; oy < oy_hi; oy++) {
                 const T *restrict xr = xp + (oy * g->sh + offy) * g->w + offx;

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "../core.h"
+#include "out_range.h"
 #include "parallel.h"
 
 typedef struct {
@@ -48,20 +49,6 @@ static void tap_range(int64_t start, int64_t d, int64_t size, int64_t k, int64_t
 
 /* The divisor of the average at one output position: taps inside the padded input
    (count_include_pad) or inside the input. */
-/* Output positions o in [0, count) whose tap at input coordinate o * s + off lies in
-   [0, size): the range [*lo, *hi) (the max pool's tap-major loop). */
-static void out_range(int64_t off, int64_t s, int64_t size, int64_t count, int64_t *lo,
-                      int64_t *hi) {
-    int64_t a = off >= 0 ? 0 : (-off + s - 1) / s;
-    int64_t last = size - 1 - off;
-    int64_t b = last < 0 ? 0 : last / s + 1;
-    if (a > count) a = count;
-    if (b > count) b = count;
-    if (b < a) b = a;
-    *lo = a;
-    *hi = b;
-}
-
 static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t ylo, int64_t yhi,
                            int64_t xlo, int64_t xhi) {
     if (!g->count_include_pad) return (yhi - ylo) * (xhi - xlo);

@@ -58,11 +58,11 @@ static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plan
     for (int64_t i = 0; i < OP; i++) yp[i] = -INFINITY;
     for (int64_t ty = 0; ty < g->kh; ty++) {
         int64_t oy_lo, oy_hi;
-        out_range(ty * g->dh - g->pt, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
+        hl_out_range(ty * g->dh - g->pt, g->sh, g->h, g->oh, &oy_lo, &oy_hi);
         for (int64_t tx = 0; tx < g->kw; tx++) {
             const int64_t offx = tx * g->dw - g->pl;
             int64_t ox_lo, ox_hi;
-            out_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
+            hl_out_range(offx, g->sw, g->w, g->ow, &ox_lo, &ox_hi);
             for (int64_t oy = oy_lo; oy < oy_hi; oy++) {
                 const T *restrict xr = plane + (oy * g->sh + ty * g->dh - g->pt) * g->w + offx;
                 T *restrict yr = yp + oy * g->ow;
