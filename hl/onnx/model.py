@@ -78,6 +78,9 @@ class ONNXModel(Module):
         d["_initializer_order"] = list(graph.initializers)
         graph.initializers = dict.fromkeys(graph.initializers)
         d["graph"] = graph
+        d["_batchnorms"] = [n for n in graph.nodes if n.op_type == "BatchNormalization"]
+        d["_value_names"] = set(graph.initializers) | {v.name for v in graph.proto.input} | {
+            name for node in graph.nodes for name in node.outputs if name}  # aux_output's
         d["program"] = Program(graph, device, constants, fuse=not self._by_onnx)
         d["_device"] = device
         d["_built"] = True
@@ -134,9 +137,8 @@ class ONNXModel(Module):
         stop = self.node_index(last_layers)
         if isinstance(aux_output, str):
             aux_output = (aux_output,)
-        known = self._known_names()
         for name in aux_output:
-            if name not in known:
+            if name not in self._value_names:
                 raise errors.ValueError(f"{where}: aux_output {name!r} is no value of the "
                                         f"graph")
         values = self.program.run(feeds, self._params_by_onnx_name(), training, stop,
@@ -155,7 +157,7 @@ class ONNXModel(Module):
     def _placeholder_forward(self, inputs, last_layers, aux_output):
         """compile([hl.Placeholder(...)]): the parameters exist already; one run on zeros
         gives the output shapes."""
-        zeros = [_tensor(np.zeros(x.shape, dtype=x.dtype.numpy), device=self._device)
+        zeros = [_tensor(np.zeros(x.shape, dtype=x.dtype.np), device=self._device)
                  for x in inputs]
         with no_grad():
             outs = self._run(zeros, last_layers, aux_output, False, "compile")
@@ -167,9 +169,7 @@ class ONNXModel(Module):
         """BatchNormalization nodes whose scale and bias are both frozen. As in Keras, they
         run in inference mode while the model trains: a frozen body keeps its statistics."""
         frozen = set()
-        for node in self.graph.nodes:
-            if node.op_type != "BatchNormalization":
-                continue
+        for node in self._batchnorms:
             affine = [self._by_onnx.get(name) for name in node.inputs[1:3]]
             if all(a is not None and not getattr(self, a).requires_grad for a in affine):
                 frozen.add(node.index)
@@ -177,13 +177,6 @@ class ONNXModel(Module):
 
     def _params_by_onnx_name(self):
         return {onnx_name: getattr(self, local) for onnx_name, local in self._by_onnx.items()}
-
-    def _known_names(self):
-        g = self.graph
-        names = set(g.initializers) | {v.name for v in g.proto.input}
-        for node in g.nodes:
-            names |= {n for n in node.outputs if n}
-        return names
 
     # ---- freezing -----------------------------------------------------------------------
 
@@ -230,7 +223,7 @@ class ONNXModel(Module):
         state["_onnx_constants"] = {name: t.numpy() for name, t in
                                     self.initializer_values().items()
                                     if name not in self._by_onnx}
-        for k in ("graph", "program", "_device"):
+        for k in ("graph", "program", "_device", "_batchnorms", "_value_names"):
             state.pop(k)
         return state
 

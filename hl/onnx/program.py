@@ -40,6 +40,8 @@ class Program:
                 self.constants.update(extra)
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
+        self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
+                              for n in node.outputs if n}
 
     def _fold(self):
         known = self.constants
@@ -74,10 +76,6 @@ class Program:
                 derived.update(n for n in node.outputs if n)
         return nodes
 
-    def _shape_outputs(self):
-        return {n for node in self.graph.nodes if node.index in self.shape_nodes
-                for n in node.outputs if n}
-
     def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
             eval_nodes=()):
         """Runs the graph on ``feeds`` ({input name: Tensor}) and returns {name: Tensor} for
@@ -105,7 +103,7 @@ class Program:
                 values.update(known)
                 return run_nodes(nodes, values, training, skip | self.shape_nodes,
                                  self.graph.last_use, keep, eval_nodes)
-        outputs = self._shape_outputs() if signature is not None else set()
+        outputs = self.shape_outputs if signature is not None else set()
         values = run_nodes(nodes, values, training, skip, self.graph.last_use,
                            None if keep_all else keep | outputs, eval_nodes)
         if signature is not None:

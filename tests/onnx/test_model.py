@@ -302,3 +302,12 @@ def test_shape_arithmetic_is_computed_once_per_input_shape():
         (y,) = rep.run([x])
         np.testing.assert_array_equal(y, x.reshape(shape[0], -1) + 1)
     assert len(program.shape_values) == 2  # one entry per input shape seen
+
+
+def test_compile_with_placeholders_builds_a_subclass_head():
+    model, _ = small_cnn()
+    m = _Transfer(model)
+    out = m.forward(hl.Placeholder((4, 3, 8, 8)))
+    assert tuple(out.shape) == (4, 3)
+    m.compile([hl.Placeholder((4, 3, 8, 8))], is_train=False)
+    assert tuple(m.get_params()["head.W"].shape) == (6, 3)  # created from the cut's width
