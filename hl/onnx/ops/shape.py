@@ -12,10 +12,10 @@ import math
 import numpy as np
 
 from ... import errors
+from ..graph import ELEM_TYPES
 from . import onnx_op
 from ._util import MAX_ELEMENTS, F, axis_of, check_shape, const, np_dtype_of_onnx
 
-_HL_DTYPES = {"float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"}
 
 
 def _prod(xs):
@@ -42,7 +42,7 @@ def _attr_or_input(n, name, t, since):
 
 def _hl_dtype_name(n, a, what):
     name = str(np.asarray(a).dtype)
-    if name not in _HL_DTYPES:
+    if name not in ELEM_TYPES.values():  # the dtypes hl holds
         raise n.error(f"{what} has element type {name}, which hl cannot hold",
                       errors.UnsupportedError)
     return name
