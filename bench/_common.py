@@ -5,11 +5,12 @@ import sys
 
 def setup(threads):
     """Pins OpenMP / OpenBLAS / MKL to `threads` (before any library starts its pool) and
-    lets the scripts import hl from the checkout."""
+    lets the scripts import hl (src/) and the test helpers (tests/) from the checkout."""
     if threads:
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ[var] = str(threads)
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [os.path.join(root, "src"), root]
 
 
 def run_worker(script, args, what):

@@ -42,7 +42,7 @@ if __name__ == "__main__" and _threads_arg(sys.argv[1:]):
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
 
 import hl  # noqa: E402
 from hl import _core  # noqa: E402

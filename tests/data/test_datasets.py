@@ -12,7 +12,7 @@ import pytest
 import hl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DATA = os.path.join(ROOT, "hl", "data")
+DATA = os.path.join(ROOT, "src", "hl", "data")
 
 
 def _digest(*arrays):

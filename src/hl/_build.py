@@ -5,8 +5,8 @@ HL_CDEF_BEGIN and HL_CDEF_END), so the header and the binding cannot drift apart
 comes from the ``scipy-openblas32`` wheel: its headers, its library, and symbols with a
 ``scipy_`` prefix.
 
-Used by setuptools (``setup.py`` names ``hl/_build.py:ffibuilder``) and directly for a
-development build in place: ``python hl/_build.py``.
+Used by setuptools (``setup.py`` names ``src/hl/_build.py:ffibuilder``) and directly for a
+development build in place: ``python src/hl/_build.py``.
 
 Environment:
   HL_SANITIZE=1  build with AddressSanitizer and UBSan, and without the caching allocator
@@ -19,7 +19,8 @@ import re
 
 from cffi import FFI
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# src/hl/_build.py -> the repository root
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HEADER = os.path.join(ROOT, "libcore", "include", "hl_core.h")
 
 
@@ -52,7 +53,11 @@ def make_builder(absolute_paths=False):
     # (elementwise.c's float32 tanh); results are the same, bit for bit.
     cflags = ["-std=gnu11", "-O3", "-fopenmp", "-Wall", "-Wno-unused-function",
               "-fno-strict-aliasing", "-fwrapv", "-fno-trapping-math"]
-    ldflags = ["-fopenmp", "-Wl,-rpath," + libdir]
+    # No RUNPATH: the wheel's intended use is preloading. hl._core imports scipy_openblas32,
+    # which loads libscipy_openblas.so into the process before the extension, and the loader
+    # then satisfies the extension's DT_NEEDED entry by its soname. A RUNPATH would point into
+    # whatever directory the library sat in at build time (pip's temporary build env).
+    ldflags = ["-fopenmp"]
     if os.environ.get("HL_NATIVE") == "1":
         cflags.append("-march=native")
     if os.environ.get("HL_SANITIZE") == "1":
@@ -79,9 +84,9 @@ def make_builder(absolute_paths=False):
 ffibuilder = make_builder(absolute_paths=__name__ == "__main__")
 
 if __name__ == "__main__":
-    # In-place development build: the module lands in hl/.
+    # In-place development build: the module lands in src/hl/.
     ffibuilder.compile(tmpdir=os.path.join(ROOT, "build", "cffi"), verbose=False)
     built = glob.glob(os.path.join(ROOT, "build", "cffi", "hl", "_hl_core*.so"))
     for path in built:
-        os.replace(path, os.path.join(ROOT, "hl", os.path.basename(path)))
+        os.replace(path, os.path.join(ROOT, "src", "hl", os.path.basename(path)))
     print("built", [os.path.basename(p) for p in built])
