@@ -12,10 +12,23 @@
  * items must run at the same time. Where an OpenMP team of that size is not to be had (a
  * call from inside a parallel region, dynamic thread adjustment, a thread limit, a smaller
  * team than asked for), the missing items run on plain threads started for the call.
+ *
+ * Buffer slots. OpenBLAS runs item k as exec_threads(cpu, item), and an item that brings no
+ * packing buffer of its own (every item but the first of a GEMM, every item of a batched
+ * GEMM) packs into OpenBLAS's global per-"cpu" buffer blas_thread_buffer[cpu]. Passing the
+ * item's index as cpu, as OpenBLAS's own server does for its one caller at a time, made two
+ * BLAS calls from two application threads pack into the same buffers at once: wrong results
+ * (Winograd convolutions, whose batched GEMM has no item with its own buffer, were off in a
+ * third of the calls). Each call therefore takes distinct slots from a process-wide set for
+ * its items, and gives them back when its items are done; a call finding too few free slots
+ * waits for some. The slot count is OpenBLAS's MAX_THREADS, read from its configuration
+ * string (the size of blas_thread_buffer).
  */
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -30,6 +43,45 @@ typedef struct {
     bool started;
 } job;
 
+/* ---- buffer slots ------------------------------------------------------------------------ */
+
+#define MAX_SLOTS 64
+static pthread_mutex_t slot_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t slot_freed = PTHREAD_COND_INITIALIZER;
+static uint64_t slots_used;  /* bit k: slot k is some call's */
+static int slot_count = 1;   /* set at load from OpenBLAS's MAX_THREADS */
+
+/* n distinct free slots into out[] (lowest first, so few buffers are ever allocated). */
+static void take_slots(int n, int *out) {
+    pthread_mutex_lock(&slot_lock);
+    for (;;) {
+        int got = 0;
+        for (int k = 0; k < slot_count && got < n; k++)
+            if (!(slots_used >> k & 1)) out[got++] = k;
+        if (got == n) break;
+        pthread_cond_wait(&slot_freed, &slot_lock);
+    }
+    for (int i = 0; i < n; i++) slots_used |= (uint64_t)1 << out[i];
+    pthread_mutex_unlock(&slot_lock);
+}
+
+static void give_slots(int n, const int *slots) {
+    pthread_mutex_lock(&slot_lock);
+    for (int i = 0; i < n; i++) slots_used &= ~((uint64_t)1 << slots[i]);
+    pthread_cond_broadcast(&slot_freed);
+    pthread_mutex_unlock(&slot_lock);
+}
+
+/* OpenBLAS's MAX_THREADS (its configuration string says "MAX_THREADS=64"), at most 64. */
+static int openblas_max_threads(void) {
+    const char *cfg = scipy_openblas_get_config();
+    const char *at = cfg ? strstr(cfg, "MAX_THREADS=") : NULL;
+    int n = at ? atoi(at + strlen("MAX_THREADS=")) : 0;
+    return n < 1 ? 1 : n > MAX_SLOTS ? MAX_SLOTS : n;
+}
+
+/* ---- running the items --------------------------------------------------------------------- */
+
 static void *run_job(void *p) {
     job *j = p;
     j->dojob(j->index, j->item, j->data);
@@ -39,11 +91,11 @@ static void *run_job(void *p) {
 /* Starts items first .. n - 1 on threads of their own; an item whose thread cannot be
    started runs here and now (correct for the items that do not wait on others). */
 static job *start_items(openblas_dojob_callback dojob, int first, int n, size_t elsize,
-                        char *items, int data) {
+                        char *items, int data, const int *slot) {
     int count = n - first;
     job *jobs = calloc((size_t)(count > 0 ? count : 1), sizeof *jobs);
     for (int k = 0; k < count; k++) {
-        job j = {.dojob = dojob, .index = first + k, .data = data,
+        job j = {.dojob = dojob, .index = slot[first + k], .data = data,
                  .item = items + (size_t)(first + k) * elsize};
         if (!jobs) {
             run_job(&j);
@@ -63,12 +115,10 @@ static void join_items(job *jobs, int count) {
     free(jobs);
 }
 
-static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t elsize,
-                      void *items, int data) {
-    (void)sync;
-    char *base = items;
-    if (n <= 1) {
-        if (n == 1) dojob(0, base, data);
+static void run_slotted(openblas_dojob_callback dojob, int n, size_t elsize, char *base,
+                        int data, const int *slot) {
+    if (n == 1) {
+        dojob(slot[0], base, data);
         return;
     }
 #ifdef _OPENMP
@@ -77,18 +127,34 @@ static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t els
         {
             int i = omp_get_thread_num(), team = omp_get_num_threads();
             job *extra = NULL;
-            if (i == 0 && team < n) extra = start_items(dojob, team, n, elsize, base, data);
-            dojob(i, base + (size_t)i * elsize, data);
+            if (i == 0 && team < n) extra = start_items(dojob, team, n, elsize, base, data, slot);
+            dojob(slot[i], base + (size_t)i * elsize, data);
             if (i == 0 && team < n) join_items(extra, n - team);
         }
         return;
     }
 #endif
-    job *extra = start_items(dojob, 1, n, elsize, base, data);
-    dojob(0, base, data);
+    job *extra = start_items(dojob, 1, n, elsize, base, data, slot);
+    dojob(slot[0], base, data);
     join_items(extra, n - 1);
 }
 
+static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t elsize,
+                      void *items, int data) {
+    (void)sync;
+    if (n <= 0) return;
+    int slot[MAX_SLOTS];
+    /* more items than slots cannot happen (OpenBLAS never uses more threads than
+       MAX_THREADS); run them in rounds of slot_count if it ever did */
+    for (int first = 0; first < n; first += slot_count) {
+        int m = n - first < slot_count ? n - first : slot_count;
+        take_slots(m, slot);
+        run_slotted(dojob, m, elsize, (char *)items + (size_t)first * elsize, data, slot);
+        give_slots(m, slot);
+    }
+}
+
 __attribute__((constructor)) static void use_openmp_for_blas(void) {
+    slot_count = openblas_max_threads();
     scipy_openblas_set_threads_callback_function(run_items);
 }

@@ -11,13 +11,15 @@ the same target removes those whose writer is no longer running, and leaves alon
 writer that still is.
 
 Replacing a large file spends milliseconds freeing the old file's blocks inside the rename.
-The old file is therefore linked to a temporary name of the same kind first, and a background
-thread unlinks it after the rename (joined at exit; a process killed before it leaves a
-temporary file that the next save removes).
+The old file is therefore linked to a temporary name of the same kind first, and one
+background thread, shared by all saves, unlinks it after the rename: it is started on first
+use, takes paths from a queue and is drained at exit (a process killed before it leaves a
+temporary file that the next save removes). Nothing accumulates per save.
 """
 import atexit
 import contextlib
 import os
+import queue
 import re
 import secrets
 import threading
@@ -81,23 +83,45 @@ def _replace(tmp, target):
         doomed = None
     os.replace(tmp, target)
     if doomed is not None:
-        thread = threading.Thread(target=_unlink_quietly, args=(doomed,), daemon=True)
-        thread.start()
-        _unlinking.append(thread)
+        _unlinker.put(doomed)
 
 
-_unlinking = []  # threads still removing old files; joined at exit so none is left behind
+class _Unlinker:
+    """One daemon thread unlinking old files from a queue, started on first use (a thread per
+    save would keep a finished Thread object per save until exit)."""
+
+    def __init__(self):
+        self._queue = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def put(self, path):
+        self._queue.put(path)
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="hl-unlink",
+                                                 daemon=True)
+                self._thread.start()
+
+    def _run(self):
+        while True:
+            path = self._queue.get()
+            if path is None:
+                return
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def drain(self):
+        """Waits until every queued file is unlinked (at exit; and for tests)."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is not None and thread.is_alive():
+            self._queue.put(None)
+            thread.join()
 
 
-def _unlink_quietly(path):
-    with contextlib.suppress(OSError):
-        os.unlink(path)
-
-
-@atexit.register
-def _finish_unlinking():
-    while _unlinking:
-        _unlinking.pop().join()
+_unlinker = _Unlinker()
+atexit.register(_unlinker.drain)
 
 
 @contextlib.contextmanager

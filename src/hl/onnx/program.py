@@ -107,9 +107,12 @@ class Program:
         values = run_nodes(nodes, values, training, skip, self.graph.last_use,
                            None if keep_all else keep | outputs, eval_nodes)
         if signature is not None:
-            if len(self.shape_values) >= SHAPE_SIGNATURES:  # the oldest signature goes
-                self.shape_values.pop(next(iter(self.shape_values)))
-            self.shape_values[signature] = {n: values[n] for n in outputs if n in values}
+            # copy, change, swap: another thread may be reading or iterating the cache
+            cache = dict(self.shape_values)
+            if len(cache) >= SHAPE_SIGNATURES:  # the oldest signature goes
+                cache.pop(next(iter(cache)))
+            cache[signature] = {n: values[n] for n in outputs if n in values}
+            self.shape_values = cache
             for n in outputs - keep:
                 values.pop(n, None)
         return values
