@@ -112,7 +112,8 @@ hl_status hl_cpu_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
-    if (x->dtype == HL_F32 && hl_winograd_fits(&g))
+    if (x->dtype == HL_F32 && hl_winograd_fits(&g) &&
+        hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                    b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
     if (x->dtype == HL_F64)
@@ -127,7 +128,8 @@ hl_status hl_cpu_conv_grad_input(const hl_call *c) {
     hl_tensor *dx = c->out[0];
     conv_geom g;
     geom_from(c, dx, dy, w->shape, &g);
-    if (dy->dtype == HL_F32 && hl_winograd_fits(&g))
+    if (dy->dtype == HL_F32 && hl_winograd_fits(&g) &&
+        hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_grad_input(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
                                       b ? (const float *)hl_ptr(b) : NULL,
                                       (float *)hl_ptr(dx));

@@ -42,6 +42,9 @@ static inline void scratch_put(scratch *b) {
 
 /* Winograd F(2x2, 3x3), float32 (winograd.c). `fits` says whether a call may take it. */
 bool hl_winograd_fits(const conv_geom *g);
+/* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
+   cancellation would round at its own scale (winograd.c, "Precision"). */
+bool hl_winograd_weights_ok(const float *w, int64_t n);
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, float *y);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
