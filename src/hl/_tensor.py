@@ -397,6 +397,14 @@ class Tensor:
         setattr(Tensor, name, method)
         return method.__get__(self, Tensor)
 
+    def __setstate__(self, state):
+        """Never: a tensor pickles through __reduce__ (a copy of its values), so no pickle
+        hl writes sets a tensor's fields, and one that tries (a BUILD setting _dtype to a
+        wider type would make numpy() read past the storage) is refused."""
+        raise errors.UnsafeCheckpointError(
+            "a pickle tried to set a Tensor's internal fields; tensors are rebuilt from their "
+            "values only", global_name="hl._tensor.Tensor.__setstate__")
+
     def __reduce__(self):
         return (_rebuild, (np.array(self.cpu().numpy()), self._dtype.name, str(self.device),
                            self.requires_grad, self.stores_grad, self.name))

@@ -7,26 +7,16 @@ The file is an archive (archive.py) with three members:
                  every Tensor and numeric numpy array replaced by a reference ("persistent id")
     tensors.h5   the tensors and arrays, datasets t/0, t/1, ...
 
-**Loading is safe by default.** Unpickling can call any function a file names, so hl.load
-resolves each global through an allow-list, and refuses anything else with
-UnsafeCheckpointError naming it:
-- hl's own classes, and functions of hl's computing modules (activations stored as
-  attributes, initialisers, schedules): nothing in hl that writes files, reads paths or
-  reaches the C binding (hl._core, hl.checkpoint, hl.data, hl.demo), where only subclasses
-  of the extension points below are allowed (hl.demo's CNN);
-- builtin containers and numbers; numpy arrays, dtypes and scalars;
-- user subclasses of hl's extension points (Layer, and so Module; Optimizer, Schedule, Loss,
-  Metric), but only from modules the process has already imported: a file never causes an
-  import, since importing a module runs its code;
-- whatever the caller passes in ``allowed=[...]``.
-``trusted=True`` turns the allow-list off, for files the caller made.
+**Loading is safe by default**: with ``trusted=False`` the pickle runs on the restricted
+unpickler of unpickler.py (classes only, hl's own reconstruction paths, checked BUILDs), and
+every tensor comes from a reference to a dataset checked against the reference's dtype and
+shape and against its own stored size (archive.py) before any memory is allocated.
+``trusted=True`` uses Python's own unpickler, for files the caller made.
 """
-import builtins
 import io
 import json
 import pickle
-import sys
-import types
+import struct
 
 import numpy as np
 
@@ -36,24 +26,11 @@ from .. import dtypes as _dt
 from .._tensor import Tensor
 from . import archive
 from .states import read_into, stored_dtype
+from .unpickler import RestrictedUnpickler
 
 FORMAT = "hl.model"
 VERSION = 1
 MODEL_JSON, MODEL_PKL = "model.json", "model.pkl"
-
-_BUILTINS = frozenset({"dict", "list", "tuple", "set", "frozenset", "int", "float", "complex",
-                       "bool", "str", "bytes", "bytearray", "slice", "range"})
-_OTHER = frozenset({("collections", "OrderedDict"), ("collections", "deque"),
-                    ("collections", "defaultdict"), ("numpy", "dtype"), ("numpy", "ndarray"),
-                    ("numpy.core.multiarray", "_reconstruct"),
-                    ("numpy._core.multiarray", "_reconstruct"),
-                    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
-                    ("numpy.core.numeric", "_frombuffer"),
-                    ("numpy._core.numeric", "_frombuffer")})
-# hl modules whose globals a file may never name: the C binding and the build, and the code
-# that reads or writes files.
-_HL_DENIED = ("hl._core", "hl._build", "hl._hl_core", "hl.checkpoint", "hl.data", "hl.demo")
-
 
 # ---- saving -----------------------------------------------------------------------------
 
@@ -104,88 +81,17 @@ def save(obj, path, overwrite=True):
 
 # ---- loading ----------------------------------------------------------------------------
 
-def _extension_points():
-    from ..layers.layer import Layer
-    from ..losses import Loss
-    from ..metrics import Metric
-    from ..opt.optimizer import Optimizer
-    from ..opt.schedules import Schedule
-    return (Layer, Optimizer, Schedule, Loss, Metric)
+class _References:
+    """Loads the tensors and arrays model.pkl refers to, each once, checked against its
+    dataset."""
 
-
-def _resolve(module, qualname):
-    """module.qualname for an already imported module: a class (nested classes included) or
-    a module-level function; None otherwise. Methods are never returned: ``Module.save_states``
-    reached through its class would let a file call it on objects of its choosing."""
-    obj = sys.modules.get(module)
-    parts = qualname.split(".")
-    for i, part in enumerate(parts):
-        if obj is None or (i > 0 and not isinstance(obj, type)):
-            return None
-        obj = obj.__dict__.get(part) if isinstance(obj, (types.ModuleType, type)) else None
-    if isinstance(obj, type) or (isinstance(obj, types.FunctionType) and len(parts) == 1):
-        return obj
-    return None
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, reader, device, allowed, trusted):
-        super().__init__(file)
-        self.reader, self.device, self.trusted = reader, device, trusted
-        self.allowed = {}
-        for a in allowed:
-            if not hasattr(a, "__qualname__"):
-                raise errors.ValueError(f"hl.load: allowed= takes classes and functions, got "
-                                        f"{a!r}")
-            self.allowed[(a.__module__, a.__qualname__)] = a
+    def __init__(self, reader, device):
+        self.reader, self.device = reader, device
         self.loaded = {}
 
-    def find_class(self, module, name):
-        if self.trusted:
-            return super().find_class(module, name)
-        key = (module, name)
-        if key in self.allowed:
-            return self.allowed[key]
-        if module == "builtins" and name in _BUILTINS:
-            return getattr(builtins, name)
-        if key in _OTHER:
-            mod = sys.modules.get(module) or (np if module == "numpy" else None)
-            obj = getattr(mod, name, None) if mod is not None else None
-            if obj is not None:
-                return obj
-        if module == "numpy" and isinstance(getattr(np, name, None), type) and \
-                issubclass(getattr(np, name), np.generic):
-            return getattr(np, name)
-        if module == "hl" or module.startswith("hl."):
-            obj = _resolve(module, name)
-            if obj is not None and obj.__module__.split(".")[0] == "hl" and \
-                    not obj.__module__.startswith(_HL_DENIED) and \
-                    not module.startswith(_HL_DENIED) and obj.__qualname__ == name:
-                return obj
-            if isinstance(obj, type) and issubclass(obj, _extension_points()) and \
-                    obj.__qualname__ == name:
-                return obj  # a model class defined in a denied module (hl.demo's CNN)
-            self._refuse(module, name, "it is not one of hl's classes or computing functions")
-        if module not in sys.modules:
-            self._refuse(module, name, f"its module '{module}' is not imported, and loading "
-                                       f"never imports a module a file names (an import runs "
-                                       f"code). Import it yourself first if you trust it")
-        obj = _resolve(module, name)
-        if isinstance(obj, type) and issubclass(obj, _extension_points()):
-            return obj
-        self._refuse(module, name, "it is not on the allow-list")
-
-    def _refuse(self, module, name, why):
-        g = f"{module}.{name}"
-        raise errors.UnsafeCheckpointError(
-            f"hl.load: {self.reader.path}: refusing the global '{g}': {why}. hl.load allows "
-            f"hl's classes, builtin containers and numbers, numpy arrays and dtypes, and "
-            f"subclasses of hl.Layer / hl.Module (and Optimizer, Schedule, Loss, Metric) from "
-            f"imported modules. To allow it, pass allowed=[{name.split('.')[-1]}]; if you "
-            f"trust this file completely, pass trusted=True", global_name=g)
-
-    def persistent_load(self, pid):
-        if not isinstance(pid, tuple) or len(pid) < 2 or pid[0] not in ("tensor", "ndarray"):
+    def __call__(self, pid):
+        if not isinstance(pid, tuple) or len(pid) < 2 or pid[0] not in ("tensor", "ndarray") \
+                or type(pid[1]) is not int:
             raise self.reader.error(f"{MODEL_PKL} has an unknown tensor reference {pid!r}")
         index = pid[1]
         if index in self.loaded:
@@ -199,9 +105,15 @@ class _Unpickler(pickle.Unpickler):
             else:
                 _, _, dtype, shape = pid
                 expected = np.dtype(dtype)
+            shape = tuple(shape)
+            if not all(type(s) is int and s >= 0 for s in shape) or not isinstance(dtype, str) \
+                    or (pid[0] == "tensor" and not (
+                        isinstance(device, str) and type(requires_grad) is bool and
+                        type(stores_grad) is bool and (tname is None or isinstance(tname, str)))):
+                raise errors.ValueError("a field has the wrong type")
         except (ValueError, TypeError, errors.HLError) as e:
-            raise self.reader.error(f"{MODEL_PKL} has a bad tensor reference {pid!r} ({e})") \
-                from None
+            raise self.reader.error(f"{MODEL_PKL} has a bad tensor reference {pid!r:.200} "
+                                    f"({e})") from None
         if tuple(ds.shape) != tuple(shape) or ds.dtype != expected:
             raise self.reader.error(f"the dataset {name} is {ds.dtype}{list(ds.shape)}, but "
                                     f"{MODEL_PKL} expects {expected}{list(shape)}")
@@ -244,13 +156,22 @@ def load(path, device=None, allowed=(), trusted=False):
             raise r.error(f"written by a newer hl (model format version {meta.get('version')}, "
                           f"this hl reads up to {VERSION}); upgrade hl")
         data = r.read(MODEL_PKL)
-        u = _Unpickler(io.BytesIO(data), r, device, allowed, trusted)
+        refs = _References(r, device)
+        if trusted:
+            u = pickle.Unpickler(io.BytesIO(data))
+            u.persistent_load = refs
+        else:
+            u = RestrictedUnpickler(io.BytesIO(data), r, refs, allowed)
         try:
             return u.load()
-        except errors.HLError:
+        except errors.CheckpointError:
             raise
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, IndexError,
-                KeyError, TypeError, ValueError, OverflowError) as e:
-            raise r.error(f"{MODEL_PKL} cannot be unpickled ({type(e).__name__}: {e})") \
+        except errors.HLError as e:  # a check of an object's state, say: name the file
+            raise r.error(f"{MODEL_PKL} holds a bad object ({type(e).__name__}: {e})") \
                 from None
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError, LookupError,
+                TypeError, ValueError, ArithmeticError, RecursionError, MemoryError,
+                UnicodeError, struct.error) as e:
+            raise r.error(f"{MODEL_PKL} cannot be unpickled ({type(e).__name__}: "
+                          f"{str(e)[:200]})") from None
 

@@ -67,6 +67,7 @@ class ONNXModel(Module):
             self.onnx_names[local] = onnx_name
             self._by_onnx[onnx_name] = local
         self._adopt(model, graph, device, constants)
+    __setstate__.checks_its_state = True  # hl.load admits it: _check_pickled_state
 
     def _adopt(self, model, graph, device, constants):
         """Keeps the graph and its program. The weights live once, as hl tensors: the graph
@@ -228,7 +229,12 @@ class ONNXModel(Module):
         return state
 
     def __setstate__(self, state):
-        model = onnx.load_from_string(state.pop("_onnx_meta"))
+        _check_pickled_state(state)
+        try:
+            model = onnx.load_from_string(state.pop("_onnx_meta"))
+        except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and kin
+            raise errors.ONNXError(f"ONNXModel: the pickled graph is not a valid ONNX "
+                                   f"model ({type(e).__name__}: {e})") from None
         arrays = state.pop("_onnx_constants")
         self.__dict__.update(state)
         own = {onnx_name: state[local] for local, onnx_name in state["onnx_names"].items()}
@@ -282,3 +288,24 @@ def _batchnorm_stats(graph):
         if node.op_type == "BatchNormalization":
             names.update(n for n in node.inputs[3:5] if n in graph.initializers)
     return names
+
+
+def _check_pickled_state(state):
+    """What ONNXModel.__getstate__ writes, field by field (hl.load's unpickler admits
+    __setstate__ only with this check): the graph as bytes, constants as numeric arrays, the
+    parameter map from attribute names to tensors, and initializers that exist."""
+    from .._tensor import Tensor
+    ok = isinstance(state, dict) and isinstance(state.get("_onnx_meta"), bytes) and \
+        isinstance(state.get("_onnx_constants"), dict) and \
+        all(isinstance(k, str) and isinstance(v, np.ndarray) and v.dtype.kind in "biufc"
+            for k, v in state["_onnx_constants"].items()) and \
+        isinstance(state.get("onnx_names"), dict) and \
+        all(isinstance(k, str) and isinstance(v, str) and isinstance(state.get(k), Tensor)
+            for k, v in state["onnx_names"].items()) and \
+        isinstance(state.get("_initializer_order"), list)
+    if ok:
+        known = set(state["_onnx_constants"]) | set(state["onnx_names"].values())
+        ok = all(isinstance(n, str) and n in known for n in state["_initializer_order"])
+    if not ok:
+        raise errors.ONNXError("ONNXModel: the pickled state is not one ONNXModel writes "
+                               "(graph bytes, constant arrays, parameters, initializer order)")

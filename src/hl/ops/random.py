@@ -45,10 +45,16 @@ class Generator:
     def __setstate__(self, state):
         self._lock = threading.Lock()
         self.set_state(state)
+    __setstate__.checks_its_state = True  # hl.load's unpickler admits it (set_state checks)
 
     def set_state(self, state):
+        if not isinstance(state, dict) or \
+                any(type(state.get(k)) is not int or not 0 <= state[k] < 2 ** 64
+                    for k in ("seed", "offset")):
+            raise errors.ValueError(f"Generator.set_state: expected {{'seed': int, 'offset': "
+                                    f"int}} with values in [0, 2**64), got {state!r:.200}")
         with self._lock:
-            self.seed, self.offset = int(state["seed"]), int(state["offset"])
+            self.seed, self.offset = state["seed"], state["offset"]
 
 
 default_generator = Generator(0)

@@ -292,11 +292,28 @@ class Optimizer:
         return state
 
     def __setstate__(self, state):
-        pairs = state.pop("_keys")
+        """Checked (hl.load admits it): the parameter-key pairs and the slots must be what
+        __getstate__ writes, tensors keyed by strings."""
+        pairs = state.pop("_keys", None) if isinstance(state, dict) else None
+        if not isinstance(pairs, list) or not all(
+                isinstance(p, (tuple, list)) and len(p) == 2 and isinstance(p[0], Tensor) and
+                isinstance(p[1], str) for p in pairs) or \
+                not all(isinstance(k, str) for k in state):
+            raise errors.ValueError(f"{type(self).__name__}: a pickled optimiser's state must "
+                                    f"hold '_keys' as (tensor, name) pairs")
+        slots = state.get("_slots", {})
+        if not isinstance(slots, dict) or not all(
+                isinstance(k, str) and isinstance(v, dict) and
+                all(isinstance(n, str) and isinstance(t, (Tensor, int)) for n, t in v.items())
+                for k, v in slots.items()):
+            raise errors.ValueError(f"{type(self).__name__}: a pickled optimiser's slots must "
+                                    f"map parameter names to {{slot name: tensor}}")
         self.__dict__.update(state)
+        self._unchecked = set(self._slots)  # every slot's shape is checked before its use
         self._keys, self._owners = {}, {}
         for param, key in pairs:
             self._bind(param, key)  # slots meeting their parameter again are re-checked
+    __setstate__.checks_its_state = True
 
 
 def _restore(v):
