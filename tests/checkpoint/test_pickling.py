@@ -208,3 +208,99 @@ def test_wrong_kind_of_file(tmp_path):
     with pytest.raises(CheckpointError, match="hl.load"):
         built().load_states(tmp_path / "m.hl")
 
+
+
+# ---- functions, methods and object internals (issue 17) ----------------------------------
+
+def _proto2(*ops):
+    return b"\x80\x02" + b"".join(ops) + b"."
+
+
+def _global(module, name):
+    return b"c" + module.encode() + b"\n" + name.encode() + b"\n"
+
+
+@pytest.mark.parametrize("module, name", [
+    ("hl", "save"), ("hl", "load"), ("hl.v2.param_file", "save"), ("hl.onnx.export", "save"),
+    ("hl.onnx", "export"), ("hl.ops", "relu"), ("hl.layers.initializers", "he_uniform"),
+])
+def test_no_function_is_ever_called(tmp_path, module, name):
+    """hl.save / hl.load / file writers reached as module-level functions: refused by name."""
+    marker = tmp_path / "written"
+    model_file(tmp_path / "evil.hl", global_call(module, name, str(marker)))
+    with pytest.raises(UnsafeCheckpointError):
+        hl.load(tmp_path / "evil.hl")
+    assert not marker.exists()
+
+
+def test_classes_are_called_only_on_known_reconstruction_paths(tmp_path):
+    """A class admitted as a global still may not be called with a file's arguments."""
+    import hl.callbacks  # noqa: F401 - imported, so their classes are admitted as globals
+    import hl.onnx.model  # noqa: F401
+    for module, name in [("hl.onnx.model", "ONNXModel"), ("hl.callbacks", "ModelCheckpoint"),
+                         ("hl.layers.linear", "Linear")]:
+        model_file(tmp_path / "evil.hl", global_call(module, name, "/etc/passwd"))
+        with pytest.raises(UnsafeCheckpointError, match="REDUCE"):
+            hl.load(tmp_path / "evil.hl")
+
+
+def test_build_cannot_set_a_tensors_fields(tmp_path):
+    """The reported crash: a BUILD setting Tensor._dtype to float64 on a float32 tensor made
+    numpy() a view twice the size of the storage."""
+    m = built()
+    hl.save(m, tmp_path / "m.hl")
+    with zipfile.ZipFile(tmp_path / "m.hl") as z:
+        pkl = z.read("model.pkl")
+    # after the first tensor reference (BINPERSID 'Q'), BUILD it with {'_dtype': float64}
+    at = pkl.index(b"Q") + 1
+    evil = pkl[:at] + b"}" + b"X\x06\x00\x00\x00_dtype" + _global("hl.dtypes", "float64") + \
+        b"s" + b"b" + pkl[at:]
+    meta = {"format": "hl.model", "version": 1, "class": "x", "tensors": 0}
+    with archive.Reader(tmp_path / "m.hl") as r:
+        tensors = [(f"t/{k}", r.dataset(f"t/{k}")[()]) for k in r.tensors()["t"]]
+    archive.write(tmp_path / "evil.hl", {"model.json": json.dumps(meta).encode(),
+                                         "model.pkl": evil}, tensors)
+    with pytest.raises(UnsafeCheckpointError, match="BUILD"):
+        hl.load(tmp_path / "evil.hl")
+    t = hl.ones(3)
+    with pytest.raises(UnsafeCheckpointError):
+        t.__setstate__({"_dtype": hl.float64})
+    assert t.dtype is hl.float32
+
+
+@pytest.mark.parametrize("payload, match", [
+    # NEWOBJ of a Tensor: an object without a storage
+    (_proto2(_global("hl._tensor", "Tensor"), b")\x81"), "Tensor"),
+    # BUILD on a shared dtype singleton (would change float32's itemsize for everyone)
+    (_proto2(_global("hl.dtypes", "float32"), b"}X\x08\x00\x00\x00itemsizeK\x08sb"), "BUILD"),
+    (_proto2(_global("hl.dtypes", "float32"), b"N}X\x08\x00\x00\x00itemsizeK\x08s\x86b"),
+     "BUILD"),
+    # SETITEM on a non-container: would call its Python __setitem__
+    (_proto2(_global("hl.layers.containers", "Sequential"), b")\x81K\x00K\x01s"), "SETITEM"),
+    # a defaultdict whose factory is a class that would be called later
+    (_proto2(_global("collections", "defaultdict"), _global("hl.layers.linear", "Linear"),
+             b"\x85R"), "REDUCE"),
+    # an extension code
+    (b"\x80\x02\x82\x01.", "EXT"),
+    # an instance's own __setstate__, planted by a first BUILD
+    (_proto2(_global("hl.layers.core", "Flatten"), b")\x81}X\x0c\x00\x00\x00__setstate__",
+             _global("builtins", "print"), b"sb}b"), "print"),
+])
+def test_opcode_level_attacks_are_refused(tmp_path, payload, match):
+    model_file(tmp_path / "evil.hl", payload)
+    with pytest.raises(UnsafeCheckpointError, match=match):
+        hl.load(tmp_path / "evil.hl")
+    assert hl.float32.itemsize == 4
+
+
+@pytest.mark.parametrize("payload", [
+    b"\x80\x05\x8e" + (2 ** 62).to_bytes(8, "little") + b".",    # BINBYTES8 claiming 2**62
+    b"\x80\x05\x96" + (2 ** 62).to_bytes(8, "little") + b".",    # BYTEARRAY8
+    b"\x80\x05\x8d" + (2 ** 62).to_bytes(8, "little") + b".",    # BINUNICODE8
+    b"I" + b"9" * 5000 + b"\n.",                                  # a 5,000-digit integer
+    b"\x80\x02(" * 100000 + b".",
+])
+def test_resource_claims_give_a_checkpoint_error(tmp_path, payload):
+    model_file(tmp_path / "evil.hl", payload)
+    with pytest.raises(CheckpointError):
+        hl.load(tmp_path / "evil.hl")

@@ -67,7 +67,6 @@ class ONNXModel(Module):
             self.onnx_names[local] = onnx_name
             self._by_onnx[onnx_name] = local
         self._adopt(model, graph, device, constants)
-    __setstate__.checks_its_state = True  # hl.load admits it: _check_pickled_state
 
     def _adopt(self, model, graph, device, constants):
         """Keeps the graph and its program. The weights live once, as hl tensors: the graph
@@ -247,6 +246,7 @@ class ONNXModel(Module):
         constants = {name: _tensor(np.ascontiguousarray(a).reshape(a.shape), device=device)
                      for name, a in graph.initializers.items() if name not in own}
         self._adopt(model, graph, device, constants)
+    __setstate__.checks_its_state = True  # hl.load admits it: _check_pickled_state
 
     def extra_repr(self):
         g = self.graph
