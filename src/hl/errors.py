@@ -47,6 +47,12 @@ class CheckpointError(ValueError):  # hl.errors.ValueError: except ValueError ca
     value that cannot be stored. The message names the file and the problem."""
 
 
+class CheckpointIOError(CheckpointError, OSError):
+    """Writing or reading a checkpoint failed in the operating system (no permission, no
+    such folder, disk full). Both a CheckpointError and an OSError; the message names the
+    user's path, never hl's temporary file."""
+
+
 class UnsafeCheckpointError(CheckpointError):
     """A saved model whose pickle names a global outside hl.load's allow-list (os.system,
     eval, a module that would have to be imported...). ``.global_name`` is that name."""

@@ -16,6 +16,16 @@ zip directory at its end and is refused at once.
 
 Archives from other zip writers (a user who unpacked and re-zipped one, compressed) still load:
 the HDF5 member is then read through zipfile into memory.
+
+Hostile files (docs/checkpoints.md, "What trusted=False guarantees"). Before a member is read,
+its declared sizes are checked against the file's real size: no member may claim more than
+MAX_RATIO times its compressed size plus SLACK_BYTES (a zip bomb is refused having read
+nothing), and compressed sizes cannot exceed the file. Inside tensors.h5, every dataset is
+checked before a byte of it is read or a byte allocated for it (checked_dataset): stored in the
+file (contiguous, or chunked with every chunk allocated), no external storage, no virtual
+dataset, no filter but deflate, shuffle and Fletcher-32, a numeric dtype, and a size its stored
+bytes account for. Paths are walked link by link: soft and external links are refused. Any
+other exception while reading becomes a CheckpointError naming the file (Reader.__exit__).
 """
 import io
 import json
@@ -39,6 +49,14 @@ _ZIP64_LIMIT = 0xFFFFFFFF
 _DOS_DATE = (1 << 5) | 1    # 1980-01-01: archives are byte-for-byte reproducible
 _PAD_ID = 0x6C68            # extra-field id of the padding record ("hl"); readers skip it
 _CRC_IN_MEMORY = 1 << 16    # datasets from this size up are checksummed from memory
+
+# Limits on what a file may make hl allocate (settable: hl.checkpoint.archive.MAX_RATIO = ...).
+# Deflate reaches ~1000:1 on zeros; hl's own members are stored (1:1) and a re-zipped archive
+# of trained weights compresses ~1.1:1, so 16:1 beyond 16 MiB refuses only bombs.
+MAX_RATIO = 16
+SLACK_BYTES = 16 << 20
+_FILTERS = {h5py.h5z.FILTER_DEFLATE: "deflate", h5py.h5z.FILTER_SHUFFLE: "shuffle",
+            h5py.h5z.FILTER_FLETCHER32: "fletcher32"}
 
 
 # ---- writing -------------------------------------------------------------------------------
@@ -177,6 +195,7 @@ class Reader:
         self.path = os.fspath(path)
         self.what = what
         self._h5 = None
+        self._h5_size = None  # the bytes the HDF5 file has (its member's size)
         if not os.path.exists(self.path):
             raise errors.CheckpointError(f"{what}: {self.path}: no such file")
         if os.path.isdir(self.path):
@@ -200,6 +219,19 @@ class Reader:
                 raise self.error(f"the member {name!r} appears twice")
             self.infos[name] = info
         self.names = set(self.infos)
+        size = os.path.getsize(self.path)
+        for name, info in self.infos.items():
+            problem = None
+            if info.compress_size > size:
+                problem = f"claims {info.compress_size} compressed bytes in a {size}-byte file"
+            elif info.file_size > MAX_RATIO * info.compress_size + SLACK_BYTES:
+                problem = (f"claims to expand {info.compress_size} bytes to {info.file_size} "
+                           f"(more than {MAX_RATIO}:1 beyond {SLACK_BYTES >> 20} MiB: a zip "
+                           f"bomb, or a re-zip with extreme compression; store it uncompressed, "
+                           f"zip -0)")
+            if problem:
+                self.zip.close()
+                raise self.error(f"the member {name!r} {problem}")
 
     def error(self, problem):
         return errors.CheckpointError(f"{self.what}: {self.path}: {problem}")
@@ -221,7 +253,7 @@ class Reader:
     def json(self, name):
         try:
             value = json.loads(self.read(name))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as e:
             raise self.error(f"{name} is not valid JSON ({e})") from None
         if not isinstance(value, dict):
             raise self.error(f"{name} holds a {type(value).__name__}, not an object")
@@ -238,18 +270,30 @@ class Reader:
                         info.compress_type == zipfile.ZIP_STORED:
                     self._h5 = self._open_in_place(info)
                 else:
-                    self._h5 = h5py.File(io.BytesIO(self.read(TENSORS)), "r")
-            except OSError as e:
+                    data = self.read(TENSORS)
+                    self._h5_size = len(data)
+                    self._h5 = h5py.File(io.BytesIO(data), "r")
+            except (OSError, ValueError, RuntimeError) as e:
                 raise self.error(f"{TENSORS} is not a readable HDF5 file ({e})") from None
         return self._h5
 
     def dataset(self, name):
         """The dataset `name` of TENSORS (a light handle: shape, dtype, read_direct)."""
         h5 = self.tensors()
+        if not isinstance(name, str) or not name:
+            raise self.error(f"{TENSORS} has no dataset {name!r:.100}")
+        parts = name.strip("/").split("/")
         try:
-            return Dataset(h5py.h5d.open(h5.id, name.encode()))
-        except (KeyError, ValueError, OSError):
-            raise self.error(f"{TENSORS} has no dataset {name!r}") from None
+            for i in range(len(parts)):  # every step a hard link: no soft or external ones
+                kind = h5.id.links.get_info("/".join(parts[:i + 1]).encode()).type
+                if kind != h5py.h5l.TYPE_HARD:
+                    raise self.error(f"{TENSORS}: {'/'.join(parts[:i + 1])} is a "
+                                     f"{'soft' if kind == h5py.h5l.TYPE_SOFT else 'external'} "
+                                     f"link; hl archives hold datasets only")
+            dsid = h5py.h5d.open(h5.id, name.encode())
+        except (KeyError, ValueError, OSError, RuntimeError, UnicodeError):
+            raise self.error(f"{TENSORS} has no dataset {name!r:.100}") from None
+        return Dataset(checked_dataset(dsid, self._h5_size, self.error, name))
 
     def _data_offset(self, info):
         with open(self.path, "rb") as f:
@@ -274,6 +318,7 @@ class Reader:
         if crc != info.CRC:
             raise self.error(f"{TENSORS} is corrupted (its CRC-32 is {crc:08x}, the zip "
                              f"directory says {info.CRC:08x})")
+        self._h5_size = end
         h5 = h5py.File(self.path, "r")
         if h5.userblock_size != _USERBLOCK:  # HDF5 found its superblock somewhere else
             h5.close()
@@ -289,8 +334,66 @@ class Reader:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, kind, exc, tb):
         self.close()
+        if exc is not None and isinstance(exc, Exception) and \
+                not isinstance(exc, errors.HLError):
+            # the checks above cover what is known; whatever else a hostile file provokes
+            # still reaches the caller as a CheckpointError naming the file
+            raise self.error(f"the file is damaged or hostile ({type(exc).__name__}: "
+                             f"{str(exc)[:200]})") from None
+
+
+def checked_dataset(dsid, file_size, error, name):
+    """dsid (an h5py DatasetID) once it is known safe to read: stored in the file, no
+    external storage or virtual layout, known filters only, numeric, and no bigger than its
+    stored bytes allow. Raises error(...) otherwise, having read none of its data."""
+    try:
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        if layout == h5py.h5d.VIRTUAL or layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED):
+            raise error(f"the dataset {name} is {'virtual' if layout == h5py.h5d.VIRTUAL else 'compact'}; "
+                        f"hl reads only contiguous or chunked datasets stored in the file")
+        if dcpl.get_external_count():
+            raise error(f"the dataset {name} keeps its data in external files; refused")
+        filters = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+        unknown = [f for f in filters if f not in _FILTERS]
+        if unknown:
+            raise error(f"the dataset {name} uses the HDF5 filter(s) {unknown}; hl reads "
+                        f"{sorted(_FILTERS.values())} only")
+        dtype = dsid.dtype
+        if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
+            raise error(f"the dataset {name} holds {dtype}, not numbers")
+        shape = dsid.shape or ()
+        nbytes = dtype.itemsize
+        for s in shape:
+            nbytes *= int(s)
+        stored = dsid.get_storage_size()
+        if nbytes == 0:
+            return dsid
+        if layout == h5py.h5d.CONTIGUOUS:
+            offset = dsid.get_offset()
+            if stored != nbytes or offset is None or \
+                    (file_size is not None and offset + nbytes > file_size):
+                raise error(f"the dataset {name} is {nbytes} bytes ({dtype}{list(shape)}) but "
+                            f"the file stores {stored} for it")
+        else:
+            chunk = dcpl.get_chunk()
+            want = 1
+            for s, c in zip(shape, chunk):
+                want *= -(-int(s) // int(c))
+            if dsid.get_num_chunks() != want or \
+                    (not filters and stored < nbytes) or \
+                    nbytes > MAX_RATIO * stored + SLACK_BYTES or \
+                    (file_size is not None and stored > file_size):
+                raise error(f"the dataset {name} is {nbytes} bytes ({dtype}{list(shape)}) but "
+                            f"the file stores {stored} for it in {dsid.get_num_chunks()} of "
+                            f"its {want} chunks")
+        return dsid
+    except errors.HLError:
+        raise
+    except (ValueError, TypeError, OSError, RuntimeError, KeyError) as e:
+        raise error(f"the dataset {name} cannot be inspected ({e})") from None
 
 
 class Dataset:

@@ -133,7 +133,7 @@ def atomic_output(target, overwrite=True, what="save"):
     target = os.fspath(target)
     folder = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(folder):
-        raise errors.CheckpointError(f"{what}: {target}: the folder {folder} does not exist")
+        raise errors.CheckpointIOError(f"{what}: {target}: the folder {folder} does not exist")
     if os.path.isdir(target):
         raise errors.CheckpointError(f"{what}: {target} is a folder; give a file path")
     if not overwrite and os.path.exists(target):
@@ -141,17 +141,24 @@ def atomic_output(target, overwrite=True, what="save"):
     remove_stale_temporaries(target)
     tmp = _temp_name(os.path.abspath(target))
     try:
-        yield tmp
-        fsync_path(tmp)
-        if overwrite:
-            _replace(tmp, target)
-        else:
-            try:
-                os.link(tmp, target)  # fails if the target appeared since the check above
-            except FileExistsError:
-                raise errors.CheckpointError(
-                    f"{what}: {target} already exists (overwrite=False)") from None
-            os.unlink(tmp)
+        try:
+            yield tmp
+            fsync_path(tmp)
+            if overwrite:
+                _replace(tmp, target)
+            else:
+                try:
+                    os.link(tmp, target)  # fails if the target appeared since the check above
+                except FileExistsError:
+                    raise errors.CheckpointError(
+                        f"{what}: {target} already exists (overwrite=False)") from None
+                os.unlink(tmp)
+        except errors.HLError:
+            raise
+        except OSError as e:  # named after the target: the temporary file means nothing
+            raise errors.CheckpointIOError(
+                f"{what}: {target}: cannot write it "
+                f"({e.strerror or str(e).replace(tmp, target)})") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

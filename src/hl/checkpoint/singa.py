@@ -117,8 +117,10 @@ def save(module, path, aux_states=None, overwrite=True):
 
 def load(module, reader, strict=True):
     attrs = reader.json(STATES_ATTR)
+    data = reader.read(TENSOR_DICT)
+    _check_npz(data, reader)
     try:
-        npz = np.load(io.BytesIO(reader.read(TENSOR_DICT)), allow_pickle=False)
+        npz = np.load(io.BytesIO(data), allow_pickle=False)
         arrays = {k: npz[k] for k in npz.files}
     except (ValueError, OSError, zipfile.BadZipFile, EOFError) as e:
         raise reader.error(f"{TENSOR_DICT} is not a readable numpy archive ({e})") from None
@@ -149,6 +151,36 @@ def load(module, reader, strict=True):
         read_into(_ArrayDataset(arr), t)
     device = _device_of(targets)
     return _nest({k: Tensor(v, device=device) for k, v in aux.items()})
+
+
+def _check_npz(data, reader):
+    """Every array of the npz, before numpy allocates it from its header's shape: a numeric
+    dtype, and exactly the bytes its member holds, the member within the ratio limit."""
+    from .archive import MAX_RATIO, SLACK_BYTES
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as inner:
+            for info in inner.infolist():
+                if info.compress_size > len(data) or \
+                        info.file_size > MAX_RATIO * info.compress_size + SLACK_BYTES:
+                    raise reader.error(f"{TENSOR_DICT}: the member {info.filename!r} claims "
+                                       f"{info.file_size} bytes from {info.compress_size}")
+                with inner.open(info) as f:
+                    version = np.lib.format.read_magic(f)
+                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                                   else np.lib.format.read_array_header_2_0)
+                    shape, _, dtype = read_header(f, max_header_size=10000)
+                    header = f.tell()
+                nbytes = dtype.itemsize
+                for n in shape:
+                    nbytes *= int(n)
+                if dtype.kind not in "biuf" or dtype.hasobject or \
+                        nbytes != info.file_size - header:
+                    raise reader.error(f"{TENSOR_DICT}: {info.filename!r} declares "
+                                       f"{dtype}{list(shape)} ({nbytes} bytes) in "
+                                       f"{info.file_size - header} bytes of data")
+    except (ValueError, OSError, zipfile.BadZipFile, EOFError, TypeError,
+            SyntaxError) as e:
+        raise reader.error(f"{TENSOR_DICT} is not a readable numpy archive ({e})") from None
 
 
 class _ArrayDataset:
