@@ -75,19 +75,26 @@ def write(path, members, tensors, attrs=None, overwrite=True, what="save"):
                 ds = _create_dataset(h5, name, arr)
                 if arr.nbytes >= _CRC_IN_MEMORY:
                     regions.append((ds.get_offset(), arr.nbytes, _core.crc32(arr)))
-        with open(tmp, "r+b") as f:
-            size = f.seek(0, os.SEEK_END) - _USERBLOCK
-            crc = _member_crc(f, _USERBLOCK, size, regions)
-            f.seek(0)
-            entries = [(TENSORS, 0, crc, size)]
-            f.write(_local_header(TENSORS, crc, size, pad_to=_USERBLOCK))
-            f.seek(_USERBLOCK + size)
-            for name, data in members.items():
-                offset, crc = f.tell(), _core.crc32(data)
-                f.write(_local_header(name, crc, len(data)))
-                f.write(data)
-                entries.append((name, offset, crc, len(data)))
-            _write_directory(f, entries)
+        zip_around_hdf5(tmp, members, regions)
+
+
+def zip_around_hdf5(path, members, regions=()):
+    """Turns the HDF5 file at `path` (made with a 512-byte user block) into the archive: its
+    zip header into the user block, the `members` after it, the zip directory at the end.
+    `regions` are (offset, size, CRC-32) of dataset bytes whose checksum is known."""
+    with open(path, "r+b") as f:
+        size = f.seek(0, os.SEEK_END) - _USERBLOCK
+        crc = _member_crc(f, _USERBLOCK, size, regions)
+        f.seek(0)
+        entries = [(TENSORS, 0, crc, size)]
+        f.write(_local_header(TENSORS, crc, size, pad_to=_USERBLOCK))
+        f.seek(_USERBLOCK + size)
+        for name, data in members.items():
+            offset, crc = f.tell(), _core.crc32(data)
+            f.write(_local_header(name, crc, len(data)))
+            f.write(data)
+            entries.append((name, offset, crc, len(data)))
+        _write_directory(f, entries)
 
 
 _LINKS = h5py.h5p.create(h5py.h5p.LINK_CREATE)
