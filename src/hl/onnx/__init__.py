@@ -23,10 +23,22 @@ def to_onnx(*args, **kwargs):
     return _to_onnx(*args, **kwargs)
 
 
+def set_max_tensor_bytes(nbytes):
+    """Sets the largest tensor (in bytes) a node of an imported model may create (2 GiB by
+    default; docs/onnx.md, "Untrusted models"); returns the previous limit."""
+    from .ops import _util
+    if not isinstance(nbytes, int) or nbytes <= 0:
+        from .. import errors
+        raise errors.ValueError(f"set_max_tensor_bytes: expected a positive int, got "
+                                f"{nbytes!r}")
+    previous, _util.MAX_BYTES = _util.MAX_BYTES, nbytes
+    return previous
+
+
 def save(model, path):
     """Writes an onnx.ModelProto to ``path`` atomically (see export.save)."""
     from .export import save as _save
     return _save(model, path)
 
 __all__ = ["Backend", "BackendRep", "ONNXModel", "SONNXModel", "onnx_op", "prepare",
-           "run_model", "run_node", "save", "supported_ops", "to_onnx"]
+           "run_model", "run_node", "save", "set_max_tensor_bytes", "supported_ops", "to_onnx"]

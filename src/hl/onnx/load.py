@@ -1,11 +1,31 @@
 """Reading an ONNX model: from a path (with its external data, which must stay inside the
 model's folder) or a ModelProto; checking it with onnx.checker; running shape inference.
-Every failure is an hl error naming the file or the problem."""
+Every failure is an hl error naming the file or the problem: ``onnx_errors`` turns whatever
+else a malformed file provokes (bad UTF-8 in a name, a division by a zero attribute, data that
+does not fit its dims) into an ONNXError naming where it happened."""
+import contextlib
 import os
 
 import onnx
 
 from .. import errors
+
+
+# What a malformed model can make Python or numpy raise inside hl's importer and handlers.
+MALFORMED = (UnicodeError, ArithmeticError, ValueError, TypeError, IndexError, KeyError,
+             AttributeError, RecursionError, MemoryError)
+
+
+@contextlib.contextmanager
+def onnx_errors(where):
+    """Re-raises a non-hl exception from reading or running a model as an ONNXError."""
+    try:
+        yield
+    except errors.HLError:
+        raise
+    except MALFORMED as e:
+        raise errors.ONNXError(f"{where}: the model is malformed ({type(e).__name__}: "
+                               f"{str(e)[:300]})") from None
 
 
 def load_model(model, check=True):

@@ -28,7 +28,7 @@ from .._tensor import tensor as _tensor
 from ..autograd import Placeholder, no_grad
 from ..model import Module
 from .graph import Graph
-from .load import inferred_value_info, load_model, opsets, without_initializers
+from .load import inferred_value_info, load_model, onnx_errors, opsets, without_initializers
 from .program import Program, check_feeds
 
 
@@ -38,8 +38,10 @@ class ONNXModel(Module):
         initializer a constant (what prepare() does for inference: more folding, no
         parameters)."""
         super().__init__(name)
-        model = load_model(onnx_model, check)
-        self._build(model, device, trainable)
+        where = onnx_model if isinstance(onnx_model, str) else "ONNXModel"
+        with onnx_errors(repr(where)):
+            model = load_model(onnx_model, check)
+            self._build(model, device, trainable)
         known = {v.name for v in self._onnx_meta.graph.value_info}
         self._onnx_meta.graph.value_info.extend(
             v for v in inferred_value_info(model) if v.name not in known)

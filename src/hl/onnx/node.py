@@ -27,7 +27,7 @@ class Node:
         self.graph = None                  # the Graph this node belongs to (If/Loop read it)
         self.device = None                 # where the program runs (set by Program): for
         #                                    nodes with no input to take a device from
-        self.attrs = {a.name: _decode(a) for a in proto.attribute}
+        self.attrs = {a.name: _decode(a, self) for a in proto.attribute}
 
     def attr(self, name, default=None):
         return self.attrs.get(name, default)
@@ -86,14 +86,35 @@ class Node:
         return f"<Node {self.describe()}>"
 
 
-def _decode(a):
-    value = helper.get_attribute_value(a)
-    if a.type == onnx.AttributeProto.STRING:
-        return value.decode("utf-8")
-    if a.type == onnx.AttributeProto.STRINGS:
-        return [v.decode("utf-8") for v in value]
-    if a.type == onnx.AttributeProto.TENSOR:
-        return numpy_helper.to_array(value)
+def _decode(a, node):
+    """An attribute's value; a file's malformed one (bad UTF-8, tensor data that does not fit
+    its dims, a sparse tensor too big to densify) is an ONNXError naming the node."""
+    try:
+        value = helper.get_attribute_value(a)
+        if a.type == onnx.AttributeProto.STRING:
+            return value.decode("utf-8")
+        if a.type == onnx.AttributeProto.STRINGS:
+            return [v.decode("utf-8") for v in value]
+        if a.type == onnx.AttributeProto.TENSOR:
+            return numpy_helper.to_array(value)
+        if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+            from .ops._util import MAX_BYTES
+            dims = [int(d) for d in value.dims]
+            n = 1
+            for d in dims:
+                n *= max(d, 0)
+            if n * 8 > MAX_BYTES or any(d < 0 for d in dims):
+                raise errors.ONNXError(f"sparse dims {dims} exceed the tensor size limit")
+        return _plain(a, value)
+    except errors.HLError:
+        raise
+    except (UnicodeError, ValueError, TypeError, IndexError, KeyError, OverflowError,
+            MemoryError) as e:
+        raise errors.ONNXError(f"ONNX node {node.describe()}: attribute {a.name!r:.80} is "
+                               f"malformed ({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _plain(a, value):
     if a.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
         return list(value)
     if a.type == onnx.AttributeProto.SPARSE_TENSOR:

@@ -11,6 +11,7 @@ from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
 from .graph import Graph, elem_type_name
+from .load import MALFORMED
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
 SHAPE_SIGNATURES = 4
@@ -143,6 +144,9 @@ def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_no
             if str(e).startswith("ONNX node"):
                 raise
             raise type(e)(f"{node.describe()}: {e}") from e
+        except MALFORMED as e:  # an attribute or input no handler check caught
+            raise errors.ONNXError(f"ONNX node {node.describe()}: the node is malformed "
+                                   f"({type(e).__name__}: {str(e)[:300]})") from None
         finally:
             node.scope = None
         if not isinstance(ys, (tuple, list)):

@@ -7,14 +7,33 @@ from ... import errors
 from ..._tensor import tensor as _tensor
 from ...autograd import functional as F
 
-# The largest tensor an imported graph may ask a shape-making op (Reshape, Expand, Tile,
-# ConstantOfShape, Range, Resize...) to create, in elements: 2**31 float32 values are 8 GiB.
-# A crafted model asking for more gets an ONNXError instead of exhausting memory.
+# The largest tensor an imported graph may ask a shape-making op (Reshape, Expand, Tile, Pad,
+# ConstantOfShape, Range, Resize, OneHot, random draws...) to create, in bytes, and in
+# elements. Bytes count the widest dtype the node touches (its inputs' and its 'value'
+# attribute's; 8 when none is known), so a 2 x 1e9 int64 Pad is 16 GB, not 2e9 elements. A
+# crafted model asking for more gets an ONNXError instead of exhausting memory. Settable:
+# hl.onnx.set_max_tensor_bytes(n) (docs/onnx.md).
+MAX_BYTES = 2 << 30
 MAX_ELEMENTS = 2**31
 
 
+def _itemsize(n):
+    """The widest element a node works in: its inputs' dtypes and its 'value' attribute's."""
+    sizes = []
+    scope = n.scope or {}
+    for name in n.inputs:
+        t = scope.get(name) if name else None
+        if t is not None and hasattr(t, "dtype") and hasattr(t.dtype, "itemsize"):
+            sizes.append(int(t.dtype.itemsize))
+    value = n.attrs.get("value") if hasattr(n, "attrs") else None
+    if isinstance(value, np.ndarray):
+        sizes.append(value.dtype.itemsize)
+    return max(sizes) if sizes else 8
+
+
 def check_shape(n, shape, what="output"):
-    """Checks a shape a node asks for: no negative dimensions, not absurdly large."""
+    """Checks a shape a node asks for: no negative dimensions, within MAX_ELEMENTS and, at the
+    node's widest dtype, within MAX_BYTES."""
     shape = [int(s) for s in shape]
     if any(s < 0 for s in shape):
         raise n.error(f"{what} shape {tuple(shape)} has a negative dimension", errors.ShapeError)
@@ -24,6 +43,11 @@ def check_shape(n, shape, what="output"):
     if size > MAX_ELEMENTS:
         raise n.error(f"{what} shape {tuple(shape)} would hold {size:,} elements, more than "
                       f"hl.onnx.ops._util.MAX_ELEMENTS ({MAX_ELEMENTS:,})", errors.ShapeError)
+    nbytes = size * _itemsize(n)
+    if nbytes > MAX_BYTES:
+        raise n.error(f"{what} shape {tuple(shape)} would take {nbytes:,} bytes, more than "
+                      f"the limit of {MAX_BYTES:,} (hl.onnx.set_max_tensor_bytes raises it)",
+                      errors.ShapeError)
     return tuple(shape)
 
 
@@ -84,5 +108,5 @@ def np_dtype_of_onnx(n, elem_type):
     return name
 
 
-__all__ = ["F", "HALF", "MAX_ELEMENTS", "axis_of", "check_shape", "const", "np_dtype_of_onnx",
+__all__ = ["F", "HALF", "MAX_BYTES", "MAX_ELEMENTS", "axis_of", "check_shape", "const", "np_dtype_of_onnx",
            "prod", "via_float32"]

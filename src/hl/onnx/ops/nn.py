@@ -439,10 +439,18 @@ def average_pool(n, x):
     return F.div(total, const(counts.reshape([1, 1] + out), like=x, dtype=x.dtype.np))
 
 
+def _lp_order(n):
+    p = n.attr("p", 2)
+    if not isinstance(p, int) or p <= 0:
+        raise n.error(f"p must be a positive integer (the norm's order), got {p!r}",
+                      errors.ValueError)
+    return p
+
+
 @onnx_op("LpPool")
 def lp_pool(n, x):
     kernel, strides, dil, pads, out, extra, ceil = _pool_geometry(n, x, n.opset >= 18)
-    p = n.attr("p", 2)
+    p = _lp_order(n)
     if not x.dtype.is_floating:
         raise n.error(f"needs a floating-point input, got {x.dtype.name}", errors.DTypeError)
     if 0 in out or x.size == 0:
@@ -470,7 +478,7 @@ def global_max_pool(n, x):
 @onnx_op("GlobalLpPool")
 def global_lp_pool(n, x):
     _spatial_input(n, x)
-    p = n.attr("p", 2)
+    p = _lp_order(n)
     axes = tuple(range(2, x.ndim))
     if p == 2:
         return F.sqrt(F.sum(F.square(x), axis=axes, keepdims=True))
