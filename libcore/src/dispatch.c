@@ -98,7 +98,8 @@ const char *hl_device_str(hl_device d) {
     char *buf = ring[next++ & 3];
     static const char *const kinds[] = {"cpu", "cuda", "meta"};
     const char *kind = d.kind >= 0 && d.kind < HL_DEVICE_KINDS ? kinds[d.kind] : "?";
-    if (d.kind == HL_DEVICE_CUDA) snprintf(buf, sizeof ring[0], "%s:%d", kind, d.index);
+    if (d.kind == HL_DEVICE_CUDA || d.index != 0)
+        snprintf(buf, sizeof ring[0], "%s:%d", kind, d.index);
     else snprintf(buf, sizeof ring[0], "%s", kind);
     return buf;
 }

@@ -24,13 +24,13 @@
    floating-point dtype the device computes the op in. */
 static hl_status check_dst(const char *op, int code, const hl_tensor *dst, bool float_only) {
     if (!dst) return hl_fail(HL_ERR_VALUE, "%s: tensor is NULL", op);
+    hl_status st = hl_check_op_dtype(op, code, dst->storage->device, "tensor", dst);
+    if (st) return st;
     bool is_float = dst->dtype == HL_F32 || dst->dtype == HL_F64 || dst->dtype == HL_F16 ||
                     dst->dtype == HL_BF16;
     if (float_only && !is_float)
         return hl_fail(HL_ERR_DTYPE, "%s: needs a floating-point tensor, got %s; draw in "
                        "float32 and cast", op, hl_desc(dst));
-    hl_status st = hl_check_op_dtype(op, code, dst->storage->device, "tensor", dst);
-    if (st) return st;
     st = hl_check_writable(op, "the tensor", dst);
     if (st) return st;
     if (!hl_tensor_is_contiguous(dst))

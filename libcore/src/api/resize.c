@@ -61,13 +61,14 @@ hl_status hl_resize(const hl_tensor *x, const int64_t *out_shape, const double *
         return hl_fail(HL_ERR_VALUE, "resize: out_shape is NULL for %s", hl_desc(x));
     hl_status st = check_args("resize", nd, scales, mode, coord, nearest);
     if (st) return st;
-    /* nearest moves elements (any dtype the device computes resize in); linear interpolates,
-       so it needs a floating-point dtype */
+    /* nearest moves elements (any dtype the device moves); linear interpolates, so it needs
+       a floating-point dtype the device does arithmetic in */
     bool is_float = x->dtype == HL_F32 || x->dtype == HL_F64 || x->dtype == HL_F16 ||
                     x->dtype == HL_BF16;
     if (mode == 1 && !is_float)
         return hl_fail(HL_ERR_DTYPE, "resize: linear mode needs a floating-point tensor, got "
                        "%s; cast first", hl_desc(x));
+    if (mode == 1 && (st = hl_check_compute_dtype("resize", x->storage->device, x))) return st;
     if ((st = hl_check_op_dtype("resize", HL_OP_RESIZE, x->storage->device, "tensor", x)))
         return st;
     if ((st = check_sizes("resize", nd, x->shape, out_shape))) return st;

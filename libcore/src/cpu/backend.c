@@ -74,6 +74,6 @@ const hl_backend hl_cpu_backend = {
     .raw_free = cpu_free,
     .memcpy = cpu_memcpy,
     .set_num_threads = cpu_set_num_threads,
-    .op_dtypes = {HL_OPS(HL_CPU_DTYPES_ROW)},
+    .op_dtypes = {HL_OPS(HL_CPU_DTYPES_ROW) HL_CPU_DTYPES_OVERRIDES},
     .kernels = {HL_OPS(KERNEL_ROW)},
 };

@@ -50,10 +50,13 @@ enum {
 #define DTYPES_concat CPU_COPY
 #define DTYPES_pad CPU_COPY
 #define DTYPES_tile CPU_COPY
-#define DTYPES_resize CPU_ALL
+#define DTYPES_resize CPU_COPY  /* nearest moves any dtype; linear: see api/resize.c */
 #define DTYPES_resize_grad F32_F64
-#define DTYPES_random CPU_ALL
+#define DTYPES_random F32_F64
 
 #define HL_CPU_DTYPES_ROW(NAME, name, family, ...) [HL_OP_##NAME] = DTYPES_##family,
+/* Ops whose dtypes differ from their family's (later designators override earlier ones):
+   a Bernoulli draw writes 0 or 1, which every dtype holds. */
+#define HL_CPU_DTYPES_OVERRIDES [HL_OP_RANDOM_BERNOULLI] = CPU_COPY,
 
 #endif /* HL_CPU_OP_DTYPES_H */

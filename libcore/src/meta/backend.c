@@ -31,6 +31,6 @@ const hl_backend hl_meta_backend = {
     .device_count = meta_device_count,
     .has_memory = false,
     .host_visible = false,
-    .op_dtypes = {HL_OPS(HL_CPU_DTYPES_ROW)},
+    .op_dtypes = {HL_OPS(HL_CPU_DTYPES_ROW) HL_CPU_DTYPES_OVERRIDES},
     .kernels = {HL_OPS(META_ROW)},
 };
