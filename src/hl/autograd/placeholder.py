@@ -9,6 +9,9 @@ the placeholder stands for. Real tensors that meet a placeholder in an op (a lay
 take part as meta tensors of their shape (`Function.__call__`), and what comes out is again a
 placeholder for the same device.
 """
+import contextlib
+import threading
+
 from .. import _core, errors
 from .. import devices as _dev
 from .. import dtypes as _dt
@@ -132,6 +135,32 @@ def follow(t, like):
     """t as a placeholder for like's device when like is a placeholder (an op's second result
     kept on the op object: batch norm's statistics, max pooling's indices), else t."""
     return adopt(t, like._target) if like.__class__ is Placeholder and t is not None else t
+
+
+_compile = threading.local()
+
+
+@contextlib.contextmanager
+def standing_in_for(device):
+    """While Module.compile runs forward on placeholders for `device`: a layer whose input
+    reached it as a plain meta tensor (an op outside autograd's Functions drops the
+    placeholder's device) still creates its parameters on `device`, never on meta."""
+    prev = getattr(_compile, "device", None)
+    _compile.device = device
+    try:
+        yield
+    finally:
+        _compile.device = prev
+
+
+def initialize_inputs(xs):
+    """What a layer's initialize() sees: xs, with plain meta tensors made placeholders for the
+    device compile stands in for (see standing_in_for)."""
+    device = getattr(_compile, "device", None)
+    if device is None:
+        return xs
+    return tuple(adopt(x, device) if isinstance(x, Tensor) and x.__class__ is not Placeholder
+                 and _core.device_of(x._h)[0] == _META else x for x in xs)
 
 
 def is_placeholder(x):
