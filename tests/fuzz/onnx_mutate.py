@@ -41,11 +41,13 @@ def _flip_bytes(data, rng):
     data = bytearray(data)
     for _ in range(rng.randint(1, 8)):
         pos = rng.randrange(len(data))
-        data[pos] = rng.randrange(256) if rng.random() < 0.7 else data[pos] ^ (1 << rng.randrange(8))
+        flip = data[pos] ^ (1 << rng.randrange(8))
+        data[pos] = rng.randrange(256) if rng.random() < 0.7 else flip
     return bytes(data)
 
 
 _BAD_UTF8_MARK = b"\x01BADUTF\x01"
+_BAD_UTF8 = b"\xff\xfe\xc3(\x80\xff\xc0\xaf"  # as long as the mark: lengths stay valid
 
 
 def _structured(model, rng):
@@ -107,7 +109,7 @@ def make_case(name, seed):
     model = onnx.load_from_string(data)
     what = [_structured(model, rng) for _ in range(rng.randint(1, 3))]
     try:
-        data = model.SerializeToString().replace(_BAD_UTF8_MARK, b"\xff\xfe\xc3(\x80\xff\xc0\xaf")
+        data = model.SerializeToString().replace(_BAD_UTF8_MARK, _BAD_UTF8)
     except Exception:  # noqa: BLE001 - an unserialisable mutation: flip bytes instead
         data = _flip_bytes(data, rng)
     return f"{name} {'; '.join(what)}", data, feeds

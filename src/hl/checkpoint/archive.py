@@ -359,7 +359,8 @@ def checked_dataset(dsid, file_size, error, name):
         dcpl = dsid.get_create_plist()
         layout = dcpl.get_layout()
         if layout == h5py.h5d.VIRTUAL or layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED):
-            raise error(f"the dataset {name} is {'virtual' if layout == h5py.h5d.VIRTUAL else 'compact'}; "
+            kind = "virtual" if layout == h5py.h5d.VIRTUAL else "compact"
+            raise error(f"the dataset {name} is {kind}; "
                         f"hl reads only contiguous or chunked datasets stored in the file")
         if dcpl.get_external_count():
             raise error(f"the dataset {name} keeps its data in external files; refused")

@@ -108,5 +108,6 @@ def np_dtype_of_onnx(n, elem_type):
     return name
 
 
-__all__ = ["F", "HALF", "MAX_BYTES", "MAX_ELEMENTS", "axis_of", "check_shape", "const", "np_dtype_of_onnx",
+__all__ = ["F", "HALF", "MAX_BYTES", "MAX_ELEMENTS", "axis_of", "check_shape", "const",
+           "np_dtype_of_onnx",
            "prod", "via_float32"]
