@@ -203,6 +203,7 @@ class Reader:
         self.what = what
         self._h5 = None
         self._h5_size = None  # the bytes the HDF5 file has (its member's size)
+        self._links = None    # {path: link type} of TENSORS' soft and external links
         if not os.path.exists(self.path):
             raise errors.CheckpointError(f"{what}: {self.path}: no such file")
         if os.path.isdir(self.path):
@@ -291,16 +292,24 @@ class Reader:
             raise self.error(f"{TENSORS} has no dataset {name!r:.100}")
         parts = name.strip("/").split("/")
         try:
+            if self._links is None:  # every link that is not hard, found in one pass
+                self._links = {}
+                h5.id.links.visit(self._note_link, info=True)
             for i in range(len(parts)):  # every step a hard link: no soft or external ones
-                kind = h5.id.links.get_info("/".join(parts[:i + 1]).encode()).type
-                if kind != h5py.h5l.TYPE_HARD:
-                    raise self.error(f"{TENSORS}: {'/'.join(parts[:i + 1])} is a "
+                step = "/".join(parts[:i + 1])
+                kind = self._links.get(step)
+                if kind is not None:
+                    raise self.error(f"{TENSORS}: {step} is a "
                                      f"{'soft' if kind == h5py.h5l.TYPE_SOFT else 'external'} "
                                      f"link; hl archives hold datasets only")
             dsid = h5py.h5d.open(h5.id, name.encode())
         except (KeyError, ValueError, OSError, RuntimeError, UnicodeError):
             raise self.error(f"{TENSORS} has no dataset {name!r:.100}") from None
-        return Dataset(checked_dataset(dsid, self._h5_size, self.error, name))
+        return Dataset(*checked_dataset(dsid, self._h5_size, self.error, name))
+
+    def _note_link(self, name, info):
+        if info.type != h5py.h5l.TYPE_HARD:
+            self._links[name.decode("utf-8", "replace")] = info.type
 
     def _data_offset(self, info):
         with open(self.path, "rb") as f:
@@ -352,10 +361,22 @@ class Reader:
 
 
 def checked_dataset(dsid, file_size, error, name):
-    """dsid (an h5py DatasetID) once it is known safe to read: stored in the file, no
-    external storage or virtual layout, known filters only, numeric, and no bigger than its
-    stored bytes allow. Raises error(...) otherwise, having read none of its data."""
+    """(dsid, shape, dtype) for an h5py DatasetID once it is known safe to read: stored in
+    the file, no external storage or virtual layout, known filters only, numeric, and no bigger
+    than its stored bytes allow. Raises error(...) otherwise, having read none of its data."""
     try:
+        dtype, shape = dsid.dtype, dsid.shape or ()
+        if dtype.kind in "biuf" and dtype.fields is None and dtype.subdtype is None:
+            # The common case, cheaply: a contiguous dataset with an address in this file
+            # and all its bytes there. (External storage, virtual and compact datasets, and
+            # chunked ones, which alone take filters, have no such address.)
+            nbytes = dtype.itemsize
+            for s in shape:
+                nbytes *= int(s)
+            offset = dsid.get_offset()
+            if nbytes and offset is not None and dsid.get_storage_size() == nbytes and \
+                    (file_size is None or offset + nbytes <= file_size):
+                return dsid, shape, dtype
         dcpl = dsid.get_create_plist()
         layout = dcpl.get_layout()
         if layout == h5py.h5d.VIRTUAL or layout not in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED):
@@ -364,21 +385,20 @@ def checked_dataset(dsid, file_size, error, name):
                         f"hl reads only contiguous or chunked datasets stored in the file")
         if dcpl.get_external_count():
             raise error(f"the dataset {name} keeps its data in external files; refused")
-        filters = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+        nfilters = dcpl.get_nfilters()
+        filters = [dcpl.get_filter(i)[0] for i in range(nfilters)] if nfilters else []
         unknown = [f for f in filters if f not in _FILTERS]
         if unknown:
             raise error(f"the dataset {name} uses the HDF5 filter(s) {unknown}; hl reads "
                         f"{sorted(_FILTERS.values())} only")
-        dtype = dsid.dtype
         if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
             raise error(f"the dataset {name} holds {dtype}, not numbers")
-        shape = dsid.shape or ()
         nbytes = dtype.itemsize
         for s in shape:
             nbytes *= int(s)
         stored = dsid.get_storage_size()
         if nbytes == 0:
-            return dsid
+            return dsid, shape, dtype
         if layout == h5py.h5d.CONTIGUOUS:
             offset = dsid.get_offset()
             if stored != nbytes or offset is None or \
@@ -397,7 +417,7 @@ def checked_dataset(dsid, file_size, error, name):
                 raise error(f"the dataset {name} is {nbytes} bytes ({dtype}{list(shape)}) but "
                             f"the file stores {stored} for it in {dsid.get_num_chunks()} of "
                             f"its {want} chunks")
-        return dsid
+        return dsid, shape, dtype
     except errors.HLError:
         raise
     except (ValueError, TypeError, OSError, RuntimeError, KeyError) as e:
@@ -408,10 +428,10 @@ class Dataset:
     """An HDF5 dataset through h5py's low-level API: h5py's high-level Dataset costs tens of
     microseconds per attribute, which adds up over a model's hundred states."""
 
-    def __init__(self, dsid):
+    def __init__(self, dsid, shape=None, dtype=None):
         self.id = dsid
-        self.shape = dsid.shape
-        self.dtype = dsid.dtype
+        self.shape = dsid.shape if shape is None else shape
+        self.dtype = dsid.dtype if dtype is None else dtype
 
     def read_direct(self, out):
         """Reads everything into the C-contiguous array `out` (converting the dtype)."""
