@@ -158,7 +158,7 @@ def atomic_output(target, overwrite=True, what="save"):
         except OSError as e:  # named after the target: the temporary file means nothing
             raise errors.CheckpointIOError(
                 f"{what}: {target}: cannot write it "
-                f"({e.strerror or str(e).replace(tmp, target)})") from None
+                f"({(e.strerror or str(e)).replace(tmp, target)})") from None
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
