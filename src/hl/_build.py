@@ -67,10 +67,10 @@ def _variant():
     return os.environ.get("HL_SANITIZE") == "1", os.environ.get("HL_NATIVE") == "1"
 
 
-def _make(*targets, **run_args):
+def _make(*targets, libcore=LIBCORE, **run_args):
     sanitize, native = _variant()
     include, libdir, lib = _openblas()
-    command = ["make", "-C", LIBCORE, "--no-print-directory", f"-j{os.cpu_count() or 1}",
+    command = ["make", "-C", libcore, "--no-print-directory", f"-j{os.cpu_count() or 1}",
                f"PYTHON={sys.executable}", f"SANITIZE={int(sanitize)}", f"NATIVE={int(native)}",
                f"OB_INC={include}", f"OB_LIB={libdir}", f"OB_NAME={lib}", *targets]
     return subprocess.run(command, check=True, **run_args)
