@@ -89,6 +89,9 @@ static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t els
     join_items(extra, n - 1);
 }
 
-__attribute__((constructor)) static void use_openmp_for_blas(void) {
+/* Not static: the link flags name it (flags.mk's HL_LDFLAGS) so that this object is taken
+   from the archive although nothing calls it. */
+void hl_cpu_use_openmp_for_blas(void);
+__attribute__((constructor)) void hl_cpu_use_openmp_for_blas(void) {
     scipy_openblas_set_threads_callback_function(run_items);
 }
