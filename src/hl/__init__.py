@@ -24,7 +24,8 @@ from . import _tensor as _tensor_module
 _tensor_module.ops = autograd.functional  # Tensor methods and operators record too
 del _tensor_module
 from . import layers
-from .model import Module, Sequential
+from .model import Input, Model, Module, Sequential
+from .layers import activations
 from . import callbacks
 
 layer = layers  # SINGA's module name: `from singa import layer` -> `from hl import layer`
