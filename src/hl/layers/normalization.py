@@ -58,7 +58,7 @@ class _BatchNorm(Layer):
 
     def forward(self, x):
         self._check(x)
-        training = self.training
+        training = self.training and self.trainable  # Keras: a frozen batch norm infers
         if training and x.size // max(x.shape[1], 1) <= 1:
             raise errors.ValueError(
                 f"{self.describe()}: training needs more than one value per channel to "

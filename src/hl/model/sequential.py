@@ -59,6 +59,16 @@ class Sequential(Module):
         out = Layer.__call__(self, self._input.placeholder())
         self.__dict__["_output_shapes"] = shapes_of(out)
 
+    def input_placeholders(self):
+        """[a Placeholder of the hl.Input's shape (unknown axes of size 1)], or None without
+        one: compile and to_onnx take it as the example input."""
+        if self._input is None:
+            return None
+        from ..autograd import Placeholder
+        t = self._input
+        return [Placeholder(tuple(1 if d is None else d for d in t.shape), t.dtype, t.device,
+                            t.name)]
+
     def named_children(self):
         seen = set()
         for i, layer in enumerate(self._layers):
