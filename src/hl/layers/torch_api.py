@@ -11,6 +11,7 @@ import collections
 import numpy as np
 
 from .. import devices as _dev
+from .. import dtypes as _dt
 from .. import errors, ops
 from .._tensor import Tensor
 from ..autograd import no_grad
@@ -116,8 +117,8 @@ class TorchModuleAPI:
         """Moves every parameter and buffer to `device`, in place (the tensor objects stay,
         so an optimiser holding them follows), and returns the layer. dtype is refused:
         hl layers keep the dtype they were built with."""
-        if dtype is not None or (isinstance(device, str) and
-                                 device.split(":")[0] not in ("cpu", "cuda")):
+        if dtype is not None or isinstance(device, (_dt.DType, type)) or (
+                isinstance(device, str) and device.split(":")[0] not in ("cpu", "cuda")):
             raise errors.UnsupportedError(f"{self.describe()}.to: only a device can be given "
                                           f"(cpu, cuda, cuda:N), got {device or dtype!r}")
         d = _dev.device(device)
