@@ -68,6 +68,7 @@ class Functional(Model):
             layer.__dict__["_parent"] = self
             layer.__dict__["_local_name"] = local
         d["_built"] = True  # every layer was built when it was called on symbolic tensors
+        self.get_states()  # names the tensors (built before they had a parent) by their path
 
     # ---- what a Module asks ------------------------------------------------------------
 

@@ -42,6 +42,8 @@ class Sequential(Module):
             layer.__dict__["_local_name"] = layer.name or str(len(self._layers) - 1)
         if self._input is not None and isinstance(layer, Layer):
             self._build_from_input()
+        elif isinstance(layer, Layer) and layer._built and self._parent is None:
+            self.get_states()  # a layer built before it joined: its tensors take their paths
         return self
 
     def pop(self):

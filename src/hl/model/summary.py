@@ -113,8 +113,8 @@ def _functional_rows(model, chain, show_trainable):
 
     for node in model._nodes:
         layer = node.layer
-        if id(layer) in shown_layers:
-            continue
+        if id(layer) in shown_layers or node is not nodes_of[id(layer)][-1]:
+            continue  # a layer's row comes at its last call, after all it reads (Keras's)
         for t in (t for n in nodes_of[id(layer)] for t in n.inputs()):
             if t.node is None:
                 input_row(t)
