@@ -57,10 +57,11 @@ class SymbolicTensor:
     def ndim(self):
         return len(self.shape)
 
-    def placeholder(self):
-        """A Placeholder of this shape (unknown axes of size UNKNOWN)."""
-        shape = tuple(UNKNOWN if d is None else d for d in self.shape)
-        return Placeholder(shape, self.dtype, self.device)
+    def placeholder(self, unknown=UNKNOWN):
+        """A Placeholder of this shape, unknown axes of size `unknown` (UNKNOWN while a graph
+        is built; 1 for an example input such as to_onnx takes)."""
+        shape = tuple(unknown if d is None else d for d in self.shape)
+        return Placeholder(shape, self.dtype, self.device, self.name)
 
     def __repr__(self):
         where = f", name='{self.name}'" if self.name else ""
@@ -148,7 +149,7 @@ def any_symbolic(xs, kwargs):
 
 def shapes_of(out):
     """The shape(s) of a call's output, kept by the layer for summary."""
-    if hasattr(out, "shape") and hasattr(out, "dtype"):
+    if _is_tensor_like(out):
         return tuple(out.shape)
     if isinstance(out, (list, tuple)):
         return tuple(shapes_of(o) for o in out)
@@ -169,7 +170,7 @@ def record_call(layer, args, kwargs):
         node.outputs.append(s)
         return s
 
-    node.structure = _map_tensors(wrap, out)
+    node.structure = _map(wrap, out, _is_tensor_like)
     if not node.outputs:
         raise errors.ValueError(f"{layer.describe()}: called on symbolic tensors, it returned "
                                 f"{type(out).__name__}, not tensors")
@@ -189,25 +190,23 @@ def _flatten(obj):
         yield obj
 
 
-def _map(fn, obj):
-    """obj with each SymbolicTensor t replaced by fn(t), containers rebuilt."""
-    if type(obj) is SymbolicTensor:
-        return fn(obj)
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map(fn, v) for v in obj)
-    if isinstance(obj, dict):
-        return {k: _map(fn, v) for k, v in obj.items()}
-    return obj
+def _is_symbolic(obj):
+    return type(obj) is SymbolicTensor
 
 
-def _map_tensors(fn, obj):
-    """obj with each tensor-like output (it has shape and dtype) replaced by fn(it)."""
-    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+def _is_tensor_like(obj):
+    return hasattr(obj, "shape") and hasattr(obj, "dtype")
+
+
+def _map(fn, obj, match=_is_symbolic):
+    """obj with each leaf that `match`es replaced by fn(leaf), containers rebuilt: symbolic
+    tensors by default; _is_tensor_like for what a layer returned."""
+    if match(obj):
         return fn(obj)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_map_tensors(fn, v) for v in obj)
+        return type(obj)(_map(fn, v, match) for v in obj)
     if isinstance(obj, dict):
-        return {k: _map_tensors(fn, v) for k, v in obj.items()}
+        return {k: _map(fn, v, match) for k, v in obj.items()}
     return obj
 
 

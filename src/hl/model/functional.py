@@ -126,9 +126,7 @@ class Functional(Model):
     def input_placeholders(self):
         """One hl.Placeholder per input (unknown axes of size 1): compile and to_onnx take
         them as example inputs."""
-        from ..autograd import Placeholder
-        return [Placeholder(tuple(1 if d is None else d for d in t.shape), t.dtype, t.device,
-                            t.name) for t in self._input_list]
+        return [t.placeholder(unknown=1) for t in self._input_list]
 
     def extra_repr(self):
         return f"inputs={[t.shape for t in self._input_list]}"

@@ -64,12 +64,7 @@ class Sequential(Module):
     def input_placeholders(self):
         """[a Placeholder of the hl.Input's shape (unknown axes of size 1)], or None without
         one: compile and to_onnx take it as the example input."""
-        if self._input is None:
-            return None
-        from ..autograd import Placeholder
-        t = self._input
-        return [Placeholder(tuple(1 if d is None else d for d in t.shape), t.dtype, t.device,
-                            t.name)]
+        return None if self._input is None else [self._input.placeholder(unknown=1)]
 
     def named_children(self):
         seen = set()
