@@ -250,3 +250,16 @@ def test_layers_attribute_of_a_subclass_stays_the_users():
     net(hl.zeros(1, 3))
     assert list(net.state_dict()) == ["layers.0.W", "layers.0.b", "layers.1.W", "layers.1.b"]
     assert len(net.layers) == 2
+
+
+def test_summary_of_an_unbuilt_model_and_of_a_recurrent_graph():
+    text = _text(hl.Sequential(L.Dense(4), L.Dense(2)), line_length=60)
+    assert "│ 0 (Dense)                │ ?                 │         0 │" in text
+    assert " Total params: 0 (0.00 B)" in text and "(unbuilt)" in text
+    ids = hl.Input((5,), dtype=hl.int64, name="ids")
+    out, (h, c) = L.LSTM(6, batch_first=True)(L.Embedding(20, 8)(ids))
+    model = hl.Model(ids, L.Dense(3)(h[0]))
+    text = _text(model, line_length=160)
+    assert "[(None, 5, 6), (1, None, 6), (1, None, 6)]" in text  # (output, (h_n, c_n))
+    assert "getitem (FunctionCall)" in text and "lstm[0][1]" in text
+    assert model(hl.tensor(np.arange(10).reshape(2, 5))).shape == (2, 3)

@@ -193,7 +193,8 @@ def _name_layers(nodes):
                 raise errors.ValueError(f"Model: two different layers are named {local!r}; "
                                         f"layer names must be unique in a model")
         else:
-            base = _snake(type(layer).__name__)
+            # an operator on symbolic tensors is named by its function (getitem, add)
+            base = getattr(layer, "fn_name", None) or _snake(type(layer).__name__)
             k = counts.get(base, 0)
             local = base if k == 0 else f"{base}_{k}"
             while local in used:
