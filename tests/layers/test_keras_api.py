@@ -260,6 +260,6 @@ def test_summary_of_an_unbuilt_model_and_of_a_recurrent_graph():
     out, (h, c) = L.LSTM(6, batch_first=True)(L.Embedding(20, 8)(ids))
     model = hl.Model(ids, L.Dense(3)(h[0]))
     text = _text(model, line_length=160)
-    assert "[(None, 5, 6), (1, None, 6), (1, None, 6)]" in text  # (output, (h_n, c_n))
+    assert "│ [(None, 5, 6), (1, None, 6), (1, None," in text  # (output, (h_n, c_n))
     assert "getitem (FunctionCall)" in text and "lstm[0][1]" in text
     assert model(hl.tensor(np.arange(10).reshape(2, 5))).shape == (2, 3)
