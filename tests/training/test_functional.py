@@ -186,3 +186,14 @@ def test_functional_api_example(tmp_path, capsys, monkeypatch):
     assert 'Model: "two_views"' in out and "Connected to" in out
     assert "reloaded three ways: same predictions" in out
     assert os.path.exists(tmp_path / "two_views.onnx")
+
+
+def test_a_function_call_runs_only_functions_of_hl():
+    from hl.layers.merge import FunctionCall
+    for name in ("_core", "np", "Placeholder", "__import__", 3):
+        with pytest.raises(hl.errors.ValueError, match="is not a function of hl"):
+            FunctionCall(name)
+    op = FunctionCall("relu")
+    op.__dict__["fn_name"] = "np"  # as a doctored file would restore it, past __init__
+    with pytest.raises(hl.errors.ValueError, match="'np' is not a function of hl"):
+        op(hl.zeros(2))

@@ -1,6 +1,8 @@
 """Layers that combine or wrap computations, mostly for Keras's functional API:
 Concatenate, Add, Multiply (several inputs, one output), Lambda (any function as a layer)
 and FunctionCall (what ``a + b`` on symbolic tensors records)."""
+import types
+
 from .. import errors
 from ..autograd import functional as F
 from .layer import Layer
@@ -78,13 +80,24 @@ class FunctionCall(Layer):
 
     def __init__(self, fn_name, name=None):
         super().__init__(name)
+        _function(fn_name)
         self.fn_name = fn_name
 
     def forward(self, *args, **kwargs):
-        return getattr(F, self.fn_name)(*args, **kwargs)
+        # checked again here: a model loaded from a file sets fn_name without __init__
+        return _function(self.fn_name)(*args, **kwargs)
 
     def extra_repr(self):
         return self.fn_name
+
+
+def _function(name):
+    """hl.autograd.functional's public function `name`, and nothing else (not a module, a
+    class or a private helper), whatever string a saved model holds."""
+    fn = getattr(F, name, None) if isinstance(name, str) and not name.startswith("_") else None
+    if not isinstance(fn, types.FunctionType) or not fn.__module__.startswith("hl."):
+        raise errors.ValueError(f"FunctionCall: {name!r} is not a function of hl")
+    return fn
 
 
 __all__ = ["Add", "Concatenate", "FunctionCall", "Lambda", "Multiply"]
