@@ -22,6 +22,7 @@ from .. import autograd, errors
 from .. import dtypes as _dt
 from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
+from ..autograd.placeholder import initialize_inputs
 from . import initializers, symbolic
 from .keras_api import KerasLayerAPI
 from .torch_api import TorchModuleAPI
@@ -60,7 +61,7 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
             self._check_init_attrs()
             self._link_children()
             with no_grad():
-                self.initialize(*xs)
+                self.initialize(*initialize_inputs(xs))
             self.__dict__["_built"] = True
             out = self.forward(*xs, **kwargs)
             # the output shapes of the building call (summary's column), as Keras keeps its

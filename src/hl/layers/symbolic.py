@@ -16,6 +16,7 @@ import itertools
 from .. import dtypes as _dt
 from .. import errors
 from ..autograd import Placeholder, no_grad
+from ..autograd.placeholder import standing_in_for
 from ..autograd import functional as F
 
 # The size a placeholder gets for an unknown axis (the batch). A prime that no real layer
@@ -161,8 +162,7 @@ def record_call(layer, args, kwargs):
     builds it) and returns its outputs as symbolic tensors of a new node."""
     node = Node(layer, args, kwargs)
     stand_in = _map(lambda t: t.placeholder(), (args, kwargs))
-    with no_grad():
-        out = layer(*stand_in[0], **stand_in[1])
+    out = run_on_placeholders(layer, *stand_in[0], **stand_in[1])
 
     def wrap(t):
         shape = tuple(None if d == UNKNOWN else d for d in t.shape)
@@ -175,6 +175,15 @@ def record_call(layer, args, kwargs):
         raise errors.ValueError(f"{layer.describe()}: called on symbolic tensors, it returned "
                                 f"{type(out).__name__}, not tensors")
     return node.structure
+
+
+def run_on_placeholders(layer, *args, **kwargs):
+    """layer(*args) on placeholders, without gradients; a layer that receives a plain meta
+    tensor still creates its parameters on the placeholders' device (standing_in_for)."""
+    device = next((x.device for x in _flatten((args, kwargs)) if isinstance(x, Placeholder)),
+                  None)
+    with no_grad(), standing_in_for(device):
+        return layer(*args, **kwargs)
 
 
 # ---- structures ---------------------------------------------------------------------------

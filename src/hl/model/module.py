@@ -30,7 +30,8 @@ Keras's way, without writing train_one_batch:
 import inspect
 
 from .. import errors
-from ..autograd import no_grad
+from ..autograd import Placeholder, no_grad
+from ..autograd.placeholder import standing_in_for
 from ..layers.layer import Layer, _layers_in
 from ..opt.optimizer import Optimizer
 from ..training.trainer import Trainer
@@ -104,7 +105,8 @@ class Module(Trainer, Layer):
                 raise errors.ValueError(f"compile: input {i} is a {type(x).__name__}; pass "
                                         f"hl.Placeholder(shape, dtype) or tensors")
         self.train(is_train)
-        with no_grad():
+        target = next((x.device for x in inputs if isinstance(x, Placeholder)), None)
+        with no_grad(), standing_in_for(target):
             Layer.__call__(self, *inputs)
         d = self.__dict__
         d["_compiled"] = True

@@ -6,7 +6,7 @@ hl.Sequential, hl.layers.Sequential and hl.model.Sequential are this one class.
 """
 from .. import errors
 from ..layers.layer import Layer
-from ..layers.symbolic import SymbolicTensor, shapes_of
+from ..layers.symbolic import SymbolicTensor, run_on_placeholders, shapes_of
 from .module import Module
 
 
@@ -58,7 +58,7 @@ class Sequential(Module):
 
     def _build_from_input(self):
         # each layer built from the input's shape; output shapes kept for summary
-        out = Layer.__call__(self, self._input.placeholder())
+        out = run_on_placeholders(lambda x: Layer.__call__(self, x), self._input.placeholder())
         self.__dict__["_output_shapes"] = shapes_of(out)
 
     def input_placeholders(self):

@@ -415,7 +415,7 @@ def _model_device(model):
 def _values_of(e):
     """Example values for an example input: its own, or random ones for a placeholder
     (zeros for integers, which are valid indices of any table)."""
-    if isinstance(e, Tensor):
+    if isinstance(e, Tensor) and not isinstance(e, Placeholder):
         return _host(e).copy()
     shape, np_dtype = tuple(e.shape), e.dtype.np
     if e.dtype.is_floating:
