@@ -202,14 +202,14 @@ def test_trainable_false_freezes_in_fit_and_batch_norm_infers():
     m = hl.Sequential([hl.Input((6,)), L.Dense(8), L.BatchNorm1d(), L.Dense(3)])
     m.layers[0].trainable = False
     m.layers[1].trainable = False
-    frozen = [w.copy() for w in m.get_weights()[:6]]
+    before = m.get_weights()
     m.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
     m.fit(x, y, epochs=2, batch_size=16, verbose=0)
-    for a, b in zip(frozen, m.get_weights()[:6]):  # weights and running statistics
+    after = m.get_weights()
+    for a, b in zip(before[:6], after[:6]):  # weights and running statistics
         np.testing.assert_array_equal(a, b)
-    assert not np.allclose(m.get_weights()[6], 0) or True
-    assert any(not np.array_equal(a, b) for a, b in zip(m.get_weights()[6:], [
-        np.zeros_like(w) for w in m.get_weights()[6:]]))
+    for a, b in zip(before[6:], after[6:]):  # the last Dense trained
+        assert not np.array_equal(a, b)
     assert sum(t.size for t in m.non_trainable_weights) == 6 * 8 + 8 + 4 * 8
     m.layers[0].trainable = True
     assert m.layers[0].W.requires_grad and m.layers[0].trainable

@@ -14,7 +14,6 @@ runs).
 import re
 
 from .. import errors
-from ..layers.layer import Layer
 from ..layers.symbolic import SymbolicTensor, flatten, substitute
 from .module import Module
 

@@ -8,7 +8,6 @@ in state_dict), with the output shape of the call that built them (None for an a
 unknown by hl.Input) and their parameter count. A functional model also lists its inputs
 and, unless it is a plain chain, which outputs each layer reads ("Connected to").
 """
-import math
 import shutil
 import textwrap
 
