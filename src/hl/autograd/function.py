@@ -89,11 +89,11 @@ class Function:
         y.out_index = index
         return y
 
-    def _on_meta(self, xs):
+    def _on_meta(self, xs, target=None):
         """forward on meta tensors: the placeholders' own, and real inputs (a layer's weights)
         as meta tensors of their shape; the outputs stand for tensors on the placeholders'
-        device."""
-        target = next(x._target for x in xs if x.__class__ is Placeholder)
+        device (`target` when no input is a placeholder)."""
+        target = next((x._target for x in xs if x.__class__ is Placeholder), target)
         # tensors the op was given as arguments (batch norm's running statistics) take part
         # as meta tensors too; the op object is this call's alone, so nothing else sees them
         for k, v in vars(self).items():
