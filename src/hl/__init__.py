@@ -19,7 +19,8 @@ from .autograd.functional import *  # noqa: F401,F403 - every op users call, rec
 from .autograd import Placeholder, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import losses, metrics
 from . import layers
-from .model import Module, Sequential
+from .model import Input, Model, Module, Sequential
+from .layers import activations
 from . import callbacks
 
 layer = layers  # SINGA's module name: `from singa import layer` -> `from hl import layer`

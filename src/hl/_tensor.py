@@ -183,6 +183,12 @@ class Tensor:
     def cpu(self):
         return self.to("cpu")
 
+    def _move_to(self, device):
+        """Moves the data to `device` in place: the object (and every reference to it, an
+        optimiser's included) stays; what Module.to does to each parameter."""
+        t = self.to(device)
+        self._h, self._shape = t._h, t._shape
+
     def astype(self, dtype):
         """A copy converted to dtype. Float -> integer truncates toward zero and saturates at
         the integer type's range, NaN becoming 0 (numpy leaves those undefined); integer ->
