@@ -23,6 +23,14 @@ def wait(request, what, world):
     failed, died or did not take part within ``world.timeout`` seconds."""
     if request.Test():
         return
+    faults.waiting(what)
+    try:
+        _poll(request, what, world)
+    finally:
+        faults.waiting(None)
+
+
+def _poll(request, what, world):
     start = time.monotonic()
     next_check = start + _CHECK_EVERY_S
     polls = 0

@@ -125,10 +125,10 @@ class DistOpt(Optimizer):
     def __repr__(self):
         return f"DistOpt({self.opt!r}, world_size={self.world_size})"
 
-    def __getstate__(self):
-        raise errors.UnsupportedError(
-            "DistOpt holds a live MPI group and cannot be pickled; save the wrapped "
-            "optimiser (dist_opt.opt) or its states (get_states()) instead")
+    def __reduce_ex__(self, protocol):
+        # A live MPI group cannot be saved: a DistOpt pickles (hl.save) as the optimiser it
+        # wraps, whose states are the same whatever the number of ranks.
+        return self.opt.__reduce_ex__(protocol)
 
     # ---- SINGA's primitives -------------------------------------------------------------
 

@@ -2,7 +2,6 @@
 metrics, a short last batch, and the callbacks that write files; alone, the same script is
 the single-process reference."""
 import json
-import os
 
 import numpy as np
 
@@ -10,14 +9,14 @@ import hl
 from common import MLP, args, digits, params, save
 
 a = args(("n", int, 303), ("batch", int, 60), ("epochs", int, 3), ("way", str, "keras"))
+r = hl.distributed.rank()  # in the file names: only rank 0 may write them
 hl.manual_seed(3)
 x, y = digits(n=a.n)
 model = MLP()
 model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9), loss="cross_entropy",
               metrics=["accuracy"])
-outdir = os.path.dirname(a.out)
-cbs = [hl.callbacks.CSVLogger(a.out + ".csv"),
-       hl.callbacks.ModelCheckpoint(a.out + ".ck{epoch}.zip", monitor="val_loss"),
+cbs = [hl.callbacks.CSVLogger(f"{a.out}.r{r}.csv"),
+       hl.callbacks.ModelCheckpoint(f"{a.out}.r{r}.ck{{epoch}}.zip", monitor="val_loss"),
        hl.callbacks.EarlyStopping(monitor="val_loss", patience=1)]
 kw = {}
 if a.way == "keras":
