@@ -128,7 +128,8 @@ class DistOpt(Optimizer):
     def __reduce_ex__(self, protocol):
         # A live MPI group cannot be saved: a DistOpt pickles (hl.save) as the optimiser it
         # wraps, whose states are the same whatever the number of ranks.
-        return self.opt.__reduce_ex__(protocol)
+        # (Optimizer classes build with their defaults, then take the state.)
+        return type(self.opt), (), self.opt.__getstate__()
 
     # ---- SINGA's primitives -------------------------------------------------------------
 
