@@ -1,5 +1,12 @@
-"""Gradient buckets: gradients fused into flat buffers, each reduced by one non-blocking
-allreduce started as soon as its last gradient arrives, while backward goes on.
+"""Gradient buckets: gradients fused into flat buffers, each reduced by one allreduce started
+as soon as its last gradient arrives, while backward goes on.
+
+MPI moves data only inside its calls, so a non-blocking allreduce started from the main
+thread advances only when that thread polls it. A communication thread (CommThread) makes
+the blocking call instead, with the GIL released, so the reduction of one bucket truly
+overlaps the copy of the next and the backward kernels (PyTorch DDP's design); the main
+thread waits on it with the timeout and failure checks of collectives.py. Without
+MPI_THREAD_MULTIPLE, the buckets fall back to Iallreduce polled from the main thread.
 
 The layout is fixed once (the parameters in the order their gradients arrive, grouped by
 dtype into buckets of at most ``bucket_bytes``; a larger tensor gets a bucket of its own):
@@ -14,9 +21,14 @@ Wire formats: ``None`` sends the gradients' own dtype and sums with MPI_SUM; ``"
 halves the bytes: each rank's bucket travels as float16 (Iallgather) and is summed on
 arrival in float32 (MPI has no portable float16 sum).
 """
+import queue
+import threading
+import time
+
 import numpy as np
 
 from .. import errors
+from . import faults
 from .collectives import wait
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
@@ -33,6 +45,8 @@ class Bucket:
         self.send = np.zeros(n, np.float16 if wire == "float16" else self.dtype)
         self.gathered = (np.empty(n * world_size, np.float16) if wire == "float16" else None)
         self.request = None
+        self.done = None  # a threading.Event when the CommThread reduces it
+        self.error = None
         self.arrived = 0
         self.got = [False] * len(params)
 
@@ -114,18 +128,48 @@ class Reducer:
             self._start(b)
 
     def _start(self, b):
-        comm, MPI = self.world.data, self.world.MPI
+        if self.world.threaded:
+            b.done, b.error, b.request = threading.Event(), None, True
+            comm_thread(self.world).put(b)
+            return
+        comm, MPI = self.world.grads, self.world.MPI
         if self.wire == "float16":
             b.request = comm.Iallgather(b.send, b.gathered)
         else:
             b.request = comm.Iallreduce(MPI.IN_PLACE, b.send, op=MPI.SUM)
 
     def progress(self):
-        """MPI moves data only inside its calls: a test on each open bucket lets the started
-        reductions advance while backward computes."""
+        """Without the communication thread MPI moves data only inside its calls: a test on
+        each open bucket lets the started reductions advance while backward computes."""
+        if self.world.threaded:
+            return
         for b in self.buckets:
             if b.request is not None:
                 b.request.Test()
+
+    def _wait(self, b):
+        if b.done is None:
+            wait(b.request, self.what, self.world)
+            return
+        if not b.done.wait(0.002):
+            faults.waiting(self.what)
+            try:
+                start = time.monotonic()
+                while not b.done.wait(0.02):
+                    faults.check(self.world, self.what)
+                    if time.monotonic() - start > self.world.timeout:
+                        raise errors.DistributedError(
+                            f"hl.distributed: {self.what} waited {self.world.timeout:g} s for "
+                            f"the other ranks and they did not all take part (rank "
+                            f"{self.world.rank} of {self.world.size}); a rank is stuck, much "
+                            f"slower, or runs different code. The limit is "
+                            f"hl.distributed.init(timeout=...) or HL_DIST_TIMEOUT")
+            finally:
+                faults.waiting(None)
+        if b.error is not None:
+            raise errors.DistributedError(f"hl.distributed: {self.what} failed in MPI: "
+                                          f"{b.error}") from b.error
+        b.done = None
 
     def finish(self):
         for b in self.buckets:
@@ -136,12 +180,51 @@ class Reducer:
                 self._start(b)
         out = []
         for b in self.buckets:
-            wait(b.request, self.what, self.world)
+            self._wait(b)
             b.request = None
             if self.wire == "float16":
                 b.total = b.gathered.reshape(self.world.size, -1).astype(np.float32).sum(0)
             out.extend((p, b.reduced(i)) for i, p in enumerate(b.params) if b.got[i])
         return out
+
+
+class CommThread:
+    """Reduces the buckets handed to it, in order, with blocking MPI calls on the group's
+    ``grads`` communicator (mpi4py releases the GIL inside them)."""
+
+    def __init__(self, world):
+        self.world = world
+        self.queue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="hl.distributed buckets", daemon=True).start()
+
+    def put(self, bucket):
+        self.queue.put(bucket)
+
+    def _run(self):
+        comm, MPI = self.world.grads, self.world.MPI
+        while True:
+            b = self.queue.get()
+            try:
+                if b.wire == "float16":
+                    comm.Allgather(b.send, b.gathered)
+                else:
+                    comm.Allreduce(MPI.IN_PLACE, b.send, op=MPI.SUM)
+            except Exception as e:  # handed to the waiting main thread
+                b.error = e
+            finally:
+                b.done.set()
+
+
+_threads = {}
+_threads_lock = threading.Lock()
+
+
+def comm_thread(world):
+    with _threads_lock:
+        t = _threads.get(id(world))
+        if t is None:
+            t = _threads[id(world)] = CommThread(world)
+        return t
 
 
 def reduce_arrays(world, arrays, what):

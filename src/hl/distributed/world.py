@@ -6,8 +6,9 @@ launcher (mpiexec sets PMI_* / OMPI_* / PMIX_* variables in each rank's environm
 first call that needs the group imports mpi4py, checks that every rank runs the same hl and
 Python, and installs the fault handling of faults.py.
 
-Two communicators are duplicated from COMM_WORLD: ``data`` carries the collectives (gradient
-buckets, broadcasts) and ``control`` only the failure notices, so a notice can never be
+Three communicators are duplicated from COMM_WORLD: ``data`` carries the collectives of the
+main thread (broadcasts, metrics), ``grads`` the gradient buckets (reduced by a thread of
+their own, buckets.py) and ``control`` only the failure notices, so a notice can never be
 mistaken for, or queued behind, a collective's messages.
 """
 import os
@@ -41,6 +42,8 @@ class World:
         node.Free()
         self.data = world.Dup()
         self.control = world.Dup()
+        self.grads = world.Dup()  # the gradient buckets, reduced by buckets.CommThread
+        self.threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self.timeout = float(timeout)
         # who is where, for the liveness check of faults.py and for error messages
         self.peers = world.allgather((MPI.Get_processor_name(), os.getpid()))
