@@ -56,7 +56,10 @@ typedef enum {
 
 enum { HL_MAX_DIMS = 8 };
 
-enum { HL_DEVICE_CPU = 0, HL_DEVICE_CUDA = 1 };
+/* meta: tensors with a shape, a dtype and strides but no memory. Entry points check their
+   arguments and compute output shapes and dtypes as on any device; nothing is allocated and
+   no kernel runs (compile with placeholders, symbolic tensors, plan recording). */
+enum { HL_DEVICE_CPU = 0, HL_DEVICE_CUDA = 1, HL_DEVICE_META = 2, HL_DEVICE_KINDS = 3 };
 typedef struct { int kind; int index; } hl_device;
 
 typedef struct hl_tensor hl_tensor;
@@ -89,6 +92,12 @@ uint32_t hl_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* ---- devices and memory ---------------------------------------------------------------------- */
 
 int hl_device_available(hl_device device);           /* 1 when a backend serves it */
+/* The name of the backend serving device ("cpu", "meta", "cuda"), or NULL when none does. */
+const char *hl_device_backend(hl_device device);
+/* 1 when the device's backend computes op in dtype (what entry points ask before submitting). */
+int hl_device_computes(hl_device device, int op, hl_dtype dtype);
+/* Waits until the device has finished the work submitted to it (a no-op on the CPU). */
+hl_status hl_device_synchronize(hl_device device);
 /* Bytes handed to tensors now, held in the cache, and the high-water mark of the first. */
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak);
 hl_status hl_memory_empty_cache(hl_device device);
