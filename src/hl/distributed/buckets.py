@@ -32,6 +32,9 @@ from . import faults
 from .collectives import wait
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
+# A last bucket up to this size is reduced by the main thread (MPI_Iallreduce, polled);
+# larger ones by the communication thread's MPI_Allreduce, whose algorithms are faster there.
+_POLL_BYTES = 1024 * 1024
 
 
 class Bucket:
@@ -128,10 +131,17 @@ class Reducer:
             self._start(b)
 
     def _start(self, b):
-        if self.world.threaded:
+        last = all(other.request is not None for other in self.buckets if other is not b)
+        if self.world.threaded and not (last and b.send.nbytes <= _POLL_BYTES):
             b.done, b.error, b.request = threading.Event(), None, True
             comm_thread(self.world).put(b)
             return
+        if self.world.threaded:
+            # a small last bucket has nothing left to overlap with: the thread's hand-over
+            # would only add latency. Its earlier buckets go first (one order of collectives).
+            for other in self.buckets:
+                if other is not b and other.done is not None:
+                    self._wait(other)
         comm, MPI = self.world.grads, self.world.MPI
         if self.wire == "float16":
             b.request = comm.Iallgather(b.send, b.gathered)
@@ -148,9 +158,7 @@ class Reducer:
                 b.request.Test()
 
     def _wait(self, b):
-        if b.done is None:
-            wait(b.request, self.what, self.world)
-            return
+        """Waits for a bucket the communication thread reduces."""
         if not b.done.wait(0.002):
             faults.waiting(self.what)
             try:
@@ -180,7 +188,10 @@ class Reducer:
                 self._start(b)
         out = []
         for b in self.buckets:
-            self._wait(b)
+            if b.done is not None:
+                self._wait(b)
+            elif b.request is not True:
+                wait(b.request, self.what, self.world)
             b.request = None
             if self.wire == "float16":
                 b.total = b.gathered.reshape(self.world.size, -1).astype(np.float32).sum(0)

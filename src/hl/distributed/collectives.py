@@ -15,7 +15,7 @@ from .. import errors
 from . import faults
 
 _CHECK_EVERY_S = 0.02   # how often a long wait looks for failures
-_SPIN_BEFORE_YIELD = 64  # polls before each further poll first yields the CPU
+_SPIN_S = 0.005  # polling at full speed this long (as MPI's own waits do), then yielding too
 
 
 def wait(request, what, world):
@@ -33,14 +33,12 @@ def wait(request, what, world):
 def _poll(request, what, world):
     start = time.monotonic()
     next_check = start + _CHECK_EVERY_S
-    polls = 0
     while not request.Test():
-        polls += 1
-        if polls > _SPIN_BEFORE_YIELD:
+        now = time.monotonic()
+        if now - start > _SPIN_S:
             # MPI progresses only inside its calls, so keep polling, but let the other
             # ranks of an oversubscribed machine run in between
             os.sched_yield()
-        now = time.monotonic()
         if now >= next_check:
             faults.check(world, what)
             if now - start > world.timeout:
