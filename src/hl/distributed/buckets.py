@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import errors
 from . import faults
-from .collectives import wait
+from .collectives import timed_out, wait
 
 DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
 # A last bucket up to this size is reduced by the main thread (MPI_Iallreduce, polled);
@@ -166,12 +166,7 @@ class Reducer:
                 while not b.done.wait(0.02):
                     faults.check(self.world, self.what)
                     if time.monotonic() - start > self.world.timeout:
-                        raise errors.DistributedError(
-                            f"hl.distributed: {self.what} waited {self.world.timeout:g} s for "
-                            f"the other ranks and they did not all take part (rank "
-                            f"{self.world.rank} of {self.world.size}); a rank is stuck, much "
-                            f"slower, or runs different code. The limit is "
-                            f"hl.distributed.init(timeout=...) or HL_DIST_TIMEOUT")
+                        raise timed_out(self.what, self.world)
             finally:
                 faults.waiting(None)
         if b.error is not None:

@@ -42,17 +42,16 @@ def _poll(request, what, world):
         if now >= next_check:
             faults.check(world, what)
             if now - start > world.timeout:
-                raise errors.DistributedError(
-                    f"hl.distributed: {what} waited {world.timeout:g} s for the other ranks "
-                    f"and they did not all take part (rank {world.rank} of {world.size}); a "
-                    f"rank is stuck, much slower, or runs different code. The limit is "
-                    f"hl.distributed.init(timeout=...) or HL_DIST_TIMEOUT")
+                raise timed_out(what, world)
             next_check = now + _CHECK_EVERY_S
 
 
-def wait_all(requests, what, world):
-    for r in requests:
-        wait(r, what, world)
+def timed_out(what, world):
+    return errors.DistributedError(
+        f"hl.distributed: {what} waited {world.timeout:g} s for the other ranks and they did "
+        f"not all take part (rank {world.rank} of {world.size}); a rank is stuck, much "
+        f"slower, or runs different code. The limit is hl.distributed.init(timeout=...) or "
+        f"HL_DIST_TIMEOUT")
 
 
 def allreduce_(array, what, world):

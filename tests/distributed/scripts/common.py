@@ -1,7 +1,6 @@
 """What the rank scripts share: small models and the shipped digits, built the same way on
 every rank and in the single-process reference run."""
 import argparse
-import os
 
 import numpy as np
 

@@ -3,7 +3,6 @@ metrics, a short last batch, and the callbacks that write files; alone, the same
 the single-process reference."""
 import json
 
-import numpy as np
 
 import hl
 from common import MLP, args, digits, params, save

@@ -2,7 +2,7 @@
 import os
 
 import hl
-from common import MLP, args, digits, shard
+from common import MLP, args, digits
 
 a = args(("what", str, "model"))
 if a.what == "version" and os.environ.get("PMI_RANK") == "1":
