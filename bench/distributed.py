@@ -137,6 +137,8 @@ def _torch_ddp(name, xs, ys):
 def _launch(ranks, threads, args, port=None):
     """Runs this script as a worker: on `ranks` ranks with mpiexec, or alone (ranks=None)."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    if os.environ.get("HL_BENCH_PASSIVE"):  # on a shared, overloaded host OpenMP's spinning
+        env["OMP_WAIT_POLICY"] = "PASSIVE"   # threads lose whole time slices to each other
     if port is not None:
         env["MASTER_PORT"] = str(port)
     cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + [str(a) for a in args]
