@@ -120,7 +120,8 @@ int hl_tensor_is_contiguous(const hl_tensor *t);        /* row-major, no gaps */
 void *hl_tensor_data(const hl_tensor *t);               /* first element; NULL off the CPU */
 int hl_tensor_shares_storage(const hl_tensor *a, const hl_tensor *b);
 
-/* Host <-> tensor copies of a contiguous tensor's bytes (any device). */
+/* Host <-> tensor copies of a contiguous tensor's bytes (any device). A meta tensor has no
+   values: writing to one checks the sizes and keeps nothing, reading from one fails. */
 hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes);
 hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes);
 /* A contiguous copy on another device (a plain copy when the device is the same). */
