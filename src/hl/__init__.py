@@ -62,6 +62,7 @@ def empty_cache(device=None):
 from . import opt  # noqa: E402
 optim = opt  # PyTorch's name for the same package
 from . import data  # noqa: E402
+from . import distributed, distribution  # noqa: E402 - MPI itself loads only under mpiexec
 
 
 def save(obj, path, overwrite=True):
