@@ -21,6 +21,7 @@ from .. import autograd as _hl_autograd
 from .. import errors, losses as _losses
 from .._tensor import Tensor as _HLTensor, as_tensor
 from ..autograd import functional as F
+from ..autograd.elementwise import Compare as _Compare
 from . import tensor as _tensor
 from .tensor import Tensor, _py
 
@@ -37,7 +38,9 @@ def backward(y, dy=None):
                                 f"{tuple(y.shape)}")
     if dy is not None and not isinstance(dy, _HLTensor):
         dy = _HLTensor(np.full(tuple(y.shape), float(dy), np.float32)).astype(y.dtype)
-    for p, g in _hl_autograd.backward(y, dy):
+    # SINGA keeps the records after backward (its to_onnx([x], [y]) works after a training
+    # step); they go when y and its graph are dropped
+    for p, g in _hl_autograd.backward(y, dy, retain_graph=True):
         yield p, _tensor.from_raw_tensor(g) if g.__class__ is not Tensor else g
 
 
@@ -96,16 +99,33 @@ def matmul(x, w):
     return _py(F.matmul(x, w))
 
 
+def _compare(op, a, b):
+    """A comparison or logical op, recorded when an input requires a gradient (hl records only
+    differentiable ops; SINGA records every op, and its to_onnx([x], [y]) exports them): the
+    record passes no gradient back. The 0/1 result has a's float dtype, as SINGA's."""
+    a, b = _as(a), _as(b, a)
+    if _hl_autograd.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        fn = _Compare(op)
+        fn.differentiable = True
+        fn.backward = _no_gradient
+        return _py(_float(fn(a, b), a))
+    return _py(_float(getattr(F, op)(a, b), a))
+
+
+def _no_gradient(*dys):
+    return (None, None)
+
+
 def less(x, y):
-    return _py(_float(F.lt(x, y), x))
+    return _compare("lt", x, y)
 
 
 def greater(x, y):
-    return _py(_float(F.gt(x, y), x))
+    return _compare("gt", x, y)
 
 
 def equal(x, y):
-    return _py(_float(F.eq(x, y), x))
+    return _compare("eq", x, y)
 
 
 def clip(x, min=None, max=None):  # noqa: A002 - SINGA's names
@@ -176,6 +196,8 @@ def mean(*l):
 
 
 def max(*l):  # noqa: A001
+    if len(l) == 1:
+        return identity(l[0])
     out = l[0]
     for t in l[1:]:
         out = F.maximum(out, t)
@@ -183,6 +205,8 @@ def max(*l):  # noqa: A001
 
 
 def min(*l):  # noqa: A001
+    if len(l) == 1:
+        return identity(l[0])
     out = l[0]
     for t in l[1:]:
         out = F.minimum(out, t)
@@ -222,6 +246,11 @@ def mse_loss(x, t):
     return _py(_losses.mse(x, t))
 
 
+def _mean_square_error(x, t):
+    """SINGA's MeanSquareError operator: the target broadcasts against x."""
+    return _py(F.mean(F.square(F.sub(x, t))))
+
+
 def ranking_loss(pos, neg, M=0.2):  # noqa: N803
     """sum(max(0, M - pos + neg)) / batch."""
     return _py(F.true_divide(F.sum(F.relu(F.add(F.sub(neg, pos), float(M)))), _batch(pos)))
@@ -235,7 +264,8 @@ def flatten(x, axis=1):
 
 
 def scatter_elements(x, indices, updates, axis=0):
-    return _py(F.scatter_elements(x, _int(indices, x), _as(updates, x), axis))
+    """ONNX ScatterElements; indices and updates are constants (SINGA's configuration)."""
+    return _py(F.scatter_elements(x, _int(indices, x), _as(updates, x).detach(), axis))
 
 
 def _int(i, like):
@@ -283,11 +313,12 @@ def rounde(x):
 
 
 def unsqueeze(x, axis=-1):
+    """Size-1 axes inserted at `axis` (positions in the result), as one reshape."""
     axes = [axis] if isinstance(axis, int) else list(axis)
-    y = x
+    shape = list(x.shape)
     for a in sorted(a % (x.ndim + len(axes)) for a in axes):
-        y = F.unsqueeze(y, a)
-    return _py(y)
+        shape.insert(a, 1)
+    return _py(F.reshape(x, *shape))
 
 
 def squeeze(x, axis=[]):  # noqa: B006 - SINGA's default
@@ -319,19 +350,19 @@ def shape(x):
 
 
 def _and(a, b):
-    return _py(_float(F.logical_and(a, b), a))
+    return _compare("logical_and", a, b)
 
 
 def _or(a, b):
-    return _py(_float(F.logical_or(a, b), a))
+    return _compare("logical_or", a, b)
 
 
 def _xor(a, b):
-    return _py(_float(F.logical_xor(a, b), a))
+    return _compare("logical_xor", a, b)
 
 
 def _not(x):
-    return _py(_float(F.logical_not(x), x))
+    return _compare("eq", x, 0.0)
 
 
 def gemm(A, B, C=None, alpha=1.0, beta=1.0, transA=0, transB=0):  # noqa: N803
@@ -402,9 +433,14 @@ def cast(x, to):
 
 def onehot(axis, indices, depth, values):
     """ONNX OneHot: values = [off, on]; negative indices count from depth."""
-    off, on = [float(v) for v in np.asarray(values).reshape(-1)[:2]]
-    idx = np.mod(np.asarray(_tensor.to_numpy(indices)).astype(np.int64), int(depth))
-    return _py(F.one_hot(as_tensor(idx, device=indices.device), int(depth), axis, on, off))
+    off, on = [float(v) for v in np.asarray(_host(values)).reshape(-1)[:2]]
+    depth = int(np.asarray(_host(depth)).reshape(-1)[0])
+    idx = np.mod(np.asarray(_host(indices)).astype(np.int64), depth)
+    return _py(F.one_hot(as_tensor(idx, device=indices.device), depth, axis, on, off))
+
+
+def _host(v):
+    return _tensor.to_numpy(v) if isinstance(v, _HLTensor) else v
 
 
 def cossim(a, b):
@@ -427,15 +463,14 @@ def pad(x, mode, pads, constant=0.0):
 
 
 def upsample(x, mode, scales):
-    """Nearest upsampling by integer scales (SINGA repeats along each axis)."""
-    y = x
-    for axis, s in enumerate(list(np.asarray(scales).reshape(-1))):
-        s = int(s)
-        if s != 1:
-            y = F.reshape(F.expand(F.unsqueeze(y, axis + 1),
-                                   *(y.shape[:axis + 1] + (s,) + y.shape[axis + 1:])),
-                          *(y.shape[:axis] + (y.shape[axis] * s,) + y.shape[axis + 1:]))
-    return _py(y)
+    """Nearest upsampling of the spatial axes by integer scales (one per axis of x, the
+    batch and channel ones 1), as hl's interpolate."""
+    scales = [float(s) for s in np.asarray(_host(scales)).reshape(-1)]
+    if len(scales) != x.ndim or scales[:2] != [1.0, 1.0] or mode != "nearest":
+        raise errors.UnsupportedError(f"upsample: nearest mode with scales (1, 1, ...) for "
+                                      f"the (N, C, ...) axes; got mode {mode!r}, scales "
+                                      f"{scales} for shape {tuple(x.shape)}")
+    return _py(F.interpolate(x, scale_factor=tuple(scales[2:]), mode="nearest"))
 
 
 def depth_to_space(x, blocksize, mode="DCR"):
@@ -542,7 +577,7 @@ BinaryCrossEntropy = _target_op("BinaryCrossEntropy", binary_cross_entropy)
 CrossEntropy = _target_op("CrossEntropy", cross_entropy)
 RankingLoss = _op("RankingLoss", ranking_loss)
 SoftMaxCrossEntropy = _target_op("SoftMaxCrossEntropy", softmax_cross_entropy)
-MeanSquareError = _target_op("MeanSquareError", mse_loss)
+MeanSquareError = _target_op("MeanSquareError", _mean_square_error)
 Flatten = _op("Flatten", flatten)
 Tanh, Cos, Cosh, Acos, Acosh = (_op("Tanh", tanh), _op("Cos", cos), _op("Cosh", cosh),
                                 _op("Acos", acos), _op("Acosh", acosh))

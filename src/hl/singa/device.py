@@ -20,6 +20,10 @@ class Device(devices.Device):
     """An hl.Device with SINGA's C++ Device methods."""
     __slots__ = ()
 
+    def __call__(self):
+        """The device itself: SINGA's raw tensors spell ``t.device()``."""
+        return self
+
     def id(self):
         """SINGA numbers the host -1 and GPUs from 0."""
         return -1 if self.kind == "cpu" else self.index

@@ -207,14 +207,14 @@ class Pooling2d(Layer):
     def forward(self, x):
         p = self.padding
         k = self.kernel_size
-        fits = all(max(p[i], p[i + 2]) <= k[i] // 2 for i in range(2))
-        if not fits or p[0] != p[2] or p[1] != p[3]:
-            # hl's pools take symmetric padding up to half the window; pad outside instead
+        if all(max(p[i], p[i + 2]) <= k[i] // 2 for i in range(2)):
+            pad = p
+        else:
+            # hl's pools take padding up to half the window (PyTorch's rule); more is
+            # padded outside, with what the pool would have seen there
             fill = float("-inf") if self.is_max else 0.0
             x = F.pad(x, [0, 0, p[0], p[1], 0, 0, p[2], p[3]], "constant", fill)
             pad = 0
-        else:
-            pad = (p[0], p[1])
         if self.is_max:
             return F.max_pool2d(x, k, self.stride, pad)
         return F.avg_pool2d(x, k, self.stride, pad)

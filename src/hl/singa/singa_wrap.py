@@ -73,7 +73,10 @@ class Tensor(_HLTensor):
     def data_type(self):
         return self._dtype
 
+    @property
     def device(self):
+        """SINGA's ``t.device()``; the Device is also callable, returning itself, so the same
+        attribute serves hl's code, which reads ``t.device``."""
         from .device import _door_device
         return _door_device(_HLTensor.device.__get__(self))
 
@@ -135,3 +138,30 @@ def Uniform(low, high, t):  # noqa: N802
 
 def Bernoulli(p, t):  # noqa: N802
     _random._fill("bernoulli", t, p, None, None)
+
+
+class BatchNormHandle:
+    """What autograd.batchnorm_2d reads of SINGA's handle: the running-average factor (the
+    weight of the running statistics)."""
+
+    def __init__(self, factor, x=None):
+        self.factor = float(factor)
+
+
+CudnnBatchNormHandle = BatchNormHandle
+
+
+class PoolingHandle:
+    """What autograd.pooling_2d reads of SINGA's handle."""
+
+    def __init__(self, x, kernel, stride, padding, is_max=True):
+        self.kernel, self.stride, self.padding = tuple(kernel), tuple(stride), tuple(padding)
+        self.is_max_pooling = bool(is_max)
+
+
+class ConvHandle:
+    """What autograd.conv2d reads of SINGA's handle."""
+
+    def __init__(self, x, kernel, stride, padding, in_channels, out_channels, bias, group=1):
+        self.kernel, self.stride, self.padding = tuple(kernel), tuple(stride), tuple(padding)
+        self.group = int(group)

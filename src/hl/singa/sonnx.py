@@ -36,7 +36,9 @@ class SingaRep:
 
     @property
     def layers(self):
-        return self.model.get_params()
+        """(node, node) pairs of the graph, in order (SINGA pairs each node with its
+        operator; here the node stands for both)."""
+        return [(n, n) for n in self.model.nodes]
 
     def run(self, x, last_layers=None, aux_output=(), **kwargs):
         out = self.model.forward(*x, last_layers=last_layers, aux_output=aux_output)
@@ -51,8 +53,11 @@ def prepare(model, device=None, **kwargs):
 
 
 def to_onnx(inputs, y, model_name="sonnx"):
-    """The ONNX model of what autograd recorded from `inputs` to the outputs `y`."""
-    return _onnx.to_onnx(list(inputs), list(y) if isinstance(y, (list, tuple)) else [y],
+    """The ONNX model of what autograd recorded from `inputs` to the outputs `y`. Numbers
+    and shapes in `inputs` are dropped: they are attributes of the graph (as in SINGA)."""
+    from .._tensor import Tensor as _HLTensor
+    inputs = [x for x in inputs if isinstance(x, _HLTensor)]
+    return _onnx.to_onnx(inputs, list(y) if isinstance(y, (list, tuple)) else [y],
                          model_name=model_name)
 
 

@@ -12,13 +12,15 @@ Differences from SINGA are listed in docs/singa.md; the main ones: a new tensor 
 is zero-filled (SINGA leaves it unset), ``requires_grad`` defaults to True as in SINGA but
 ops record whenever hl's grad mode is on (SINGA records only while autograd.training).
 """
-import builtins
+import functools
+import weakref
 
 import numpy as np
 
 from .. import dtypes as _dt
 from .. import errors, ops
 from .. import autograd as _ag
+from .._grad_state import state as _grad
 from .._tensor import Tensor as _HLTensor, _wrap
 from ..autograd import functional as F
 from . import singa_wrap as _sw
@@ -313,27 +315,40 @@ def _numpy_for_singa(a):
 
 # ---- turning hl results into SINGA tensors ---------------------------------------------------
 
-_OP_CLASSES = {}
+def _raw_backward(ref, *dys):
+    """SINGA's Operator.backward over an hl Function's: raw tensors in and out, no argument
+    meaning a gradient of ones (SINGA's dy=1.0), and, called from a program, one gradient per
+    input that requires one (SINGA's operators take their constants as configuration, not as
+    inputs). hl's engine calls it too, with grad mode off: it gets hl's contract, one entry
+    per input."""
+    fn = ref()
+    if not dys:
+        dys = tuple(ops.ones(*shape, dtype=dtype, device=device)
+                    for shape, dtype, device in _out_specs(fn))
+    engine = not _grad.enabled
+    dxs = type(fn).backward(fn, *dys)
+    if engine:
+        return tuple(_sw.raw(d) for d in dxs) if type(dxs) is tuple else _sw.raw(dxs)
+    if type(dxs) is not tuple:
+        dxs = (dxs,)
+    needs = fn.needs or (True,) * len(dxs)
+    dxs = tuple(_sw.raw(d) for d, need in zip(dxs, needs) if need)
+    return dxs[0] if len(dxs) == 1 else dxs
 
 
-def _door_op(cls):
-    """cls (an hl Function) with SINGA's backward: it takes raw tensors and gives raw tensors
-    (``dx, dW, db = y.creator.backward(dy.data)``). The same class for hl's engine and for
-    ONNX export (it is a subclass, named alike)."""
-    sub = _OP_CLASSES.get(cls)
-    if sub is None:
-        base_backward = cls.backward
+def _out_specs(fn):
+    if fn.out_specs is not None:
+        return fn.out_specs
+    y = fn.outs[0]()
+    return [(y.shape, y.dtype, y.device)]
 
-        def backward(self, *dys):
-            dxs = base_backward(self, *dys)
-            if type(dxs) is tuple:
-                return tuple(_sw.raw(d) for d in dxs)
-            return _sw.raw(dxs)
-        sub = type(cls.__name__, (cls,), {"backward": backward, "__module__": cls.__module__,
-                                           "__qualname__": cls.__qualname__})
-        _OP_CLASSES[cls] = sub
-        _OP_CLASSES[sub] = sub
-    return sub
+
+def _singa_backward(fn):
+    """Gives the op that made a SINGA tensor SINGA's backward, on the instance: hl's engine
+    and ONNX export keep seeing hl's class; a weak reference keeps the op collectable."""
+    d = fn.__dict__
+    if "backward" not in d:
+        d["backward"] = functools.partial(_raw_backward, weakref.ref(fn))
 
 
 def _py(t):
@@ -342,12 +357,8 @@ def _py(t):
     if isinstance(t, _HLTensor):
         if t.__class__ is not Tensor:
             t.__class__ = Tensor
-        fn = t.creator
-        if fn is not None and fn.__class__ not in _OP_CLASSES.values():
-            try:
-                fn.__class__ = _door_op(fn.__class__)
-            except TypeError:
-                pass  # an op class with its own layout keeps hl's backward
+        if t.creator is not None:
+            _singa_backward(t.creator)
         return t
     if isinstance(t, tuple):
         return tuple(_py(x) for x in t)
