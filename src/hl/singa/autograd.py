@@ -213,6 +213,11 @@ def min(*l):  # noqa: A001
     return _py(out)
 
 
+def _scalar(loss):
+    """SINGA's losses are tensors of shape (1,)."""
+    return _py(F.reshape(loss, 1))
+
+
 def _batch(x):
     return float(x.shape[0]) if x.ndim else 1.0
 
@@ -221,21 +226,22 @@ def binary_cross_entropy(x, t):
     """-sum(t log(x + 1e-4) + (1 - t) log(1.0001 - x)) / batch, as SINGA's (x: probabilities)."""
     pos = F.mul(t, F.log(F.add(x, 1e-4)))
     neg = F.mul(F.sub(1.0, t), F.log(F.sub(1.0001, x)))
-    return _py(F.true_divide(F.neg(F.sum(F.add(pos, neg))), _batch(x)))
+    return _scalar(F.true_divide(F.neg(F.sum(F.add(pos, neg))), _batch(x)))
 
 
 def cross_entropy(x, t):
     """-sum(t log x) / batch (x: probabilities, t: one-hot or soft targets)."""
-    return _py(F.true_divide(F.neg(F.sum(F.mul(t, F.log(x)))), _batch(x)))
+    return _scalar(F.true_divide(F.neg(F.sum(F.mul(t, F.log(x)))), _batch(x)))
 
 
 def softmax_cross_entropy(x, t):
     """The mean over the batch of the cross entropy of softmax(x) and t (class indices or
     one-hot / soft targets of x's shape)."""
     if tuple(t.shape) == tuple(x.shape) and t.dtype.is_floating:
-        return _py(F.true_divide(F.neg(F.sum(F.mul(t, F.log_softmax(x, -1)))), _batch(x)))
+        return _scalar(F.true_divide(F.neg(F.sum(F.mul(t, F.log_softmax(x, -1)))),
+                                     _batch(x)))
     t = t.astype("int64") if t.dtype.is_floating else t
-    return _py(_losses.softmax_cross_entropy(x, F.reshape(t, -1)))
+    return _scalar(_losses.softmax_cross_entropy(x, F.reshape(t.detach(), -1)))
 
 
 def mse_loss(x, t):
@@ -243,17 +249,18 @@ def mse_loss(x, t):
     if tuple(x.shape) != tuple(t.shape):
         raise errors.ShapeError(f"mse_loss: input {tuple(x.shape)} and target "
                                 f"{tuple(t.shape)} differ")
-    return _py(_losses.mse(x, t))
+    return _scalar(_losses.mse(x, t))
 
 
 def _mean_square_error(x, t):
     """SINGA's MeanSquareError operator: the target broadcasts against x."""
-    return _py(F.mean(F.square(F.sub(x, t))))
+    return _scalar(F.mean(F.square(F.sub(x, t))))
 
 
 def ranking_loss(pos, neg, M=0.2):  # noqa: N803
     """sum(max(0, M - pos + neg)) / batch."""
-    return _py(F.true_divide(F.sum(F.relu(F.add(F.sub(neg, pos), float(M)))), _batch(pos)))
+    return _scalar(F.true_divide(F.sum(F.relu(F.add(F.sub(neg, pos), float(M)))),
+                                 _batch(pos)))
 
 
 def flatten(x, axis=1):
@@ -269,8 +276,9 @@ def scatter_elements(x, indices, updates, axis=0):
 
 
 def _int(i, like):
+    """Positions as a constant int tensor (SINGA's operators take them as configuration)."""
     if isinstance(i, _HLTensor):
-        return i.astype("int64") if i.dtype.is_floating else i
+        return (i.astype("int64") if i.dtype.is_floating else i).detach()
     return as_tensor(np.asarray(i, np.int64), device=like.device)
 
 
@@ -416,7 +424,11 @@ def split(x, axis, parts, num_output=None):
 
 
 def gather(x, axis, indices):
-    return _py(F.gather(x, _int(indices, x), axis))
+    """numpy.take along axis; as in SINGA, an index is taken modulo the axis size (so -1 and
+    size - 1 are the same element, and so are size and 0)."""
+    n = x.shape[axis]
+    idx = np.mod(np.asarray(_host(indices)).astype(np.int64), n)
+    return _py(F.gather(x, as_tensor(idx, device=x.device), axis))
 
 
 def tile(x, repeats):
