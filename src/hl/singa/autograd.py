@@ -237,7 +237,8 @@ def cross_entropy(x, t):
 def softmax_cross_entropy(x, t):
     """The mean over the batch of the cross entropy of softmax(x) and t (class indices or
     one-hot / soft targets of x's shape)."""
-    if tuple(t.shape) == tuple(x.shape) and t.dtype.is_floating:
+    if tuple(t.shape) == tuple(x.shape):  # one-hot or soft targets, whatever their dtype
+        t = t.detach().astype(x.dtype) if t.dtype is not x.dtype else t
         return _scalar(F.true_divide(F.neg(F.sum(F.mul(t, F.log_softmax(x, -1)))),
                                      _batch(x)))
     t = t.astype("int64") if t.dtype.is_floating else t

@@ -63,6 +63,23 @@ class Layer(_L.Layer):
     def get_states(self):
         return _py_dict(super().get_states())
 
+    def set_params(self, parameters):
+        """Copies the given values (Tensors or arrays, by hierarchical name) into those
+        parameters; names not given keep their values (SINGA's set_params)."""
+        self._set(self.get_params(), parameters, "set_params")
+
+    def set_states(self, states):
+        """set_params over the states (parameters and buffers)."""
+        self._set(self.get_states(), states, "set_states")
+
+    def _set(self, targets, values, op):
+        unknown = sorted(set(values) - set(targets))
+        if unknown:
+            raise errors.ValueError(f"{op} on {self.describe()}: unknown names {unknown}; it "
+                                    f"has {sorted(targets)}")
+        for k, v in values.items():
+            _L.layer._load(self, {k: targets[k]}, {k: v}, True, op)
+
     def register_layers(self, *args):
         """SINGA's way to keep a list of layers: each becomes an attribute (its index)."""
         if len(args) == 1 and isinstance(args[0], (list, tuple)):
@@ -121,6 +138,12 @@ class Embedding(Layer, _L.Embedding):
     def __init__(self, input_dim, output_dim, initializer="gaussian"):
         _L.Embedding.__init__(self, input_dim, output_dim,
                               W_init="normal" if initializer == "gaussian" else initializer)
+
+    def forward(self, x):
+        """Ids may come as floats, as SINGA's Embedding reads them."""
+        if x.dtype.is_floating:
+            x = x.detach().astype("int64")
+        return _L.Embedding.forward(self, x)
 
     def from_pretrained(self, W, freeze=True):  # noqa: N803
         self.set_param("W", W, trainable=not freeze)
