@@ -352,6 +352,22 @@ def test_linear_gemm_embedding_and_simple_layers(rng):
         layer.CudnnRNN(4)
 
 
+def test_initialisation_is_singas():
+    """layer.py: Conv2d W ~ N(0, 2 / (C_in * kh * kw + nb_kernels)), Linear W ~
+    N(0, 2 / (in + out)), Embedding W ~ N(0, 1); biases 0."""
+    conv = layer.Conv2d(64, 5)
+    conv(tensor.Tensor((1, 32, 5, 5)))
+    w = tensor.to_numpy(conv.W)
+    assert w.std() == pytest.approx(np.sqrt(2 / (32 * 25 + 64)), rel=0.05)
+    assert abs(w.mean()) < 0.01 and not tensor.to_numpy(conv.b).any()
+    lin = layer.Linear(300)
+    lin(tensor.Tensor((1, 500)))
+    assert tensor.to_numpy(lin.W).std() == pytest.approx(np.sqrt(2 / 800), rel=0.05)
+    emb = layer.Embedding(500, 40)
+    emb(t(np.array([[0]])))
+    assert tensor.to_numpy(emb.W).std() == pytest.approx(1.0, rel=0.05)
+
+
 def test_rnn_and_lstm_over_lists_of_steps(rng):
     xs = [t(rng.standard_normal((2, 3))) for _ in range(4)]
     h0 = t(np.zeros((2, 5)))

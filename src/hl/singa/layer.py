@@ -8,8 +8,11 @@ lists of time steps. Parameters keep SINGA's names (``W``, ``b``, ``scale``, ``b
 ``running_mean``, ``running_var``), so checkpoints move between the two. Outputs are
 hl.singa Tensors (``y.creator.backward(dy.data)`` works as in SINGA).
 """
+import math
+
 from .. import errors
 from .. import layers as _L
+from ..layers import initializers as _init
 from ..autograd import functional as F
 from . import autograd
 from .tensor import _py
@@ -108,7 +111,8 @@ class Linear(Layer, _L.Linear):
     """``Linear(out_features)`` or ``Linear(in_features, out_features)``; y = x W + b."""
 
     def __init__(self, out_features, *args, bias=True, **kwargs):
-        _L.Linear.__init__(self, out_features, *args, bias=bias)
+        # SINGA draws W from N(0, 2 / (in + out)): hl's glorot_normal
+        _L.Linear.__init__(self, out_features, *args, bias=bias, W_init="glorot_normal")
 
 
 class Gemm(Layer):
@@ -136,8 +140,10 @@ class Gemm(Layer):
 
 class Embedding(Layer, _L.Embedding):
     def __init__(self, input_dim, output_dim, initializer="gaussian"):
+        # SINGA draws W from N(0, 1), or U(-1, 1) with initializer="uniform"
+        init = {"gaussian": _init.Normal(0.0, 1.0), "uniform": _init.Uniform(-1.0, 1.0)}
         _L.Embedding.__init__(self, input_dim, output_dim,
-                              W_init="normal" if initializer == "gaussian" else initializer)
+                              W_init=init.get(initializer, initializer))
 
     def forward(self, x):
         """Ids may come as floats, as SINGA's Embedding reads them."""
@@ -174,6 +180,10 @@ class Conv2d(Layer, _L.Conv2d):
             k = [d * (k - 1) + 1 for k, d in zip(self.kernel_size, self.dilation)]
             self.__dict__["padding"] = onnx_same_pads(self.pad_mode, x.shape[2:], k,
                                                       self.stride)
+        # SINGA's W ~ N(0, 2 / (in_channels / group * kh * kw + nb_kernels)), b = 0
+        fan_in = x.shape[1] // self.groups * self.kernel_size[0] * self.kernel_size[1]
+        std = math.sqrt(2.0 / (fan_in + self.out_channels))
+        self.__dict__["W_init"] = _init.Normal(0.0, std)
         _L.Conv2d.initialize(self, x)
 
     def forward(self, x):
