@@ -42,9 +42,11 @@ def write_idx(path, arr):
         f.write(header + arr.tobytes())
 
 
-def make_mnist(folder):
+def make_mnist(folder, limit=None):
     import hl
     (x, y), (xt, yt) = hl.data.digits(size=28)
+    if limit:
+        x, y, xt, yt = x[:limit], y[:limit], xt[:limit], yt[:limit]
     for name, images, labels in (("train", x, y), ("t10k", xt, yt)):
         write_idx(os.path.join(folder, f"{name}-images-idx3-ubyte.gz"),
                   np.round(np.asarray(images)[:, 0] * 255))
@@ -89,12 +91,16 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=0.005)
     ap.add_argument("--graph", choices=["on", "off", "both"], default="both")
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--limit", type=int, default=None,
+                    help="use only the first N training and N test images (for the 224x224 "
+                         "and 299x299 models, which are slow on a CPU)")
+    ap.add_argument("--no-mlp-scripts", action="store_true")
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="hl_singa_examples_")
     try:
         data = os.path.join(tmp, "mnist")
         os.makedirs(data)
-        n, nt = make_mnist(data)
+        n, nt = make_mnist(data, args.limit)
         print(f"MNIST-format data from hl's digits: {n} training, {nt} test images, 28x28")
         ex = os.path.join(args.checkout, "examples")
         copy_ported(os.path.join(ex, "cnn"), os.path.join(tmp, "cnn"), data)
@@ -106,8 +112,12 @@ def main(argv=None):
                        str(args.batch), "-l", str(args.lr)] + g
                 rc, out = run(cmd, os.path.join(tmp, "cnn"), args.timeout)
                 print(f"\n$ python {' '.join(cmd)}   (rc={rc})")
-                print("\n".join(out.strip().splitlines()[-8:]))
-        for script in (["native.py", "-m", "301"], ["model.py", "-m", "301"]):
+                lines = out.strip().splitlines()
+                print("\n".join(ln for ln in lines if "accuracy" in ln or "Error" in ln
+                                 or "rror:" in ln) or "\n".join(lines[-8:]))
+        scripts = [] if args.no_mlp_scripts else [["native.py", "-m", "301"],
+                                                   ["model.py", "-m", "301"]]
+        for script in scripts:
             rc, out = run(script, os.path.join(tmp, "mlp"), args.timeout)
             print(f"\n$ python mlp/{' '.join(script)}   (rc={rc})")
             print("\n".join(out.strip().splitlines()[-5:]))

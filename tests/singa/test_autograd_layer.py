@@ -401,3 +401,27 @@ def test_custom_layer_names_params_hierarchically(rng):
     np.testing.assert_array_equal(tensor.to_numpy(blk.fc.b), np.ones(4))
     blk.register_layers(layer.ReLU(), layer.ReLU())
     assert hasattr(blk, "ReLU_0") and hasattr(blk, "ReLU_1")
+
+
+def test_singa_layer_conventions():
+    """SINGA allows plain attributes before Layer.__init__ (ResNet sets self.inplanes first) and
+    register_layers(*layers) or (OrderedDict) for layers kept in lists."""
+    from collections import OrderedDict
+
+    class Net(layer.Layer):
+        def __init__(self):
+            self.width = 3
+            super().__init__()
+            blocks = [layer.Linear(self.width), layer.Linear(2)]
+            self.register_layers(*blocks)
+            self.register_layers(OrderedDict(head=layer.ReLU()))
+            self.blocks = blocks
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+
+    net = Net()
+    assert net(t(np.ones((1, 4)))).shape == (1, 2)
+    assert sorted(net.get_params()) == ["Linear_0.W", "Linear_0.b", "Linear_1.W", "Linear_1.b"]

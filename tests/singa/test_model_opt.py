@@ -192,6 +192,24 @@ def test_optimizer_called_on_a_loss_updates_every_parameter(rng):
     assert sgd.step_count == 1
 
 
+def test_parameters_of_unregistered_layers_keep_their_own_state(rng):
+    """Layers kept in closures (SINGA's ResNet downsample) have parameters named just "W":
+    each keeps its own momentum."""
+    a, b = layer.Linear(2, bias=False), layer.Linear(2, bias=False)
+    x = tensor.from_numpy(rng.standard_normal((3, 2)).astype(np.float32))
+    a(x), b(x)
+    assert a.W.name == b.W.name == "W"
+    wa, wb = tensor.to_numpy(a.W).copy(), tensor.to_numpy(b.W).copy()
+    sgd = opt.SGD(lr=0.1, momentum=0.9)
+    for _ in range(2):
+        ls = autograd.add(autograd.reduce_sum(a(x), None, 0), autograd.reduce_sum(b(x), None, 0))
+        sgd(ls)
+    g = tensor.to_numpy(x).sum(0)[:, None] * np.ones((1, 2))   # d sum(x W) / dW
+    for w0, w in ((wa, a.W), (wb, b.W)):                       # buf: g, then 1.9 g
+        np.testing.assert_allclose(tensor.to_numpy(w), w0 - 0.1 * g - 0.1 * 1.9 * g, rtol=1e-5,
+                                   atol=1e-6)
+
+
 def test_distopt_is_hls_or_a_clear_error():
     try:
         dist = opt.DistOpt

@@ -15,6 +15,7 @@ from .. import layers as _L
 from ..layers import initializers as _init
 from ..autograd import functional as F
 from . import autograd
+from .._tensor import Tensor as _HLTensor
 from .tensor import _py
 from .utils import onnx_same_pads
 
@@ -60,6 +61,14 @@ class Layer(_L.Layer):
     def __call__(self, *xs, **kwargs):
         return _py(super().__call__(*xs, **kwargs))
 
+    def __setattr__(self, name, value):
+        # SINGA lets a subclass keep plain values before calling Layer.__init__
+        # (ResNet sets self.inplanes first); layers and tensors still need it
+        if "_built" not in self.__dict__ and not isinstance(value, (_L.Layer, _HLTensor)):
+            self.__dict__[name] = value
+            return
+        super().__setattr__(name, value)
+
     def get_params(self):
         return _py_dict(super().get_params())
 
@@ -84,11 +93,16 @@ class Layer(_L.Layer):
             _L.layer._load(self, {k: targets[k]}, {k: v}, True, op)
 
     def register_layers(self, *args):
-        """SINGA's way to keep a list of layers: each becomes an attribute (its index)."""
-        if len(args) == 1 and isinstance(args[0], (list, tuple)):
-            args = args[0]
-        for i, lyr in enumerate(args):
-            setattr(self, f"{type(lyr).__name__}_{i}", lyr)
+        """SINGA's way to keep layers held in lists or closures: each becomes a sub-layer named
+        ``ClassName_index`` (or by its key, for an OrderedDict)."""
+        if len(args) == 1 and isinstance(args[0], dict):
+            items = list(args[0].items())
+        else:
+            if len(args) == 1 and isinstance(args[0], (list, tuple)):
+                args = args[0]
+            items = [(f"{type(v).__name__}_{i}", v) for i, v in enumerate(args)]
+        for name, lyr in items:
+            setattr(self, name, lyr)
 
     def dtype_check(self, *inputs):
         """Casts the inputs to the first one's dtype, in place (as SINGA's)."""

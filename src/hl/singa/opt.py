@@ -18,7 +18,7 @@ from .. import errors
 from .. import opt as _opt
 from ..opt import schedules as _schedules
 from . import tensor as _tensor
-from .autograd import backward as _backward
+from ..autograd import backward as _hl_backward
 
 
 class DecayScheduler(_schedules.Schedule):
@@ -94,11 +94,34 @@ class _Singa:
 
     def __call__(self, loss):
         """Backward from loss, every parameter updated as its gradient arrives, one step."""
-        self.backward_and_update(loss)
+        self.call(loss)
+        self.step()
 
-    def call(self, loss):
-        for p, g in _backward(loss):
+    def backward_and_update(self, loss, dy=None):
+        self.call(loss, dy)
+        self.step()
+
+    def call(self, loss, dy=None):
+        for p, g in _hl_backward(loss, dy):  # hl's walk: records freed as it goes
             self.apply(p.name, p, g)
+
+    def _singa_key(self, param, name):
+        """The optimiser's key for a parameter: its name, unless another live parameter has
+        it already (SINGA names the parameters of layers kept in closures, outside any
+        model, just "W" and "b"; SINGA then mixes their momentum, hl keeps them apart)."""
+        if name is None:
+            return None
+        owner = self._owners.get(name)
+        other = owner() if owner is not None else None
+        if other is None or other is param:
+            return name
+        entry = self._keys.get(id(param))
+        if entry is not None and entry[0]() is param:
+            return entry[1]
+        n = 1
+        while f"{name}#{n}" in self._owners and self._owners[f"{name}#{n}"]() is not None:
+            n += 1
+        return f"{name}#{n}"
 
     def apply(self, param_name, param_value, param_grad):
         """Updates param_value in place from param_grad; the optimiser's state for it is kept
@@ -107,8 +130,9 @@ class _Singa:
             raise errors.ShapeError(f"{type(self).__name__}.apply: {param_name}: param "
                                     f"{tuple(param_value.shape)} and grad "
                                     f"{tuple(param_grad.shape)} differ")
-        if param_name is not None:
-            self._bind(param_value, str(param_name))
+        key = self._singa_key(param_value, None if param_name is None else str(param_name))
+        if key is not None:
+            self._bind(param_value, key)
         _opt.Optimizer.update(self, param_value, param_grad)
 
     def update(self, param, grad):
