@@ -1,6 +1,6 @@
 """Runs Apache SINGA's own Python tests against hl.singa, with only their imports rewritten.
 
-    python tests/singa/run_singa_tests.py /path/to/singa-checkout [-k EXPR] [--tests test_tensor ...]
+    python tests/singa/run_singa_tests.py /path/to/singa-checkout [-k EXPR] [--tests NAME ...]
 
 SINGA's tests are never part of this repository and nothing is fetched: the script copies
 ``test/python/<name>.py`` (and its ``cuda_helper.py``) from the checkout you point it at into a

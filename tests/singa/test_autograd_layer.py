@@ -112,7 +112,8 @@ def test_shape_functions_match_numpy(rng):
           np.pad(a, [(0, 0), (1, 0), (0, 2)], constant_values=5))
     close(tensor.to_numpy(autograd.shape(x)), [2, 3, 4])
     close(tensor.to_numpy(autograd.constant_of_shape(t([2, 3]), 1.5)), np.full((2, 3), 1.5))
-    close(tensor.to_numpy(autograd.nonzero(t([[1, 0], [0, 2]]))), np.array(np.nonzero([[1, 0], [0, 2]])))
+    m = [[1, 0], [0, 2]]
+    close(tensor.to_numpy(autograd.nonzero(t(m))), np.array(np.nonzero(m)))
     close(tensor.to_numpy(autograd.cast(x, tensor.int32)), a.astype(np.int32))
     oh = autograd.onehot(-1, t([1, 3]), 4, [0.5, 2.0])     # ONNX OneHot: [off, on]
     close(tensor.to_numpy(oh), [[0.5, 2, 0.5, 0.5], [0.5, 0.5, 0.5, 2]])
@@ -158,7 +159,7 @@ def test_matrix_functions(rng):
                                a.mean(0, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
-# ---- losses: SINGA's formulas, (1,)-shaped --------------------------------------------------------
+# ---- losses: SINGA's formulas, (1,)-shaped ------------------------------------------------
 
 def test_losses_follow_singas_formulas(rng):
     x = rng.standard_normal((4, 3)).astype(np.float32)
@@ -166,7 +167,8 @@ def test_losses_follow_singas_formulas(rng):
     onehot = np.eye(3, dtype=np.float32)[labels]
     logp = x - np.log(np.exp(x).sum(1, keepdims=True))
     want = -(onehot * logp).sum() / 4                      # summed, over the batch
-    for target in (t(labels.astype(np.int32)), t(onehot), tensor.from_numpy(onehot.astype(np.int32))):
+    int_onehot = tensor.from_numpy(onehot.astype(np.int32))
+    for target in (t(labels.astype(np.int32)), t(onehot), int_onehot):
         loss = autograd.softmax_cross_entropy(t(x), target)
         assert loss.shape == (1,)                          # SINGA's losses are (1,) tensors
         assert tensor.to_numpy(loss)[0] == pytest.approx(want, rel=1e-5)
@@ -210,7 +212,7 @@ def test_gradients_by_finite_differences(rng):
 def test_creator_backward_takes_and_gives_raw_tensors(rng):
     """SINGA's Operator.backward: raw tensors (CTensor) in and out, one per input that needs a
     gradient, and a gradient of ones when called without one."""
-    a, b = rng.standard_normal((3, 2)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
+    a, b = (rng.standard_normal((3, 2)).astype(np.float32) for _ in range(2))
     y = autograd.add(t(a), t(b))
     dy = tensor.from_numpy(np.full((3, 2), 2.0, np.float32))
     dx0, dx1 = y.creator.backward(dy.data)
@@ -241,6 +243,24 @@ def test_operator_classes_return_tuples(rng):
     assert tensor.to_numpy(mse)[0] == pytest.approx(((a - y) ** 2).mean(), rel=1e-5)
     assert len(autograd.Split(1, [1, 2])(x)) == 2
     assert issubclass(autograd.Operator, hl.autograd.Function)
+
+
+def test_a_new_operator_written_the_singa_way(rng):
+    class Cube(autograd.Operator):
+        def forward(self, x):
+            self.x = x
+            return x * x * x
+
+        def backward(self, dy):
+            return dy * 3.0 * self.x * self.x
+
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    x = t(a, True, True)
+    (y,) = Cube()(x)                                       # a tuple, as in SINGA
+    assert isinstance(y, tensor.Tensor)
+    np.testing.assert_allclose(tensor.to_numpy(y), a ** 3, rtol=1e-6)
+    (g,) = grads_of(autograd.reduce_sum(y, None, 0), x)
+    np.testing.assert_allclose(g, 3 * a ** 2, rtol=1e-5)
 
 
 def test_training_flag_is_hls(rng):
@@ -301,7 +321,8 @@ def test_pooling_layers(rng):
     np.testing.assert_allclose(av, want, rtol=1e-5, atol=1e-6)
     assert layer.MaxPool2d(4, 1, pad_mode="SAME_UPPER")(x).shape == (1, 2, 6, 6)
     one_d = layer.MaxPool1d(2)(t(a[:, :, :1]))              # SINGA's 1-D: (N, C, 1, L)
-    np.testing.assert_array_equal(tensor.to_numpy(one_d), a[:, :, :1].reshape(1, 2, 1, 3, 2).max(-1))
+    np.testing.assert_array_equal(tensor.to_numpy(one_d),
+                                  a[:, :, :1].reshape(1, 2, 1, 3, 2).max(-1))
     assert layer.AvgPool1d(3, 1)(t(a[:, :, :1])).shape == (1, 2, 1, 4)
     assert layer.Pooling2d(2, is_max=False)(x).shape == (1, 2, 3, 3)
 

@@ -222,7 +222,8 @@ def test_distopt_is_hls_or_a_clear_error():
 # ---- initializer, utils, loss, metric ----------------------------------------------------------
 
 @pytest.mark.parametrize("name, bound", [
-    ("he_uniform", lambda fi, fo: np.sqrt(6 / fi)), ("lecun_uniform", lambda fi, fo: np.sqrt(3 / fi)),
+    ("he_uniform", lambda fi, fo: np.sqrt(6 / fi)),
+    ("lecun_uniform", lambda fi, fo: np.sqrt(3 / fi)),
     ("glorot_uniform", lambda fi, fo: np.sqrt(6 / (fi + fo)))])
 def test_uniform_initializers(name, bound):
     for shape, (fi, fo) in (((40, 90), (40, 90)), ((30, 50, 4, 8), (50 * 32, 30 * 32))):
@@ -274,7 +275,7 @@ def test_loss_and_metric_modules(rng):
     assert acc.evaluate(tensor.from_numpy(x), tensor.from_numpy(onehot)) == pytest.approx(want)
 
 
-# ---- sonnx ----------------------------------------------------------------------------------------
+# ---- sonnx -----------------------------------------------------------------------------
 
 def test_sonnx_round_trip_and_retraining(rng):
     x = tensor.from_numpy(rng.standard_normal((2, 3, 5, 5)).astype(np.float32))

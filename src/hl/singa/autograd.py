@@ -12,6 +12,7 @@ in train()/eval() explicitly. It starts True in hl (False in SINGA, whose Model.
 train() set it); ops record whenever grad mode is on and an input requires a gradient, as in
 all of hl (see docs/singa.md).
 """
+import builtins
 import sys
 import types
 
@@ -70,7 +71,14 @@ def infer_dependency(op):
     return op_count, tensor_count
 
 
-Operator = _hl_autograd.Function
+class Operator(_hl_autograd.Function):
+    """SINGA's base for a new op: subclass it with ``forward(*xs)`` and ``backward(*dys)``
+    (computed with hl ops on the tensors given; backward returns one gradient per input).
+    Calling an instance returns a tuple of its outputs, as SINGA's ``Op()(x)[0]`` expects."""
+
+    def __call__(self, *xs):
+        ys = super().__call__(*xs)
+        return tuple(_py(y) for y in ys) if isinstance(ys, tuple) else (_py(ys),)
 
 
 # ---- functions -------------------------------------------------------------------------------
@@ -408,14 +416,10 @@ def reduce_mean(x, axes=None, keepdims=1):
 def slice(x, starts, ends, axes=None, steps=None):  # noqa: A001
     axes = list(range(len(starts))) if axes is None else list(axes)
     steps = [1] * len(starts) if steps is None else list(steps)
-    key = [builtins_slice(None)] * x.ndim
+    key = [builtins.slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
-        key[a % x.ndim] = builtins_slice(int(s), int(e) if e < 2 ** 31 else None, int(st))
+        key[a % x.ndim] = builtins.slice(int(s), int(e) if e < 2 ** 31 else None, int(st))
     return _py(F.getitem(x, tuple(key)))
-
-
-builtins_slice = __builtins__["slice"] if isinstance(__builtins__, dict) else \
-    __builtins__.slice
 
 
 def split(x, axis, parts, num_output=None):

@@ -24,7 +24,7 @@ from .._grad_state import state as _grad
 from .._tensor import Tensor as _HLTensor, _wrap
 from ..autograd import functional as F
 from . import singa_wrap as _sw
-from .device import _door_device, get_default_device
+from .device import _door_device
 
 float16 = _dt.float16
 float32 = _dt.float32
