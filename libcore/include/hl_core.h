@@ -56,7 +56,10 @@ typedef enum {
 
 enum { HL_MAX_DIMS = 8 };
 
-enum { HL_DEVICE_CPU = 0, HL_DEVICE_CUDA = 1 };
+/* meta: tensors with a shape, a dtype and strides but no memory. Entry points check their
+   arguments and compute output shapes and dtypes as on any device; nothing is allocated and
+   no kernel runs (compile with placeholders, symbolic tensors, plan recording). */
+enum { HL_DEVICE_CPU = 0, HL_DEVICE_CUDA = 1, HL_DEVICE_META = 2, HL_DEVICE_KINDS = 3 };
 typedef struct { int kind; int index; } hl_device;
 
 typedef struct hl_tensor hl_tensor;
@@ -89,6 +92,12 @@ uint32_t hl_crc32_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 /* ---- devices and memory ---------------------------------------------------------------------- */
 
 int hl_device_available(hl_device device);           /* 1 when a backend serves it */
+/* The name of the backend serving device ("cpu", "meta", "cuda"), or NULL when none does. */
+const char *hl_device_backend(hl_device device);
+/* 1 when the device's backend computes op in dtype (what entry points ask before submitting). */
+int hl_device_computes(hl_device device, int op, hl_dtype dtype);
+/* Waits until the device has finished the work submitted to it (a no-op on the CPU). */
+hl_status hl_device_synchronize(hl_device device);
 /* Bytes handed to tensors now, held in the cache, and the high-water mark of the first. */
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak);
 hl_status hl_memory_empty_cache(hl_device device);
@@ -111,7 +120,8 @@ int hl_tensor_is_contiguous(const hl_tensor *t);        /* row-major, no gaps */
 void *hl_tensor_data(const hl_tensor *t);               /* first element; NULL off the CPU */
 int hl_tensor_shares_storage(const hl_tensor *a, const hl_tensor *b);
 
-/* Host <-> tensor copies of a contiguous tensor's bytes (any device). */
+/* Host <-> tensor copies of a contiguous tensor's bytes (any device). A meta tensor has no
+   values: writing to one checks the sizes and keeps nothing, reading from one fails. */
 hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes);
 hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes);
 /* A contiguous copy on another device (a plain copy when the device is the same). */

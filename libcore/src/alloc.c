@@ -40,7 +40,7 @@ static void pools_init(void) {
 
 static device_pool *pool_for(hl_device d) {
     pthread_once(&pools_once, pools_init);
-    int slot = d.kind == HL_DEVICE_CPU ? 0 : 1 + d.index;
+    int slot = d.kind == HL_DEVICE_CPU ? 0 : d.kind == HL_DEVICE_CUDA ? 1 + d.index : -1;
     if (slot < 0 || slot >= MAX_DEVICES) return NULL;
     return &pools[slot];
 }
@@ -56,13 +56,24 @@ static int size_class(size_t n, size_t *block) {
     return cls < NUM_CLASSES ? cls : -1;
 }
 
+/* A storage record without bytes, for a backend without memory (meta). */
+static hl_status storage_without_memory(hl_device device, size_t nbytes, hl_storage **out) {
+    hl_storage *s = calloc(1, sizeof *s);
+    if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
+    s->nbytes = s->block_bytes = nbytes;
+    s->device = device;
+    s->refcount = 1;
+    *out = s;
+    return HL_OK;
+}
+
 hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
+    if (be && !be->has_memory) return storage_without_memory(device, nbytes, out);
     device_pool *pool = pool_for(device);
     if (!be || !pool)
-        return hl_fail(HL_ERR_DEVICE, "device %s:%d is not available: this build has no "
-                       "backend for it, or that device is absent",
-                       device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
+        return hl_fail(HL_ERR_DEVICE, "device %s is not available: this build has no "
+                       "backend for it, or that device is absent", hl_device_str(device));
     size_t block = 0;
     int cls = size_class(nbytes ? nbytes : 1, &block);
     if (cls < 0) block = nbytes;
@@ -107,6 +118,10 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
 
 void hl_storage_release(hl_storage *s) {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+    if (!s->data && s->device.kind == HL_DEVICE_META) {  /* nothing was allocated */
+        free(s);
+        return;
+    }
     device_pool *pool = pool_for(s->device);
     size_t block = 0;
     int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
@@ -131,6 +146,13 @@ void hl_storage_release(hl_storage *s) {
 }
 
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak) {
+    const hl_backend *be = hl_backend_for(device);
+    if (be && !be->has_memory) {  /* meta: no memory is ever in use */
+        if (in_use) *in_use = 0;
+        if (cached) *cached = 0;
+        if (peak) *peak = 0;
+        return HL_OK;
+    }
     device_pool *pool = pool_for(device);
     if (!pool || !hl_backend_for(device))
         return hl_fail(HL_ERR_DEVICE, "memory_stats: no backend serves that device");
@@ -144,6 +166,7 @@ hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, in
 
 hl_status hl_memory_empty_cache(hl_device device) {
     const hl_backend *be = hl_backend_for(device);
+    if (be && !be->has_memory) return HL_OK;
     device_pool *pool = pool_for(device);
     if (!pool || !be) return hl_fail(HL_ERR_DEVICE, "empty_cache: no backend serves that device");
     pthread_mutex_lock(&pool->lock);

@@ -92,27 +92,56 @@ hl_status hl_submit(const hl_call *c);
 
 /* ---- backends ---- */
 
-enum { HL_BACKEND_ABI = 1 };
+/* The interface a backend implements: one struct per device kind, registered with libcore
+   (hl_backend_register), private to libcore and to backends built beside it (cuda/). Entry
+   points check arguments once for every backend and ask the backend what it computes
+   (op_dtypes) instead of hard-coding dtypes. A new field goes at the end, with a new ABI
+   number: registration refuses a struct of another ABI. */
+enum { HL_BACKEND_ABI = 2 };
 
 typedef struct hl_backend {
     int abi;                 /* HL_BACKEND_ABI */
-    const char *name;
+    const char *name;        /* "cpu", "meta", "cuda": in messages */
+    int kind;                /* the HL_DEVICE_* it serves */
+    int (*device_count)(void);
+    /* Memory. A backend without memory (meta) has has_memory false: its storages hold no
+       bytes, raw_alloc/raw_free/memcpy are never called and data pointers stay NULL.
+       host_visible: tensors' data pointers can be read and written by the host (numpy views). */
+    bool has_memory, host_visible;
     void *(*raw_alloc)(size_t nbytes, int index);   /* 64-byte aligned */
     void (*raw_free)(void *p, int index);
     /* Byte copies; kind 0 host->device, 1 device->host, 2 device->device. */
     hl_status (*memcpy)(void *dst, const void *src, size_t nbytes, int kind, int index);
-    unsigned compute_dtypes; /* bit (1 << dtype) set for each dtype kernels compute in */
+    /* Waits for the device's queued work (NULL: work is done when a kernel returns). */
+    hl_status (*synchronize)(int index);
+    /* Threads the backend's kernels use on the host (NULL: it uses none of its own). */
+    void (*set_num_threads)(int n);
+    /* Per op, bit (1 << dtype) for each dtype the kernel computes in. */
+    uint32_t op_dtypes[HL_OP_COUNT];
     hl_kernel kernels[HL_OP_COUNT];
 } hl_backend;
 
-/* Fails with a DTypeError unless the device's backend computes in dtype. */
+/* Makes be serve be->kind (replacing what served it). Checks the ABI and that every required
+   function is there. The CPU and meta backends register themselves on first use. */
+hl_status hl_backend_register(const hl_backend *be);
+/* The backend serving device d (its index checked against device_count), or NULL. */
+const hl_backend *hl_backend_for(hl_device device);
+extern const hl_backend hl_cpu_backend, hl_meta_backend;
+/* "cpu", "cuda:1", "meta": a device for messages (from a ring of thread-local buffers). */
+const char *hl_device_str(hl_device d);
+
+/* Fails with a DTypeError unless the device's backend does arithmetic in t's dtype (the
+   dtypes it computes `add` in): for entry points whose dtype rule is "any dtype the device
+   computes in". */
 hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tensor *t);
+/* Fails with a DTypeError unless the backend of device computes `op` in t's dtype; the
+   message names op, `what` the tensor is ("x", "dy", "operands"), the dtypes that would do
+   and t. */
+hl_status hl_check_op_dtype(const char *opname, int op, hl_device device, const char *what,
+                            const hl_tensor *t);
 /* Fails unless t (called `what` in the message) is a floating-point tensor its device
    computes in. */
 hl_status hl_check_float(const char *op, const char *what, const hl_tensor *t);
-
-const hl_backend *hl_backend_for(hl_device device);
-extern const hl_backend hl_cpu_backend;
 
 /* ---- allocator ---- */
 

@@ -2,6 +2,8 @@
  * dispatch.c - op names, the backend registry, hl_submit (run a call now or record it into
  * the current plan), plans, threads, and the output/argument checks entry points share.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -30,32 +32,92 @@ int hl_op_lookup(const char *name) {
 
 const char *hl_version(void) { return "0.1.0"; }
 
-/* ---- backends ---- */
+/* ---- the backend registry ---- */
 
-/* The CUDA backend, when built, registers itself here (see cuda/README.md). */
-static const hl_backend *cuda_backend;
+static const hl_backend *registry[HL_DEVICE_KINDS];
+static pthread_once_t registry_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static int num_threads = 0;  /* 0: each backend's default */
+
+static void register_builtin(void) {
+    registry[HL_DEVICE_CPU] = &hl_cpu_backend;
+    registry[HL_DEVICE_META] = &hl_meta_backend;
+}
+
+hl_status hl_backend_register(const hl_backend *be) {
+    if (!be) return hl_fail(HL_ERR_VALUE, "backend_register: backend is NULL");
+    if (be->abi != HL_BACKEND_ABI)
+        return hl_fail(HL_ERR_UNSUPPORTED, "backend_register: backend '%s' was built for "
+                       "interface version %d, this libcore has %d; rebuild it against this hl",
+                       be->name ? be->name : "?", be->abi, HL_BACKEND_ABI);
+    if (be->kind < 0 || be->kind >= HL_DEVICE_KINDS || !be->name || !be->device_count)
+        return hl_fail(HL_ERR_VALUE, "backend_register: backend '%s' has no name, device kind "
+                       "%d or device_count", be->name ? be->name : "?", be->kind);
+    if (be->has_memory && (!be->raw_alloc || !be->raw_free || !be->memcpy))
+        return hl_fail(HL_ERR_VALUE, "backend_register: backend '%s' has memory but no "
+                       "raw_alloc, raw_free or memcpy", be->name);
+    pthread_once(&registry_once, register_builtin);
+    pthread_mutex_lock(&registry_lock);
+    __atomic_store_n(&registry[be->kind], be, __ATOMIC_RELEASE);
+    int n = num_threads;
+    pthread_mutex_unlock(&registry_lock);
+    if (n && be->set_num_threads) be->set_num_threads(n);
+    return HL_OK;
+}
 
 const hl_backend *hl_backend_for(hl_device d) {
-    if (d.kind == HL_DEVICE_CPU && d.index == 0) return &hl_cpu_backend;
-    if (d.kind == HL_DEVICE_CUDA && cuda_backend && d.index >= 0 && d.index < 16)
-        return cuda_backend;
-    return NULL;
+    if (d.kind < 0 || d.kind >= HL_DEVICE_KINDS || d.index < 0) return NULL;
+    pthread_once(&registry_once, register_builtin);
+    const hl_backend *be = __atomic_load_n(&registry[d.kind], __ATOMIC_ACQUIRE);
+    return be && d.index < be->device_count() ? be : NULL;
 }
 
 int hl_device_available(hl_device d) { return hl_backend_for(d) != NULL; }
 
+const char *hl_device_backend(hl_device d) {
+    const hl_backend *be = hl_backend_for(d);
+    return be ? be->name : NULL;
+}
+
+int hl_device_computes(hl_device d, int op, hl_dtype dtype) {
+    const hl_backend *be = hl_backend_for(d);
+    return be && op >= 0 && op < HL_OP_COUNT && (unsigned)dtype < HL_NUM_DTYPES &&
+           be->kernels[op] && (be->op_dtypes[op] >> dtype & 1u);
+}
+
+hl_status hl_device_synchronize(hl_device d) {
+    const hl_backend *be = hl_backend_for(d);
+    if (!be) return hl_fail(HL_ERR_DEVICE, "synchronize: device %s is not available",
+                            hl_device_str(d));
+    return be->synchronize ? be->synchronize(d.index) : HL_OK;
+}
+
+const char *hl_device_str(hl_device d) {
+    static _Thread_local char ring[4][24];
+    static _Thread_local int next;
+    char *buf = ring[next++ & 3];
+    static const char *const kinds[] = {"cpu", "cuda", "meta"};
+    const char *kind = d.kind >= 0 && d.kind < HL_DEVICE_KINDS ? kinds[d.kind] : "?";
+    if (d.kind == HL_DEVICE_CUDA || d.index != 0)
+        snprintf(buf, sizeof ring[0], "%s:%d", kind, d.index);
+    else snprintf(buf, sizeof ring[0], "%s", kind);
+    return buf;
+}
+
 /* ---- threads ---- */
 
-extern void scipy_openblas_set_num_threads(int n);
-static int num_threads = 0;
-
+/* Every backend that runs work on host threads gets the same count: the CPU's OpenMP loops and
+   OpenBLAS never run at once, so one number serves both (cpu/backend.c). */
 void hl_set_num_threads(int n) {
     if (n < 1) n = 1;
+    pthread_once(&registry_once, register_builtin);
+    pthread_mutex_lock(&registry_lock);
     num_threads = n;
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
-    scipy_openblas_set_num_threads(n);
+    const hl_backend *all[HL_DEVICE_KINDS];
+    memcpy(all, registry, sizeof all);
+    pthread_mutex_unlock(&registry_lock);
+    for (int k = 0; k < HL_DEVICE_KINDS; k++)
+        if (all[k] && all[k]->set_num_threads) all[k]->set_num_threads(n);
 }
 
 int hl_get_num_threads(void) {
@@ -96,7 +158,9 @@ static hl_status run_now(const hl_call *c) {
     const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
     hl_device d = first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
     const hl_backend *be = hl_backend_for(d);
-    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend for the tensors' device", hl_op_str(c->op));
+    if (!be)
+        return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", hl_op_str(c->op),
+                       hl_device_str(d));
     hl_kernel k = be->kernels[c->op];
     if (!k)
         return hl_fail(HL_ERR_UNSUPPORTED, "%s is not implemented on %s", hl_op_str(c->op),
@@ -239,18 +303,51 @@ hl_status hl_check_no_overlap(const char *op, const hl_tensor *out, const hl_ten
 
 hl_status hl_check_device(const char *op, hl_device d, const hl_tensor *t) {
     if (t && !hl_same_device(t->storage->device, d))
-        return hl_fail(HL_ERR_DEVICE, "%s: tensors are on different devices (%s:%d and %s:%d)", op,
-                       d.kind ? "cuda" : "cpu", d.index,
-                       t->storage->device.kind ? "cuda" : "cpu", t->storage->device.index);
+        return hl_fail(HL_ERR_DEVICE, "%s: tensors are on different devices (%s and %s)", op,
+                       hl_device_str(d), hl_device_str(t->storage->device));
     return HL_OK;
 }
 
 hl_status hl_check_compute_dtype(const char *op, hl_device device, const hl_tensor *t) {
     const hl_backend *be = hl_backend_for(device);
-    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend serves the tensor's device", op);
-    if (!(be->compute_dtypes & (1u << t->dtype)))
+    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", op,
+                            hl_device_str(device));
+    /* "computes in": does arithmetic in, which add stands for (copies and casts move every
+       dtype, so the union over all ops would include storage-only dtypes) */
+    if (!(be->op_dtypes[HL_OP_ADD] >> t->dtype & 1u))
         return hl_fail(HL_ERR_DTYPE, "%s: %s computes on %s are not available; cast %s to "
                        "float32 first", op, hl_dtype_name(t->dtype), be->name, hl_desc(t));
+    return HL_OK;
+}
+
+/* "float32 or float64", "float32, float64, int32 or int64": the dtypes of a mask. */
+static const char *dtype_list(uint32_t mask) {
+    static _Thread_local char buf[128];
+    size_t n = 0;
+    int count = __builtin_popcount(mask), seen = 0;
+    buf[0] = 0;
+    for (int d = 0; d < HL_NUM_DTYPES; d++) {
+        if (!(mask >> d & 1u)) continue;
+        seen++;
+        const char *sep = seen == 1 ? "" : (seen == count ? " or " : ", ");
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s%s", sep, hl_dtype_name((hl_dtype)d));
+        if (n >= sizeof buf) break;
+    }
+    return buf;
+}
+
+hl_status hl_check_op_dtype(const char *opname, int op, hl_device device, const char *what,
+                            const hl_tensor *t) {
+    const hl_backend *be = hl_backend_for(device);
+    if (!be) return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", opname,
+                            hl_device_str(device));
+    uint32_t mask = be->kernels[op] ? be->op_dtypes[op] : 0;
+    if (!mask)
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s is not implemented on %s", opname, be->name);
+    if (!(mask >> t->dtype & 1u))
+        return hl_fail(HL_ERR_DTYPE, "%s: expected a %s %s, got %s%s", opname, dtype_list(mask),
+                       what, hl_desc(t),
+                       t->dtype == HL_F16 || t->dtype == HL_BF16 ? "; cast to float32 first" : "");
     return HL_OK;
 }
 

@@ -118,7 +118,19 @@ int hl_tensor_is_contiguous(const hl_tensor *t) {
 }
 
 void *hl_tensor_data(const hl_tensor *t) {
-    return t && t->storage->device.kind == HL_DEVICE_CPU ? hl_ptr(t) : NULL;
+    if (!t || !t->storage->data) return NULL;
+    const hl_backend *be = hl_backend_for(t->storage->device);
+    return be && be->host_visible ? hl_ptr(t) : NULL;
+}
+
+/* Fails unless t's device holds memory: a meta tensor has a shape but no values. */
+static hl_status check_has_memory(const char *op, const hl_tensor *t) {
+    const hl_backend *be = hl_backend_for(t->storage->device);
+    if (be && !be->has_memory)
+        return hl_fail(HL_ERR_DEVICE, "%s: %s is a %s tensor: it has a shape and a dtype but no "
+                       "values; run the computation on a real device to get numbers", op,
+                       hl_desc(t), be->name);
+    return HL_OK;
 }
 
 int hl_tensor_shares_storage(const hl_tensor *a, const hl_tensor *b) {
@@ -144,11 +156,13 @@ hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes) {
     hl_status st = check_host_copy("tensor_write", dst, src, nbytes);
     if (st || !nbytes) return st;
     const hl_backend *be = hl_backend_for(dst->storage->device);
+    if (!be->has_memory) return HL_OK;  /* meta keeps the shape, not the values (as PyTorch) */
     return be->memcpy(hl_ptr(dst), src, nbytes, 0, dst->storage->device.index);
 }
 
 hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes) {
     hl_status st = check_host_copy("tensor_read", src, dst, nbytes);
+    if (!st) st = check_has_memory("tensor_read", src);
     if (st || !nbytes) return st;
     const hl_backend *be = hl_backend_for(src->storage->device);
     return be->memcpy(dst, hl_ptr(src), nbytes, 1, src->storage->device.index);
@@ -166,13 +180,18 @@ hl_status hl_tensor_to_device(const hl_tensor *x, hl_device device, hl_tensor **
         *out = t;
         return HL_OK;
     }
-    if (!hl_backend_for(device))
-        return hl_fail(HL_ERR_DEVICE, "to_device: device %s:%d is not available",
-                       device.kind == HL_DEVICE_CPU ? "cpu" : "cuda", device.index);
+    const hl_backend *to = hl_backend_for(device);
+    if (!to)
+        return hl_fail(HL_ERR_DEVICE, "to_device: device %s is not available",
+                       hl_device_str(device));
+    if (!to->has_memory)  /* onto meta: the shape and dtype, no copy */
+        return hl_tensor_empty(x->dtype, device, x->ndim, x->shape, out);
+    hl_status st = check_has_memory("to_device", x);
+    if (st) return st;
     /* Across devices: make x contiguous where it is, then one byte copy through the host
        side's backend (the non-CPU backend does host<->device). */
     hl_tensor *src = NULL, *dst = NULL;
-    hl_status st = hl_contiguous(x, &src);
+    st = hl_contiguous(x, &src);
     if (st) return st;
     st = hl_tensor_empty(x->dtype, device, x->ndim, x->shape, &dst);
     if (!st) {

@@ -20,6 +20,7 @@ from . import dtypes as _dt
 from . import devices as _dev
 
 _BY_CODE = _dt.BY_CODE
+_META = _dev._KINDS["meta"]
 
 
 class Tensor:
@@ -88,7 +89,12 @@ class Tensor:
     @property
     def device(self):
         kind, index = _core.device_of(self._h)
-        return _dev.Device("cpu" if kind == 0 else "cuda", index)
+        return _dev.Device(_dev.KIND_NAMES[kind], index)
+
+    @property
+    def is_meta(self):
+        """True for a tensor on the meta device: a shape and a dtype, no values."""
+        return _core.device_of(self._h)[0] == _META
 
     @property
     def strides(self):
@@ -109,8 +115,13 @@ class Tensor:
         tensor on another device."""
         if self._dtype is _dt.bfloat16 and _dt.bfloat16.np is None:
             raise errors.DTypeError("numpy has no bfloat16 without the ml_dtypes package")
-        if _core.device_of(self._h)[0] == 0:
+        kind = _core.device_of(self._h)[0]
+        if kind == 0:
             return _core.numpy_view(self._h, self._dtype.np)
+        if kind == _META:
+            raise errors.DeviceError(
+                f"{self!r} is on the meta device: it has a shape and a dtype but no values; "
+                f"run the computation on a real device to get numbers")
         return _core.read(self._h, self._dtype.np)
 
     def __array__(self, dtype=None, copy=None):
@@ -156,7 +167,7 @@ class Tensor:
             raise TypeError(f"to() got unexpected arguments {sorted(kwargs)}")
         for a in args:
             if isinstance(a, (_dt.DType, type, np.dtype)) or (
-                    isinstance(a, str) and a.split(":")[0] not in ("cpu", "cuda")):
+                    isinstance(a, str) and a.split(":")[0] not in _dev._KINDS):
                 dtype = a
             else:
                 device = a
@@ -232,6 +243,8 @@ class Tensor:
     def __repr__(self):
         extras = [f"dtype={self._dtype.name}"]
         dev = self.device
+        if dev.kind == "meta":  # no values to print (PyTorch prints "...")
+            return f"tensor(..., shape={self.shape}, {extras[0]}, device='meta')"
         if dev.kind != "cpu":
             extras.append(f"device='{dev}'")
         if self.requires_grad:
@@ -323,7 +336,9 @@ class Tensor:
 
         def method(self, other):
             # fast path: two tensors of one dtype, nothing to record, go straight to the core
+            # (not for placeholders, a subclass: their ops run on meta through Function)
             if code is not None and other.__class__ is Tensor and other._dtype is self._dtype \
+                    and self.__class__ is Tensor \
                     and not ((self.requires_grad or other.requires_grad) and _grad.enabled):
                 if reflected:
                     return _wrap(binary(code, other._h, self._h))

@@ -1,12 +1,15 @@
 """Devices: where a tensor's memory lives and its kernels run.
 
 ``hl.cpu()`` is always there. ``hl.cuda(i)`` names a GPU; until the CUDA backend is built
-(see cuda/README.md) using one raises a DeviceError that says so. ``hl.set_default_device``
-chooses where new tensors go when no device is given.
+(see cuda/README.md) using one raises a DeviceError that says so. ``hl.meta()`` holds tensors
+that have a shape and a dtype but no memory: every op checks its arguments and computes its
+output's shape on them, and nothing runs (``hl.zeros((1 << 40,), device="meta")`` is free).
+``hl.set_default_device`` chooses where new tensors go when no device is given.
 """
 from . import errors
 
-_KINDS = {"cpu": 0, "cuda": 1}
+_KINDS = {"cpu": 0, "cuda": 1, "meta": 2}  # libcore's HL_DEVICE_* codes
+KIND_NAMES = {code: kind for kind, code in _KINDS.items()}
 
 
 class Device:
@@ -14,7 +17,8 @@ class Device:
 
     def __init__(self, kind="cpu", index=0):
         if kind not in _KINDS:
-            raise errors.DeviceError(f"unknown device kind {kind!r}; expected 'cpu' or 'cuda'")
+            raise errors.DeviceError(f"unknown device kind {kind!r}; expected 'cpu', 'cuda' or "
+                                     f"'meta'")
         if index < 0:
             raise errors.DeviceError(f"device index must be >= 0, got {index}")
         self.kind, self.index = kind, index
@@ -31,7 +35,7 @@ class Device:
         return hash((self.kind, self.index))
 
     def __repr__(self):
-        return "cpu" if self.kind == "cpu" else f"cuda:{self.index}"
+        return f"cuda:{self.index}" if self.kind == "cuda" else self.kind
 
     def __reduce__(self):
         return (Device, (self.kind, self.index))
@@ -47,6 +51,11 @@ def cuda(index=0):
     return Device("cuda", index)
 
 
+def meta():
+    """The meta device: shapes and dtypes without memory (PyTorch's device='meta')."""
+    return Device("meta", 0)
+
+
 def _coerce(d):
     if d is None:
         return _default
@@ -55,7 +64,8 @@ def _coerce(d):
     if isinstance(d, str):
         kind, _, idx = d.partition(":")
         return Device(kind, int(idx) if idx else 0)
-    raise errors.DeviceError(f"expected a device ('cpu', 'cuda:0' or hl.Device), got {d!r}")
+    raise errors.DeviceError(f"expected a device ('cpu', 'cuda:0', 'meta' or hl.Device), got "
+                             f"{d!r}")
 
 
 def device(d=None):

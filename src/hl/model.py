@@ -31,6 +31,7 @@ import inspect
 
 from . import errors
 from .autograd import Placeholder, no_grad
+from .autograd.placeholder import standing_in_for
 from .layers.containers import Sequential as _Sequential
 from .layers.layer import Layer
 from .opt.optimizer import Optimizer
@@ -105,7 +106,8 @@ class Module(Trainer, Layer):
                 raise errors.ValueError(f"compile: input {i} is a {type(x).__name__}; pass "
                                         f"hl.Placeholder(shape, dtype) or tensors")
         self.train(is_train)
-        with no_grad():
+        target = next((x.device for x in inputs if isinstance(x, Placeholder)), None)
+        with no_grad(), standing_in_for(target):
             Layer.__call__(self, *inputs)
         d = self.__dict__
         d["_compiled"] = True

@@ -165,7 +165,7 @@ def test_bad_labels_raise():
         hl.nll_loss(x, np.array([-1, 0]))
     with pytest.raises(hl.errors.IndexError):
         hl.softmax_cross_entropy(x, np.array([0, 3]))
-    with pytest.raises(hl.errors.ShapeError, match="softmax_cross_entropy.*labels"):
+    with pytest.raises(hl.errors.ShapeError, match="softmax_cross_entropy.*class-label target"):
         hl.softmax_cross_entropy(hl.Placeholder((2, 3)), hl.Placeholder((3,), hl.int64))
     with pytest.raises(hl.errors.ShapeError, match="softmax_cross_entropy.*probability"):
         hl.softmax_cross_entropy(hl.Placeholder((2, 3)), hl.Placeholder((2, 4)))

@@ -25,8 +25,6 @@ typedef struct {
     int64_t stride[2], dil[2], pb[2], pe[2];   /* 2-D form: [0] is H (unit for 1-D), [1] W */
 } conv_attrs;
 
-static bool is_float_compute(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
-
 
 static int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); }
 
@@ -110,20 +108,16 @@ static hl_status check_tensor(const char *op, const char *role, const hl_tensor 
     return HL_OK;
 }
 
-/* Checks the leading operand (x or dy): 3-D or 4-D, float32/float64. Sets S and dev. */
-static hl_status check_lead(const char *op, const char *role, const hl_tensor *t, int *S,
-                            hl_device *dev) {
+/* Checks the leading operand (x or dy): 3-D or 4-D, of a dtype the device computes `code`
+   in. Sets S and dev. */
+static hl_status check_lead(const char *op, int code, const char *role, const hl_tensor *t,
+                            int *S, hl_device *dev) {
     if (t->ndim != 3 && t->ndim != 4)
         return hl_fail(HL_ERR_SHAPE, "%s: expected %s of shape (N, C, L) or (N, C, H, W), got "
                        "%s", op, role, hl_desc(t));
     *S = t->ndim - 2;
     *dev = t->storage->device;
-    hl_status st = hl_check_compute_dtype(op, *dev, t);
-    if (st) return st;
-    if (!is_float_compute(t->dtype))
-        return hl_fail(HL_ERR_DTYPE, "%s: expected a float32 or float64 %s, got %s", op, role,
-                       hl_desc(t));
-    return HL_OK;
+    return hl_check_op_dtype(op, code, *dev, role, t);
 }
 
 static hl_status check_bias(const char *op, const hl_tensor *bias, int64_t channels,
@@ -188,7 +182,7 @@ hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
     if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
     int S = 2;
     hl_device dev = {HL_DEVICE_CPU, 0};
-    hl_status st = check_lead(op, "input", x, &S, &dev);
+    hl_status st = check_lead(op, HL_OP_CONV, "input", x, &S, &dev);
     if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
     if (w->ndim != x->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_out, C_in / groups%s) for input "
@@ -278,7 +272,7 @@ hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int6
         return hl_fail(HL_ERR_VALUE, "%s: gradient, weight, input shape or output is NULL", op);
     int S = 2;
     hl_device dev = {HL_DEVICE_CPU, 0};
-    hl_status st = check_lead(op, "gradient", dy, &S, &dev);
+    hl_status st = check_lead(op, HL_OP_CONV_GRAD_INPUT, "gradient", dy, &S, &dev);
     if (st || (st = check_tensor(op, "the weight", w, dev, dy->dtype))) return st;
     if (w->ndim != dy->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: weight %s and gradient %s differ in rank", op,
@@ -296,7 +290,7 @@ hl_status hl_conv_grad_weight(const hl_tensor *dy, const hl_tensor *x, const int
         return hl_fail(HL_ERR_VALUE, "%s: gradient, input, weight shape or output is NULL", op);
     int S = 2;
     hl_device dev = {HL_DEVICE_CPU, 0};
-    hl_status st = check_lead(op, "gradient", dy, &S, &dev);
+    hl_status st = check_lead(op, HL_OP_CONV_GRAD_WEIGHT, "gradient", dy, &S, &dev);
     if (st || (st = check_tensor(op, "the input", x, dev, dy->dtype))) return st;
     if (x->ndim != dy->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: input %s and gradient %s differ in rank", op,
@@ -335,7 +329,7 @@ hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_ten
     if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
     int S = 2;
     hl_device dev = {HL_DEVICE_CPU, 0};
-    hl_status st = check_lead(op, "input", x, &S, &dev);
+    hl_status st = check_lead(op, HL_OP_CONV_GRAD_INPUT, "input", x, &S, &dev);
     if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
     if (w->ndim != x->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_in, C_out / groups%s) for input "

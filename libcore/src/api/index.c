@@ -116,9 +116,7 @@ hl_status hl_gather_grad(const hl_tensor *dy, int64_t axis, const hl_tensor *ind
     hl_status st;
     if ((st = check_input(op, "indices", indices, dev)) || (st = check_indices_dtype(op, indices)))
         return st;
-    if (dy->dtype != HL_F32 && dy->dtype != HL_F64)
-        return hl_fail(HL_ERR_DTYPE, "gather_grad: dy must be float32 or float64, got %s",
-                       hl_desc(dy));
+    if ((st = hl_check_op_dtype(op, HL_OP_GATHER_GRAD, dev, "dy", dy))) return st;
     if (ndim < 1 || ndim > HL_MAX_DIMS || !x_shape)
         return hl_fail(HL_ERR_SHAPE, "gather_grad: x_shape must have 1 to %d entries, got %d%s",
                        HL_MAX_DIMS, ndim, x_shape ? "" : " (NULL)");
@@ -286,6 +284,10 @@ hl_status hl_nonzero(const hl_tensor *x, hl_tensor **out) {
         return hl_fail(HL_ERR_VALUE, "nonzero: the output's shape depends on the data, so "
                        "an output tensor cannot be given; pass none");
     hl_device dev = x->storage->device;
+    const hl_backend *be = hl_backend_for(dev);
+    if (be && !be->has_memory)
+        return hl_fail(HL_ERR_UNSUPPORTED, "nonzero: the output's shape depends on the data of "
+                       "%s, and a %s tensor has none", hl_desc(x), be->name);
     hl_tensor *xc = NULL, *count = NULL;
     hl_status st = hl_contiguous(x, &xc);
     if (st) return st;

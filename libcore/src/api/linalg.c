@@ -12,8 +12,8 @@
 static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
 
 /* Common checks: both present, on one device, one supported dtype. */
-static hl_status check_operands(const char *op, const hl_tensor *a, const hl_tensor *b,
-                                const hl_tensor *c) {
+static hl_status check_operands(const char *op, int code, const hl_tensor *a,
+                                const hl_tensor *b, const hl_tensor *c) {
     if (!a || !b) return hl_fail(HL_ERR_VALUE, "%s: input is NULL", op);
     hl_device dev = a->storage->device;
     hl_status st;
@@ -21,11 +21,7 @@ static hl_status check_operands(const char *op, const hl_tensor *a, const hl_ten
     if (a->dtype != b->dtype || (c && c->dtype != a->dtype))
         return hl_fail(HL_ERR_DTYPE, "%s: operands have different dtypes, %s and %s%s%s; cast "
                        "first", op, hl_desc(a), hl_desc(b), c ? " and " : "", c ? hl_desc(c) : "");
-    if ((st = hl_check_compute_dtype(op, dev, a))) return st;
-    if (!is_float(a->dtype) && a->dtype != HL_I32 && a->dtype != HL_I64)
-        return hl_fail(HL_ERR_DTYPE, "%s: expected float32, float64, int32 or int64 operands, "
-                       "got %s", op, hl_desc(a));
-    return HL_OK;
+    return hl_check_op_dtype(op, code, dev, "operands", a);
 }
 
 /* *x replaced by a contiguous copy when BLAS cannot read its matrices (rows x cols, the last
@@ -76,7 +72,7 @@ static hl_status submit_into(hl_call *c, hl_tensor *dst) {
 /* Call record: in[0] = a as (..., M, K), in[1] = b as (..., K, N), out[0] = the output viewed
    as (batch..., M, N); 1-D operands have been given their size-1 axis. */
 hl_status hl_matmul(const hl_tensor *a, const hl_tensor *b, hl_tensor **out) {
-    hl_status st = check_operands("matmul", a, b, NULL);
+    hl_status st = check_operands("matmul", HL_OP_MATMUL, a, b, NULL);
     if (st) return st;
     if (a->ndim == 0 || b->ndim == 0)
         return hl_fail(HL_ERR_SHAPE, "matmul: operands need at least one dimension, got %s and "
@@ -142,7 +138,7 @@ done:
    f[0] = alpha, f[1] = beta. */
 hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, int trans_a,
                   int trans_b, double alpha, double beta, hl_tensor **out) {
-    hl_status st = check_operands("gemm", a, b, c);
+    hl_status st = check_operands("gemm", HL_OP_GEMM, a, b, c);
     if (st) return st;
     if (a->ndim != 2 || b->ndim != 2)
         return hl_fail(HL_ERR_SHAPE, "gemm: expected 2-D a and b, got %s and %s", hl_desc(a),

@@ -73,17 +73,13 @@ static hl_status out_sizes(const char *op, const pool_attrs *a, const int64_t *i
     return HL_OK;
 }
 
-static hl_status check_lead(const char *op, const char *role, const hl_tensor *t, int *S) {
+static hl_status check_lead(const char *op, int code, const char *role, const hl_tensor *t,
+                            int *S) {
     if (t->ndim != 3 && t->ndim != 4)
         return hl_fail(HL_ERR_SHAPE, "%s: expected %s of shape (N, C, L) or (N, C, H, W), got "
                        "%s", op, role, hl_desc(t));
     *S = t->ndim - 2;
-    hl_status st = hl_check_compute_dtype(op, t->storage->device, t);
-    if (st) return st;
-    if (t->dtype != HL_F32 && t->dtype != HL_F64)
-        return hl_fail(HL_ERR_DTYPE, "%s: expected a float32 or float64 %s, got %s", op, role,
-                       hl_desc(t));
-    return HL_OK;
+    return hl_check_op_dtype(op, code, t->storage->device, role, t);
 }
 
 /* Makes a contiguous 4-D version of t (a new reference). */
@@ -124,7 +120,7 @@ hl_status hl_pool(int op, const hl_tensor *x, const int64_t *kernel, const int64
     if (indices && op != HL_OP_MAX_POOL)
         return hl_fail(HL_ERR_VALUE, "%s: only max_pool gives indices; pass NULL", name);
     int S = 2;
-    hl_status st = check_lead(name, "input", x, &S);
+    hl_status st = check_lead(name, op, "input", x, &S);
     if (st) return st;
     pool_attrs a;
     if ((st = read_attrs(name, S, kernel, stride, pads, dilation, ceil_mode, count_include_pad,
@@ -175,7 +171,8 @@ hl_status hl_pool_grad(int op, const hl_tensor *dy, const hl_tensor *indices,
     if (!dy || !x_shape || !out)
         return hl_fail(HL_ERR_VALUE, "%s: gradient, input shape or output is NULL", name);
     int S = 2;
-    hl_status st = check_lead(name, "gradient", dy, &S);
+    hl_status st = check_lead(name, is_max ? HL_OP_MAX_POOL_GRAD : HL_OP_AVG_POOL_GRAD,
+                              "gradient", dy, &S);
     if (st) return st;
     hl_device dev = dy->storage->device;
     if (is_max) {

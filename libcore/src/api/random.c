@@ -20,12 +20,18 @@
 
 #include "../core.h"
 
-static hl_status check_dst(const char *op, const hl_tensor *dst, bool float_only) {
+/* float_only: the draw is of real numbers (uniform, normal), so the tensor must be of a
+   floating-point dtype the device computes the op in. */
+static hl_status check_dst(const char *op, int code, const hl_tensor *dst, bool float_only) {
     if (!dst) return hl_fail(HL_ERR_VALUE, "%s: tensor is NULL", op);
-    if (float_only && dst->dtype != HL_F32 && dst->dtype != HL_F64)
-        return hl_fail(HL_ERR_DTYPE, "%s: needs a float32 or float64 tensor, got %s; draw in "
+    hl_status st = hl_check_op_dtype(op, code, dst->storage->device, "tensor", dst);
+    if (st) return st;
+    bool is_float = dst->dtype == HL_F32 || dst->dtype == HL_F64 || dst->dtype == HL_F16 ||
+                    dst->dtype == HL_BF16;
+    if (float_only && !is_float)
+        return hl_fail(HL_ERR_DTYPE, "%s: needs a floating-point tensor, got %s; draw in "
                        "float32 and cast", op, hl_desc(dst));
-    hl_status st = hl_check_writable(op, "the tensor", dst);
+    st = hl_check_writable(op, "the tensor", dst);
     if (st) return st;
     if (!hl_tensor_is_contiguous(dst))
         return hl_fail(HL_ERR_VALUE, "%s: the tensor %s must be contiguous (element i of a draw "
@@ -49,7 +55,7 @@ static hl_status submit(int op, hl_tensor *dst, uint64_t seed, uint64_t offset, 
 
 hl_status hl_random_uniform(hl_tensor *dst, uint64_t seed, uint64_t offset, double low,
                             double high) {
-    hl_status st = check_dst("random_uniform", dst, true);
+    hl_status st = check_dst("random_uniform", HL_OP_RANDOM_UNIFORM, dst, true);
     if (st) return st;
     if (!fits(dst, low) || !fits(dst, high) || !(low <= high))
         return hl_fail(HL_ERR_VALUE, "random_uniform: needs finite low <= high within %s's "
@@ -59,7 +65,7 @@ hl_status hl_random_uniform(hl_tensor *dst, uint64_t seed, uint64_t offset, doub
 
 hl_status hl_random_normal(hl_tensor *dst, uint64_t seed, uint64_t offset, double mean,
                            double std) {
-    hl_status st = check_dst("random_normal", dst, true);
+    hl_status st = check_dst("random_normal", HL_OP_RANDOM_NORMAL, dst, true);
     if (st) return st;
     if (!fits(dst, mean) || !fits(dst, std) || !(std >= 0))
         return hl_fail(HL_ERR_VALUE, "random_normal: needs a finite mean and std >= 0 within "
@@ -68,7 +74,7 @@ hl_status hl_random_normal(hl_tensor *dst, uint64_t seed, uint64_t offset, doubl
 }
 
 hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, double p) {
-    hl_status st = check_dst("random_bernoulli", dst, false);
+    hl_status st = check_dst("random_bernoulli", HL_OP_RANDOM_BERNOULLI, dst, false);
     if (st) return st;
     if (!(p >= 0 && p <= 1))
         return hl_fail(HL_ERR_VALUE, "random_bernoulli: p must be in [0, 1], got %g", p);

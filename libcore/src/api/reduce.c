@@ -10,12 +10,6 @@
 
 static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
 
-/* Every dtype libcore's CPU kernels compute in: float32/64, int32/64, uint8, bool. */
-static bool is_computable(hl_dtype d) {
-    return d == HL_F32 || d == HL_F64 || d == HL_I32 || d == HL_I64 || d == HL_U8 ||
-           d == HL_BOOL;
-}
-
 /* The dtype numpy gives a sum (or cumulative sum, or product) of d. */
 static hl_dtype sum_dtype(hl_dtype d) { return is_float(d) ? d : HL_I64; }
 
@@ -59,13 +53,13 @@ hl_status hl_reduce(int op, const hl_tensor *x, int naxes, const int64_t *axes, 
                            (long long)axes[k], hl_shape_str(naxes, axes));
         mask |= 1ull << a;
     }
-    bool ok = float_only ? is_float(x->dtype) : is_computable(x->dtype);
-    /* float16 and bfloat16 go on to hl_check_compute_dtype, whose message says to cast */
-    if (!ok && x->dtype != HL_F16 && x->dtype != HL_BF16)
-        return hl_fail(HL_ERR_DTYPE, "%s: expected a %s tensor, got %s", name,
-                       float_only ? "floating-point" : "numeric or bool", hl_desc(x));
+    /* mean, l2 and logsumexp are of real numbers; float16 and bfloat16 go on to the
+       backend's check, whose message says to cast where it does not compute in them */
+    if (float_only && !is_float(x->dtype) && x->dtype != HL_F16 && x->dtype != HL_BF16)
+        return hl_fail(HL_ERR_DTYPE, "%s: expected a floating-point tensor, got %s", name,
+                       hl_desc(x));
     hl_device dev = x->storage->device;
-    hl_status st = hl_check_compute_dtype(name, dev, x);
+    hl_status st = hl_check_op_dtype(name, op, dev, "tensor", x);
     if (st) return st;
 
     int nd = 0;

@@ -61,10 +61,16 @@ hl_status hl_resize(const hl_tensor *x, const int64_t *out_shape, const double *
         return hl_fail(HL_ERR_VALUE, "resize: out_shape is NULL for %s", hl_desc(x));
     hl_status st = check_args("resize", nd, scales, mode, coord, nearest);
     if (st) return st;
-    /* nearest moves elements (any dtype); linear computes in float32 or float64 */
-    if (mode == 1 && x->dtype != HL_F32 && x->dtype != HL_F64)
-        return hl_fail(HL_ERR_DTYPE, "resize: linear mode needs float32 or float64, got %s; "
-                       "cast first", hl_desc(x));
+    /* nearest moves elements (any dtype the device moves); linear interpolates, so it needs
+       a floating-point dtype the device does arithmetic in */
+    bool is_float = x->dtype == HL_F32 || x->dtype == HL_F64 || x->dtype == HL_F16 ||
+                    x->dtype == HL_BF16;
+    if (mode == 1 && !is_float)
+        return hl_fail(HL_ERR_DTYPE, "resize: linear mode needs a floating-point tensor, got "
+                       "%s; cast first", hl_desc(x));
+    if (mode == 1 && (st = hl_check_compute_dtype("resize", x->storage->device, x))) return st;
+    if ((st = hl_check_op_dtype("resize", HL_OP_RESIZE, x->storage->device, "tensor", x)))
+        return st;
     if ((st = check_sizes("resize", nd, x->shape, out_shape))) return st;
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare("resize", out, x->dtype, x->storage->device, nd, out_shape)))
@@ -84,9 +90,9 @@ hl_status hl_resize_grad(const hl_tensor *dy, const int64_t *x_shape, const doub
         return hl_fail(HL_ERR_VALUE, "resize_grad: x_shape is NULL for dy %s", hl_desc(dy));
     hl_status st = check_args("resize_grad", nd, scales, mode, coord, nearest);
     if (st) return st;
-    if (dy->dtype != HL_F32 && dy->dtype != HL_F64)
-        return hl_fail(HL_ERR_DTYPE, "resize_grad: needs float32 or float64 gradients, got %s",
-                       hl_desc(dy));
+    if ((st = hl_check_op_dtype("resize_grad", HL_OP_RESIZE_GRAD, dy->storage->device,
+                                "gradient", dy)))
+        return st;
     if ((st = check_sizes("resize_grad", nd, x_shape, dy->shape))) return st;
     hl_tensor *caller = *out;
     if ((st = hl_out_prepare("resize_grad", out, dy->dtype, dy->storage->device, nd, x_shape)))

@@ -1,10 +1,14 @@
 /*
- * backend.c - the CPU backend: 64-byte aligned host memory and the kernel table, generated
- * from the op list (ops.h): op NAME of family F runs hl_cpu_F. Every family must be
+ * backend.c - the CPU backend: 64-byte aligned host memory, its threads (OpenMP and
+ * OpenBLAS, one count for both), which dtypes each op computes in, and the kernel table,
+ * generated from the op list (ops.h): op NAME of family F runs hl_cpu_F. Every family must be
  * defined somewhere in cpu/, or the library does not link.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "../core.h"
 
@@ -42,14 +46,34 @@ static hl_status cpu_memcpy(void *dst, const void *src, size_t nbytes, int kind,
     return HL_OK;
 }
 
+static int cpu_device_count(void) { return 1; }
+
+/* OpenMP's loops and OpenBLAS never run at once (libcore calls no BLAS inside a parallel
+   region, and cpu/blas_threads.c runs OpenBLAS's work on OpenMP's team), so they share one
+   count and never oversubscribe the cores. */
+extern void scipy_openblas_set_num_threads(int n);
+
+static void cpu_set_num_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#endif
+    scipy_openblas_set_num_threads(n);
+}
+
+#include "op_dtypes.h"
+
 #define KERNEL_ROW(NAME, name, family, ...) [HL_OP_##NAME] = hl_cpu_##family,
 const hl_backend hl_cpu_backend = {
     .abi = HL_BACKEND_ABI,
     .name = "cpu",
+    .kind = HL_DEVICE_CPU,
+    .device_count = cpu_device_count,
+    .has_memory = true,
+    .host_visible = true,
     .raw_alloc = cpu_alloc,
     .raw_free = cpu_free,
     .memcpy = cpu_memcpy,
-    .compute_dtypes = (1u << HL_F32) | (1u << HL_F64) | (1u << HL_I32) | (1u << HL_I64) |
-                      (1u << HL_U8) | (1u << HL_BOOL),
+    .set_num_threads = cpu_set_num_threads,
+    .op_dtypes = {HL_OPS(HL_CPU_DTYPES_ROW) HL_CPU_DTYPES_OVERRIDES},
     .kernels = {HL_OPS(KERNEL_ROW)},
 };

@@ -81,18 +81,6 @@ class Conv(Function):
         db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
 
-    def infer(self, x, w, b=None):
-        op, g = self.op, self.groups
-        _check_operands(self.n, x, w, op, False)
-        if g < 1 or w.shape[0] % g or x.shape[1] != w.shape[1] * g:
-            raise errors.ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but "
-                                    f"weight {tuple(w.shape)} with groups={g} expects "
-                                    f"{w.shape[1] * g} (and C_out divisible by groups)")
-        _check_bias(b, w.shape[0], op)
-        out = window_out(op, x.shape[2:], w.shape[2:], self.stride, self._pads(x, w),
-                           self.dilation)
-        return (x.shape[0], w.shape[0], *out), x.dtype
-
 
 class ConvTranspose(Function):
     """y = conv_transpose(x, w) + b over n spatial axes (w is (C_in, C_out / groups, k...))."""
@@ -131,31 +119,6 @@ class ConvTranspose(Function):
         dw = _GRAD_WEIGHT[self.n](self.x, dy, self.w_shape, *args) if nw else None
         db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
-
-    def infer(self, x, w, b=None):
-        op, g, n = self.op, self.groups, self.n
-        _check_operands(n, x, w, op, True)
-        if g < 1 or x.shape[1] != w.shape[0] or w.shape[0] % g:
-            raise errors.ShapeError(f"{op}: input {tuple(x.shape)} has {x.shape[1]} channels but "
-                                    f"the weight {tuple(w.shape)} (C_in, C_out / groups, k...) "
-                                    f"with groups={g} expects {w.shape[0]}")
-        c_out = w.shape[1] * g
-        _check_bias(b, c_out, op)
-        out = []
-        for d in range(n):
-            s, dil, k, op_ = self.stride[d], self.dilation[d], w.shape[2 + d], \
-                self.output_padding[d]
-            if not 0 <= op_ < max(s, dil):
-                raise errors.ValueError(f"{op}: output_padding {tuple(self.output_padding)} must "
-                                        f"be non-negative and smaller than stride or dilation")
-            size = (x.shape[2 + d] - 1) * s - self.pads[d] - self.pads[n + d] + \
-                dil * (k - 1) + 1 + op_
-            if size < 1:
-                raise errors.ShapeError(f"{op}: input {tuple(x.shape)} with weight "
-                                        f"{tuple(w.shape)}, stride {tuple(self.stride)} and pads "
-                                        f"{tuple(self.pads)} gives no output")
-            out.append(size)
-        return (x.shape[0], c_out, *out), x.dtype
 
 
 def conv1d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):

@@ -50,12 +50,6 @@ class Triangle(Function):
     def backward(self, dy):
         return self._mask(dy)
 
-    def infer(self, x):
-        if len(x.shape) < 2:
-            raise errors.ShapeError(f"{self.name}: needs at least 2 axes (the matrix's rows "
-                                    f"and columns), got shape {tuple(x.shape)}")
-        return x.shape, x.dtype
-
 
 def tril(x, k=0):
     """The lower triangle of the last two axes (from diagonal k); the rest zero."""

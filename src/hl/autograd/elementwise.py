@@ -53,10 +53,6 @@ class Unary(Function):
     def backward(self, dy):
         return self.derivative(self.x, self.y, dy, self.alpha, self.beta)
 
-    def infer(self, x):
-        dtype = x.dtype if x.dtype.is_floating else _dt.float32
-        return x.shape, dtype
-
 
 def _positive(x):
     return ops.gt(x, 0.0)
@@ -223,9 +219,6 @@ class Binary(Function):
                 self.a, self.b = a, b
         return ops.elementwise._binary(self.op, a, b)
 
-    def infer(self, a, b):
-        return _broadcast_shape(a.shape, b.shape, self.op), a.dtype
-
     def grads(self, dy):
         """(da, db) before summing back to the inputs' shapes."""
         raise NotImplementedError
@@ -331,8 +324,6 @@ def _recorded_operands(a, b):
         d = _dt.promote(a.dtype, b.dtype)
         return (a if a.dtype is d else cast(a, d)), (b if b.dtype is d else cast(b, d))
     if ta and isinstance(b, (int, float, bool)):
-        if a.__class__ is Placeholder:
-            return a, Placeholder((), _dt.promote_scalar(a.dtype, b), a.device)
         d = _dt.promote_scalar(a.dtype, b)
         return (a if a.dtype is d else cast(a, d)), scalar_like(b, d, a)
     if tb and isinstance(a, (int, float, bool)):
@@ -397,9 +388,6 @@ class Compare(Function):
     def forward(self, a, b):
         return ops.elementwise._binary(self.op, a, b)
 
-    def infer(self, a, b):
-        return _broadcast_shape(a.shape, b.shape, self.op), _dt.bool_
-
 
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor")
 
@@ -439,10 +427,6 @@ class Where(Function):
                 sum_to(ops.where(self.cond, dy, 0.0), sa) if na else None,
                 sum_to(ops.where(self.cond, 0.0, dy), sb) if nb else None)
 
-    def infer(self, cond, a, b):
-        return _broadcast_shape(_broadcast_shape(cond.shape, a.shape, "where"), b.shape,
-                                "where"), a.dtype
-
 
 def where(cond, a, b, out=None):
     """Elements of a where cond is true, else of b; all three broadcast."""
@@ -479,9 +463,6 @@ class Clip(Function):
             inside = le if inside is None else ops.logical_and(inside, le)
         return ops.where(inside, dy, 0.0) if inside is not None else dy
 
-    def infer(self, x):
-        return x.shape, x.dtype
-
 
 def clip(x, min=None, max=None, out=None):  # noqa: A002
     """x limited to [min, max] (either may be None)."""
@@ -505,9 +486,6 @@ class Cast(Function):
         if not (self.src_dtype.is_floating and self.dtype.is_floating):
             return None  # through integers there is no gradient
         return dy.astype(self.src_dtype)
-
-    def infer(self, x):
-        return x.shape, self.dtype
 
 
 def cast(x, dtype):

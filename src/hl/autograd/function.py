@@ -8,8 +8,10 @@ call. A subclass implements
                             what backward will need
     backward(self, *dys) -> one gradient per input (a tuple, or a single Tensor for one
                             input); None where ``self.needs[i]`` is False or no gradient exists
-    infer(self, *xs)     -> (shape, dtype) of the output, or a list of them; ``xs`` only have
-                            .shape, .dtype and .device (placeholders during compile)
+
+There is no separate shape inference: when an input is a placeholder (compile), forward runs
+on meta tensors, where every core entry point checks its arguments and computes its output's
+shape and dtype without memory, and the outputs come back as placeholders.
 
 Calling the op runs forward. When grad mode is on and an input requires a gradient, the
 outputs remember the op (``y.creator``) and the op remembers where its inputs came from, so
@@ -21,7 +23,7 @@ import weakref
 from .._tensor import Tensor
 from .mode import state as _grad
 from .mode import trace_state as _trace
-from .placeholder import Placeholder
+from .placeholder import Placeholder, adopt, as_meta
 
 
 class Function:
@@ -37,9 +39,6 @@ class Function:
     def backward(self, *dys):
         raise NotImplementedError(f"{type(self).__name__} has no gradient")
 
-    def infer(self, *xs):
-        raise NotImplementedError(f"{type(self).__name__} cannot infer shapes yet")
-
     @property
     def name(self):
         return type(self).__name__
@@ -52,7 +51,7 @@ class Function:
             if x is None:
                 continue
             if x.__class__ is Placeholder:
-                return self._infer(xs)
+                return self._on_meta(xs)
             if x.requires_grad:
                 recording = _grad.enabled and self.differentiable
         if not recording:
@@ -90,13 +89,20 @@ class Function:
         y.out_index = index
         return y
 
-    def _infer(self, xs):
-        spec = self.infer(*xs)
-        device = next(x.device for x in xs if x is not None)
-        if isinstance(spec, list):
-            return tuple(Placeholder(s, d, device) for s, d in spec)
-        shape, dtype = spec
-        return Placeholder(shape, dtype, device)
+    def _on_meta(self, xs, target=None):
+        """forward on meta tensors: the placeholders' own, and real inputs (a layer's weights)
+        as meta tensors of their shape; the outputs stand for tensors on the placeholders'
+        device (`target` when no input is a placeholder)."""
+        target = next((x._target for x in xs if x.__class__ is Placeholder), target)
+        # tensors the op was given as arguments (batch norm's running statistics) take part
+        # as meta tensors too; the op object is this call's alone, so nothing else sees them
+        for k, v in vars(self).items():
+            if isinstance(v, Tensor):
+                setattr(self, k, as_meta(v))
+        ys = self.forward(*[as_meta(x) for x in xs])
+        if type(ys) is tuple:
+            return tuple(adopt(y, target) for y in ys)
+        return adopt(ys, target)
 
     def release(self):
         """Drops what forward saved (called once backward has passed this op)."""

@@ -21,12 +21,7 @@ from .shape import _desc, _plain, reshape
 
 
 def _index_arg(indices, x, op):
-    """indices as an int32/int64 tensor on x's device, or a placeholder of such."""
-    if indices.__class__ is Placeholder:
-        if indices.dtype not in (_dt.int32, _dt.int64):
-            raise errors.DTypeError(f"{op}: indices must be integers (int32 or int64), got "
-                                    f"{indices.dtype.name} with shape {indices.shape}")
-        return indices
+    """indices as an int32/int64 tensor on x's device."""
     return _indices(indices, x, op)
 
 
@@ -45,10 +40,6 @@ class Gather(Function):
 
     def backward(self, dy):
         return ops.gather_grad(dy, self.idx, self.axis, self.x_shape), None
-
-    def infer(self, x, idx):
-        axis = norm_axis(self.axis, x.ndim, "gather")
-        return tuple(x.shape[:axis]) + tuple(idx.shape) + tuple(x.shape[axis + 1:]), x.dtype
 
 
 def gather(x, indices, axis=0, out=None):
@@ -101,18 +92,6 @@ class GatherElements(Function):
     def backward(self, dy):
         return _scatter_add_into_zeros(self.x_shape, self.idx, dy, self.axis), None
 
-    def infer(self, x, idx):
-        if idx.ndim != x.ndim:
-            raise errors.ShapeError(f"gather_elements: indices {_desc(idx)} must have the rank "
-                                    f"of x {_desc(x)}")
-        axis = norm_axis(self.axis, x.ndim, "gather_elements")
-        for d in range(x.ndim):
-            if d != axis and idx.shape[d] > x.shape[d]:
-                raise errors.ShapeError(f"gather_elements: indices {_desc(idx)} is larger than "
-                                        f"x {_desc(x)} on axis {d} (only axis {axis} may "
-                                        f"differ)")
-        return tuple(idx.shape), x.dtype
-
 
 def gather_elements(x, indices, axis=0, out=None):
     """ONNX GatherElements / torch.gather: out[..., j, ...] = x[..., indices[..., j, ...], ...]
@@ -156,13 +135,6 @@ class ScatterElements(Function):
             du = ops.gather_elements(dy, self.idx, self.axis)
         return dx, None, du
 
-    def infer(self, x, idx, updates):
-        GatherElements(self.axis).infer(x, idx)  # the same rules for indices against x
-        if tuple(updates.shape) != tuple(idx.shape):
-            raise errors.ShapeError(f"scatter_elements: updates {_desc(updates)} must have the "
-                                    f"shape of indices {_desc(idx)}")
-        return tuple(x.shape), x.dtype
-
 
 def scatter_elements(x, indices, updates, axis=0, reduction="none", out=None):
     """ONNX ScatterElements: a copy of x with updates written at the positions indices name
@@ -200,15 +172,6 @@ class TopK(Function):
 
     def backward(self, dv, di):
         return _scatter_add_into_zeros(self.x_shape, self.idx, dv, self.axis)
-
-    def infer(self, x):
-        axis = norm_axis(self.axis, x.ndim, "topk")
-        n = x.shape[axis]
-        if not 0 <= self.k <= n:
-            raise errors.ValueError(f"topk: k = {self.k} is out of range for axis {axis} of "
-                                    f"size {n} of {_desc(x)} (expected 0 <= k <= {n})")
-        shape = tuple(x.shape[:axis]) + (self.k,) + tuple(x.shape[axis + 1:])
-        return [(shape, x.dtype), (shape, _dt.int64)]
 
 
 def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002

@@ -80,22 +80,6 @@ class MatMul(Function):
             db = ops.reshape(db, *b.shape)
         return da, db
 
-    def infer(self, a, b):
-        if a.ndim == 0 or b.ndim == 0:
-            raise errors.ShapeError(f"matmul: operands need at least one dimension, got "
-                                    f"{_desc(a)} and {_desc(b)}; multiply by a scalar with mul")
-        k = a.shape[-1]
-        kb = b.shape[0] if b.ndim == 1 else b.shape[-2]
-        if k != kb:
-            raise errors.ShapeError(
-                f"matmul: shapes {a.shape} and {b.shape} do not match: the last axis of the "
-                f"first ({k}) must equal the {'only' if b.ndim == 1 else 'second-to-last'} "
-                f"axis of the second ({kb})")
-        batch = _broadcast_shape(a.shape[:-2], b.shape[:-2], "matmul")
-        shape = batch + (a.shape[-2:-1] if a.ndim > 1 else ()) + (
-            b.shape[-1:] if b.ndim > 1 else ())
-        return shape, a.dtype
-
 
 def matmul(a, b, out=None):
     """a @ b. 1-D operands are promoted to matrices ((K,) -> (1, K) on the left, (K, 1) on the
@@ -135,21 +119,6 @@ class Gemm(Function):
         if nc:
             dc = sum_to(dy if self.beta == 1.0 else dy * self.beta, self.c_shape)
         return (da, db, dc) if len(self.needs) > 2 else (da, db)
-
-    def infer(self, a, b, c=None):
-        if a.ndim != 2 or b.ndim != 2:
-            raise errors.ShapeError(f"gemm: a and b must be 2-D, got {_desc(a)} and {_desc(b)}")
-        m, k = a.shape[::-1] if self.ta else a.shape
-        kb, n = b.shape[::-1] if self.tb else b.shape
-        if k != kb:
-            raise errors.ShapeError(
-                f"gemm: a {a.shape}{' transposed' if self.ta else ''} is {m} x {k} and b "
-                f"{b.shape}{' transposed' if self.tb else ''} is {kb} x {n}; the inner "
-                f"dimensions {k} and {kb} differ")
-        if c is not None and _broadcast_shape(c.shape, (m, n), "gemm") != (m, n):
-            raise errors.ShapeError(f"gemm: c {_desc(c)} does not broadcast to the result "
-                                    f"({m}, {n})")
-        return (m, n), a.dtype
 
 
 def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, out=None):
@@ -200,16 +169,6 @@ class Linear(Function):
         if nb:
             db = sum_to(dy, self.b_shape)
         return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)
-
-    def infer(self, x, w, b=None):
-        if x.ndim < 1 or w.ndim != 2 or x.shape[-1] != w.shape[1]:
-            raise errors.ShapeError(f"linear: expected x (..., in) and w (out, in), got "
-                                    f"{_desc(x)} and {_desc(w)}")
-        shape = tuple(x.shape[:-1]) + (w.shape[0],)
-        if b is not None and _broadcast_shape(b.shape, shape, "linear") != shape:
-            raise errors.ShapeError(f"linear: the bias {_desc(b)} does not broadcast to the "
-                                    f"result {shape}")
-        return shape, x.dtype
 
 
 def linear(x, w, b=None):

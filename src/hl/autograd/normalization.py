@@ -16,7 +16,7 @@ from .. import errors, ops
 from ..ops.normalization import _layer_axis
 from ._nn import as_input
 from .function import Function
-from .placeholder import Placeholder
+from .placeholder import follow
 
 __all__ = ["batch_norm", "layer_norm", "group_norm", "instance_norm"]
 
@@ -25,10 +25,6 @@ def _check_param(p, shape, what, op, x):
     if p is not None and tuple(p.shape) != tuple(shape):
         raise errors.ShapeError(f"{op}: expected {what} of shape {tuple(shape)} for input "
                                 f"{tuple(x.shape)}, got {tuple(p.shape)}")
-
-
-def _stats_placeholders(y, shape, n=2):
-    return (y,) + tuple(Placeholder(shape, y.dtype, y.device) for _ in range(n))
 
 
 class BatchNorm(Function):
@@ -52,17 +48,6 @@ class BatchNorm(Function):
         return ops.batch_norm_grad(dy, self.x, self.mean, self.invstd, self.weight,
                                    self.training, needs=self.needs)
 
-    def infer(self, x, weight=None, bias=None):
-        op = "batch_norm"
-        if x.ndim < 2:
-            raise errors.ShapeError(f"batch_norm: expected input (N, C, ...) of at least 2 "
-                                    f"dimensions, got shape {tuple(x.shape)}")
-        c = (x.shape[1],)
-        for p, what in ((weight, "weight"), (bias, "bias"), (self.running_mean, "running_mean"),
-                        (self.running_var, "running_var")):
-            _check_param(p, c, what, op, x)
-        return x.shape, x.dtype
-
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5, return_stats=False):
@@ -81,9 +66,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     y = fn(x, weight, bias)
     if not return_stats:
         return y
-    if fn.mean is None:  # placeholders: the statistics are placeholders too
-        return _stats_placeholders(y, (x.shape[1],))
-    return y, fn.mean, fn.invstd
+    return y, follow(fn.mean, y), follow(fn.invstd, y)
 
 
 class LayerNorm(Function):
@@ -106,12 +89,6 @@ class LayerNorm(Function):
         return ops.layer_norm_grad(dy, self.x, self.mean, self.invstd, self.weight,
                                    needs=self.needs)
 
-    def infer(self, x, weight=None, bias=None):
-        tail = x.shape[self._axis(x):]
-        _check_param(weight, tail, "weight", "layer_norm", x)
-        _check_param(bias, tail, "bias", "layer_norm", x)
-        return x.shape, x.dtype
-
 
 def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=None,
                return_stats=False):
@@ -127,9 +104,7 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=
     y = fn(x, weight, bias)
     if not return_stats:
         return y
-    if fn.mean is None:
-        return _stats_placeholders(y, x.shape[:fn._axis(x)])
-    return y, fn.mean, fn.invstd
+    return y, follow(fn.mean, y), follow(fn.invstd, y)
 
 
 class GroupNorm(Function):
@@ -143,7 +118,21 @@ class GroupNorm(Function):
     def name(self):
         return self.op
 
+    def check(self, x, weight, bias):
+        """What the composite means by its arguments (the kernels it calls would only
+        complain about reshapes)."""
+        op, g = self.op, self.groups
+        if x.ndim < 2:
+            raise errors.ShapeError(f"{op}: expected input (N, C, ...) of at least 2 dimensions, "
+                                    f"got shape {tuple(x.shape)}")
+        if g < 1 or x.shape[1] % g:
+            raise errors.ShapeError(f"{op}: {x.shape[1]} channels of input {tuple(x.shape)} do "
+                                    f"not split into {g} groups")
+        _check_param(weight, (x.shape[1],), "weight", op, x)
+        _check_param(bias, (x.shape[1],), "bias", op, x)
+
     def forward(self, x, weight=None, bias=None):
+        self.check(x, weight, bias)
         n = x.shape[0]
         rows = ops.reshape(x, n, self.groups, -1)
         xhat, mean, invstd = ops.layer_norm(rows, axis=2, eps=self.eps, return_stats=True)
@@ -181,26 +170,11 @@ class GroupNorm(Function):
             db = ops.sum(dy, axis=axes)
         return dx, dw, db
 
-    def infer(self, x, weight=None, bias=None):
-        op, g = self.op, self.groups
-        if x.ndim < 2:
-            raise errors.ShapeError(f"{op}: expected input (N, C, ...) of at least 2 dimensions, "
-                                    f"got shape {tuple(x.shape)}")
-        if g < 1 or x.shape[1] % g:
-            raise errors.ShapeError(f"{op}: {x.shape[1]} channels of input {tuple(x.shape)} do "
-                                    f"not split into {g} groups")
-        _check_param(weight, (x.shape[1],), "weight", op, x)
-        _check_param(bias, (x.shape[1],), "bias", op, x)
-        return x.shape, x.dtype
-
 
 def _group_norm(x, num_groups, weight, bias, eps, op):
     x = as_input(x, op)
     weight, bias = as_input(weight, op, "weight", x), as_input(bias, op, "bias", x)
-    fn = GroupNorm(num_groups, eps, op)
-    if x.__class__ is not Placeholder:
-        fn.infer(x, weight, bias)  # the checks, with messages about groups
-    return fn(x, weight, bias)
+    return GroupNorm(num_groups, eps, op)(x, weight, bias)
 
 
 def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):

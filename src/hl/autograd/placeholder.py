@@ -1,99 +1,166 @@
 """hl.Placeholder: a tensor's shape, dtype and device without its memory.
 
-`Module.compile` feeds placeholders through forward: every autograd op then infers its
-output's shape instead of computing it, layers create their parameters from the inferred
-shapes, and no activation is ever allocated. A placeholder answers the same methods and
-operators as a Tensor (they resolve to the same autograd functions).
+A placeholder is a Tensor on libcore's meta device that stands for an input living on another
+device (``device``, the CPU by default). `Module.compile` feeds placeholders through forward:
+every op then runs its real entry point on meta tensors, which checks the arguments and
+computes the output's shape and dtype exactly as a real call would, with the same error
+messages, and allocates and computes nothing. Layers create their parameters on the device
+the placeholder stands for. Real tensors that meet a placeholder in an op (a layer's weights)
+take part as meta tensors of their shape (`Function.__call__`), and what comes out is again a
+placeholder for the same device.
 """
+import contextlib
+import threading
+
+from .. import _core, errors
 from .. import devices as _dev
 from .. import dtypes as _dt
-from .. import errors
+from .._tensor import Tensor, _wrap
+
+_META = _dev._KINDS["meta"]
 
 
-class Placeholder:
+class Placeholder(Tensor):
     """Stands for an input of `shape` (a tuple of ints), `dtype` and `device`."""
 
-    __slots__ = ("shape", "dtype", "_device", "name")
-    requires_grad = False
-    stores_grad = False
-    creator = None
-    grad = None
+    __slots__ = ("_target",)
 
     def __init__(self, shape, dtype=_dt.float32, device=None, name=None):
         shape = tuple(shape)
-        if not all(isinstance(d, int) and d >= 0 for d in shape):
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise errors.ShapeError(f"Placeholder: shape must be non-negative ints, got {shape}")
-        self.shape = shape
-        self.dtype = _dt.dtype(dtype)
-        self._device = _dev.device(device)
+        d = _dt.dtype(dtype)
+        _init(self, _core.empty(shape, d.code, _META, 0), d, _dev.device(device))
         self.name = name
 
     @property
     def device(self):
-        return self._device
+        """The device the placeholder stands for (its own memory is nowhere)."""
+        return self._target
 
     @property
-    def ndim(self):
-        return len(self.shape)
+    def is_meta(self):
+        return True
 
-    @property
-    def size(self):
-        n = 1
-        for d in self.shape:
-            n *= d
-        return n
-
-    def numel(self):
-        return self.size
-
-    def __len__(self):
-        return self.shape[0]
+    def meta(self):
+        """The plain meta tensor behind this placeholder."""
+        return _wrap(self._h, self._dtype)
 
     def __repr__(self):
-        return f"Placeholder(shape={self.shape}, dtype={self.dtype.name}, device='{self._device}')"
+        return (f"Placeholder(shape={self.shape}, dtype={self._dtype.name}, "
+                f"device='{self._target}')")
+
+    __str__ = __repr__
 
     def numpy(self):
         raise errors.ValueError(f"{self!r} has no values: it only stands for a shape during "
                                 f"compile; run the model on real tensors to get numbers")
 
-    __array__ = numpy
+    def __array__(self, dtype=None, copy=None):
+        return self.numpy()
 
-    def __getattr__(self, name):
-        f = _method(name)
-        return f.__get__(self, Placeholder)
+    def item(self):
+        return self.numpy()
+
+    tolist = item
+
+    # Tensor's own methods that make a tensor without going through an op give placeholders.
+    def astype(self, dtype):
+        return adopt(self.meta().astype(dtype), self._target)
+
+    def contiguous(self):
+        return self
+
+    def clone(self):
+        return adopt(self.meta().clone(), self._target)
+
+    copy = clone
+
+    def detach(self):
+        return adopt(self.meta(), self._target)
+
+    def to(self, *args, **kwargs):
+        """A placeholder for the same shape on another device and/or of another dtype."""
+        t = self.meta().to(*[a for a in args if not _is_device(a)],
+                           dtype=kwargs.get("dtype"))
+        dev = kwargs.get("device")
+        for a in args:
+            if _is_device(a):
+                dev = a
+        return adopt(t, self._target if dev is None else _dev.device(dev))
+
+    def fill_(self, value):
+        return self
+
+    def copy_(self, src):
+        return self
 
 
-def _method(name):
-    from . import functional
-    f = getattr(functional, name, None) if not name.startswith("_") else None
-    if f is None or not callable(f) or name in functional.NOT_METHODS:
-        raise AttributeError(f"'Placeholder' object has no attribute '{name}'")
-
-    def method(self, *args, **kwargs):
-        return f(self, *args, **kwargs)
-    method.__name__ = name
-    return method
+def _is_device(a):
+    return isinstance(a, _dev.Device) or (isinstance(a, str) and
+                                          a.split(":")[0] in _dev._KINDS)
 
 
-def _operator(name, reflected=False):
-    def method(self, other):
-        from . import functional
-        f = getattr(functional, name)
-        return f(other, self) if reflected else f(self, other)
-    method.__name__ = name
-    return method
+def _init(p, h, dtype, target):
+    p._h, p._dtype, p._shape = h, dtype, None
+    p.requires_grad = False
+    p.stores_grad = False
+    p.grad = None
+    p.creator = None
+    p.name = None
+    p._target = target
 
 
-for _op, _name in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "true_divide"),
-                   ("pow", "pow"), ("matmul", "matmul")]:
-    setattr(Placeholder, f"__{_op}__", _operator(_name))
-    setattr(Placeholder, f"__r{_op}__", _operator(_name, True))
-for _op in ("eq", "ne", "lt", "le", "gt", "ge"):
-    setattr(Placeholder, f"__{_op}__", _operator(_op))
-Placeholder.__hash__ = object.__hash__
-Placeholder.__neg__ = lambda self: _method("neg")(self)
-Placeholder.__getitem__ = lambda self, key: _method("getitem")(self, key)
-Placeholder.T = property(lambda self: _method("permute")(self, *reversed(range(self.ndim))))
+def adopt(t, target):
+    """A placeholder for `target` over t's shape and dtype (t itself moved to meta when it is
+    a real tensor)."""
+    if t is None:
+        return None
+    h = t._h if _core.device_of(t._h)[0] == _META else _core.to_device(t._h, _META, 0)
+    p = Placeholder.__new__(Placeholder)
+    _init(p, h, t._dtype, target)
+    return p
+
+
+def as_meta(x):
+    """x as a plain tensor on the meta device (None, numbers and other objects unchanged)."""
+    if x.__class__ is Placeholder:
+        return _wrap(x._h, x._dtype)
+    if isinstance(x, Tensor) and _core.device_of(x._h)[0] != _META:
+        return _wrap(_core.to_device(x._h, _META, 0), x._dtype)
+    return x
+
+
+def follow(t, like):
+    """t as a placeholder for like's device when like is a placeholder (an op's second result
+    kept on the op object: batch norm's statistics, max pooling's indices), else t."""
+    return adopt(t, like._target) if like.__class__ is Placeholder and t is not None else t
+
+
+_compile = threading.local()
+
+
+@contextlib.contextmanager
+def standing_in_for(device):
+    """While Module.compile runs forward on placeholders for `device`: a layer whose input
+    reached it as a plain meta tensor (an op outside autograd's Functions drops the
+    placeholder's device) still creates its parameters on `device`, never on meta."""
+    prev = getattr(_compile, "device", None)
+    _compile.device = device
+    try:
+        yield
+    finally:
+        _compile.device = prev
+
+
+def initialize_inputs(xs):
+    """What a layer's initialize() sees: xs, with plain meta tensors made placeholders for the
+    device compile stands in for (see standing_in_for)."""
+    device = getattr(_compile, "device", None)
+    if device is None:
+        return xs
+    return tuple(adopt(x, device) if isinstance(x, Tensor) and x.__class__ is not Placeholder
+                 and _core.device_of(x._h)[0] == _META else x for x in xs)
 
 
 def is_placeholder(x):

@@ -37,12 +37,6 @@ class Pool(Function):
     def name(self):
         return self.op
 
-    def infer(self, x):
-        check_rank(x, self.n, self.op)
-        out = window_out(self.op, x.shape[2:], self.kernel, self.stride, self.pads,
-                         self.dilation, self.ceil_mode)
-        return (*x.shape[:2], *out), x.dtype
-
 
 class MaxPool(Pool):
     indices = None
@@ -86,10 +80,8 @@ def _max_pool(n, x, kernel_size, stride, padding, dilation, ceil_mode, return_in
     y = fn(as_input(x, op))
     if not return_indices:
         return y
-    if fn.indices is None:  # a placeholder went through: the indices are one too
-        from .placeholder import Placeholder
-        return y, Placeholder(y.shape, _dt.int64, y.device)
-    return y, fn.indices
+    from .placeholder import follow
+    return y, follow(fn.indices, y)
 
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,

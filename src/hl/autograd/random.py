@@ -31,9 +31,6 @@ class Dropout(Function):
     def backward(self, dy):
         return dy * self.scaled_mask
 
-    def infer(self, x):
-        return x.shape, x.dtype
-
 
 def dropout(x, p=0.5, training=True, generator=None):
     """x with each element zeroed with probability p and the rest scaled by 1 / (1 - p)

@@ -48,10 +48,6 @@ class Reduction(Function):
     def _axes(self, x):
         return norm_axes(_scalar_axis(x, self.axis), x.ndim, self.op)
 
-    def infer(self, x):
-        axes = self._axes(x)
-        return _reduced_shape(x.shape, axes, self.keepdims), self.result_dtype(x.dtype)
-
     def result_dtype(self, dtype):
         return dtype
 
@@ -388,15 +384,6 @@ class CumSum(Function):
                         reverse=not self.reverse)
         return ops.reshape(dx, *self.x_shape) if axis is None else dx
 
-    def infer(self, x):
-        axis = _scalar_axis(x, self.axis)
-        if axis is None:
-            shape = (x.size,)
-        else:
-            norm_axis(axis, x.ndim, "cumsum")
-            shape = tuple(x.shape)
-        return shape, x.dtype if x.dtype.is_floating else _dt.int64
-
 
 def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None, dim=None):
     """Cumulative sum along axis (of the flattened tensor when axis is None). exclusive: each
@@ -413,21 +400,15 @@ def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None
 # ---- no gradient: the plain ops, with shapes for placeholders -----------------------------
 
 class ShapeOnly(Reduction):
-    """A reduction without a derivative (argmax, any, ...): runs the plain op; for a
-    placeholder it infers the shape and dtype."""
+    """A reduction without a derivative (argmax, any, ...): the plain op, as a Function so
+    that placeholders (compile) take it on meta tensors."""
 
     def __init__(self, op, axis, keepdims, dtype):
         super().__init__(axis, keepdims)
         self.op, self.dtype = op, dtype
 
-    def infer(self, x):
-        if self.op in ("argmax", "argmin"):  # one axis, or the flattened x when None
-            axis = _scalar_axis(x, self.axis)
-            if axis is None:
-                return ((1,) * x.ndim if self.keepdims else ()), self.dtype
-            axes = (norm_axis(axis, x.ndim, self.op),)
-            return _reduced_shape(x.shape, axes, self.keepdims), self.dtype
-        return _reduced_shape(x.shape, self._axes(x), self.keepdims), self.dtype
+    def forward(self, x):
+        return getattr(ops, self.op)(x, self.axis, self.keepdims)
 
 
 def _shape_only(name, dtype):

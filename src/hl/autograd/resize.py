@@ -38,16 +38,6 @@ class Resize(Function):
     def backward(self, dy):
         return ops.resize_grad(dy, self.x_shape, self.scales, **self.kw)
 
-    def infer(self, x):
-        if self.kw["mode"] == "linear" and not x.dtype.is_floating:
-            raise errors.DTypeError(f"resize: linear mode needs float32 or float64, got "
-                                    f"{x.dtype.name}")
-        size = self._size(x)
-        if len(size) != x.ndim:
-            raise errors.ShapeError(f"resize: {len(size)} sizes for a tensor of {x.ndim} "
-                                    f"dimensions")
-        return tuple(size), x.dtype
-
 
 def resize(x, size=None, scales=None, mode="nearest",
            coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor"):

@@ -54,9 +54,6 @@ class Rearrange(Function):
     def backward(self, dy):
         return ops.reshape(dy, *self.x_shape)
 
-    def infer(self, x):
-        return self.op(probe(x), *self.args).shape, x.dtype
-
 
 def reshape(x, *shape):
     """x with a new shape (one entry may be -1): a view when the strides allow, else a copy."""
@@ -110,9 +107,6 @@ class Permute(Function):
             inverse[a % n] = i
         return ops.permute(dy, *inverse)
 
-    def infer(self, x):
-        return ops.permute(probe(x), *self.axes).shape, x.dtype
-
 
 def permute(x, *axes):
     """The axes reordered (a view): axis i of the result is axis axes[i] of x."""
@@ -151,9 +145,6 @@ class Expand(Function):
     def backward(self, dy):
         return sum_to(dy, self.x_shape)
 
-    def infer(self, x):
-        return ops.expand(probe(x), *self.shape).shape, x.dtype
-
 
 def expand(x, *shape):
     """x broadcast to shape (-1 keeps a dimension); a view with zero strides."""
@@ -176,9 +167,6 @@ class Flip(Function):
 
     def backward(self, dy):
         return ops.flip(dy, self.axis)
-
-    def infer(self, x):
-        return ops.flip(probe(x), self.axis).shape, x.dtype
 
 
 def flip(x, axis=None):
@@ -205,9 +193,6 @@ class BasicIndex(Function):
         dx = ops.zeros(*self.x_shape, dtype=dy.dtype, device=dy.device)
         ops.setitem(dx, self.key, dy)
         return dx
-
-    def infer(self, x):
-        return ops.getitem(probe(x), self.key).shape, x.dtype
 
 
 def _is_mask(key):
@@ -275,9 +260,6 @@ class Split(Function):
     def backward(self, *dys):
         return ops.concat(list(dys), self.axis)
 
-    def infer(self, x):
-        return [(y.shape, x.dtype) for y in self.op(probe(x), self.parts, self.axis)]
-
 
 def split(x, sizes_or_sections, axis=0):
     """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
@@ -304,26 +286,6 @@ class Concat(Function):
 
     def backward(self, dy):
         return tuple(ops.split(dy, self.sizes, self.axis))
-
-    def infer(self, *xs):
-        first = xs[0]
-        axis = norm_axis(self.axis, first.ndim, "concat")
-        total = 0
-        for i, x in enumerate(xs):
-            if x.ndim != first.ndim:
-                raise errors.ShapeError(f"concat: tensor {i} is {_desc(x)} but tensor 0 is "
-                                        f"{_desc(first)}; every tensor needs the same number "
-                                        f"of dimensions")
-            for d in range(x.ndim):
-                if d != axis and x.shape[d] != first.shape[d]:
-                    raise errors.ShapeError(
-                        f"concat: along axis {axis}, tensor {i} is {_desc(x)} but tensor 0 is "
-                        f"{_desc(first)}; sizes must match on every other axis (axis {d} "
-                        f"differs)")
-            total += x.shape[axis]
-        shape = list(first.shape)
-        shape[axis] = total
-        return tuple(shape), first.dtype
 
 
 def _joinable(xs, op):
@@ -392,27 +354,6 @@ class Pad(Function):
         crops = [max(-b, 0) for b in begins] + [max(-e, 0) for e in ends]
         return ops.pad(dy, crops) if any(crops) else dy
 
-    def infer(self, x):
-        nd = x.ndim
-        shape = []
-        for d in range(nd):
-            n, b, e = x.shape[d], self.flat[d], self.flat[nd + d]
-            kept = n + min(b, 0) + min(e, 0)
-            if kept < 0:
-                raise errors.ShapeError(f"pad: pads ({b}, {e}) on axis {d} crop more than the "
-                                        f"{n} elements of {_desc(x)}")
-            grow_b, grow_e = max(b, 0), max(e, 0)
-            if self.mode == "reflect" and (grow_b or grow_e) and (
-                    grow_b >= kept or grow_e >= kept):
-                raise errors.ValueError(f"pad: reflect padding ({b}, {e}) on axis {d} needs "
-                                        f"pads smaller than the axis size {kept} (after "
-                                        f"cropping) of {_desc(x)}")
-            if self.mode in ("edge", "replicate") and kept == 0 and (grow_b or grow_e):
-                raise errors.ValueError(f"pad: edge padding cannot extend empty axis {d} of "
-                                        f"{_desc(x)}")
-            shape.append(kept + grow_b + grow_e)
-        return tuple(shape), x.dtype
-
 
 def pad(x, pads, mode="constant", value=0.0):
     """Pads (or, with negative amounts, crops) x; see hl.ops.pad for the styles of pads.
@@ -452,13 +393,6 @@ class Tile(Function):
             shape[d] = n
             dy = ops.reshape(dy, *shape)
         return dy
-
-    def infer(self, x):
-        for d, r in enumerate(self.repeats):
-            if r < 0:
-                raise errors.ValueError(f"tile: negative repeat count {r} on axis {d} of "
-                                        f"{_desc(x)}")
-        return tuple(n * r for n, r in zip(x.shape, self.repeats)), x.dtype
 
 
 def tile(x, repeats):

@@ -14,7 +14,7 @@ from .._tensor import Tensor
 from ..ops._util import as_tensor
 from ._nn import as_input
 from .function import Function
-from .placeholder import Placeholder
+from .placeholder import Placeholder, follow
 
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy", "nll_loss"]
 
@@ -36,12 +36,6 @@ class Softmax(Function):
 
     def backward(self, dy):
         return self.grad_kernel(self.y, dy, self.axis)
-
-    def infer(self, x):
-        if not -max(x.ndim, 1) <= self.axis < max(x.ndim, 1):
-            raise errors.IndexError(f"{self.name.lower()}: axis {self.axis} is out of range for "
-                                    f"shape {tuple(x.shape)}")
-        return x.shape, (x.dtype if x.dtype.is_floating else _dt.float32)
 
 
 class LogSoftmax(Softmax):
@@ -145,9 +139,6 @@ class SoftmaxCrossEntropy(Function):
             dtarget = ops.neg(lp * _class_axis_view(g, lp))
         return dlogits, dtarget
 
-    def infer(self, logits, target):
-        return _infer_loss("softmax_cross_entropy", logits, target, self.reduction, True)
-
 
 def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean",
                           return_log_prob=False):
@@ -166,9 +157,7 @@ def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean",
     loss = fn(logits, target)
     if not return_log_prob:
         return loss
-    if fn.log_prob is None:
-        return loss, Placeholder(logits.shape, logits.dtype, logits.device)
-    return loss, fn.log_prob
+    return loss, follow(fn.log_prob, loss)
 
 
 class NLLLoss(Function):
@@ -179,6 +168,9 @@ class NLLLoss(Function):
         op = "nll_loss"
         single = log_prob.ndim == 1
         self._check(log_prob, target)
+        if log_prob.is_meta or target.is_meta:  # no labels to read: the loss's shape alone
+            shape = target.shape if self.reduction == "none" else ()
+            return ops.empty(shape, dtype=log_prob.dtype, device=log_prob.device)
         labels = target.numpy()
         classes = log_prob.shape[0 if single else 1]
         valid = labels != self.ignore_index
@@ -216,10 +208,6 @@ class NLLLoss(Function):
         g = ops.reshape(g, self.lp_shape[0], 1, *self.lp_shape[2:])
         dlp = ops.neg(ops.reshape(onehot, *self.lp_shape) * g)
         return (ops.reshape(dlp, self.classes) if len(samples) == 0 else dlp), None
-
-    def infer(self, log_prob, target):
-        self._check(log_prob, target)
-        return _infer_loss("nll_loss", log_prob, target, self.reduction, False)
 
 
 def nll_loss(log_prob, target, ignore_index=-100, reduction="mean"):

@@ -22,6 +22,7 @@ from .. import autograd, errors
 from .. import dtypes as _dt
 from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
+from ..autograd.placeholder import initialize_inputs
 from . import initializers
 
 LoadReport = collections.namedtuple("LoadReport", "missing unexpected mismatched")
@@ -53,7 +54,7 @@ class Layer:
             self._check_init_attrs()
             self._link_children()
             with no_grad():
-                self.initialize(*xs)
+                self.initialize(*initialize_inputs(xs))
             self.__dict__["_built"] = True
         return self.forward(*xs, **kwargs)
 

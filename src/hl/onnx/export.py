@@ -30,6 +30,7 @@ ops), else "OpType_N"; a value after the node that makes it.
 
 The per-op translations are in export_ops.py (one rule per Function class).
 """
+import copy
 import inspect
 import os
 import sys
@@ -415,7 +416,7 @@ def _model_device(model):
 def _values_of(e):
     """Example values for an example input: its own, or random ones for a placeholder
     (zeros for integers, which are valid indices of any table)."""
-    if isinstance(e, Tensor):
+    if isinstance(e, Tensor) and not isinstance(e, Placeholder):
         return _host(e).copy()
     shape, np_dtype = tuple(e.shape), e.dtype.np
     if e.dtype.is_floating:
@@ -716,11 +717,11 @@ def _same_tensor(a, b):
 def _same(a, b):
     if a is b:
         return True
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        return isinstance(a, Tensor) and isinstance(b, Tensor) and _same_tensor(a, b)
-    if isinstance(a, Placeholder) or isinstance(b, Placeholder):
+    if isinstance(a, Placeholder) or isinstance(b, Placeholder):  # (a Tensor subclass)
         return isinstance(a, Placeholder) and isinstance(b, Placeholder) and \
             a.shape == b.shape and a.dtype is b.dtype
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        return isinstance(a, Tensor) and isinstance(b, Tensor) and _same_tensor(a, b)
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return np.array_equal(np.asarray(a), np.asarray(b))
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
@@ -848,9 +849,13 @@ def _walk(inputs, outputs):
     return order, sources
 
 
+def _spec_device(specs):
+    return specs[0].device if specs else None
+
+
 def _replay(fns, sources, inputs, specs, outputs):
-    """Runs the recorded Functions' shape inference on placeholders (the recorded tensors
-    themselves may be gone): Records as a trace would give, and the outputs."""
+    """Runs the recorded Functions again on placeholders (the recorded tensors themselves may
+    be gone): Records as a trace would give, and the outputs."""
     made = {}
     records = []
     for fn in fns:
@@ -865,7 +870,10 @@ def _replay(fns, sources, inputs, specs, outputs):
             else:
                 xs.append(made[id(s[1])][s[2]])
         cfg = dict(fn.__dict__)
-        ys = fn._infer(xs) if any(x is not None for x in xs) else None
+        # a copy runs: _on_meta gives the op's own tensors meta stand-ins, and the recorded
+        # graph may still be walked backward after the export
+        ys = copy.copy(fn)._on_meta(xs, _spec_device(specs)) \
+            if any(x is not None for x in xs) else None
         if ys is None:
             raise errors.UnsupportedError(f"to_onnx([x], [y]): {fn.name} has no inputs")
         ys = ys if isinstance(ys, tuple) else (ys,)

@@ -96,7 +96,7 @@ def _total(t):
 def _count(target, ignore_index, loss_numel):
     """How many samples count towards a 'mean': those whose label is not ignore_index
     (every sample for probability targets)."""
-    if not target.dtype.is_integer:
+    if not target.dtype.is_integer or target.is_meta:  # meta: no labels, only shapes matter
         return loss_numel
     labels = target.cpu().numpy()
     return int(labels.size - np.count_nonzero(labels == ignore_index))
