@@ -261,7 +261,10 @@ class Tensor(_HLTensor):
         return _py(_HLTensor.__getitem__(self, keys))
 
     def __repr__(self):
+        """SINGA's form: the values, then the dtype."""
         return f"{np.array2string(to_numpy(self))}, {self._dtype.name}"
+
+    __str__ = __repr__
 
 
 def _arith(name):
