@@ -1,4 +1,21 @@
-# The C core is compiled by cffi; everything else about the package is in pyproject.toml.
-from setuptools import setup
+# The C core: libcore/Makefile builds libcore into a static library and cffi compiles the
+# extension around it (src/hl/_build.py); everything else about the package is in pyproject.toml.
+import importlib.util
+import os
 
-setup(cffi_modules=["src/hl/_build.py:ffibuilder"])
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+_spec = importlib.util.spec_from_file_location(
+    "hl_build", os.path.join(os.path.dirname(os.path.abspath(__file__)), "src", "hl", "_build.py"))
+_build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_build)
+
+
+class BuildExtWithLibcore(build_ext):
+    def pre_run(self, ext, ffi):
+        """cffi's hook, called just before the extension is generated and compiled."""
+        _build.build_libcore()
+
+
+setup(cffi_modules=["src/hl/_build.py:ffibuilder"], cmdclass={"build_ext": BuildExtWithLibcore})

@@ -1,6 +1,8 @@
 """Training on the real data sets shipped with hl: the README's main job (the MNIST CNN on the
 digits, upsampled to 28x28) and an MLP regression on diabetes. Each runs in well under a
 minute on two cores."""
+import os
+
 import numpy as np
 
 import hl
@@ -21,6 +23,10 @@ def test_cnn_reaches_95_percent_on_digits(tmp_path):
     model, acc, history, path = train(data, epochs=15, batch_size=64, lr=0.01, seed=0,
                                       verbose=0, out=str(tmp_path))
     assert acc >= 0.95, f"test accuracy {acc:.4f}"
+    # the README states what `python -m hl.demo` prints (the same call, seed 0)
+    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    claimed = float(readme.split("prints its test accuracy (")[1].split()[0])
+    assert abs(acc - claimed) < 0.0015, (acc, claimed)
     assert isinstance(model, CNN) and sorted(p.name for p in tmp_path.iterdir()) == [
         "best-states.zip", "mnist-cnn.hl"]
     # the reloaded model is the best epoch's

@@ -30,6 +30,11 @@
 extern "C" {
 #endif
 
+/* libcore is compiled with -fvisibility=hidden: what is declared here is all it exports. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 /* HL_CDEF_BEGIN */
 
 /* ---- status codes, dtypes, devices ----------------------------------------------------- */
@@ -369,6 +374,10 @@ int64_t hl_plan_size(const hl_plan *plan);
 void hl_plan_release(hl_plan *plan);
 
 /* HL_CDEF_END */
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif
 
 #ifdef __cplusplus
 }

@@ -12,19 +12,15 @@ from .devices import Device, cpu, cuda, device, get_default_device, set_default_
 from .dtypes import (DType, bfloat16, bool_, dtype, float16, float32, float64, int32, int64,
                      uint8)
 from ._tensor import Tensor, as_tensor, from_numpy, tensor
-from . import ops
-from .ops import *  # noqa: F401,F403
+from . import ops  # the kernels' plain calls (backward kernels included), one module per family
 from .ops import random
 from . import autograd
-from .autograd.functional import *  # noqa: F401,F403 - hl.relu(x) etc. record gradients
+from .autograd.functional import *  # noqa: F401,F403 - every op users call, recording gradients
 from .autograd import Placeholder, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import losses, metrics
-from . import _tensor as _tensor_module
-
-_tensor_module.ops = autograd.functional  # Tensor methods and operators record too
-del _tensor_module
 from . import layers
-from .model import Module, Sequential
+from .model import Input, Model, Module, Sequential
+from .layers import activations
 from . import callbacks
 
 layer = layers  # SINGA's module name: `from singa import layer` -> `from hl import layer`
@@ -66,6 +62,7 @@ def empty_cache(device=None):
 from . import opt  # noqa: E402
 optim = opt  # PyTorch's name for the same package
 from . import data  # noqa: E402
+from . import distributed, distribution  # noqa: E402 - MPI itself loads only under mpiexec
 
 
 def save(obj, path, overwrite=True):

@@ -1,12 +1,16 @@
 """Builds hl's C core into the cffi extension module ``hl._hl_core``.
 
-The cffi declarations are read from ``libcore/include/hl_core.h`` (the block between
-HL_CDEF_BEGIN and HL_CDEF_END), so the header and the binding cannot drift apart. OpenBLAS
-comes from the ``scipy-openblas32`` wheel: its headers, its library, and symbols with a
-``scipy_`` prefix.
+libcore itself is built by ``libcore/Makefile`` into a static library (objects compiled in
+parallel and one by one: touching one .c file recompiles one object), which the extension
+links; this file builds only cffi's small wrapper around it. The compiler flags of both come
+from ``libcore/flags.mk``, the one list of them. The cffi declarations are read from
+``libcore/include/hl_core.h`` (the block between HL_CDEF_BEGIN and HL_CDEF_END), so the header
+and the binding cannot drift apart. OpenBLAS comes from the ``scipy-openblas32`` wheel: its
+headers, its library, and symbols with a ``scipy_`` prefix.
 
-Used by setuptools (``setup.py`` names ``src/hl/_build.py:ffibuilder``) and directly for a
-development build in place: ``python src/hl/_build.py``.
+Used by setuptools (``setup.py`` names ``src/hl/_build.py:ffibuilder`` and runs
+``build_libcore()`` before compiling the extension) and directly for a development build in
+place: ``python src/hl/_build.py``. Needs ``make`` and a C compiler.
 
 Environment:
   HL_SANITIZE=1  build with AddressSanitizer and UBSan, and without the caching allocator
@@ -16,12 +20,16 @@ Environment:
 import glob
 import os
 import re
+import subprocess
+import sys
 
 from cffi import FFI
 
 # src/hl/_build.py -> the repository root
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HEADER = os.path.join(ROOT, "libcore", "include", "hl_core.h")
+LIBCORE = os.path.join(ROOT, "libcore")
+HEADER = os.path.join(LIBCORE, "include", "hl_core.h")
+FLAGS = os.path.join(LIBCORE, "flags.mk")
 
 
 def cdef_text(header_path=HEADER):
@@ -32,47 +40,83 @@ def cdef_text(header_path=HEADER):
     return re.sub(r"/\*.*?\*/", "", body, flags=re.S)
 
 
+def hl_flags(path=FLAGS):
+    """libcore/flags.mk's ``NAME := words`` lines as {NAME: [word, ...]}."""
+    with open(path) as f:
+        text = f.read().replace("\\\n", " ")
+    flags = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, assign, value = line.partition(":=")
+        if not assign or "$" in value or not name.strip().isidentifier():
+            raise ValueError(f"{path}: not a plain `NAME := words` line: {line!r}")
+        flags[name.strip()] = value.split()
+    return flags
+
+
 def _openblas():
     import scipy_openblas32 as ob
 
     return ob.get_include_dir(), ob.get_lib_dir(), ob.get_library()
 
 
-def make_builder(absolute_paths=False):
+def _variant():
+    """(sanitize, native) as asked for by HL_SANITIZE and HL_NATIVE."""
+    return os.environ.get("HL_SANITIZE") == "1", os.environ.get("HL_NATIVE") == "1"
+
+
+def _make(*targets, libcore=LIBCORE, **run_args):
+    sanitize, native = _variant()
     include, libdir, lib = _openblas()
-    sources = sorted(glob.glob(os.path.join("libcore", "src", "**", "*.c"), recursive=True,
-                               root_dir=ROOT))
-    # setuptools wants paths relative to setup.py; ffi.compile() changes directory.
-    if absolute_paths:
-        sources = [os.path.join(ROOT, s) for s in sources]
-    # -fwrapv: integer tensors wrap on overflow, as in numpy; without it a kernel's int32 or
-    # int64 a + b that overflows is undefined behaviour in C. (Python's own CFLAGS carry it
-    # too, but the core must not depend on that; libcore/Makefile uses the same flags.)
-    # -fno-trapping-math: hl never reads floating-point exception flags, and without it GCC
-    # will not vectorise a loop whose element expression selects between computed values
-    # (elementwise.c's float32 tanh); results are the same, bit for bit.
-    cflags = ["-std=gnu11", "-O3", "-fopenmp", "-Wall", "-Wno-unused-function",
-              "-fno-strict-aliasing", "-fwrapv", "-fno-trapping-math"]
+    command = ["make", "-C", libcore, "--no-print-directory", f"-j{os.cpu_count() or 1}",
+               f"PYTHON={sys.executable}", f"SANITIZE={int(sanitize)}", f"NATIVE={int(native)}",
+               f"OB_INC={include}", f"OB_LIB={libdir}", f"OB_NAME={lib}", *targets]
+    return subprocess.run(command, check=True, **run_args)
+
+
+def libcore_archive():
+    """The absolute path of the static library of the variant asked for (built or not)."""
+    return _make("-s", "print-lib", stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+def build_libcore():
+    """Brings libcore's static library up to date: only what changed is recompiled."""
+    _make("lib")
+
+
+def make_builder(absolute_paths=False):
+    _, libdir, lib = _openblas()
+    sanitize, native = _variant()
+    flags = hl_flags()
+    # The wrapper is compiled with libcore's flags of the same variant, and linked with the
+    # same flags as anything linking libcore (flags.mk explains them).
+    cflags = flags["HL_CFLAGS"] + (flags["HL_SAN_CFLAGS"] + flags["HL_SAN_FLAGS"] if sanitize
+                                   else flags["HL_OPT_CFLAGS"])
+    if native:
+        cflags += flags["HL_NATIVE_CFLAGS"]
     # No RUNPATH: the wheel's intended use is preloading. hl._core imports scipy_openblas32,
     # which loads libscipy_openblas.so into the process before the extension, and the loader
     # then satisfies the extension's DT_NEEDED entry by its soname. A RUNPATH would point into
     # whatever directory the library sat in at build time (pip's temporary build env).
-    ldflags = ["-fopenmp"]
-    if os.environ.get("HL_NATIVE") == "1":
-        cflags.append("-march=native")
-    if os.environ.get("HL_SANITIZE") == "1":
-        san = ["-fsanitize=address,undefined,float-cast-overflow", "-fno-omit-frame-pointer",
-               "-fno-sanitize-recover=undefined,float-cast-overflow"]
-        cflags = [f for f in cflags if f != "-O3"] + ["-O1", "-g", "-DHL_NO_CACHE"] + san
-        ldflags += san
+    ldflags = (flags["HL_SAN_FLAGS"] if sanitize else []) + flags["HL_LDFLAGS"]
+    archive = libcore_archive()
+    # setuptools wants paths relative to setup.py; ffi.compile() changes directory.
+    include_dir = os.path.join(LIBCORE, "include") if absolute_paths else os.path.join(
+        "libcore", "include")
 
     ffi = FFI()
     ffi.cdef(cdef_text())
     ffi.set_source(
         "hl._hl_core",
         '#include "hl_core.h"',
-        sources=sources,
-        include_dirs=[os.path.join(ROOT, "libcore", "include"), include],
+        include_dirs=[include_dir],
+        # On the link line before the libraries (as objects are), so that a linker using
+        # --as-needed still records libscipy_openblas, which only the archive refers to.
+        extra_objects=[archive],
+        # setuptools relinks the extension only when one of these is newer than it.
+        depends=[archive],
         library_dirs=[libdir],
         libraries=[lib, "m"],
         extra_compile_args=cflags,
@@ -85,6 +129,7 @@ ffibuilder = make_builder(absolute_paths=__name__ == "__main__")
 
 if __name__ == "__main__":
     # In-place development build: the module lands in src/hl/.
+    build_libcore()
     ffibuilder.compile(tmpdir=os.path.join(ROOT, "build", "cffi"), verbose=False)
     built = glob.glob(os.path.join(ROOT, "build", "cffi", "hl", "_hl_core*.so"))
     for path in built:

@@ -6,8 +6,8 @@ tensor return an array over the same memory (the array keeps the storage alive),
 through one show in the other. Operators follow numpy's broadcasting and promotion rules,
 with Python scalars taking the tensor's dtype (see hl.dtypes).
 
-Operations live in hl.ops, one module per family; Tensor's methods and operators are thin
-doors into them.
+Operations live in hl.ops (kernels) and hl.autograd (ops with gradients); Tensor's methods
+and operators are installed from one table in hl/autograd/methods.py.
 """
 import numbers
 import operator
@@ -183,13 +183,17 @@ class Tensor:
     def cpu(self):
         return self.to("cpu")
 
+    def _move_to(self, device):
+        """Moves the data to `device` in place: the object (and every reference to it, an
+        optimiser's included) stays; what Module.to does to each parameter."""
+        t = self.to(device)
+        self._h, self._shape = t._h, t._shape
+
     def astype(self, dtype):
         """A copy converted to dtype. Float -> integer truncates toward zero and saturates at
         the integer type's range, NaN becoming 0 (numpy leaves those undefined); integer ->
         narrower integer wraps; float16 and bfloat16 round to nearest even, once."""
-        d = _dt.dtype(dtype)
-        if self.requires_grad and _grad.enabled:
-            return ops.cast(self, d)  # recorded, so the gradient flows back through the cast
+        d = _dt.dtype(dtype)  # (hl/autograd/methods.py records it when a gradient flows)
         return _wrap(_core.call("cast", self._h, d.code, _core.OUT), d)
 
     def contiguous(self):
@@ -206,12 +210,7 @@ class Tensor:
 
     # ---- autograd -----------------------------------------------------------------------
 
-    def backward(self, dy=None, retain_graph=False):
-        """Accumulates the gradient of this tensor into ``.grad`` of every leaf tensor that
-        requires one (PyTorch style). For a tensor of more than one value pass ``dy``, its
-        gradient. ``hl.autograd.backward`` is the SINGA-style generator."""
-        from .autograd.engine import fill_grads
-        fill_grads(self, dy, retain_graph)
+    # backward() (PyTorch style) is installed by hl/autograd/methods.py with the op methods.
 
     def requires_grad_(self, requires_grad=True):
         self.requires_grad = bool(requires_grad)
@@ -261,156 +260,9 @@ class Tensor:
 
     __str__ = __repr__
 
-    # ---- views --------------------------------------------------------------------------
-
-    def reshape(self, *shape):
-        return ops.reshape(self, *shape)
-
-    def view(self, *shape):
-        return ops.view(self, *shape)
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        return ops.flatten(self, start_dim, end_dim)
-
-    def permute(self, *axes):
-        return ops.permute(self, *axes)
-
-    def transpose(self, *axes):
-        return ops.transpose(self, *axes)
-
-    @property
-    def T(self):
-        return ops.permute(self, *reversed(range(self.ndim)))
-
-    def squeeze(self, axis=None):
-        return ops.squeeze(self, axis)
-
-    def unsqueeze(self, axis):
-        return ops.unsqueeze(self, axis)
-
-    def expand(self, *shape):
-        return ops.expand(self, *shape)
-
-    def broadcast_to(self, shape):
-        return ops.expand(self, *shape)
-
-    def flip(self, axis=None):
-        return ops.flip(self, axis)
-
-    def __getitem__(self, key):
-        return ops.getitem(self, key)
-
-    def __setitem__(self, key, value):
-        _check_in_place(self, "setitem")
-        ops.setitem(self, key, value)
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d tensor")
-        for i in range(self.shape[0]):
-            yield self[i]
-
-    # ---- operators ----------------------------------------------------------------------
-
-    def __neg__(self):
-        return ops.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return ops.abs(self)
-
-    def __invert__(self):
-        return ops.invert(self)
-
-    def __matmul__(self, other):
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return ops.matmul(as_tensor(other, device=self.device), self)
-
-    def _operator(name, reflected=False, core_op=None):  # noqa: N805 - builds the methods below
-        code = _core.OPS[core_op] if core_op else None
-        binary = _core.binary
-
-        def method(self, other):
-            # fast path: two tensors of one dtype, nothing to record, go straight to the core
-            # (not for placeholders, a subclass: their ops run on meta through Function)
-            if code is not None and other.__class__ is Tensor and other._dtype is self._dtype \
-                    and self.__class__ is Tensor \
-                    and not ((self.requires_grad or other.requires_grad) and _grad.enabled):
-                if reflected:
-                    return _wrap(binary(code, other._h, self._h))
-                return _wrap(binary(code, self._h, other._h))
-            f = getattr(ops, name)
-            return f(other, self) if reflected else f(self, other)
-        method.__name__ = name
-        return method
-
-    __add__ = _operator("add", core_op="add")
-    __radd__ = _operator("add", True, core_op="add")
-    __sub__ = _operator("sub", core_op="sub")
-    __rsub__ = _operator("sub", True, core_op="sub")
-    __mul__ = _operator("mul", core_op="mul")
-    __rmul__ = _operator("mul", True, core_op="mul")
-    __truediv__ = _operator("true_divide")
-    __rtruediv__ = _operator("true_divide", True)
-    __floordiv__ = _operator("floor_divide")
-    __rfloordiv__ = _operator("floor_divide", True)
-    __mod__ = _operator("mod")
-    __rmod__ = _operator("mod", True)
-    __pow__ = _operator("pow")
-    __rpow__ = _operator("pow", True)
-    __and__ = _operator("bitwise_and")
-    __rand__ = _operator("bitwise_and", True)
-    __or__ = _operator("bitwise_or")
-    __ror__ = _operator("bitwise_or", True)
-    __xor__ = _operator("bitwise_xor")
-    __rxor__ = _operator("bitwise_xor", True)
-    __eq__ = _operator("eq", core_op="eq")
-    __ne__ = _operator("ne", core_op="ne")
-    __lt__ = _operator("lt", core_op="lt")
-    __le__ = _operator("le", core_op="le")
-    __gt__ = _operator("gt", core_op="gt")
-    __ge__ = _operator("ge", core_op="ge")
-
-    def __iadd__(self, other):
-        _check_in_place(self, "iadd")
-        ops.add(self, other, out=self)
-        return self  # the same object, so its name, grad and flags stay with it
-
-    def __isub__(self, other):
-        _check_in_place(self, "isub")
-        ops.sub(self, other, out=self)
-        return self  # the same object, so its name, grad and flags stay with it
-
-    def __imul__(self, other):
-        _check_in_place(self, "imul")
-        ops.mul(self, other, out=self)
-        return self  # the same object, so its name, grad and flags stay with it
-
-    def __itruediv__(self, other):
-        _check_in_place(self, "itruediv")
-        ops.true_divide(self, other, out=self)
-        return self  # the same object, so its name, grad and flags stay with it
-
-    del _operator
-
-    # Every other op is reachable as a method too: x.exp(), x.sum(axis=1), x.matmul(y)...
-    # The first use of a name makes it a real method of the class, so later calls skip this.
-    def __getattr__(self, name):
-        f = getattr(ops, name, None) if not name.startswith("_") else None
-        if f is None or not callable(f) or name in ops.NOT_METHODS:
-            raise AttributeError(f"'Tensor' object has no attribute '{name}'")
-
-        def method(self, *args, **kwargs):
-            return f(self, *args, **kwargs)
-
-        method.__name__ = name
-        method.__doc__ = f.__doc__
-        setattr(Tensor, name, method)
-        return method.__get__(self, Tensor)
+    # Views, indexing, operators and every op as a method (x.exp(), x.sum(axis=1)) are
+    # installed by hl/autograd/methods.py, one explicit table: they run autograd's Functions,
+    # which sit above this module.
 
     def __setstate__(self, state):
         """Never: a tensor pickles through __reduce__ (a copy of its values), so no pickle
@@ -436,10 +288,6 @@ def _check_in_place(t, op):
 def _rebuild(arr, dtype_name, device, requires_grad, stores_grad, name):
     return Tensor(arr, dtype=dtype_name, device=device, requires_grad=requires_grad,
                   stores_grad=stores_grad, name=name)
-
-
-# hl.ops imports this module, so it cannot be imported here; it registers itself on import.
-ops = None
 
 
 _new = object.__new__

@@ -67,6 +67,12 @@ class MissingDependencyError(HLError, ImportError):
     the message says what to install."""
 
 
+class DistributedError(HLError, RuntimeError):
+    """Data-parallel training cannot go on: another rank failed, died or did not answer
+    within the timeout, or the ranks disagree (model, hl version). The message names the
+    rank and what it was doing."""
+
+
 class NonFiniteLossError(ValueError):  # hl.errors.ValueError
     """fit met a NaN or infinite loss and no callback (hl.callbacks.TerminateOnNaN) stopped
     training. The message names the epoch and batch."""

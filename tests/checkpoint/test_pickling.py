@@ -276,7 +276,7 @@ def test_build_cannot_set_a_tensors_fields(tmp_path):
     (_proto2(_global("hl.dtypes", "float32"), b"N}X\x08\x00\x00\x00itemsizeK\x08s\x86b"),
      "BUILD"),
     # SETITEM on a non-container: would call its Python __setitem__
-    (_proto2(_global("hl.layers.containers", "Sequential"), b")\x81K\x00K\x01s"), "SETITEM"),
+    (_proto2(_global("hl.layers.linear", "Linear"), b")\x81K\x00K\x01s"), "SETITEM"),
     # a defaultdict whose factory is a class that would be called later
     (_proto2(_global("collections", "defaultdict"), _global("hl.layers.linear", "Linear"),
              b"\x85R"), "REDUCE"),

@@ -105,7 +105,7 @@ def test_dropout_edges():
     np.testing.assert_array_equal(build(Dropout(0.0).train(), x).numpy(), x)
     np.testing.assert_array_equal(build(Dropout(1.0).train(), x).numpy(), np.zeros_like(x))
     assert Dropout(0.5).train()(hl.Placeholder((3, 7))).shape == (3, 7)
-    with pytest.raises(hl.errors.ValueError, match=r"p must be a probability in \[0, 1\]"):
+    with pytest.raises(hl.errors.ValueError, match=r"Dropout: p \(a probability\) must be a number in \[0, 1\]"):
         Dropout(1.5)
 
 

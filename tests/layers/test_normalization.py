@@ -167,7 +167,7 @@ def test_single_value_per_channel_in_training():
 
 
 def test_bad_arguments():
-    with pytest.raises(hl.errors.ValueError, match="momentum must be in"):
+    with pytest.raises(hl.errors.ValueError, match=r"BatchNorm2d: momentum must be a number in \[0, 1\]"):
         BatchNorm2d(momentum=1.5)
     with pytest.raises(hl.errors.ValueError, match="normalized_shape must not be empty"):
         LayerNorm(())

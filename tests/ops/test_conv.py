@@ -174,9 +174,9 @@ def test_conv_row_bands(rng, shape, k, pads):
     assert_close(y, ref_conv(x, w, b, pads=[pads] * (2 * S)), **TOL[np.float64])
     dy = rand(rng, y.shape, np.float64)
     # the adjoint identities <conv(x), dy> = <x, grad_input(dy)> = <w, grad_weight(dy)>
-    gi = (hl.conv2d_grad_input if S == 2 else hl.conv1d_grad_input)(
+    gi = (hl.ops.conv2d_grad_input if S == 2 else hl.ops.conv1d_grad_input)(
         hl.tensor(dy), hl.tensor(w), shape, padding=pads).numpy()
-    gw = (hl.conv2d_grad_weight if S == 2 else hl.conv1d_grad_weight)(
+    gw = (hl.ops.conv2d_grad_weight if S == 2 else hl.ops.conv1d_grad_weight)(
         hl.tensor(dy), hl.tensor(x), w.shape, padding=pads).numpy()
     lhs = float(((y.numpy() - b.reshape((1, -1) + (1,) * S)) * dy).sum())
     assert np.isclose(lhs, float((x * gi).sum()), rtol=1e-10)
@@ -282,8 +282,8 @@ def test_conv_grads_match_torch(rng, case):
     ty = conv(tpad, tw, stride=s, dilation=d, groups=g)
     dy = rand(rng, tuple(ty.shape), np.float64)
     ty.backward(torch.from_numpy(dy))
-    gi_fn = hl.conv2d_grad_input if S == 2 else hl.conv1d_grad_input
-    gw_fn = hl.conv2d_grad_weight if S == 2 else hl.conv1d_grad_weight
+    gi_fn = hl.ops.conv2d_grad_input if S == 2 else hl.ops.conv1d_grad_input
+    gw_fn = hl.ops.conv2d_grad_weight if S == 2 else hl.ops.conv1d_grad_weight
     for dt in (np.float64, np.float32):
         for layout in ("contiguous", "transposed"):
             mk = LAYOUTS[layout]
@@ -316,8 +316,8 @@ def test_conv_grads_finite_differences(rng, case):
         return float((fwd(hl.tensor(x), hl.tensor(wv), stride=s, padding=p, dilation=d,
                           groups=g).numpy() * dy).sum())
 
-    gi_fn = hl.conv2d_grad_input if S == 2 else hl.conv1d_grad_input
-    gw_fn = hl.conv2d_grad_weight if S == 2 else hl.conv1d_grad_weight
+    gi_fn = hl.ops.conv2d_grad_input if S == 2 else hl.ops.conv1d_grad_input
+    gw_fn = hl.ops.conv2d_grad_weight if S == 2 else hl.ops.conv1d_grad_weight
     gi = gi_fn(hl.tensor(dy), hl.tensor(w), xs, stride=s, padding=p, dilation=d, groups=g)
     gw = gw_fn(hl.tensor(dy), hl.tensor(x), w.shape, stride=s, padding=p, dilation=d, groups=g)
     assert_close(gi, numeric_grad(loss_x, x), rtol=1e-6, atol=1e-7)
@@ -327,8 +327,8 @@ def test_conv_grads_finite_differences(rng, case):
 def test_conv_grads_zero_batch(rng):
     w = rand(rng, (4, 3, 3, 3))
     dy = np.zeros((0, 4, 3, 3), np.float32)
-    assert hl.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), (0, 3, 5, 5)).shape == (0, 3, 5, 5)
-    gw = hl.conv2d_grad_weight(hl.tensor(dy), hl.tensor(np.zeros((0, 3, 5, 5), np.float32)),
+    assert hl.ops.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), (0, 3, 5, 5)).shape == (0, 3, 5, 5)
+    gw = hl.ops.conv2d_grad_weight(hl.tensor(dy), hl.tensor(np.zeros((0, 3, 5, 5), np.float32)),
                                (4, 3, 3, 3))
     assert_close(gw, np.zeros((4, 3, 3, 3), np.float32))
 
@@ -375,10 +375,10 @@ def test_winograd_forward_and_grads(rng, case):
     assert_close(y, want, **winograd_tol(want), what="forward")
     dy = rand(rng, want.shape)
     want_gi = ref_conv_transpose(dy.astype(np.float64), w.astype(np.float64), None, None, p)
-    gi = hl.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), xs, padding=p)
+    gi = hl.ops.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), xs, padding=p)
     assert_close(gi, want_gi, **winograd_tol(want_gi), what="grad input")
     want_gw = ref_conv_grad_weight(dy, x, 3, p)
-    gw = hl.conv2d_grad_weight(hl.tensor(dy), hl.tensor(x), w.shape, padding=p)
+    gw = hl.ops.conv2d_grad_weight(hl.tensor(dy), hl.tensor(x), w.shape, padding=p)
     assert_close(gw, want_gw, **winograd_tol(want_gw), what="grad weight")
 
 
@@ -399,8 +399,8 @@ def test_winograd_agrees_with_im2col(rng, monkeypatch):
 
     def three():
         return [hl.conv2d(X, W, padding=1).numpy(),
-                hl.conv2d_grad_input(DY, W, x.shape, padding=1).numpy(),
-                hl.conv2d_grad_weight(DY, X, w.shape, padding=1).numpy()]
+                hl.ops.conv2d_grad_input(DY, W, x.shape, padding=1).numpy(),
+                hl.ops.conv2d_grad_weight(DY, X, w.shape, padding=1).numpy()]
 
     fast = three()
     monkeypatch.setenv("HL_WINOGRAD", "0")
@@ -450,19 +450,19 @@ def _t(shape, dtype=np.float32):
      errors.ValueError, "padding must be"),
     (lambda: hl.conv2d(_t((1, 3, 5, 5)), _t((4, 3, 0, 3))), errors.ShapeError,
      "must be positive"),
-    (lambda: hl.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (1, 3, 6, 6)),
+    (lambda: hl.ops.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (1, 3, 6, 6)),
      errors.ShapeError, "gives spatial size \\(4, 4\\)"),
-    (lambda: hl.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (2, 3, 5, 5)),
+    (lambda: hl.ops.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (2, 3, 5, 5)),
      errors.ShapeError, "expected N = 1"),
-    (lambda: hl.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (1, 3, -5, 5)),
+    (lambda: hl.ops.conv2d_grad_input(_t((1, 4, 3, 3)), _t((4, 3, 3, 3)), (1, 3, -5, 5)),
      errors.ValueError, "negative size"),
-    (lambda: hl.conv2d_grad_input(_t((1, 5, 3, 3)), _t((4, 3, 3, 3)), (1, 3, 5, 5)),
+    (lambda: hl.ops.conv2d_grad_input(_t((1, 5, 3, 3)), _t((4, 3, 3, 3)), (1, 3, 5, 5)),
      errors.ShapeError, "5 channels"),
-    (lambda: hl.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5)), (4, 3, 2, 2)),
+    (lambda: hl.ops.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5)), (4, 3, 2, 2)),
      errors.ShapeError, "gives spatial size \\(4, 4\\)"),
-    (lambda: hl.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5)), (4, 2, 3, 3)),
+    (lambda: hl.ops.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5)), (4, 2, 3, 3)),
      errors.ShapeError, "does not fit"),
-    (lambda: hl.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5), np.float64),
+    (lambda: hl.ops.conv2d_grad_weight(_t((1, 4, 3, 3)), _t((1, 3, 5, 5), np.float64),
                                    (4, 3, 3, 3)), errors.DTypeError, "one dtype"),
     (lambda: hl.conv_transpose2d(_t((1, 3, 4, 4)), _t((3, 2, 3, 3)), stride=2,
                                  output_padding=2), errors.ValueError, "output_padding"),

@@ -165,7 +165,7 @@ def test_batch_norm_grad_vs_torch(rng, shape, training):
     _, m, s = hl.batch_norm(hl.tensor(x), hl.tensor(rm), hl.tensor(rv), hl.tensor(w),
                             hl.tensor(b), training=training, return_stats=True)
     for name, layout in harness.LAYOUTS.items():
-        dx, dw, db = hl.batch_norm_grad(layout(dy), layout(x), m, s, hl.tensor(w),
+        dx, dw, db = hl.ops.batch_norm_grad(layout(dy), layout(x), m, s, hl.tensor(w),
                                         training=training)
         harness.assert_close(dx, tx.grad.numpy(), **GRAD32, what=f"dx {name}")
         harness.assert_close(dw, tw.grad.numpy(), **GRAD32, what=f"dw {name}")
@@ -182,7 +182,7 @@ def test_batch_norm_grad_finite_differences(rng):
 
     _, m, s = hl.batch_norm(hl.tensor(x), None, None, hl.tensor(w), hl.tensor(b), training=True,
                             return_stats=True)
-    dx, dw, db = hl.batch_norm_grad(hl.tensor(r), hl.tensor(x), m, s, hl.tensor(w))
+    dx, dw, db = hl.ops.batch_norm_grad(hl.tensor(r), hl.tensor(x), m, s, hl.tensor(w))
     harness.assert_close(dx, harness.numeric_grad(lambda a: loss(a, w, b), x), **FD64)
     harness.assert_close(dw, harness.numeric_grad(lambda a: loss(x, a, b), w), **FD64)
     harness.assert_close(db, harness.numeric_grad(lambda a: loss(x, w, a), b), **FD64)
@@ -191,10 +191,10 @@ def test_batch_norm_grad_finite_differences(rng):
 def test_batch_norm_grad_needs(rng):
     x, dy = randn(rng, (4, 3)), randn(rng, (4, 3))
     _, m, s = hl.batch_norm(hl.tensor(x), None, None, training=True, return_stats=True)
-    full = hl.batch_norm_grad(hl.tensor(dy), hl.tensor(x), m, s)
+    full = hl.ops.batch_norm_grad(hl.tensor(dy), hl.tensor(x), m, s)
     for needs in [(True, False, False), (False, True, False), (False, False, True),
                   (False, False, False), (False, True, True)]:
-        got = hl.batch_norm_grad(hl.tensor(dy), hl.tensor(x), m, s, needs=needs)
+        got = hl.ops.batch_norm_grad(hl.tensor(dy), hl.tensor(x), m, s, needs=needs)
         for g, f, n in zip(got, full, needs):
             assert (g is None) == (not n)
             if n:
@@ -230,9 +230,9 @@ def test_batch_norm_bad_inputs():
         hl.batch_norm(x, np.zeros(3, np.float32), rv)
     m, s = hl.tensor(np.zeros(3, np.float32)), hl.tensor(np.ones(3, np.float32))
     with pytest.raises(hl.errors.ShapeError, match="dy of shape"):
-        hl.batch_norm_grad(hl.tensor(np.zeros((4, 3), np.float32)), x, m, s)
+        hl.ops.batch_norm_grad(hl.tensor(np.zeros((4, 3), np.float32)), x, m, s)
     with pytest.raises(hl.errors.ShapeError, match="save_invstd of shape"):
-        hl.batch_norm_grad(x, x, m, hl.tensor(np.ones(2, np.float32)))
+        hl.ops.batch_norm_grad(x, x, m, hl.tensor(np.ones(2, np.float32)))
 
 
 # ---- layer norm ----------------------------------------------------------------------------
@@ -287,11 +287,11 @@ def test_layer_norm_grad_vs_torch(rng, shape, axis):
     torch.nn.functional.layer_norm(tx, tail, tw, tb).backward(torch.tensor(dy))
     _, m, s = hl.layer_norm(hl.tensor(x), tail, hl.tensor(w), hl.tensor(b), return_stats=True)
     for name, layout in harness.LAYOUTS.items():
-        dx, dw, db = hl.layer_norm_grad(layout(dy), layout(x), m, s, layout(w))
+        dx, dw, db = hl.ops.layer_norm_grad(layout(dy), layout(x), m, s, layout(w))
         harness.assert_close(dx, tx.grad.numpy(), **GRAD32, what=f"dx {name}")
         harness.assert_close(dw, tw.grad.numpy(), **GRAD32, what=f"dw {name}")
         harness.assert_close(db, tb.grad.numpy(), **GRAD32, what=f"db {name}")
-    dx, dw, db = hl.layer_norm_grad(hl.tensor(dy), hl.tensor(x), m, s, None,
+    dx, dw, db = hl.ops.layer_norm_grad(hl.tensor(dy), hl.tensor(x), m, s, None,
                                     needs=(True, False, True))
     assert dw is None
     tx.grad = None
@@ -308,7 +308,7 @@ def test_layer_norm_grad_finite_differences(rng):
                                               hl.tensor(b_)).numpy()))
 
     _, m, s = hl.layer_norm(hl.tensor(x), (2, 2), hl.tensor(w), hl.tensor(b), return_stats=True)
-    dx, dw, db = hl.layer_norm_grad(hl.tensor(r), hl.tensor(x), m, s, hl.tensor(w))
+    dx, dw, db = hl.ops.layer_norm_grad(hl.tensor(r), hl.tensor(x), m, s, hl.tensor(w))
     harness.assert_close(dx, harness.numeric_grad(lambda a: loss(a, w, b), x), **FD64)
     harness.assert_close(dw, harness.numeric_grad(lambda a: loss(x, a, b), w), **FD64)
     harness.assert_close(db, harness.numeric_grad(lambda a: loss(x, w, a), b), **FD64)
@@ -332,9 +332,9 @@ def test_layer_norm_bad_inputs():
         hl.layer_norm(x, (4,), eps=float("nan"))
     m = hl.tensor(np.zeros((2, 3), np.float32))
     with pytest.raises(hl.errors.ShapeError, match="invstd of shape"):
-        hl.layer_norm_grad(x, x, m, hl.tensor(np.zeros((2,), np.float32)))
+        hl.ops.layer_norm_grad(x, x, m, hl.tensor(np.zeros((2,), np.float32)))
     with pytest.raises(hl.errors.ShapeError, match="dy of shape"):
-        hl.layer_norm_grad(hl.tensor(np.zeros((2, 3), np.float32)), x, m, m)
+        hl.ops.layer_norm_grad(hl.tensor(np.zeros((2, 3), np.float32)), x, m, m)
 
 
 # ---- properties ------------------------------------------------------------------------------

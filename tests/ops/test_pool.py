@@ -104,7 +104,7 @@ def test_max_pool_matches_torch(rng, case):
     dy = rand(rng, tuple(ty.shape), np.float64)
     ty.backward(torch.from_numpy(dy))
     fn = hl.max_pool2d if S == 2 else hl.max_pool1d
-    gfn = hl.max_pool2d_grad if S == 2 else hl.max_pool1d_grad
+    gfn = hl.ops.max_pool2d_grad if S == 2 else hl.ops.max_pool1d_grad
     y, i = fn(hl.tensor(x), k, s, p[:S], d, ceil, return_indices=True)
     assert_close(y, ty.detach().numpy(), rtol=0, atol=0)
     assert_close(i, ti.numpy())
@@ -150,7 +150,7 @@ def test_avg_pool_matches_torch(rng, case, cip):
     dy = rand(rng, tuple(ty.shape), np.float64)
     ty.backward(torch.from_numpy(dy))
     fn = hl.avg_pool2d if S == 2 else hl.avg_pool1d
-    gfn = hl.avg_pool2d_grad if S == 2 else hl.avg_pool1d_grad
+    gfn = hl.ops.avg_pool2d_grad if S == 2 else hl.ops.avg_pool1d_grad
     assert_close(fn(hl.tensor(x), k, s, p[:S], ceil, cip), ty.detach().numpy(), rtol=1e-12,
                  atol=1e-12)
     for layout in LAYOUTS:
@@ -171,13 +171,13 @@ def test_pool_grads_finite_differences(rng, case):
     mx = hl.max_pool2d if S == 2 else hl.max_pool1d
     y = avg(hl.tensor(x), k, s, p, ceil, cip).numpy()
     dy = rand(rng, y.shape, np.float64)
-    agrad = (hl.avg_pool2d_grad if S == 2 else hl.avg_pool1d_grad)(hl.tensor(dy), xs, k, s, p,
+    agrad = (hl.ops.avg_pool2d_grad if S == 2 else hl.ops.avg_pool1d_grad)(hl.tensor(dy), xs, k, s, p,
                                                                    ceil, cip)
     assert_close(agrad, numeric_grad(
         lambda v: float((avg(hl.tensor(v), k, s, p, ceil, cip).numpy() * dy).sum()), x),
         rtol=1e-6, atol=1e-7)
     y, i = mx(hl.tensor(x), k, s, p, 1, ceil, return_indices=True)
-    mgrad = (hl.max_pool2d_grad if S == 2 else hl.max_pool1d_grad)(hl.tensor(dy), i, xs, k, s, p,
+    mgrad = (hl.ops.max_pool2d_grad if S == 2 else hl.ops.max_pool1d_grad)(hl.tensor(dy), i, xs, k, s, p,
                                                                    1, ceil)
     assert_close(mgrad, numeric_grad(
         lambda v: float((mx(hl.tensor(v), k, s, p, 1, ceil).numpy() * dy).sum()), x),
@@ -193,7 +193,7 @@ def test_max_pool_nan_and_padding_only_windows():
     y, i = hl.max_pool1d(hl.tensor(np.ones((1, 1, 1), np.float32)), 2, 1, 1, 2,
                          return_indices=True)
     assert y.numpy().tolist() == [[[-np.inf]]] and i.numpy().tolist() == [[[-1]]]
-    dx = hl.max_pool1d_grad(hl.tensor(np.ones((1, 1, 1), np.float32)), i, (1, 1, 1), 2, 1, 1, 2)
+    dx = hl.ops.max_pool1d_grad(hl.tensor(np.ones((1, 1, 1), np.float32)), i, (1, 1, 1), 2, 1, 1, 2)
     assert dx.numpy().tolist() == [[[0.0]]]
 
 
@@ -234,20 +234,20 @@ def _t(shape, dtype=np.float32):
     (lambda: hl.max_pool2d(_t((1, 1, 3, 3), np.int64), 2), errors.DTypeError,
      "float32 or float64"),
     (lambda: hl.max_pool2d(_t((1, 1, 3, 3)), (2, 2, 2)), errors.ValueError, "kernel_size"),
-    (lambda: hl.avg_pool2d_grad(_t((1, 1, 2, 2)), (1, 1, 6, 6), 2), errors.ShapeError,
+    (lambda: hl.ops.avg_pool2d_grad(_t((1, 1, 2, 2)), (1, 1, 6, 6), 2), errors.ShapeError,
      "gives spatial size \\(3, 3\\)"),
-    (lambda: hl.avg_pool2d_grad(_t((1, 1, 2, 2)), (1, 2, 4, 4), 2), errors.ShapeError,
+    (lambda: hl.ops.avg_pool2d_grad(_t((1, 1, 2, 2)), (1, 2, 4, 4), 2), errors.ShapeError,
      "differ in batch or channels"),
-    (lambda: hl.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.int64) * 99,
+    (lambda: hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.int64) * 99,
                                 (1, 1, 4, 4), 2), errors.IndexError,
      "index 99 is out of range .* 16 elements"),
-    (lambda: hl.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.int32) * -5,
+    (lambda: hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.int32) * -5,
                                 (1, 1, 4, 4), 2), errors.IndexError, "index -5"),
-    (lambda: hl.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.float32),
+    (lambda: hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 2), np.float32),
                                 (1, 1, 4, 4), 2), errors.DTypeError, "int64 or int32"),
-    (lambda: hl.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 1), np.int64),
+    (lambda: hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), _t((1, 1, 2, 1), np.int64),
                                 (1, 1, 4, 4), 2), errors.ShapeError, "one shape"),
-    (lambda: hl.max_pool2d_grad(_t((1, 1, 2, 2)), None, (1, 1, 4, 4), 2), errors.ValueError,
+    (lambda: hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), None, (1, 1, 4, 4), 2), errors.ValueError,
      "needs the indices"),
 ])
 def test_pool_bad_inputs(call, exc, match):
@@ -303,7 +303,7 @@ def test_max_pool_grad_property_any_index(bad):
     idx = np.zeros((1, 1, 2, 2), np.int64)
     idx[0, 0, 1, 0] = bad
     try:
-        dx = hl.max_pool2d_grad(_t((1, 1, 2, 2)), hl.tensor(idx), (1, 1, 4, 4), 2)
+        dx = hl.ops.max_pool2d_grad(_t((1, 1, 2, 2)), hl.tensor(idx), (1, 1, 4, 4), 2)
     except errors.IndexError:
         assert not -1 <= bad < 16
         return

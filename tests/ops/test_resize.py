@@ -65,10 +65,10 @@ def test_resize_grad_matches_torch(rng, shape, kw):
     out, scales, rkw = _interpolate_args(shape, kw.get("size"), kw.get("scale_factor"),
                                          kw["mode"], kw.get("align_corners"))
     assert list(out) == list(y.shape)
-    got = hl.resize_grad(hl.tensor(dy), shape, scales, **rkw)
+    got = hl.ops.resize_grad(hl.tensor(dy), shape, scales, **rkw)
     assert_close(got, x.grad.numpy(), rtol=1e-12, atol=1e-12)
     # float32 gradients agree with the float64 ones
-    got32 = hl.resize_grad(hl.tensor(dy.astype(np.float32)), shape, scales, **rkw)
+    got32 = hl.ops.resize_grad(hl.tensor(dy.astype(np.float32)), shape, scales, **rkw)
     assert_close(got32, x.grad.numpy().astype(np.float32), rtol=1e-5, atol=1e-5)
 
 
@@ -134,7 +134,7 @@ def test_resize_grad_is_the_adjoint(rng, mode, coord):
             x, y = rng.standard_normal(shape), rng.standard_normal(size)
             fwd = (hl.resize(hl.tensor(x), scales=scales, **kw) if scales
                    else hl.resize(hl.tensor(x), size=size, **kw))
-            back = hl.resize_grad(hl.tensor(y), shape, scales, **kw)
+            back = hl.ops.resize_grad(hl.tensor(y), shape, scales, **kw)
             lhs, rhs = _dot(fwd.numpy(), y), _dot(x, back.numpy())
             assert abs(lhs - rhs) <= 1e-12 * max(1.0, abs(lhs)), (shape, size, scales, kw)
 
@@ -147,7 +147,7 @@ def test_resize_grad_same_for_any_thread_count(rng):
         for n in (1, 2, 3):
             hl.set_num_threads(n)
             for mode in ("linear", "nearest"):
-                results.append((n, mode, hl.resize_grad(hl.tensor(dy), (4, 8, 21, 45),
+                results.append((n, mode, hl.ops.resize_grad(hl.tensor(dy), (4, 8, 21, 45),
                                                         mode=mode).numpy()))
     finally:
         hl.set_num_threads(before)
@@ -195,7 +195,7 @@ def test_resize_odd_sizes(rng):
     # a 0-d tensor resizes to itself
     assert_close(hl.resize(hl.tensor(np.float64(1.5)), size=(), mode="linear"), np.float64(1.5))
     # gradient with an empty dy is zero
-    assert_close(hl.resize_grad(hl.tensor(np.zeros((2, 0))), (2, 3), mode="linear"),
+    assert_close(hl.ops.resize_grad(hl.tensor(np.zeros((2, 0))), (2, 3), mode="linear"),
                  np.zeros((2, 3)))
     # NaN stays where it is read
     y = np.array([[0.0, np.nan, 1.0]])
@@ -209,7 +209,7 @@ def test_resize_bad_inputs():
     with pytest.raises(errors.DTypeError, match="linear mode needs a floating-point tensor"):
         hl.resize(hl.zeros(2, 2, dtype=hl.int32), size=(3, 3), mode="linear")
     with pytest.raises(errors.DTypeError, match="expected a float32 or float64 gradient"):
-        hl.resize_grad(hl.zeros(2, 2, dtype=hl.int64), (1, 1))
+        hl.ops.resize_grad(hl.zeros(2, 2, dtype=hl.int64), (1, 1))
     with pytest.raises(errors.ValueError, match="mode must be one of"):
         hl.resize(x, size=(1, 2, 8, 8), mode="cubic")
     with pytest.raises(errors.ValueError, match="coordinate_transformation_mode"):
@@ -219,17 +219,17 @@ def test_resize_bad_inputs():
     with pytest.raises(errors.ValueError, match="negative size"):
         hl.resize(x, size=(1, 2, -1, 8))
     with pytest.raises(errors.ValueError, match="negative size"):
-        hl.resize_grad(x, (1, 2, -3, 4))
+        hl.ops.resize_grad(x, (1, 2, -3, 4))
     with pytest.raises(errors.ShapeError, match="cannot resize empty axis"):
         hl.resize(hl.zeros(0, 3), size=(2, 3))
     with pytest.raises(errors.ShapeError, match="cannot resize empty axis"):
-        hl.resize_grad(hl.zeros(2, 3), (0, 3))
+        hl.ops.resize_grad(hl.zeros(2, 3), (0, 3))
     with pytest.raises(errors.ShapeError, match="3 entries"):
         hl.resize(x, size=(2, 8, 8))
     with pytest.raises(errors.ValueError, match="finite and > 0"):
         hl.resize(x, scales=(1, 1, 0, 2))
     with pytest.raises(errors.ValueError, match="finite and > 0"):
-        hl.resize_grad(x, (1, 2, 2, 2), scales=(1, 1, float("inf"), 2))
+        hl.ops.resize_grad(x, (1, 2, 2, 2), scales=(1, 1, float("inf"), 2))
     with pytest.raises(errors.ValueError, match="exactly one"):
         hl.resize(x)
     with pytest.raises(errors.ShapeError, match="spatial"):
@@ -261,7 +261,7 @@ def test_resize_property(shape, data, mode, coord, nearest):
     valid = all(s >= 0 and (n > 0 or s == 0) for n, s in zip(shape, size))
     try:
         got = hl.resize(hl.tensor(x), size=size, **kw).numpy()
-        back = hl.resize_grad(hl.tensor(np.ones(size)), shape, **kw).numpy()
+        back = hl.ops.resize_grad(hl.tensor(np.ones(size)), shape, **kw).numpy()
     except errors.HLError:
         assert not valid, f"{shape} -> {size} rejected"
         return

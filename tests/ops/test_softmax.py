@@ -116,7 +116,7 @@ def test_softmax_grad_vs_torch(rng, shape, axis, log):
     ty = (torch.log_softmax if log else torch.softmax)(tx, axis)
     ty.backward(torch.tensor(dy))
     y = (hl.log_softmax if log else hl.softmax)(hl.tensor(x), axis)
-    grad = hl.log_softmax_grad if log else hl.softmax_grad
+    grad = hl.ops.log_softmax_grad if log else hl.ops.softmax_grad
     for name, layout in harness.LAYOUTS.items():
         got = grad(layout(y.numpy()), layout(dy), axis)
         harness.assert_close(got, tx.grad.numpy(), **GRAD32, what=name)
@@ -130,7 +130,7 @@ def test_softmax_grad_finite_differences(rng, log, axis):
     fwd = hl.log_softmax if log else hl.softmax
     want = harness.numeric_grad(lambda a: float(np.sum(w * fwd(hl.tensor(a), axis).numpy())), x)
     y = fwd(hl.tensor(x), axis)
-    got = (hl.log_softmax_grad if log else hl.softmax_grad)(y, hl.tensor(w), axis)
+    got = (hl.ops.log_softmax_grad if log else hl.ops.softmax_grad)(y, hl.tensor(w), axis)
     harness.assert_close(got, want, **FD64)
 
 
@@ -141,9 +141,9 @@ def test_softmax_bad_inputs():
     with pytest.raises(hl.errors.IndexError, match="axis -3"):
         hl.log_softmax(x, -3)
     with pytest.raises(hl.errors.ShapeError, match="dy .* must have the shape of y"):
-        hl.softmax_grad(x, hl.tensor(np.zeros((3, 2), np.float32)), 1)
+        hl.ops.softmax_grad(x, hl.tensor(np.zeros((3, 2), np.float32)), 1)
     with pytest.raises(hl.errors.DTypeError, match="same dtype"):
-        hl.softmax_grad(x, hl.tensor(np.zeros((2, 3), np.float64)), 1)
+        hl.ops.softmax_grad(x, hl.tensor(np.zeros((2, 3), np.float64)), 1)
     with pytest.raises(hl.errors.DTypeError):
         hl.softmax(x.astype(hl.float16))
     with pytest.raises(hl.errors.ShapeError, match="output tensor given"):
@@ -217,7 +217,7 @@ def test_cross_entropy_vs_torch(rng, reduction, kind):
                                         return_log_prob=True)
     harness.assert_close(loss, tl.detach().numpy(), **F32)
     dlt = hl.tensor(dl) if reduction == "none" else float(dl)
-    g = hl.softmax_cross_entropy_grad(lp, hl.tensor(target), dlt, reduction=reduction)
+    g = hl.ops.softmax_cross_entropy_grad(lp, hl.tensor(target), dlt, reduction=reduction)
     harness.assert_close(g, tx.grad.numpy(), **GRAD32)
 
 
@@ -238,7 +238,7 @@ def test_cross_entropy_all_ignored_mean_is_nan_like_torch():
     loss = hl.softmax_cross_entropy(x, hl.tensor(np.array([-100, -100])), reduction="sum")
     assert loss.item() == 0.0
     lp = hl.log_softmax(x, 1)
-    g = hl.softmax_cross_entropy_grad(lp, hl.tensor(np.array([-100, -100])),
+    g = hl.ops.softmax_cross_entropy_grad(lp, hl.tensor(np.array([-100, -100])),
                                       hl.tensor(np.ones(2, np.float32)))
     assert (g.numpy() == 0).all()
 
@@ -294,7 +294,7 @@ def test_cross_entropy_grad_finite_differences(rng, kind):
     want = harness.numeric_grad(f, logits)
     _, lp = hl.softmax_cross_entropy(hl.tensor(logits), hl.tensor(target), reduction="none",
                                      return_log_prob=True)
-    got = hl.softmax_cross_entropy_grad(lp, hl.tensor(target), hl.tensor(w))
+    got = hl.ops.softmax_cross_entropy_grad(lp, hl.tensor(target), hl.tensor(w))
     harness.assert_close(got, want, **FD64)
 
 
@@ -305,7 +305,7 @@ def test_cross_entropy_bad_inputs():
     with pytest.raises(hl.errors.IndexError, match="label -1 "):
         hl.softmax_cross_entropy(x, hl.tensor(np.array([0, -1, 1, 2], np.int32)))
     with pytest.raises(hl.errors.IndexError, match="label 9 "):
-        hl.softmax_cross_entropy_grad(x, hl.tensor(np.array([0, 9, 1, 2])),
+        hl.ops.softmax_cross_entropy_grad(x, hl.tensor(np.array([0, 9, 1, 2])),
                                       hl.tensor(np.ones(4, np.float32)))
     with pytest.raises(hl.errors.ShapeError, match=r"must have shape \(4,\)"):
         hl.softmax_cross_entropy(x, hl.tensor(np.array([0, 1, 2])))
@@ -316,10 +316,10 @@ def test_cross_entropy_bad_inputs():
     with pytest.raises(hl.errors.DTypeError, match="int32/int64 class labels"):
         hl.softmax_cross_entropy(x, hl.tensor(np.zeros(4, np.uint8)))
     with pytest.raises(hl.errors.ShapeError, match="per-sample loss shape"):
-        hl.softmax_cross_entropy_grad(x, hl.tensor(np.zeros(4, np.int64)),
+        hl.ops.softmax_cross_entropy_grad(x, hl.tensor(np.zeros(4, np.int64)),
                                       hl.tensor(np.ones(3, np.float32)))
     with pytest.raises(hl.errors.ShapeError, match="must be a scalar"):
-        hl.softmax_cross_entropy_grad(x, hl.tensor(np.zeros(4, np.int64)),
+        hl.ops.softmax_cross_entropy_grad(x, hl.tensor(np.zeros(4, np.int64)),
                                       hl.tensor(np.ones(4, np.float32)), reduction="mean")
     with pytest.raises(hl.errors.ValueError, match="reduction must be"):
         hl.softmax_cross_entropy(x, hl.tensor(np.zeros(4, np.int64)), reduction="avg")
@@ -365,7 +365,7 @@ def test_property_cross_entropy_random_labels(n, c, d, labels, seed):
     try:
         loss, lp = hl.softmax_cross_entropy(hl.tensor(logits), hl.tensor(lab), reduction="none",
                                             return_log_prob=True)
-        g = hl.softmax_cross_entropy_grad(lp, hl.tensor(lab),
+        g = hl.ops.softmax_cross_entropy_grad(lp, hl.tensor(lab),
                                           hl.tensor(np.ones((n, d), np.float32)))
     except hl.errors.IndexError:
         assert not valid

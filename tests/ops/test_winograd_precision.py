@@ -53,7 +53,7 @@ def test_forward_within_float32_rounding_for_any_finite_weight(seed, exponent, s
 def test_grad_input_within_float32_rounding(outlier):
     x, w = _inputs(1, outlier, 4)
     dy = x  # grad_input is the transposed convolution of dy by the same weights
-    dx = hl.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), (2, C, 12, 12), padding=1).numpy()
+    dx = hl.ops.conv2d_grad_input(hl.tensor(dy), hl.tensor(w), (2, C, 12, 12), padding=1).numpy()
     assert _relative_error(dx, dy, w, transposed=True) < TOL
 
 

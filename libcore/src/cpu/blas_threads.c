@@ -154,7 +154,10 @@ static void run_items(int sync, openblas_dojob_callback dojob, int n, size_t els
     }
 }
 
-__attribute__((constructor)) static void use_openmp_for_blas(void) {
+/* Not static: the link flags name it (flags.mk's HL_LDFLAGS) so that this object is taken
+   from the archive although nothing calls it. */
+void hl_cpu_use_openmp_for_blas(void);
+__attribute__((constructor)) void hl_cpu_use_openmp_for_blas(void) {
     slot_count = openblas_max_threads();
     scipy_openblas_set_threads_callback_function(run_items);
 }

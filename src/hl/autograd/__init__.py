@@ -10,6 +10,7 @@ from .engine import backward
 from .function import Function, sum_to
 from .mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .placeholder import Placeholder
+from . import methods  # noqa: F401 - installs Tensor's methods and operators
 
 # SINGA's global switch, read by layers that were never put in train() or eval() mode
 # themselves; assign hl.autograd.training = False in old scripts to evaluate.

@@ -20,8 +20,11 @@ from .resize import *  # noqa: F401,F403
 from .linalg import *  # noqa: F401,F403
 from .shape import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
+from .indexing import *  # noqa: F401,F403
 
-# The functions only (not the op-family modules the star imports bring along, which would
-# shadow hl.autograd's own submodules of the same names).
+# The functions users call (not the op-family modules the star imports bring along, which
+# would shadow hl.autograd's own submodules of the same names, and not the backward kernels,
+# relu_grad, conv2d_grad_input...: they stay in hl.ops, as PyTorch keeps kernels in torch.ops).
 __all__ = [_n for _n, _v in list(globals().items())
-           if not _n.startswith("_") and callable(_v) and _n != "NOT_METHODS"]
+           if not _n.startswith("_") and callable(_v) and _n != "NOT_METHODS"
+           and not _n.endswith("_grad") and "_grad_" not in _n]

@@ -11,7 +11,7 @@ import numpy as np
 from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, norm_axis
-from ..ops.shape import _expand_key, _is_advanced, _is_int_key, pad_amounts
+from ..ops.shape import pad_amounts
 from .function import Function, sum_to
 from .mode import state as _grad
 from .placeholder import Placeholder
@@ -195,54 +195,6 @@ class BasicIndex(Function):
         return dx
 
 
-def _is_mask(key):
-    return (isinstance(key, Tensor) and key.dtype.name == "bool") or (
-        isinstance(key, np.ndarray) and key.dtype == np.bool_)
-
-
-def getitem(x, key):
-    """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
-    (gathers along its axis) or a bool mask over the leading axes. Basic keys give views;
-    an integer array or mask gathers, and its gradient adds up repeated indices."""
-    if _plain(x):
-        return ops.getitem(x, key)
-    from .index import gather
-    if _is_mask(key):
-        mask = as_tensor(key, device=x.device)
-        if mask.shape != x.shape[:mask.ndim]:
-            raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
-                                    f"tensor's leading shape {x.shape[:mask.ndim]}")
-        idx = ops.reshape(ops.nonzero(ops.reshape(mask, -1)), -1)
-        return gather(reshape(x, -1, *x.shape[mask.ndim:]), idx, 0)
-    parts = _expand_key(key, x.ndim)
-    adv = [i for i, k in enumerate(parts) if _is_advanced(k)]
-    if not adv:
-        return BasicIndex(key)(x)
-    # The plain op's recipe, each step recorded: the basic part of the key as a view, then
-    # a gather along the array's axis, then numpy's axis order.
-    if len(adv) > 1:
-        raise errors.UnsupportedError("indexing with more than one integer array is not "
-                                      "supported; index one axis at a time")
-    pos = adv[0]
-    idx = as_tensor(parts[pos], device=x.device)
-    if idx.dtype.name == "bool":
-        raise errors.UnsupportedError("a bool mask must be the whole index (x[mask])")
-    adv_pos = sorted([pos] + [i for i, k in enumerate(parts) if _is_int_key(k)])
-    to_front = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
-    parts[pos] = slice(None)
-    basic = tuple(parts)
-    y = x if all(isinstance(k, slice) and k == slice(None) for k in basic) else \
-        BasicIndex(basic)(x)
-    axis = sum(1 for k in parts[:pos] if not _is_int_key(k))
-    y = gather(y, idx, axis)
-    if to_front and axis:
-        n = idx.ndim
-        y = permute(y, *range(axis, axis + n), *range(axis), *range(axis + n, y.ndim))
-    return y
-
-
-# ---- split and join ----------------------------------------------------------------------
-
 class Split(Function):
     """Views of x along axis (split or chunk); the gradient joins the parts' gradients."""
 
@@ -411,4 +363,4 @@ def tile(x, repeats):
 
 __all__ = ["reshape", "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
            "expand_dims", "expand", "broadcast_to", "flip", "split", "chunk", "concat",
-           "concatenate", "cat", "stack", "pad", "tile", "getitem"]
+           "concatenate", "cat", "stack", "pad", "tile"]

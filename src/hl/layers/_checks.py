@@ -11,8 +11,42 @@ _CHANNELS_FIRST = {1: "x.permute(0, 2, 1)", 2: "x.permute(0, 3, 1, 2)"}
 _NAMES = {1: "NCL", 2: "NCHW"}
 
 
+def count(value, what, layer, minimum=1, optional=False):
+    """A size argument (features, channels, units, heads) as a Python int >= minimum, checked
+    when the layer is constructed, so ``Linear(2.5)`` or ``Linear(-3)`` fail there and name the
+    argument instead of failing at the first call inside the core. bools are refused (True is
+    an int to Python, never a size to a person)."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise errors.ValueError(f"{layer}: {what} must be an int >= {minimum}, got {value!r} "
+                                f"({type(value).__name__})")
+    if value < minimum:
+        raise errors.ValueError(f"{layer}: {what} must be an int >= {minimum}, got {value}")
+    return int(value)
+
+
+def number(value, what, layer, low=None, high=None, high_open=False):
+    """A real argument (a rate, an epsilon, a momentum) as a float in [low, high] (or [low,
+    high) with high_open), checked at construction."""
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and value == value
+    if ok and low is not None:
+        ok = value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        if high is not None:
+            want = f"in [{low:g}, {high:g}{')' if high_open else ']'}"
+        else:
+            want = f">= {low:g}" if low is not None else "a real number"
+        raise errors.ValueError(f"{layer}: {what} must be a number {want}, got {value!r}")
+    return float(value)
+
+
 def ints(value, n, what, layer):
     """value (an int or n ints) as a tuple of n Python ints, checked at construction time."""
+    if isinstance(value, bool):
+        raise errors.ValueError(f"{layer}: {what} must be an int or {n} ints, got {value!r}")
     if isinstance(value, numbers.Integral):
         return (int(value),) * n
     try:

@@ -2,7 +2,23 @@
 use in Sequential and wherever a layer object reads better than a function call."""
 from .. import errors
 from ..autograd import functional as F
+from . import activations
 from .layer import Layer
+
+
+class Activation(Layer):
+    """Keras's ``Activation("relu")``: any activation of the registry
+    (hl.layers.activations), or a callable, as a layer."""
+
+    def __init__(self, activation, name=None):
+        super().__init__(name)
+        self.activation = activations.checked(activation, "Activation")
+
+    def forward(self, x):
+        return activations.apply(self.activation, x)
+
+    def extra_repr(self):
+        return repr(activations.name_of(self.activation))
 
 
 class _Activation(Layer):
@@ -143,5 +159,5 @@ def _check_axis(layer, x):
                                 f"an input of shape {tuple(x.shape)}")
 
 
-__all__ = ["ReLU", "LeakyReLU", "ELU", "SELU", "GELU", "Sigmoid", "Tanh", "Softplus", "SiLU",
+__all__ = ["Activation", "ReLU", "LeakyReLU", "ELU", "SELU", "GELU", "Sigmoid", "Tanh", "Softplus", "SiLU",
            "Swish", "Mish", "HardSigmoid", "HardSwish", "Softmax", "LogSoftmax"]

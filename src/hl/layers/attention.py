@@ -16,6 +16,7 @@ import math
 from .. import dtypes as _dt
 from .. import errors
 from ..autograd import functional as F
+from . import _checks
 from .layer import Layer
 
 
@@ -33,13 +34,12 @@ class MultiHeadAttention(Layer):
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, batch_first=False,
                  kdim=None, vdim=None, name=None):
         super().__init__(name)
-        embed_dim, num_heads = int(embed_dim), int(num_heads)
-        if embed_dim <= 0 or num_heads <= 0 or embed_dim % num_heads:
+        embed_dim = _checks.count(embed_dim, "embed_dim", "MultiHeadAttention")
+        num_heads = _checks.count(num_heads, "num_heads", "MultiHeadAttention")
+        if embed_dim % num_heads:
             raise errors.ValueError(f"MultiHeadAttention: embed_dim ({embed_dim}) must be a "
                                     f"positive multiple of num_heads ({num_heads})")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise errors.ValueError(f"MultiHeadAttention: dropout must be in [0, 1), got "
-                                    f"{dropout}")
+        _checks.number(dropout, "dropout", "MultiHeadAttention", 0.0, 1.0, high_open=True)
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.dropout = float(dropout)

@@ -11,7 +11,7 @@ order, or ``in_channels=3``) to have it checked.
 from .. import errors
 from ..autograd import functional as F
 from ..ops.conv import conv_pads
-from . import _checks
+from . import _checks, activations
 from .layer import Layer
 
 
@@ -21,7 +21,8 @@ class _ConvNd(Layer):
 
     def __init__(self, out_channels, kernel_size, *args, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, in_channels=None, output_padding=0,
-                 W_init="glorot_uniform", b_init="zeros", group=None, name=None):
+                 W_init="glorot_uniform", b_init="zeros", group=None, activation=None,
+                 name=None):
         super().__init__(name)
         kind = type(self).__name__
         if args:  # PyTorch's order: (in_channels, out_channels, kernel_size)
@@ -32,14 +33,14 @@ class _ConvNd(Layer):
         if group is not None:  # SINGA's spelling
             groups = group
         n = self.n
-        self.in_channels = None if in_channels is None else int(in_channels)
-        self.out_channels = int(out_channels)
+        self.in_channels = _checks.count(in_channels, "in_channels", kind, optional=True)
+        self.out_channels = _checks.count(out_channels, "out_channels", kind)
         self.kernel_size = _checks.positive(_checks.ints(kernel_size, n, "kernel_size", kind),
                                             "kernel_size", kind)
         self.stride = _checks.positive(_checks.ints(stride, n, "stride", kind), "stride", kind)
         self.dilation = _checks.positive(_checks.ints(dilation, n, "dilation", kind),
                                          "dilation", kind)
-        self.groups = int(groups)
+        self.groups = _checks.count(groups, "groups", kind)
         if isinstance(padding, str):
             mode = padding.lower()
             if mode not in ("same", "valid") or self.transposed:
@@ -51,9 +52,7 @@ class _ConvNd(Layer):
         self.output_padding = _checks.ints(output_padding, n, "output_padding", kind)
         self.bias = bool(bias)
         self.W_init, self.b_init = W_init, b_init
-        if self.out_channels < 1 or self.groups < 1:
-            raise errors.ValueError(f"{kind}: out_channels ({self.out_channels}) and groups "
-                                    f"({self.groups}) must be positive")
+        self.activation = activations.checked(activation, kind)
         if self.out_channels % self.groups:
             raise errors.ValueError(f"{kind}: out_channels ({self.out_channels}) must be "
                                     f"divisible by groups ({self.groups})")
@@ -97,7 +96,7 @@ class _ConvNd(Layer):
     def forward(self, x):
         self._check(x)
         b = self.b if self.bias else None
-        return self._op(x, self.W, b)
+        return activations.apply(self.activation, self._op(x, self.W, b))
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
@@ -108,7 +107,10 @@ class _ConvNd(Layer):
             s += f", groups={self.groups}"
         if self.transposed and any(self.output_padding):
             s += f", output_padding={self.output_padding}"
-        return s + f", bias={self.bias}"
+        s += f", bias={self.bias}"
+        if self.activation is not None:
+            s += f", activation={activations.name_of(self.activation)!r}"
+        return s
 
 
 def _pads_arg(padding, n, kind):

@@ -2,6 +2,7 @@
 Dropout."""
 from .. import errors
 from ..autograd import functional as F
+from . import _checks
 from .layer import Layer
 
 
@@ -18,7 +19,8 @@ class Flatten(Layer):
 
     def __init__(self, start_dim=1, end_dim=-1, name=None):
         super().__init__(name)
-        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+        self.start_dim = _checks.count(start_dim, "start_dim", "Flatten", minimum=-2**31)
+        self.end_dim = _checks.count(end_dim, "end_dim", "Flatten", minimum=-2**31)
 
     def forward(self, x):
         for a in (self.start_dim, self.end_dim):
@@ -40,7 +42,7 @@ class Reshape(Layer):
         super().__init__(name)
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(_checks.count(s, "each size", "Reshape", minimum=-1) for s in shape)
         if sum(s == -1 for s in self.shape) > 1 or any(s < -1 for s in self.shape):
             raise errors.ValueError(f"Reshape: the target shape {self.shape} may hold one -1 "
                                     f"and otherwise non-negative sizes")
@@ -76,10 +78,7 @@ class Dropout(Layer):
 
     def __init__(self, p=0.5, generator=None, name=None):
         super().__init__(name)
-        p = float(p)
-        if not 0.0 <= p <= 1.0:
-            raise errors.ValueError(f"Dropout: p must be a probability in [0, 1], got {p}")
-        self.p = p
+        self.p = _checks.number(p, "p (a probability)", "Dropout", 0.0, 1.0)
         self.generator = generator
 
     def forward(self, x):

@@ -2,7 +2,7 @@
 from .. import dtypes as _dt
 from .. import errors
 from ..autograd import functional as F
-from . import initializers
+from . import _checks, initializers
 from .layer import Layer
 
 
@@ -14,10 +14,8 @@ class Embedding(Layer):
 
     def __init__(self, num_embeddings, embedding_dim, W_init=None, dtype=None, name=None):
         super().__init__(name)
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        if self.num_embeddings < 1 or self.embedding_dim < 1:
-            raise errors.ValueError(f"Embedding: num_embeddings ({num_embeddings}) and "
-                                    f"embedding_dim ({embedding_dim}) must be positive")
+        self.num_embeddings = _checks.count(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = _checks.count(embedding_dim, "embedding_dim", "Embedding")
         self.W_init = initializers.normal(0.0, 1.0) if W_init is None else W_init
         self.dtype = _dt.float32 if dtype is None else _dt.dtype(dtype)
 

@@ -23,21 +23,26 @@ from .. import dtypes as _dt
 from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
 from ..autograd.placeholder import initialize_inputs
-from . import initializers
+from . import initializers, symbolic
+from .keras_api import KerasLayerAPI
+from .torch_api import TorchModuleAPI
 
 LoadReport = collections.namedtuple("LoadReport", "missing unexpected mismatched")
 
 
-class Layer:
+class Layer(KerasLayerAPI, TorchModuleAPI):
     def __init__(self, name=None):
         d = self.__dict__
         d["name"] = name
         d["_built"] = False
         d["_param_names"] = []   # local names of this layer's own parameters, in order
         d["_state_names"] = []   # local names of its buffers (batch-norm running stats, ...)
+        d["_fixed"] = set()      # local names of parameters created with trainable=False
+        d["_trainable"] = True   # Keras's layer.trainable (keras_api.py)
         d["_training"] = None
         d["_parent"] = None
         d["_local_name"] = None
+        d["_output_shapes"] = None  # of the building call, for summary
 
     # ---- subclasses override ------------------------------------------------------------
 
@@ -50,12 +55,19 @@ class Layer:
     # ---- calling ------------------------------------------------------------------------
 
     def __call__(self, *xs, **kwargs):
+        if symbolic.any_symbolic(xs, kwargs):  # the functional API: record the call
+            return symbolic.record_call(self, xs, kwargs)
         if not self._built:
             self._check_init_attrs()
             self._link_children()
             with no_grad():
                 self.initialize(*initialize_inputs(xs))
             self.__dict__["_built"] = True
+            out = self.forward(*xs, **kwargs)
+            # the output shapes of the building call (summary's column), as Keras keeps its
+            # build shapes: placeholders at compile, the first batch otherwise
+            self.__dict__["_output_shapes"] = symbolic.shapes_of(out)
+            return out
         return self.forward(*xs, **kwargs)
 
     def _check_init_attrs(self):
@@ -67,7 +79,7 @@ class Layer:
     def _link_children(self):
         """Gives sub-layers added after their container was assigned (self.blocks = [];
         self.blocks.append(...)) their parent, so their names and messages are right."""
-        for name, child in self.children():
+        for name, child in self.named_children():
             if child._parent is None:
                 child.__dict__["_parent"] = self
                 child.__dict__["_local_name"] = name
@@ -86,7 +98,14 @@ class Layer:
         return self.set_param(name, t, trainable)
 
     def set_param(self, name, tensor, trainable=True):
-        """Adopts `tensor` as parameter `name` (it is not copied)."""
+        """Adopts `tensor` as parameter `name` (it is not copied). A parameter of a layer
+        frozen with ``layer.trainable = False`` is created frozen."""
+        fixed = self.__dict__.setdefault("_fixed", set())
+        if trainable:
+            fixed.discard(name)
+        else:
+            fixed.add(name)
+        trainable = trainable and self.trainable
         tensor.requires_grad = trainable
         tensor.stores_grad = trainable
         tensor.name = self._path(name)
@@ -121,7 +140,7 @@ class Layer:
             self._check_init_attrs()
         for child_name, child in _layers_in(name, value):
             if child._parent is self and any(c is child and n == child._local_name
-                                             for n, c in self.children()):
+                                             for n, c in self.named_children()):
                 continue  # a layer kept twice (weight sharing) keeps its first name
             child.__dict__["_parent"] = self
             child.__dict__["_local_name"] = child_name
@@ -129,7 +148,7 @@ class Layer:
 
     # ---- walking the tree ---------------------------------------------------------------
 
-    def children(self):
+    def named_children(self):
         """(name, layer) for each direct sub-layer, in attribute order."""
         seen = set()
         for name, value in self.__dict__.items():
@@ -143,7 +162,7 @@ class Layer:
     def named_layers(self, prefix=""):
         """(name, layer) for this layer and everything under it."""
         yield prefix, self
-        for name, child in self.children():
+        for name, child in self.named_children():
             yield from child.named_layers(f"{prefix}.{name}" if prefix else name)
 
     def _named(self, kinds):
@@ -194,9 +213,13 @@ class Layer:
         from ..checkpoint import weights
         weights.load(self, path, strict)
 
-    def parameters(self):
-        """The trainable parameter tensors (PyTorch spelling, for optimisers)."""
-        return [t for t in self.get_params().values() if t.requires_grad]
+    def parameters(self, recurse=True):
+        """Every parameter tensor, frozen ones included, as PyTorch's Module.parameters
+        (optimisers skip those without a gradient)."""
+        return [t for _, t in self.named_parameters(recurse=recurse)]
+
+    def _unbuilt_layers(self):
+        return _unbuilt(self)
 
     # ---- modes --------------------------------------------------------------------------
 
@@ -219,7 +242,7 @@ class Layer:
 
     def __repr__(self):
         head = f"{type(self).__name__}({self.extra_repr()})"
-        kids = list(self.children())
+        kids = list(self.named_children())
         if not kids:
             return head
         lines = [head]

@@ -10,7 +10,7 @@ give the weight of the running value instead: their momentum=0.9 is momentum=0.1
 """
 from .. import errors
 from ..autograd import functional as F
-from . import initializers
+from . import _checks, initializers
 from .layer import Layer
 
 
@@ -22,13 +22,10 @@ class _BatchNorm(Layer):
                  scale_init="ones", bias_init="zeros", name=None):
         super().__init__(name)
         kind = type(self).__name__
-        self.num_features = None if num_features is None else int(num_features)
-        self.momentum, self.eps = float(momentum), float(eps)
-        if not 0.0 <= self.momentum <= 1.0:
-            raise errors.ValueError(f"{kind}: momentum must be in [0, 1] (the weight of the new "
-                                    f"batch, as in PyTorch), got {momentum}")
-        if self.eps < 0:
-            raise errors.ValueError(f"{kind}: eps must be non-negative, got {eps}")
+        self.num_features = _checks.count(num_features, "num_features", kind, optional=True)
+        # momentum is the weight of the new batch, as in PyTorch
+        self.momentum = _checks.number(momentum, "momentum", kind, 0.0, 1.0)
+        self.eps = _checks.number(eps, "eps", kind, 0.0)
         self.affine = bool(affine)
         self.scale_init, self.bias_init = scale_init, bias_init
 
@@ -61,7 +58,7 @@ class _BatchNorm(Layer):
 
     def forward(self, x):
         self._check(x)
-        training = self.training
+        training = self.training and self.trainable  # Keras: a frozen batch norm infers
         if training and x.size // max(x.shape[1], 1) <= 1:
             raise errors.ValueError(
                 f"{self.describe()}: training needs more than one value per channel to "
@@ -102,12 +99,14 @@ class LayerNorm(Layer):
                  scale_init="ones", bias_init="zeros", name=None):
         super().__init__(name)
         if normalized_shape is not None:
-            normalized_shape = (int(normalized_shape),) if isinstance(normalized_shape, int) \
-                else tuple(int(s) for s in normalized_shape)
+            if not isinstance(normalized_shape, (tuple, list)):
+                normalized_shape = (normalized_shape,)
+            normalized_shape = tuple(_checks.count(s, "normalized_shape", "LayerNorm")
+                                     for s in normalized_shape)
             if not normalized_shape:
                 raise errors.ValueError("LayerNorm: normalized_shape must not be empty")
         self.normalized_shape = normalized_shape
-        self.eps = float(eps)
+        self.eps = _checks.number(eps, "eps", "LayerNorm", 0.0)
         self.elementwise_affine = bool(elementwise_affine)
         self.scale_init, self.bias_init = scale_init, bias_init
 

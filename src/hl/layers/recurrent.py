@@ -24,7 +24,7 @@ import math
 
 from .. import errors
 from ..autograd import functional as F
-from . import initializers
+from . import _checks, activations, initializers
 from .layer import Layer
 
 
@@ -37,27 +37,28 @@ class _Recurrent(Layer):
     GATES = 1          # gate blocks stacked in each weight
 
     def __init__(self, hidden_size, *args, num_layers=1, bias=True, batch_first=False,
-                 dropout=0.0, bidirectional=False, W_init=None, b_init=None, name=None):
+                 dropout=0.0, bidirectional=False, W_init=None, b_init=None, activation="tanh",
+                 recurrent_activation="sigmoid", name=None):
         super().__init__(name)
+        kind = type(self).__name__
         if len(args) > 1:
             raise errors.ValueError(
                 f"{type(self).__name__}(hidden_size) or {type(self).__name__}(input_size, "
                 f"hidden_size); pass num_layers, bias, batch_first, dropout and bidirectional "
                 f"by keyword")
         if args:  # (input_size, hidden_size), PyTorch's order
-            self.input_size, self.hidden_size = int(hidden_size), int(args[0])
+            self.input_size = _checks.count(hidden_size, "input_size", kind)
+            self.hidden_size = _checks.count(args[0], "hidden_size", kind)
         else:
-            self.input_size, self.hidden_size = None, int(hidden_size)
-        if self.hidden_size <= 0 or int(num_layers) <= 0:
-            raise errors.ValueError(f"{type(self).__name__}: hidden_size and num_layers must be "
-                                    f"positive, got {self.hidden_size} and {num_layers}")
-        if not 0.0 <= float(dropout) < 1.0:
-            raise errors.ValueError(f"{type(self).__name__}: dropout must be in [0, 1), got "
-                                    f"{dropout}")
-        self.num_layers = int(num_layers)
+            self.input_size, self.hidden_size = None, _checks.count(hidden_size, "hidden_size",
+                                                                    kind)
+        self.num_layers = _checks.count(num_layers, "num_layers", kind)
         self.bias = bool(bias)
         self.batch_first = bool(batch_first)
-        self.dropout = float(dropout)
+        self.dropout = _checks.number(dropout, "dropout", kind, 0.0, 1.0, high_open=True)
+        # Keras's arguments: the cell's activation (tanh in PyTorch's equations) and the gates'
+        self.activation = activations.checked(activation, kind)
+        self.recurrent_activation = activations.checked(recurrent_activation, kind)
         self.bidirectional = bool(bidirectional)
         self.num_directions = 2 if bidirectional else 1
         # PyTorch's default: every weight and bias U(-1/sqrt(hidden), 1/sqrt(hidden)).
@@ -201,17 +202,26 @@ class RNN(_Recurrent):
     """Elman RNN: h_t = act(x_t W_ih^T + b_ih + h_{t-1} W_hh^T + b_hh), act tanh or relu.
     ``RNN(hidden_size)`` or ``RNN(input_size, hidden_size)``; returns (output, h_n)."""
 
-    def __init__(self, hidden_size, *args, nonlinearity="tanh", **kwargs):
-        if nonlinearity not in ("tanh", "relu"):
+    def __init__(self, hidden_size, *args, nonlinearity=None, activation=None, **kwargs):
+        """``nonlinearity`` is PyTorch's name ('tanh' or 'relu'), ``activation`` Keras's
+        (any activation; SimpleRNN's); give at most one (default tanh)."""
+        if nonlinearity is not None and activation is not None:
+            raise errors.ValueError("RNN: give nonlinearity (PyTorch's name) or activation "
+                                    "(Keras's), not both")
+        if nonlinearity is not None and nonlinearity not in ("tanh", "relu"):
             raise errors.ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got "
                                     f"{nonlinearity!r}")
-        super().__init__(hidden_size, *args, **kwargs)
-        self.nonlinearity = nonlinearity
+        act = nonlinearity or activation or "tanh"
+        super().__init__(hidden_size, *args, activation=act, **kwargs)
+
+    @property
+    def nonlinearity(self):
+        return activations.name_of(self.activation)
 
     def _step(self, x_t, state, W_hh, b_hh):
         h = state[0]
         a = x_t if h is None else F.gemm(h, W_hh, x_t, trans_b=True)
-        return [F.tanh(a) if self.nonlinearity == "tanh" else F.relu(a)]
+        return [activations.apply(self.activation, a)]
 
     def extra_repr(self):
         return super().extra_repr() + f", nonlinearity={self.nonlinearity!r}"
@@ -241,9 +251,10 @@ class LSTM(_Recurrent):
         h, c = state
         gates = x_t if h is None else F.gemm(h, W_hh, x_t, trans_b=True)
         i, f, g, o = F.split(gates, 4, axis=1)
-        i, f, g, o = F.sigmoid(i), F.sigmoid(f), F.tanh(g), F.sigmoid(o)
+        act, gate = activations.get(self.activation), activations.get(self.recurrent_activation)
+        i, f, g, o = gate(i), gate(f), act(g), gate(o)
         c = i * g if c is None else f * c + i * g
-        return [o * F.tanh(c), c]
+        return [o * act(c), c]
 
 
 class GRU(_Recurrent):
@@ -260,19 +271,20 @@ class GRU(_Recurrent):
     def _step(self, x_t, state, W_hh, b_hh):
         h = state[0]
         hsz = self.hidden_size
+        act, gate = activations.get(self.activation), activations.get(self.recurrent_activation)
         x_rz, x_n = F.split(x_t, [2 * hsz, hsz], axis=1)
         if h is None:  # h @ W_hh^T is zero: only the bias is left
             if b_hh is None:
-                r, z = F.split(F.sigmoid(x_rz), 2, axis=1)
-                n = F.tanh(x_n)
+                r, z = F.split(gate(x_rz), 2, axis=1)
+                n = act(x_n)
                 return [n - z * n]
             h_all = b_hh
             h_rz, h_n = F.split(h_all, [2 * hsz, hsz], axis=0)
         else:
             h_all = F.gemm(h, W_hh, b_hh, trans_b=True)
             h_rz, h_n = F.split(h_all, [2 * hsz, hsz], axis=1)
-        r, z = F.split(F.sigmoid(x_rz + h_rz), 2, axis=1)
-        n = F.tanh(x_n + r * h_n)
+        r, z = F.split(gate(x_rz + h_rz), 2, axis=1)
+        n = act(x_n + r * h_n)
         # (1 - z) * n + z * h, with h = 0 on a zero start
         return [n - z * n if h is None else n + z * (h - n)]
 

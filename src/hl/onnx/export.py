@@ -465,6 +465,8 @@ def _trace_input(array, example, device):
 
 def _examples(model, inputs):
     """The example inputs as objects with .shape, .dtype, .device (tensors or placeholders)."""
+    if inputs is None and callable(getattr(model, "input_placeholders", None)):
+        inputs = model.input_placeholders()  # a model built from hl.Input knows its inputs
     if inputs is None:
         shapes = model.__dict__.get("_input_shapes")
         if not shapes:

@@ -20,7 +20,3 @@ from . import random as _random
 NOT_METHODS = frozenset(
     name for name in _creation.__all__ + _random.__all__
     if name not in ("tril", "triu") and not name.endswith("_like"))
-
-from .. import _tensor as _tensor_module  # noqa: E402
-
-_tensor_module.ops = __import__(__name__, fromlist=["*"])  # Tensor methods call into hl.ops

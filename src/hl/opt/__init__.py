@@ -16,4 +16,13 @@ from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSProp", "RMSprop", "AdaGrad", "Adagrad",
            "clip_grad_norm", "schedules", "Schedule", "Constant", "StepDecay",
-           "ExponentialDecay", "CosineDecay", "LinearWarmup"]
+           "ExponentialDecay", "CosineDecay", "LinearWarmup", "DistOpt"]
+
+
+def __getattr__(name):
+    # SINGA's spelling hl.opt.DistOpt. It lives in hl.distributed (it needs the MPI group,
+    # a layer above this one), so it is looked up on first use rather than imported here.
+    if name == "DistOpt":
+        from ..distributed.dist_opt import DistOpt
+        return DistOpt
+    raise AttributeError(f"module 'hl.opt' has no attribute {name!r}")

@@ -40,6 +40,7 @@ from .._tensor import Tensor, as_tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
 from .clip import _clip_coefficient
+from ._checks import check_nonnegative
 from .schedules import as_schedule
 
 _SCHEDULE_PREFIX = "lr_schedule."
@@ -88,6 +89,8 @@ class Optimizer:
                 f"{self.name}: lr must be a number, a schedule or a callable; to give "
                 f"parameters PyTorch-style pass them as params=..., e.g. "
                 f"{self.name}(lr=0.01, params=model.get_params())")
+        if isinstance(value, numbers.Real):  # named here, not by the schedule it becomes
+            value = check_nonnegative(value, self.name, "lr")
         self.schedule = as_schedule(value)
 
     # ---- parameters and their keys ----------------------------------------------------

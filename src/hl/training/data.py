@@ -20,7 +20,9 @@ from .. import errors
 from .._tensor import Tensor
 from ..data.loader import DataLoader
 
-Batch = collections.namedtuple("Batch", "x y sample_weight")
+# global_size: the samples of the whole batch when this is one rank's slice of it
+# (distributed fit), else None
+Batch = collections.namedtuple("Batch", "x y sample_weight global_size", defaults=(None,))
 
 
 def is_array(a):

@@ -132,6 +132,11 @@ class TrainStep:
 
     def __call__(self, batch):
         model = self.model
+        if batch.global_size is not None:  # this rank's slice of a global batch
+            n = len_of(batch)
+            model.optim.grad_scale = n / batch.global_size
+            if n == 0:  # a short last batch left this rank nothing: it adds zeros, in
+                return self._take_part(model)  # the same order of collectives as the others
         x, y = to_tensors(batch.x), to_tensor(batch.y)
         sw = batch.sample_weight
         if self.class_weight is not None:
@@ -150,15 +155,33 @@ class TrainStep:
         else:
             out, loss = forward_loss(model, x, y, None if sw is None else to_tensor(sw))
             value = float(loss.item())
-            self.skipped = not math.isfinite(value)
+            self.tracker.update(value, len_of(batch), out, batch.y, sw)
+            logs = self.tracker.logs()
+            # on several ranks the logs are the whole batch's, so all ranks skip together
+            self.skipped = not math.isfinite(logs["loss"] if getattr(self.tracker, "global_",
+                                                                     False) else value)
             if not self.skipped:
                 model.optim.backward_and_update(loss)
+            return logs
         self.tracker.update(value, len_of(batch), out, batch.y, sw)
         return self.tracker.logs()
 
 
+    def _take_part(self, model):
+        if self.own:  # the others: train_one_batch (gradients), then the logs
+            model.optim.contribute_nothing()
+            return self.tracker.logs()
+        logs = self.tracker.logs()  # the others: the logs, then the gradients unless skipped
+        self.skipped = not math.isfinite(logs["loss"])
+        if not self.skipped:
+            model.optim.contribute_nothing()
+        return logs
+
+
 def test_step(model, tracker, batch):
     """evaluate's step: forward and loss without recording gradients."""
+    if batch.global_size is not None and len_of(batch) == 0:
+        return tracker.logs()  # this rank's slice is empty; the others' values still count
     with no_grad():
         x, y = to_tensors(batch.x), to_tensor(batch.y)
         sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight)

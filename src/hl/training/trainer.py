@@ -7,11 +7,11 @@ import sys
 import numpy as np
 
 from .. import errors
-from . import checks, config
+from . import checks, config, distributed
 from .callbacks import CallbackList, History, ProgbarLogger
 from .data import ArrayData, check_batch_size, is_arrays, iterable_source
 from .loop import Loop, Tracker
-from .step import TrainStep, forward_loss, mode, predict_step, test_step
+from .step import TrainStep, forward_loss, len_of, mode, predict_step, test_step
 
 
 class Trainer:
@@ -60,7 +60,7 @@ class Trainer:
     def fit(self, x=None, y=None, batch_size=32, epochs=1, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, initial_epoch=0,
             steps_per_epoch=None, class_weight=None, sample_weight=None,
-            validation_batch_size=None, validation_freq=1):
+            validation_batch_size=None, validation_freq=1, distribute=None):
         """Trains for ``epochs`` epochs (from ``initial_epoch``) and returns a History.
 
         x: a numpy array or hl Tensor; a list of them (forward takes several inputs) or a
@@ -77,8 +77,14 @@ class Trainer:
 
         Every check on the input happens before the first step changes a weight (see
         hl/training/checks.py). A NaN or infinite loss raises hl.errors.NonFiniteLossError,
-        unless a callback stops training (hl.callbacks.TerminateOnNaN)."""
+        unless a callback stops training (hl.callbacks.TerminateOnNaN).
+
+        ``distribute=True`` (or a distribution set with hl.distribution.set_distribution)
+        trains data-parallel on the ranks mpiexec started: batch_size is then the global
+        batch, each rank trains on its slice, and the logs are those of the whole batch
+        (hl/training/distributed.py). Alone, it changes nothing."""
         what = "fit"
+        world = distributed.resolve(distribute, what)
         checks.check_epochs(epochs, initial_epoch, what)
         batch_size = check_batch_size(batch_size, what)
         checks.check_trainable(self, what)
@@ -89,7 +95,12 @@ class Trainer:
         train, val = _split(self, x, y, sample_weight, validation_split, validation_data,
                             class_weight, what)
         seed = _shuffle_seed() if shuffle else None
-        if isinstance(train, ArrayData):
+        if world is not None:
+            if shuffle:
+                seed = distributed.share_seed(seed, world)
+            source = distributed.sharded_source(train, batch_size, world, what, bool(shuffle),
+                                                seed, steps_per_epoch)
+        elif isinstance(train, ArrayData):
             source = train.source(batch_size, shuffle=bool(shuffle), seed=seed,
                                   steps=steps_per_epoch)
         else:
@@ -97,8 +108,11 @@ class Trainer:
         val_source = None
         if val is not None:
             vbs = check_batch_size(validation_batch_size or batch_size, what)
-            val_source = val.source(vbs) if isinstance(val, ArrayData) else \
-                iterable_source(val, what + " (validation_data)")
+            if world is not None:
+                val_source = distributed.sharded_source(val, vbs, world, what)
+            else:
+                val_source = val.source(vbs) if isinstance(val, ArrayData) else \
+                    iterable_source(val, what + " (validation_data)")
 
         # Checks on real batches, before any weight changes.
         first = source.peek(initial_epoch)
@@ -114,27 +128,33 @@ class Trainer:
 
         history = History()
         user = list(callbacks or [])
-        cbs = CallbackList(user + [history] + ([ProgbarLogger(verbose)] if verbose else []),
-                           self, {"verbose": verbose, "epochs": epochs,
-                                  "steps": source.steps_per_epoch})
-        tracker = Tracker(self._metrics())
+        cbs = _callbacks(user + [history], verbose, self, world,
+                         {"verbose": verbose, "epochs": epochs, "steps": source.steps_per_epoch})
+        tracker = _tracker(self._metrics(), world)
+        restore = lambda: None  # noqa: E731
+        if world is not None:
+            _, restore = distributed.wrap_optimizer(self, world)
         step = TrainStep(self, tracker, class_weight)
 
         def validate(epoch):
             if val_source is None or not _due(epoch, validation_freq):
                 return {}
             with mode(self, False):
-                return evaluation_pass(self, val_source.epoch(0), Tracker(self._metrics(),
-                                                                          "val_"), cbs)
-        with mode(self, True):
-            Loop(self, cbs).run(source, step, epochs, initial_epoch, validate, tracker, what)
+                return evaluation_pass(self, val_source.epoch(0),
+                                       _tracker(self._metrics(), world, "val_"), cbs)
+        try:
+            with mode(self, True):
+                Loop(self, cbs).run(source, step, epochs, initial_epoch, validate, tracker,
+                                    what)
+        finally:
+            restore()
         self.__dict__["history"] = history
         return history
 
     # ---- evaluate / predict -------------------------------------------------------------
 
     def evaluate(self, x=None, y=None, batch_size=32, verbose="auto", sample_weight=None,
-                 steps=None, callbacks=None, return_dict=False):
+                 steps=None, callbacks=None, return_dict=False, distribute=None):
         """The loss and metrics over the data, in evaluation mode without gradients: a float
         (no metrics), ``[loss, metric...]``, or with return_dict a dict by name."""
         what = "evaluate"
@@ -143,42 +163,55 @@ class Trainer:
             raise errors.ValueError(f"{what}: {type(self).__name__} has no loss; compile it "
                                     f"with loss=... (or set self.loss_fn)")
         verbose = resolve_verbose(verbose, what)
+        world = distributed.resolve(distribute, what)
         if is_arrays(x):
             if y is None:
                 raise errors.ValueError(f"{what}: y is missing; give the targets of x")
             data = ArrayData(x, y, sample_weight, what)
-            source = data.source(batch_size, steps=steps)
+            source = data.source(batch_size, steps=steps) if world is None else \
+                distributed.sharded_source(data, batch_size, world, what, steps=steps)
         else:
             _no_arrays_with_batches(y, sample_weight, what)
+            if world is not None:
+                distributed.sharded_source(x, batch_size, world, what)  # raises
             source = iterable_source(x, what, steps)
-        cbs = CallbackList(list(callbacks or []) + ([ProgbarLogger(verbose)] if verbose else []),
-                           self, {"verbose": verbose, "epochs": 1,
-                                  "steps": source.steps_per_epoch})
+        cbs = _callbacks(list(callbacks or []), verbose, self, world,
+                         {"verbose": verbose, "epochs": 1, "steps": source.steps_per_epoch})
         with mode(self, False):
-            logs = evaluation_pass(self, source.epoch(0), Tracker(self._metrics()), cbs)
+            logs = evaluation_pass(self, source.epoch(0), _tracker(self._metrics(), world),
+                                   cbs)
         if not logs:
             raise errors.ValueError(f"{what}: the data yielded no batches")
         return _results(logs, return_dict)
 
-    def predict(self, x, batch_size=32, verbose="auto", steps=None, callbacks=None):
+    def predict(self, x, batch_size=32, verbose="auto", steps=None, callbacks=None,
+                distribute=None):
         """forward over x in batches (evaluation mode, no gradients; the last batch may be
         smaller), as a numpy array (a list of arrays for a model with several outputs)."""
         what = "predict"
         batch_size = check_batch_size(batch_size, what)
         verbose = resolve_verbose(verbose, what)
+        world = distributed.resolve(distribute, what)
         if is_arrays(x):
-            source = ArrayData(x, None, None, what).source(batch_size, steps=steps)
+            data = ArrayData(x, None, None, what)
+            source = data.source(batch_size, steps=steps) if world is None else \
+                distributed.sharded_source(data, batch_size, world, what, steps=steps)
         else:
+            if world is not None:
+                distributed.sharded_source(x, batch_size, world, what)  # raises
             source = iterable_source(x, what, steps, for_predict=True)
-        cbs = CallbackList(list(callbacks or []) + ([ProgbarLogger(verbose)] if verbose else []),
-                           self, {"verbose": verbose, "epochs": 1,
-                                  "steps": source.steps_per_epoch})
+        cbs = _callbacks(list(callbacks or []), verbose, self, world,
+                         {"verbose": verbose, "epochs": 1, "steps": source.steps_per_epoch})
         outs = []
         with mode(self, False):
             cbs.on_predict_begin({})
             for i, batch in enumerate(source.epoch(0)):
                 cbs.on_predict_batch_begin(i, {})
-                out = predict_step(self, batch.x)
+                if world is None:
+                    out = predict_step(self, batch.x)
+                else:  # every rank gets the whole batch's outputs, in order
+                    mine = predict_step(self, batch.x) if len_of(batch) else None
+                    out = distributed.gather_predictions(mine, world)
                 outs.append(out)
                 cbs.on_predict_batch_end(i, {"outputs": out})
             cbs.on_predict_end({})
@@ -215,6 +248,21 @@ class Trainer:
         """forward on one batch, as numpy (evaluation mode, no gradients)."""
         with mode(self, False):
             return predict_step(self, x)
+
+
+def _callbacks(callbacks, verbose, model, world, params):
+    """fit's / evaluate's / predict's CallbackList: the user's, then the progress bar; in a
+    data-parallel run, rank 0 alone prints and writes files."""
+    cbs = callbacks + ([ProgbarLogger(verbose)] if verbose else [])
+    if world is not None:
+        cbs = distributed.local_only(cbs, world)
+    return CallbackList(cbs, model, params)
+
+
+def _tracker(metrics, world, prefix=""):
+    if world is None:
+        return Tracker(metrics, prefix)
+    return distributed.GlobalTracker(world, metrics, prefix)
 
 
 def evaluation_pass(model, batches, tracker, cbs):

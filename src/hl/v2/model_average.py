@@ -1,5 +1,5 @@
 """v2's ModelAverage window: which recent parameter values the averaged model is made of.
-The sums themselves live with the optimiser (hl/v2/_update_rules.py)."""
+The sums themselves live with the optimiser (hl/v2/_rule_base.py)."""
 
 _MAX_SUM_TERMS = 16384  # v2 moved sum1 into sum2 this often, to keep float32 sums precise
 

@@ -9,8 +9,9 @@ A v2 script configures an optimiser and hands it to the trainer::
 
 These classes hold the configuration, checked when constructed. The trainer calls
 ``optimizer.build(param_configs)`` to get the hl optimiser that does the updates (an
-hl.opt.Optimizer; see hl/v2/_update_rules.py for the rules, the batch protocol and v2's
-quirks, and hl/v2/lr_schedule.py for the learning-rate schedules).
+hl.opt.Optimizer; see hl/v2/_update_rules.py for the rules and v2's quirks,
+hl/v2/_rule_base.py for the batch protocol, and hl/v2/lr_schedule.py for the learning-rate
+schedules).
 
 Every optimiser takes v2's settings as keywords: ``learning_rate=1e-3``,
 ``learning_rate_decay_a=0.``, ``learning_rate_decay_b=0.``,

@@ -16,6 +16,8 @@ class Callback:
     and each metric); at an epoch's end, the epoch's values plus 'val_*' ones when there is
     validation data; at a test batch's end, the running evaluation values."""
 
+    main_rank_only = False  # True: in data-parallel training only rank 0 runs it (prints, files)
+
     def __init__(self):
         self.model = None
         self.params = {}

@@ -13,6 +13,8 @@ class CSVLogger(Callback):
     an earlier run (resuming with initial_epoch) when their header matches. The whole file
     is rewritten atomically after each epoch, so a crash never leaves half a row."""
 
+    main_rank_only = True
+
     def __init__(self, filename, separator=",", append=False):
         super().__init__()
         self.filename = os.fspath(filename)

@@ -18,6 +18,8 @@ class ModelCheckpoint(Callback):
     the epoch's ``logs`` and the optimiser's states (``optim``), so training can resume:
     ``aux = model.load_states(path); model.optim.set_states(aux["optim"])``."""
 
+    main_rank_only = True
+
     def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False,
                  save_weights_only=False, mode="auto", save_freq="epoch",
                  initial_value_threshold=None):

@@ -23,6 +23,8 @@ class ProgbarLogger(Callback):
     standalone evaluate or predict too); verbose=2: one line per epoch, ``Epoch 3/10 - 1.2s -
     loss: 0.1234 - accuracy: 0.9612 - val_loss: ...``. Output goes to ``file`` (stdout)."""
 
+    main_rank_only = True
+
     def __init__(self, verbose=1, file=None):
         super().__init__()
         self.verbose = verbose

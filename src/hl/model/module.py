@@ -29,13 +29,12 @@ Keras's way, without writing train_one_batch:
 """
 import inspect
 
-from . import errors
-from .autograd import Placeholder, no_grad
-from .autograd.placeholder import standing_in_for
-from .layers.containers import Sequential as _Sequential
-from .layers.layer import Layer
-from .opt.optimizer import Optimizer
-from .training.trainer import Trainer
+from .. import errors
+from ..autograd import Placeholder, no_grad
+from ..autograd.placeholder import standing_in_for
+from ..layers.layer import Layer, _layers_in
+from ..opt.optimizer import Optimizer
+from ..training.trainer import Trainer
 
 
 class Module(Trainer, Layer):
@@ -121,6 +120,55 @@ class Module(Trainer, Layer):
             raise errors.UnsupportedError("graph mode is not yet supported; run eagerly "
                                           "(graph(False))")
 
+    # ---- Keras's model API ------------------------------------------------------------
+
+    @property
+    def layers(self):
+        """The direct sub-layers, in order (Keras's ``model.layers``)."""
+        if "layers" in self.__dict__:
+            return self.__dict__["layers"]
+        return [child for _, child in self.named_children()]
+
+    @layers.setter
+    def layers(self, value):
+        # PyTorch code often names a list of blocks ``self.layers``: keep it as an attribute
+        # (its layers become children, named layers.0, layers.1, ...), shadowing the property.
+        for child_name, child in _layers_in("layers", value):
+            child.__dict__["_parent"] = self
+            child.__dict__["_local_name"] = child_name
+        self.__dict__["layers"] = value
+
+    def get_layer(self, name=None, index=None):
+        """A sub-layer by name (its ``name``, or its path such as ``"blk1.conv1"``) or by
+        ``index`` into ``model.layers``, as Keras's get_layer."""
+        if (name is None) == (index is None):
+            raise errors.ValueError("get_layer: give a name or an index, exactly one")
+        if index is not None:
+            layers = self.layers
+            if not -len(layers) <= index < len(layers):
+                raise errors.IndexError(f"get_layer: index {index} is out of range; the model "
+                                        f"has {len(layers)} layers")
+            return layers[index]
+        paths = dict(self.named_layers())
+        for path, layer in paths.items():
+            if path and layer.name == name:
+                return layer
+        if name in paths and name:
+            return paths[name]
+        known = [layer.name or path for path, layer in paths.items() if path]
+        raise errors.ValueError(f"get_layer: no layer named {name!r}; the layers are {known}")
+
+    def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
+                show_trainable=False):
+        """Prints Keras's table of the layers (name and type, output shape, parameter
+        count; "Connected to" for a functional graph that is not a chain), then the totals
+        of trainable and non-trainable parameters and their memory. Output shapes are those
+        of the last call (or of compile with placeholders). ``print_fn`` receives the whole
+        text instead of it being printed; ``expand_nested`` lists the layers inside nested
+        models."""
+        from .summary import print_summary
+        print_summary(self, line_length, positions, print_fn, expand_nested, show_trainable)
+
     # ---- checkpoints ------------------------------------------------------------------
 
     def save_states(self, fpath, aux_states=None, format="hl", overwrite=True):
@@ -128,7 +176,7 @@ class Module(Trainer, Layer):
         rate, an optimiser, tensors, arrays, dicts and lists of these) to one zip file,
         atomically. ``format="singa"`` writes SINGA's own checkpoint layout.
         ``overwrite=False`` refuses an existing file, as SINGA does."""
-        from .checkpoint import singa, states
+        from ..checkpoint import singa, states
         if format == "hl":
             states.save(self, fpath, aux_states, overwrite)
         elif format == "singa":
@@ -143,7 +191,7 @@ class Module(Trainer, Layer):
         comes back as its states (``optim.set_states(aux["optim"])``). Missing, unexpected or
         mis-shaped names raise hl.errors.CheckpointError listing them and load nothing;
         ``strict=False`` loads what matches and warns about the rest."""
-        from .checkpoint import states
+        from ..checkpoint import states
         return states.load(self, fpath, strict)
 
 
@@ -151,17 +199,3 @@ def _module_init(module):
     d = module.__dict__
     d["_compiled"] = False
     d["stop_training"] = False
-
-
-class Sequential(Module, _Sequential):
-    """hl.layers.Sequential with compile / fit / evaluate / predict, for Keras's
-    ``model = hl.Sequential([...]); model.compile(...); model.fit(x, y)``."""
-
-    def __init__(self, *layers, name=None):
-        _Sequential.__init__(self, *layers, name=name)
-        _module_init(self)
-
-
-Model = Module  # SINGA's name: class MyModel(model.Model)
-
-__all__ = ["Model", "Module", "Placeholder", "Sequential"]

@@ -1,0 +1,215 @@
+"""Data-parallel training over MPI: hl beside bare mpi4py and PyTorch DDP, same run.
+
+    python bench/distributed.py                      # everything
+    python bench/distributed.py --only allreduce     # allreduce, overlap, cnn, resnet18
+    python bench/distributed.py --steps 20 --repeat 2
+
+- allreduce: the gradients of a model (float32 tensors of mixed sizes totalling S MB)
+  reduced by hl's buckets (copy into 25 MB buckets, Iallreduce, wait, copy out) beside one
+  bare mpi4py ``Allreduce`` of a contiguous buffer of the same bytes, 2 ranks; the median
+  time of each and hl's throughput as a fraction of mpi4py's.
+- overlap: the time of one data-parallel step (DistOpt, 2 ranks) beside the same step's
+  compute alone (the wrapped optimiser, 1 process, the rank's half batch, 1 thread).
+- cnn / resnet18 (bench/train.py's MNIST CNN at global batch 64 and CIFAR-size ResNet-18
+  at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt), hl in
+  1 process x 2 threads, and PyTorch DDP (Gloo) on 2 ranks x 1 thread, each rank on half
+  the global batch. Every configuration runs in processes of its own, `--repeat` times
+  round the configurations; the figure is the median step time.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+from _common import report, setup
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GLOBAL_BATCH = {"cnn": 64, "resnet18": 32}
+
+
+# ---- workers (one process per rank) -----------------------------------------------------
+
+def allreduce_worker(sizes_mb, repeat):
+    import numpy as np
+    import hl
+    from hl.distributed.buckets import Reducer
+    from mpi4py import MPI
+    world = hl.distributed.init()
+    out = {}
+    for mb in sizes_mb:
+        n = int(mb * 1024 * 1024 / 4)
+        # a model's gradients: a few big tensors and many small ones
+        shares = [0.4, 0.25, 0.15, 0.1] + [0.1 / 16] * 16
+        sizes = [max(1, int(n * s)) for s in shares]
+        params = [hl.zeros((k,)) for k in sizes]
+        grads = [hl.tensor(np.random.default_rng(i).standard_normal(k).astype(np.float32))
+                 for i, k in enumerate(sizes)]
+        reducer = Reducer(world, params[::-1])
+        flat = np.ones(sum(sizes), np.float32)
+        hl_t, mpi_t = [], []
+        for _ in range(repeat):
+            world.data.Barrier()
+            t0 = time.perf_counter()
+            reducer.start_step()
+            for p, g in zip(params[::-1], grads[::-1]):
+                reducer.add(p, g, 0.5)
+            reducer.finish()
+            hl_t.append(time.perf_counter() - t0)
+            world.data.Barrier()
+            t0 = time.perf_counter()
+            world.data.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
+            mpi_t.append(time.perf_counter() - t0)
+        out[str(mb)] = {"hl": statistics.median(hl_t), "mpi4py": statistics.median(mpi_t)}
+    if world.rank == 0:
+        report(out)
+
+
+def train_worker(lib, name, steps, warmup, per_rank_batch):
+    """One rank (or the lone process) of a training configuration; rank 0 reports the
+    step times."""
+    sys.path.insert(0, HERE)
+    import numpy as np
+    from train import MODELS
+    _, shape, _ = MODELS[name]
+    rng = np.random.default_rng(int(os.environ.get("PMI_RANK", "0")))
+    xs = rng.standard_normal((per_rank_batch, *shape)).astype(np.float32)
+    ys = rng.integers(0, 10, per_rank_batch).astype(np.int64)
+    if lib == "torch-ddp":
+        step, rank = _torch_ddp(name, xs, ys)
+    else:
+        step, rank = _hl(name, xs, ys, distributed=(lib == "hl-dist"))
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    if rank == 0:
+        report({"times": times})
+
+
+def _hl(name, xs, ys, distributed):
+    import hl
+    from train import hl_model
+    hl.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    hl.manual_seed(0)
+    model = hl_model(name)
+    x, y = hl.tensor(xs), hl.tensor(ys)
+    model.train()
+    model(hl.Placeholder(x.shape))
+    opt = hl.opt.SGD(lr=0.01, momentum=0.9)
+    if distributed:
+        opt = hl.opt.DistOpt(opt)
+
+    def step():
+        loss = hl.losses.softmax_cross_entropy(model(x), y)
+        opt.backward_and_update(loss)
+    return step, hl.distributed.rank()
+
+
+def _torch_ddp(name, xs, ys):
+    import torch
+    import torch.distributed as dist
+    from train import torch_model
+    torch.set_num_threads(1)
+    rank, size = int(os.environ["PMI_RANK"]), int(os.environ["PMI_SIZE"])
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    dist.init_process_group("gloo", rank=rank, world_size=size)
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch_model(name))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x, y = torch.tensor(xs), torch.tensor(ys)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss_fn(model(x), y).backward()
+        opt.step()
+    return step, rank
+
+
+# ---- the driver -------------------------------------------------------------------------
+
+def _launch(ranks, threads, args, port=None):
+    """Runs this script as a worker: on `ranks` ranks with mpiexec, or alone (ranks=None)."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    if os.environ.get("HL_BENCH_PASSIVE"):  # on a shared, overloaded host OpenMP's spinning
+        env["OMP_WAIT_POLICY"] = "PASSIVE"   # threads lose whole time slices to each other
+    if port is not None:
+        env["MASTER_PORT"] = str(port)
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker"] + [str(a) for a in args]
+    if ranks is not None:
+        from hl.distributed.launch import find_mpiexec
+        cmd = [find_mpiexec(), "-n", str(ranks)] + cmd
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"worker {args} failed:\n{out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.split("RESULT ", 1)[1].splitlines()[0])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="allreduce,overlap,cnn,resnet18")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--sizes", default="1,4,25,100")
+    ap.add_argument("--worker", nargs=argparse.REMAINDER)
+    a = ap.parse_args()
+    setup(None)
+    if a.worker:
+        kind, rest = a.worker[0], a.worker[1:]
+        if kind == "allreduce":
+            allreduce_worker([float(s) for s in rest[0].split(",")], int(rest[1]))
+        else:
+            train_worker(kind, rest[0], int(rest[1]), int(rest[2]), int(rest[3]))
+        return
+    import platform
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+    only = a.only.split(",")
+    if "allreduce" in only:
+        print("\nallreduce, 2 ranks: hl buckets vs one bare mpi4py Allreduce (median of 30)")
+        print(f"{'MB':>6} {'hl ms':>9} {'mpi4py ms':>10} {'hl GB/s':>8} {'ratio':>6}")
+        runs = [_launch(2, 1, ["allreduce", a.sizes, 30]) for _ in range(a.repeat)]
+        for mb in a.sizes.split(","):
+            key = str(float(mb))
+            h = statistics.median(r[key]["hl"] for r in runs)
+            m = statistics.median(r[key]["mpi4py"] for r in runs)
+            print(f"{mb:>6} {h * 1e3:9.2f} {m * 1e3:10.2f} {float(mb) / 1024 / h:8.2f} "
+                  f"{m / h:6.2f}x")
+    port = 29400
+    for name in [m for m in ("cnn", "resnet18") if m in only or "overlap" in only]:
+        B = GLOBAL_BATCH[name]
+        configs = {"hl 2 ranks x 1 thread": (2, 1, "hl-dist", B // 2),
+                   "hl 1 process x 2 threads": (None, 2, "hl", B),
+                   "PyTorch DDP (Gloo) 2 ranks x 1 thread": (2, 1, "torch-ddp", B // 2)}
+        if "overlap" in only:
+            configs["hl compute alone (1 process, half batch, 1 thread)"] = \
+                (None, 1, "hl", B // 2)
+        times = {k: [] for k in configs}
+        for _ in range(a.repeat):
+            for label, (ranks, threads, lib, batch) in configs.items():
+                port += 1
+                r = _launch(ranks, threads, [lib, name, a.steps, a.warmup, batch], port)
+                times[label] += r["times"]
+        med = {k: statistics.median(v) for k, v in times.items()}
+        ddp = med["PyTorch DDP (Gloo) 2 ranks x 1 thread"]
+        print(f"\n{name}, global batch {B} (median step; samples/s; vs PyTorch DDP)")
+        for label, t in med.items():
+            print(f"  {label:<52} {t * 1e3:8.1f} ms {B / t if 'half' not in label else B / 2 / t:8.0f}/s "
+                  f"{ddp / t:6.2f}x")
+        if "overlap" in only:
+            alone = med["hl compute alone (1 process, half batch, 1 thread)"]
+            print(f"  overlap: a data-parallel step takes {med['hl 2 ranks x 1 thread'] / alone:.2f}x "
+                  f"its compute alone")
+    print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

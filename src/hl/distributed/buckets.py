@@ -1,0 +1,247 @@
+"""Gradient buckets: gradients fused into flat buffers, each reduced by one allreduce started
+as soon as its last gradient arrives, while backward goes on.
+
+MPI moves data only inside its calls, so a non-blocking allreduce started from the main
+thread advances only when that thread polls it. A communication thread (CommThread) makes
+the blocking call instead, with the GIL released, so the reduction of one bucket truly
+overlaps the copy of the next and the backward kernels (PyTorch DDP's design); the main
+thread waits on it with the timeout and failure checks of collectives.py. Without
+MPI_THREAD_MULTIPLE, the buckets fall back to Iallreduce polled from the main thread.
+
+The layout is fixed once (the parameters in the order their gradients arrive, grouped by
+dtype into buckets of at most ``bucket_bytes``; a larger tensor gets a bucket of its own):
+PyTorch DDP's rule with SINGA's threshold. Every rank builds the same layout from the same
+model, so bucket i holds the same tensors everywhere.
+
+Each bucket's reduction is one self-contained record: (flat buffer, wire format, sum over
+the group). Eager mode starts it at once; graph mode, when it exists, can append the same
+record to a plan so replay keeps the overlap with backward.
+
+Wire formats: ``None`` sends the gradients' own dtype and sums with MPI_SUM; ``"float16"``
+halves the bytes: each rank's bucket travels as float16 (Iallgather) and is summed on
+arrival in float32 (MPI has no portable float16 sum).
+"""
+import queue
+import threading
+import time
+
+import numpy as np
+
+from .. import errors
+from . import faults
+from .collectives import timed_out, wait
+
+DEFAULT_BUCKET_BYTES = 25 * 1024 * 1024
+# A last bucket up to this size is reduced by the main thread (MPI_Iallreduce, polled);
+# larger ones by the communication thread's MPI_Allreduce, whose algorithms are faster there.
+_POLL_BYTES = 1024 * 1024
+
+
+class Bucket:
+    def __init__(self, params, dtype, wire, world_size):
+        self.params = params
+        self.dtype = np.dtype(dtype)
+        self.sizes = [int(np.prod(p.shape)) for p in params]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        n = int(self.offsets[-1])
+        self.wire = wire
+        self.send = np.zeros(n, np.float16 if wire == "float16" else self.dtype)
+        self.gathered = (np.empty(n * world_size, np.float16) if wire == "float16" else None)
+        self.request = None
+        self.done = None  # a threading.Event when the CommThread reduces it
+        self.error = None
+        self.arrived = 0
+        self.got = [False] * len(params)
+
+    def view(self, i):
+        return self.send[self.offsets[i]:self.offsets[i + 1]].reshape(self.params[i].shape)
+
+    def reduced(self, i):
+        """The reduced gradient of member i as a numpy array of the parameter's dtype."""
+        if self.wire == "float16":
+            return self.total[self.offsets[i]:self.offsets[i + 1]].reshape(
+                self.params[i].shape)
+        return self.view(i)
+
+
+class Reducer:
+    """One step's reduction over a fixed layout. ``add(param, grad, scale)`` puts
+    scale * grad into its bucket (and starts the bucket when it is full); ``finish()``
+    starts what is left (missing gradients count as zeros), waits, and returns
+    [(param, reduced numpy gradient)] for the parameters that had a gradient."""
+
+    def __init__(self, world, params, bucket_bytes=DEFAULT_BUCKET_BYTES, wire=None,
+                 what="the gradient allreduce"):
+        self.world = world
+        self.what = what
+        self.wire = wire
+        self.buckets = []
+        self.where = {}
+        group, size, dtype = [], 0, None
+        for p in params:
+            dt = np.dtype(p.dtype.np)
+            nbytes = int(np.prod(p.shape)) * dt.itemsize
+            if group and (dt != dtype or size + nbytes > bucket_bytes):
+                self._add_bucket(group, dtype)
+                group, size = [], 0
+            group.append(p)
+            size += nbytes
+            dtype = dt
+        if group:
+            self._add_bucket(group, dtype)
+
+    def _add_bucket(self, group, dtype):
+        b = Bucket(group, dtype, self.wire, self.world.size)
+        for i, p in enumerate(group):
+            self.where[id(p)] = (b, i)
+        self.buckets.append(b)
+
+    @property
+    def params(self):
+        return [p for b in self.buckets for p in b.params]
+
+    def start_step(self):
+        for b in self.buckets:
+            b.request, b.arrived, b.got = None, 0, [False] * len(b.params)
+
+    def add(self, param, grad, scale=1.0):
+        entry = self.where.get(id(param))
+        if entry is None:
+            raise errors.DistributedError(
+                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
+                f"gradient, but it was not among the parameters of the first step, which "
+                f"fixed the gradient buckets; every step must train the same parameters")
+        b, i = entry
+        if b.got[i]:
+            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
+                                          f"got two gradients in one step")
+        g = grad.numpy() if hasattr(grad, "numpy") else np.asarray(grad)
+        np.multiply(g, scale, out=b.view(i), casting="unsafe")
+        b.got[i] = True
+        b.arrived += 1
+        if b.arrived == len(b.params):
+            self._start(b)
+        self.progress()
+
+    def contribute_nothing(self):
+        """This rank had no samples this step: it adds zeros and still takes part."""
+        for b in self.buckets:
+            b.send.fill(0)
+            b.got = [True] * len(b.params)
+            self._start(b)
+
+    def _start(self, b):
+        last = all(other.request is not None for other in self.buckets if other is not b)
+        if self.world.threaded and not (last and b.send.nbytes <= _POLL_BYTES):
+            b.done, b.error, b.request = threading.Event(), None, True
+            comm_thread(self.world).put(b)
+            return
+        if self.world.threaded:
+            # a small last bucket has nothing left to overlap with: the thread's hand-over
+            # would only add latency. Its earlier buckets go first (one order of collectives).
+            for other in self.buckets:
+                if other is not b and other.done is not None:
+                    self._wait(other)
+        comm, MPI = self.world.grads, self.world.MPI
+        if self.wire == "float16":
+            b.request = comm.Iallgather(b.send, b.gathered)
+        else:
+            b.request = comm.Iallreduce(MPI.IN_PLACE, b.send, op=MPI.SUM)
+
+    def progress(self):
+        """Without the communication thread MPI moves data only inside its calls: a test on
+        each open bucket lets the started reductions advance while backward computes."""
+        if self.world.threaded:
+            return
+        for b in self.buckets:
+            if b.request is not None:
+                b.request.Test()
+
+    def _wait(self, b):
+        """Waits for a bucket the communication thread reduces."""
+        if not b.done.wait(0.002):
+            faults.waiting(self.what)
+            try:
+                start = time.monotonic()
+                while not b.done.wait(0.02):
+                    faults.check(self.world, self.what)
+                    if time.monotonic() - start > self.world.timeout:
+                        raise timed_out(self.what, self.world)
+            finally:
+                faults.waiting(None)
+        if b.error is not None:
+            raise errors.DistributedError(f"hl.distributed: {self.what} failed in MPI: "
+                                          f"{b.error}") from b.error
+        b.done = None
+
+    def finish(self):
+        for b in self.buckets:
+            if b.request is None:
+                for i, got in enumerate(b.got):
+                    if not got:
+                        b.view(i).fill(0)
+                self._start(b)
+        out = []
+        for b in self.buckets:
+            if b.done is not None:
+                self._wait(b)
+            elif b.request is not True:
+                wait(b.request, self.what, self.world)
+            b.request = None
+            if self.wire == "float16":
+                b.total = b.gathered.reshape(self.world.size, -1).astype(np.float32).sum(0)
+            out.extend((p, b.reduced(i)) for i, p in enumerate(b.params) if b.got[i])
+        return out
+
+
+class CommThread:
+    """Reduces the buckets handed to it, in order, with blocking MPI calls on the group's
+    ``grads`` communicator (mpi4py releases the GIL inside them)."""
+
+    def __init__(self, world):
+        self.world = world
+        self.queue = queue.SimpleQueue()
+        threading.Thread(target=self._run, name="hl.distributed buckets", daemon=True).start()
+
+    def put(self, bucket):
+        self.queue.put(bucket)
+
+    def _run(self):
+        comm, MPI = self.world.grads, self.world.MPI
+        while True:
+            b = self.queue.get()
+            try:
+                if b.wire == "float16":
+                    comm.Allgather(b.send, b.gathered)
+                else:
+                    comm.Allreduce(MPI.IN_PLACE, b.send, op=MPI.SUM)
+            except Exception as e:  # handed to the waiting main thread
+                b.error = e
+            finally:
+                b.done.set()
+
+
+_threads = {}
+_threads_lock = threading.Lock()
+
+
+def comm_thread(world):
+    with _threads_lock:
+        t = _threads.get(id(world))
+        if t is None:
+            t = _threads[id(world)] = CommThread(world)
+        return t
+
+
+def reduce_arrays(world, arrays, what):
+    """Sums a list of numpy arrays over the group in one fused buffer (used for parameter
+    averaging and for small statistics); returns the summed arrays."""
+    flat = np.concatenate([np.asarray(a, np.float64).reshape(-1) for a in arrays])
+    from .collectives import allreduce_
+    allreduce_(flat, what, world)
+    out, at = [], 0
+    for a in arrays:
+        a = np.asarray(a)
+        out.append(flat[at:at + a.size].reshape(a.shape))
+        at += a.size
+    return out

@@ -1,0 +1,309 @@
+"""DistOpt: SINGA's data-parallel optimiser wrapper, over MPI.
+
+    sgd = hl.opt.SGD(lr=0.1, momentum=0.9)
+    model.optim = hl.opt.DistOpt(sgd)          # then train_one_batch as usual
+
+Each rank computes the gradients of its own batch; ``backward_and_update`` averages them
+over the ranks (fused buckets, reduced while backward runs: buckets.py) and applies the
+wrapped optimiser's update with the average, so every rank takes the same step. The
+experimental variants of SINGA are here too: ``_half`` (float16 on the wire), ``_partial``
+(local updates, one rotating partition of the parameters averaged per step) and ``_sparse``
+(only the largest or above-threshold gradient entries sent, the rest kept locally as a
+residual added to the next step's gradient).
+
+Sizes are in elements, as SINGA's: ``threshold`` (default 2**21) is the bucket size of a
+step, ``buffSize`` the wrapper's default one. Run alone (not under mpiexec), DistOpt is
+its wrapped optimiser.
+
+At its first step DistOpt fixes the bucket layout from the gradients' order, checks that
+every rank has the same parameters (names, shapes, dtypes: a clear error names the first
+difference) and copies rank 0's parameter values to the others before applying the update,
+so all ranks hold the same model from then on (hl's default generator starts from the same
+seed on every rank, so freshly built models agree already; fit broadcasts before training).
+"""
+import math
+
+import numpy as np
+
+from .. import errors, ops
+from .._tensor import tensor
+from ..autograd.engine import backward as _backward
+from ..autograd.mode import no_grad
+from ..opt.optimizer import Optimizer
+from . import sync
+from .buckets import Reducer, reduce_arrays
+from .world import init
+
+SINGA_THRESHOLD = 2097152
+
+
+class DistOpt(Optimizer):
+    """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
+    buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
+    belong to SINGA's NCCL-with-multiprocessing start, which needs the CUDA backend; hl
+    joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
+
+    def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
+                 buffSize=4194304, *, params=None, timeout=None):
+        if opt is None:
+            from ..opt.sgd import SGD
+            opt = SGD()
+        if not isinstance(opt, Optimizer) or isinstance(opt, DistOpt):
+            raise errors.ValueError(f"DistOpt: opt must be an hl.opt optimiser (not itself a "
+                                    f"DistOpt), got {type(opt).__name__}")
+        if nccl_id is not None or local_rank is not None or world_size is not None:
+            raise errors.UnsupportedError(
+                "DistOpt: nccl_id / local_rank / world_size start SINGA's NCCL group from "
+                "Python processes, which needs hl's CUDA backend (not there yet); start the "
+                "ranks with mpiexec -n N python script.py (or python -m hl.distributed -n N "
+                "script.py) and call DistOpt(opt)")
+        if isinstance(buffSize, bool) or not isinstance(buffSize, int) or buffSize < 1:
+            raise errors.ValueError(f"DistOpt: buffSize must be a number of elements >= 1, "
+                                    f"got {buffSize!r}")
+        self.__dict__["opt"] = opt
+        self.buffSize = buffSize
+        self.world = init(timeout)
+        self.world_size = 1 if self.world is None else self.world.size
+        self.global_rank = 0 if self.world is None else self.world.rank
+        self.local_rank = 0 if self.world is None else self.world.local_rank
+        self.grad_scale = None   # set per step by fit: this rank's share of the batch
+        self._layout = list(params) if params is not None else None
+        self._checked = False
+        self._reducers = {}
+        self._partial = 0
+        self._residuals = {}
+
+    # ---- the wrapped optimiser's face ---------------------------------------------------
+
+    @property
+    def name(self):
+        return self.opt.name
+
+    @property
+    def lr(self):
+        return self.opt.lr
+
+    @lr.setter
+    def lr(self, value):
+        self.opt.lr = value
+
+    @property
+    def schedule(self):
+        return self.opt.schedule
+
+    @property
+    def step_count(self):
+        return self.opt.step_count
+
+    @step_count.setter
+    def step_count(self, value):
+        self.opt.step_count = value
+
+    @property
+    def clip_norm(self):
+        return self.opt.clip_norm
+
+    def get_states(self):
+        """The wrapped optimiser's states: the same whatever the number of ranks, so a
+        checkpoint saved by N ranks resumes on M."""
+        return self.opt.get_states()
+
+    def set_states(self, states):
+        self.opt.set_states(states)
+
+    def zero_grad(self, set_to_none=True):
+        self.opt.zero_grad(set_to_none)
+
+    def step(self):
+        self.opt.step()
+
+    def __getattr__(self, name):  # momentum, betas...: the wrapped optimiser's
+        if name.startswith("__") or "opt" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["opt"], name)
+
+    def __repr__(self):
+        return f"DistOpt({self.opt!r}, world_size={self.world_size})"
+
+    def __reduce_ex__(self, protocol):
+        # A live MPI group cannot be saved: a DistOpt pickles (hl.save) as the optimiser it
+        # wraps, whose states are the same whatever the number of ranks.
+        # (Optimizer classes build with their defaults, then take the state.)
+        return type(self.opt), (), self.opt.__getstate__()
+
+    # ---- SINGA's primitives -------------------------------------------------------------
+
+    def update(self, param, grad):
+        """SINGA's update after an all_reduce (a sum): divides by world_size, then updates."""
+        with no_grad():
+            grad = ops.mul(grad, 1.0 / self.world_size)
+        self.opt.update(param, grad)
+
+    def all_reduce(self, t):
+        """Sums an hl tensor over the ranks, in place."""
+        self.fused_all_reduce([t])
+
+    def fused_all_reduce(self, tensors, send=True):
+        """Sums hl tensors over the ranks, in place, in one fused buffer."""
+        if self.world is None:
+            return
+        summed = reduce_arrays(self.world, [t.numpy() for t in tensors], "DistOpt.all_reduce")
+        for t, s in zip(tensors, summed):
+            t.numpy()[...] = s
+
+    def wait(self):
+        """SINGA waits for its CUDA streams here; hl's reductions are complete on return."""
+
+    # ---- the steps ----------------------------------------------------------------------
+
+    def backward_and_update(self, loss, threshold=SINGA_THRESHOLD, dy=None):
+        """Backward, gradients averaged over the ranks in buckets of ``threshold`` elements
+        (reduced while backward runs), then one update of the wrapped optimiser."""
+        self._reduced_step(loss, threshold, None, dy)
+
+    def backward_and_update_half(self, loss, threshold=SINGA_THRESHOLD, clipping=False,
+                                 clip_Value=100):
+        """As backward_and_update with the gradients sent as float16 (half the bytes);
+        ``clipping`` first clips each gradient entry to [-clip_Value, clip_Value] (float16
+        overflows past 65504). float32 parameters only, as SINGA's."""
+        self._reduced_step(loss, threshold, "float16", None,
+                           clip=float(clip_Value) if clipping else None)
+
+    def _reduced_step(self, loss, threshold, wire, dy, clip=None):
+        if self.world is None or self.world.size == 1:
+            pairs = list(_backward(loss, dy))
+            if clip is not None:
+                pairs = [(p, ops.clip(g, -clip, clip)) for p, g in pairs]
+            self.opt._update_all(pairs)
+            self.opt.step_count += 1
+            return
+        scale = self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+        grads = _backward(loss, dy)
+        if self._layout is None:  # first step: the arrival order fixes the layout
+            first = list(grads)
+            self._layout = [p for p, _ in first]
+            grads = iter(first)
+        reducer = self._reducer(threshold, wire)
+        reducer.start_step()
+        for p, g in grads:
+            if wire == "float16" and p.dtype.name != "float32":
+                raise errors.DTypeError(
+                    f"DistOpt.backward_and_update_half: {p.name or 'a parameter'} is "
+                    f"{p.dtype.name}; float16 transport is for float32 parameters (use "
+                    f"backward_and_update)")
+            if clip is not None:
+                with no_grad():
+                    g = ops.clip(g, -clip, clip)
+            reducer.add(p, g, scale)
+        self._apply(reducer.finish())
+
+    def contribute_nothing(self, threshold=SINGA_THRESHOLD):
+        """A rank without samples in this step (the last batch of an epoch smaller than the
+        number of ranks) still takes part in the reduction with zeros, and updates with
+        the others' average. Needs the parameter list (given, or from a first step)."""
+        reducer = self._reducer(threshold, None)
+        reducer.start_step()
+        reducer.contribute_nothing()
+        self._apply(reducer.finish())
+
+    def _apply(self, reduced):
+        with no_grad():
+            pairs = [(p, tensor(g)) for p, g in reduced]
+        self.opt._update_all(pairs)
+        self.opt.step_count += 1
+
+    def _reducer(self, threshold, wire):
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+            raise errors.ValueError(f"DistOpt: threshold must be a number of elements >= 1, "
+                                    f"got {threshold!r}")
+        if self._layout is None:
+            raise errors.ValueError("DistOpt: the parameters are not known yet; run a first "
+                                    "training step, or give params= to DistOpt")
+        self._first_check()
+        key = (threshold, wire)
+        if key not in self._reducers:
+            bytes_per = max(np.dtype(p.dtype.np).itemsize for p in self._layout)
+            self._reducers[key] = Reducer(self.world, self._layout, threshold * bytes_per,
+                                          wire, "DistOpt's gradient allreduce")
+        return self._reducers[key]
+
+    def _first_check(self):
+        if self._checked:
+            return
+        sync.check_same(self.world, sync.signature(self._layout), "DistOpt's first step")
+        sync.broadcast_tensors(self.world, self._layout, "DistOpt's first step")
+        self._checked = True
+
+    def backward_and_partial_update(self, loss, threshold=SINGA_THRESHOLD):
+        """Every rank updates its parameters with its own gradients; then one partition of
+        the parameters (buckets of ``threshold`` elements, taken in turn, one per step) is
+        averaged over the ranks. Optimiser slots stay local."""
+        pairs = list(_backward(loss))
+        self.opt._update_all(pairs)
+        self.opt.step_count += 1
+        if self.world is None or self.world.size == 1:
+            return
+        if self._layout is None:
+            self._layout = [p for p, _ in pairs]
+        partitions = self._reducer(threshold, None).buckets
+        part = partitions[self._partial % len(partitions)]
+        self._partial = (self._partial + 1) % len(partitions)
+        summed = reduce_arrays(self.world, [p.numpy() for p in part.params],
+                               "DistOpt.backward_and_partial_update")
+        for p, s in zip(part.params, summed):
+            p.numpy()[...] = s / self.world.size
+
+    def backward_and_sparse_update(self, loss, threshold=SINGA_THRESHOLD, spars=0.05,
+                                   topK=False, corr=True):
+        """Sends only part of each bucket's gradient: with ``topK`` the fraction ``spars``
+        of entries largest in magnitude, otherwise the entries with ``|g| >= spars``. With
+        ``corr`` the entries not sent are kept locally and added to the next step's
+        gradient (error feedback). The sent entries are summed over the ranks and the
+        update uses their average."""
+        if not (isinstance(spars, (int, float)) and not isinstance(spars, bool)
+                and spars > 0 and (not topK or spars <= 1)):
+            raise errors.ValueError(f"DistOpt.backward_and_sparse_update: spars must be > 0 "
+                                    f"(a fraction in (0, 1] with topK), got {spars!r}")
+        pairs = list(_backward(loss))
+        if self.world is None or self.world.size == 1:
+            self.opt._update_all(pairs)
+            self.opt.step_count += 1
+            return
+        if self._layout is None:
+            self._layout = [p for p, _ in pairs]
+        grads = {id(p): g for p, g in pairs}
+        reduced = []
+        for bi, b in enumerate(self._reducer(threshold, None).buckets):
+            flat = np.concatenate([
+                (grads[id(p)].numpy() if id(p) in grads else np.zeros(p.shape, b.dtype))
+                .reshape(-1).astype(b.dtype) for p in b.params])
+            if corr:
+                residual = self._residuals.setdefault((threshold, bi), np.zeros_like(flat))
+                flat += residual
+            if topK:
+                k = max(1, int(math.ceil(spars * flat.size)))
+                idx = np.argpartition(np.abs(flat), flat.size - k)[flat.size - k:]
+            else:
+                idx = np.flatnonzero(np.abs(flat) >= spars)
+            idx = idx.astype(np.int64)
+            values = flat[idx]
+            if corr:
+                flat[idx] = 0
+                residual[...] = flat
+            total = _sparse_sum(self.world, idx, values, flat.size, b.dtype)
+            for i, p in enumerate(b.params):
+                if id(p) in grads:
+                    reduced.append((p, total[b.offsets[i]:b.offsets[i + 1]].reshape(p.shape)
+                                    / self.world.size))
+        self._apply(reduced)
+
+
+def _sparse_sum(world, idx, values, size, dtype):
+    from .collectives import allgather_arrays
+    what = "DistOpt.backward_and_sparse_update"
+    total = np.zeros(size, dtype)
+    all_idx = allgather_arrays(idx, what, world)
+    all_values = allgather_arrays(values, what, world)
+    for i, v in zip(all_idx, all_values):
+        np.add.at(total, i, v)
+    return total

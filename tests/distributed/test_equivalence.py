@@ -1,0 +1,74 @@
+"""N ranks equal one process on the union of their shards (mpiexec -n 2 and -n 4, the
+latter oversubscribed on two cores): DistOpt.backward_and_update (float64) and fit with
+DataParallel / distribute=True (float32, with a short last batch that leaves some ranks no
+samples). The reference is the same script run alone. Relative tolerance 1e-6."""
+import os
+
+import numpy as np
+import pytest
+
+from .mpirun import assert_close, load, load_json, needs_mpi, run
+
+pytestmark = needs_mpi
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_distopt_steps_equal_one_process(tmp_path, n):
+    ref, dist = tmp_path / "ref", tmp_path / "dist"
+    run("distopt_steps.py", ref, "--steps", 5, "--batch", 32)
+    run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, n=n)
+    expected = load(f"{ref}.npz")
+    assert_close(expected, load(f"{dist}.npz"), 1e-6, f"DistOpt on {n} ranks")
+    first = load(f"{dist}.rank0.npz")
+    for r in range(1, n):  # every rank holds the very same model
+        theirs = load(f"{dist}.rank{r}.npz")
+        assert all(np.array_equal(first[k], theirs[k]) for k in first)
+
+
+@pytest.fixture(scope="module")
+def fit_reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("fitref") / "ref"
+    run("fit_parallel.py", out)
+    return out
+
+
+@pytest.mark.parametrize("n,way", [(2, "keras"), (4, "distribute")])
+def test_fit_data_parallel_equals_one_process(tmp_path, fit_reference, n, way):
+    out = tmp_path / "dist"
+    proc, _ = run("fit_parallel.py", out, "--way", way, n=n)
+    ref = load(f"{fit_reference}.npz")
+    got = load(f"{out}.npz")
+    assert_close(ref, got, 1e-6, f"fit on {n} ranks ({way})")  # weights and predict
+    ref_logs = load_json(f"{fit_reference}.rank0.json")
+    logs = [load_json(f"{out}.rank{r}.json") for r in range(n)]
+    for r in range(n):  # History and evaluate identical on every rank...
+        assert logs[r]["history"] == logs[0]["history"]
+        assert logs[r]["evaluate"] == logs[0]["evaluate"]
+        assert logs[r]["optim"] == "SGD"  # fit put the user's optimiser back
+    for key, values in ref_logs["history"].items():  # ...and those of one process
+        np.testing.assert_allclose(logs[0]["history"][key], values, rtol=1e-6, err_msg=key)
+    for key, value in ref_logs["evaluate"].items():
+        np.testing.assert_allclose(logs[0]["evaluate"][key], value, rtol=1e-6, err_msg=key)
+    # only rank 0 printed the progress and wrote the CSV log and the checkpoints
+    assert proc.stdout.count("Epoch 1/3") == 1, proc.stdout
+    written = sorted(os.listdir(tmp_path))
+    assert [f for f in written if f.endswith(".csv")] == ["dist.r0.csv"]
+    assert [f for f in written if f.endswith(".zip")] == [
+        f"dist.r0.ck{e}.zip" for e in range(1, 4)]
+    with open(f"{fit_reference}.r0.csv") as a, open(f"{out}.r0.csv") as b:
+        ref_rows, rows = a.read().splitlines(), b.read().splitlines()
+    assert rows[0] == ref_rows[0] and len(rows) == len(ref_rows)
+
+
+def test_checkpoint_saved_on_two_ranks_resumes_on_four_and_alone(tmp_path):
+    """Adam states and weights saved by 2 ranks after 2 epochs; 1 more epoch on 4 ranks,
+    or alone, equals 3 epochs in one go."""
+    straight, first = tmp_path / "straight", tmp_path / "first"
+    run("resume.py", straight, "--epochs", 3)
+    run("resume.py", first, "--epochs", 2, n=2)
+    expected = load(f"{straight}.npz")
+    for n in (4, None):
+        out = tmp_path / f"resumed{n}"
+        run("resume.py", out, "--start", f"{first}.ck.zip", "--epochs", 3, "--initial", 2,
+            n=n)
+        assert_close(expected, load(f"{out}.npz"), 1e-5, f"resumed on {n or 1} rank(s)")
