@@ -14,8 +14,8 @@ not matter):
   a value that nothing in loading calls.
 - calls (REDUCE, INST, OBJ): only the reconstruction paths hl's and numpy's pickles write
   (RECONSTRUCTORS: each with a check of its arguments), and classes the caller allowed.
-- new objects (NEWOBJ, NEWOBJ_EX): ``cls.__new__`` of an admitted class when that is a C
-  function (no Python code runs); never a Tensor, which comes only from a reference to a
+- new objects (NEWOBJ, NEWOBJ_EX): by the nearest C ``__new__`` of an admitted class (a Python
+  ``__new__`` is not run, and takes no arguments from a file); never a Tensor, which comes only from a reference to a
   dataset whose dtype, shape and byte size are checked (pickling.py).
 - BUILD: only on an object this load created (never on a tensor, a dtype singleton or any
   other shared object), through the class's ``__setstate__`` when it has one (hl's own check
@@ -220,10 +220,17 @@ class RestrictedUnpickler(pickle._Unpickler):
                                    "references to their datasets")
         if not isinstance(args, tuple) or not isinstance(kwargs, dict):
             self.refuse_op(opcode, "its arguments are not a tuple and a dict")
-        if not _is_c_function(cls.__new__):
-            self.refuse_op(opcode, f"{_name(cls)} has a __new__ of its own, which loading "
-                                   f"does not run")
-        return self._fresh_object(cls.__new__(cls, *args, **kwargs))
+        new = cls.__new__
+        if not _is_c_function(new):
+            # A Python __new__ (Model's, which turns Model(inputs=..., outputs=...) into a
+            # Functional) is not run: the object comes from the nearest C __new__ of its
+            # bases, as an argument-less __new__ would make it.
+            if args or kwargs:
+                self.refuse_op(opcode, f"{_name(cls)} has a __new__ of its own, which "
+                                       f"loading does not run with a file's arguments")
+            new = next(k.__dict__["__new__"] for k in cls.__mro__
+                       if "__new__" in k.__dict__ and _is_c_function(k.__dict__["__new__"]))
+        return self._fresh_object(new(cls, *args, **kwargs))
 
     def load_newobj(self):
         args = self.stack.pop()
