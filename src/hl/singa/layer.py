@@ -184,10 +184,12 @@ class Conv2d(Layer, _L.Conv2d):
             raise errors.ValueError(f"Conv2d: pad_mode must be NOTSET, SAME_UPPER, SAME_LOWER "
                                     f"or VALID, got {pad_mode!r}")
         pads = (0, 0, 0, 0) if pad_mode != "NOTSET" else _onnx_pads(padding, "Conv2d")
+        # SINGA's activation string becomes hl's activation= (a function, applied by hl's
+        # Conv2d to its output)
         _L.Conv2d.__init__(self, nb_kernels, kernel_size, stride=stride, padding=pads,
-                           dilation=dilation, groups=group, bias=bias, in_channels=in_channels)
-        self.__dict__.update(pad_mode=pad_mode, activation=activation, nb_kernels=int(nb_kernels),
-                             group=int(group), _act=_activation_fn(activation, "Conv2d"))
+                           dilation=dilation, groups=group, bias=bias, in_channels=in_channels,
+                           activation=_activation_fn(activation, "Conv2d"))
+        self.__dict__.update(pad_mode=pad_mode, nb_kernels=int(nb_kernels), group=int(group))
 
     def initialize(self, x):
         if self.pad_mode in ("SAME_UPPER", "SAME_LOWER"):
@@ -199,10 +201,6 @@ class Conv2d(Layer, _L.Conv2d):
         std = math.sqrt(2.0 / (fan_in + self.out_channels))
         self.__dict__["W_init"] = _init.Normal(0.0, std)
         _L.Conv2d.initialize(self, x)
-
-    def forward(self, x):
-        y = _L.Conv2d.forward(self, x)
-        return self._act(y) if self._act is not None else y
 
 
 class SeparableConv2d(Layer):
