@@ -142,6 +142,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         obj = _resolve(module, name)
         if isinstance(obj, DType) and module == "hl.dtypes":
             return obj  # the dtype singletons
+        if module == "hl.dtypes" and name == "dtype":
+            return obj  # DType's own reconstruction path: REDUCE checks its one argument
         if isinstance(obj, type) and obj.__qualname__ == name and \
                 obj.__module__.split(".")[0] == "hl":
             if not module.startswith(_HL_DENIED) and not obj.__module__.startswith(_HL_DENIED):
