@@ -295,7 +295,11 @@ _new = object.__new__
 
 def _wrap(h, dtype=None):
     """A Tensor over a core handle (no copy)."""
-    t = _new(Tensor)
+    return _fill(_new(Tensor), h, dtype)
+
+
+def _fill(t, h, dtype=None):
+    """Sets every field of a new Tensor (or subclass instance) t over handle h."""
     t._h = h
     t._dtype = dtype if dtype is not None else _BY_CODE[_core.dtype_code(h)]
     t._shape = None

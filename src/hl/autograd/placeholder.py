@@ -15,7 +15,7 @@ import threading
 from .. import _core, errors
 from .. import devices as _dev
 from .. import dtypes as _dt
-from .._tensor import Tensor, _wrap
+from .._tensor import Tensor, _fill, _wrap
 
 _META = _dev._KINDS["meta"]
 
@@ -30,7 +30,7 @@ class Placeholder(Tensor):
         if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
             raise errors.ShapeError(f"Placeholder: shape must be non-negative ints, got {shape}")
         d = _dt.dtype(dtype)
-        _init(self, _core.empty(shape, d.code, _META, 0), d, _dev.device(device))
+        _make(_core.empty(shape, d.code, _META, 0), d, _dev.device(device), self)
         self.name = name
 
     @property
@@ -101,14 +101,10 @@ def _is_device(a):
                                           a.split(":")[0] in _dev._KINDS)
 
 
-def _init(p, h, dtype, target):
-    p._h, p._dtype, p._shape = h, dtype, None
-    p.requires_grad = False
-    p.stores_grad = False
-    p.grad = None
-    p.creator = None
-    p.name = None
+def _make(h, dtype, target, p=None):
+    p = _fill(p if p is not None else Placeholder.__new__(Placeholder), h, dtype)
     p._target = target
+    return p
 
 
 def adopt(t, target):
@@ -117,9 +113,7 @@ def adopt(t, target):
     if t is None:
         return None
     h = t._h if _core.device_of(t._h)[0] == _META else _core.to_device(t._h, _META, 0)
-    p = Placeholder.__new__(Placeholder)
-    _init(p, h, t._dtype, target)
-    return p
+    return _make(h, t._dtype, target)
 
 
 def as_meta(x):
