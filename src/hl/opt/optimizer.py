@@ -205,7 +205,7 @@ class Optimizer:
 
     def __call__(self, loss, dy=None):
         """``opt(loss)``: SINGA's shorthand for ``backward_and_update(loss)``."""
-        return self.backward_and_update(loss, dy)
+        return self.backward_and_update(loss, dy=dy)  # by name: DistOpt takes a threshold second
 
     def zero_grad(self, set_to_none=True):
         """Clears ``.grad`` of the parameters given in params (or, SINGA-style, of those this
