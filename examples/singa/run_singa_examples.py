@@ -59,6 +59,10 @@ def port(text, data_dir):
                   flags=re.M)
     text = re.sub(r"device\.create_cuda_gpu(_on)?\([^)]*\)", "device.create_cpu_device()", text)
     text = text.replace("np.zeros(shape=[1], dtype=np.float32)", "np.float32(0)")
+    # the same numpy-2 change in train_cnn.py's reduce_variable (train_mpi.py prints its
+    # one-element result with '%f')
+    text = text.replace("    output = tensor.to_numpy(reducer)\n    return output\n",
+                        "    output = tensor.to_numpy(reducer)\n    return output[0]\n")
     return re.sub(r"'/tmp/((train|t10k)-[a-z0-9-]+\.gz)'",
                   lambda m: repr(os.path.join(data_dir, m.group(1))), text)
 

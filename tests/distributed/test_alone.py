@@ -35,6 +35,18 @@ def test_distopt_alone_is_the_wrapped_optimiser(method):
     assert opt.step_count == 4 and opt.world_size == 1 and opt.global_rank == 0
 
 
+def test_distopt_has_singas_communicator_and_takes_opt_of_loss():
+    # SINGA's train_cnn.py knows it runs distributed by hasattr(opt, "communicator"), and
+    # SINGA's models call the optimiser on the loss: opt(loss), whose second positional
+    # argument in DistOpt is the bucket threshold, not dy
+    opt = hl.opt.DistOpt(hl.opt.SGD(lr=0.1))
+    assert hasattr(opt, "communicator") and opt.communicator is None  # alone: no group
+    ref, _ = _train(lambda: hl.opt.SGD(lr=0.1, momentum=0.9))
+    got, _ = _train(lambda: hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9)), "__call__")
+    for k in ref:
+        np.testing.assert_array_equal(ref[k], got[k])
+
+
 def test_distopt_states_and_pickle_are_the_wrapped_optimisers():
     _, opt = _train(lambda: hl.opt.DistOpt(hl.opt.Adam(lr=1e-2)))
     assert isinstance(opt, hl.opt.Optimizer) and opt.name == "Adam"

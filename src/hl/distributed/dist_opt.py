@@ -139,6 +139,14 @@ class DistOpt(Optimizer):
             grad = ops.mul(grad, 1.0 / self.world_size)
         self.opt.update(param, grad)
 
+    @property
+    def communicator(self):
+        """SINGA's name for what reduces the gradients (its NCCL communicator): here the MPI
+        group (None outside mpiexec). SINGA's programs test ``hasattr(opt, "communicator")``
+        to know they train distributed (train_cnn.py then partitions the data and reduces
+        its metrics); hl's DistOpt always has it, as SINGA's does."""
+        return self.world
+
     def all_reduce(self, t):
         """Sums an hl tensor over the ranks, in place."""
         self.fused_all_reduce([t])
