@@ -26,6 +26,19 @@ def run_worker(script, args, what):
     return json.loads(out.stdout.split("RESULT ", 1)[1])
 
 
+def time_steps(step, steps, warmup):
+    """Runs step() warmup times untimed, then steps times; the wall time of each timed run."""
+    import time
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def report(result):
     """What a worker prints last: its result for run_worker."""
     import json

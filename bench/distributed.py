@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from _common import report, setup
+from _common import report, setup, time_steps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GLOBAL_BATCH = {"cnn": 64, "resnet18": 32}
@@ -81,13 +81,7 @@ def train_worker(lib, name, steps, warmup, per_rank_batch):
         step, rank = _torch_ddp(name, xs, ys)
     else:
         step, rank = _hl(name, xs, ys, distributed=(lib == "hl-dist"))
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    times = time_steps(step, steps, warmup)
     if rank == 0:
         report({"times": times})
 

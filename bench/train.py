@@ -18,9 +18,8 @@ counts activations, gradients, optimiser slots and allocator caches alike for bo
 import argparse
 import statistics
 import sys
-import time
 
-from _common import report, run_worker, setup
+from _common import report, run_worker, setup, time_steps
 
 MODELS = {  # name: (batch, input shape, description)
     "cnn": (64, (1, 28, 28), "MNIST CNN, batch 64"),
@@ -185,13 +184,7 @@ def worker(lib, name, steps, warmup, threads):
             f.write("5")  # resets VmHWM, the peak resident set, to the current size
     except OSError:
         pass
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
+    times = time_steps(step, steps, warmup)
     peak = _status_kib("VmHWM")
     return {"times": times, "mem_mib": (peak - rss0) / 1024.0}
 
