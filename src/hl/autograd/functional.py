@@ -6,7 +6,6 @@ functions and the layers all call through it, so ``x.relu()``, ``hl.relu(x)`` an
 record alike. The family modules hold the Function classes; add a new one's names below.
 """
 from ..ops import *  # noqa: F401,F403 - the plain ops first; the families override them
-from ..ops import NOT_METHODS  # noqa: F401
 from ..ops.shape import getitem, setitem  # noqa: F401
 from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
@@ -26,5 +25,5 @@ from .indexing import *  # noqa: F401,F403
 # would shadow hl.autograd's own submodules of the same names, and not the backward kernels,
 # relu_grad, conv2d_grad_input...: they stay in hl.ops, as PyTorch keeps kernels in torch.ops).
 __all__ = [_n for _n, _v in list(globals().items())
-           if not _n.startswith("_") and callable(_v) and _n != "NOT_METHODS"
+           if not _n.startswith("_") and callable(_v)
            and not _n.endswith("_grad") and "_grad_" not in _n]

@@ -139,7 +139,6 @@ def install():
         setattr(Tensor, f"__{op}__", _operator(op, core_op=op))
     for op, name in IN_PLACE.items():
         setattr(Tensor, f"__{op}__", _in_place(name))
-    Tensor.__hash__ = object.__hash__  # == is element-wise; identity hashing for sets/dicts
     Tensor.__neg__ = _method("neg")
     Tensor.__abs__ = _method("abs")
     Tensor.__invert__ = _method("invert")

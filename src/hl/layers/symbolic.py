@@ -17,7 +17,7 @@ from .. import dtypes as _dt
 from .. import errors
 from ..autograd import Placeholder, no_grad
 from ..autograd.placeholder import standing_in_for
-from ..autograd import functional as F
+from ..autograd.methods import METHODS as TENSOR_METHODS
 
 # The size a placeholder gets for an unknown axis (the batch). A prime that no real layer
 # size is likely to be, so an output axis of this size is reported back as None.
@@ -83,7 +83,7 @@ class SymbolicTensor:
         raise errors.ValueError(f"{self!r}: len() of a symbolic tensor is unknown")
 
     def __getattr__(self, name):
-        if name.startswith("_") or name in F.NOT_METHODS or not callable(getattr(F, name, None)):
+        if name not in TENSOR_METHODS:  # a symbolic tensor has the methods a Tensor has
             raise AttributeError(f"'SymbolicTensor' object has no attribute '{name}'")
         return lambda *args, **kwargs: Operation(name)(self, *args, **kwargs)
 

@@ -12,11 +12,3 @@ from .normalization import *  # noqa: F401,F403
 from .softmax import *  # noqa: F401,F403
 from .index import *  # noqa: F401,F403
 from .resize import *  # noqa: F401,F403
-
-from . import creation as _creation
-from . import random as _random
-
-# Functions that make tensors from nothing are not Tensor methods (x.zeros() would be nonsense).
-NOT_METHODS = frozenset(
-    name for name in _creation.__all__ + _random.__all__
-    if name not in ("tril", "triu") and not name.endswith("_like"))
