@@ -16,11 +16,5 @@ from . import methods  # noqa: F401 - installs Tensor's methods and operators
 # themselves; assign hl.autograd.training = False in old scripts to evaluate.
 training = True
 
-
-def mse_loss(pred, target):
-    """SINGA's autograd.mse_loss: the mean of the squared differences."""
-    from ..losses import mse
-    return mse(pred, target)
-
 __all__ = ["Function", "Placeholder", "backward", "enable_grad", "functional",
-           "is_grad_enabled", "mse_loss", "no_grad", "set_grad_enabled", "sum_to", "training"]
+           "is_grad_enabled", "no_grad", "set_grad_enabled", "sum_to", "training"]
