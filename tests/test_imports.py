@@ -153,6 +153,28 @@ def cycles(edges):
     return found
 
 
+def ring(edges, component):
+    """One shortest import path from the component's first module back to itself, as
+    'a -> b -> a' (where to cut)."""
+    start = min(component)
+    parent, frontier = {start: None}, [start]
+    while frontier:
+        following = []
+        for v in frontier:
+            for w in sorted(edges[v] & component):
+                if w == start:  # back: walk the parents from v to start
+                    path = [start]
+                    while v is not None:
+                        path.append(v)
+                        v = parent[v]
+                    return " -> ".join(reversed(path))
+                if w not in parent:
+                    parent[w] = v
+                    following.append(w)
+        frontier = following
+    raise AssertionError(f"{sorted(component)} is not a cycle")
+
+
 def upward(edges):
     """'a -> b (layer of a < layer of b)' for every import that goes up."""
     out = []
@@ -188,6 +210,7 @@ def test_the_walker_sees_function_level_and_package_imports(tmp_path):
     assert edges["p.sub.low"] == {"p.high"}          # a function-level import
     assert edges["p.high"] == {"p.sub.low", "p.sub"}  # import_module, and the package it runs
     assert cycles(edges) == [{"p.sub.low", "p.high"}]
+    assert ring(edges, {"p.sub.low", "p.high"}) == "p.high -> p.sub.low -> p.high"
 
 
 def test_every_module_has_a_layer(graph):
@@ -196,11 +219,12 @@ def test_every_module_has_a_layer(graph):
 
 
 def test_no_import_cycles(graph):
-    found = [sorted(c) for c in cycles(graph)
+    found = [ring(graph, c) for c in cycles(graph)
              if not any(all(m.startswith(p + ".") or m == p for m in c)
                         for p in CYCLES_PENDING_INSIDE)]
-    assert not found, (f"import cycles (break them: move what both need down a layer, pass "
-                       f"objects in, or let the higher module register itself): {found}")
+    assert not found, ("import cycles (break them: move what both need down a layer, pass "
+                       "objects in, or let the higher module register itself):\n" +
+                       "\n".join(found))
 
 
 def test_imports_only_go_down(graph):
