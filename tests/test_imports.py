@@ -230,3 +230,39 @@ def test_no_import_cycles(graph):
 def test_imports_only_go_down(graph):
     up = upward(graph)
     assert not up, "imports going up the layers (LAYERS in " + __file__ + "):\n" + "\n".join(up)
+
+
+def cffi_uses(mods):
+    """'module:line' for each place outside hl._core and the build script that imports cffi
+    or the compiled module, or takes ffi / lib from hl._core."""
+    found = []
+    for m, path in mods.items():
+        if m in ("hl._core", "hl._build"):
+            continue
+        package = m if path.endswith("__init__.py") else m.rpartition(".")[0]
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(node.module, node.level, package)
+                names = [base] + [f"{base}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Attribute):  # _core.ffi, _core.lib
+                names = [f"{getattr(node.value, 'id', '')}.{node.attr}"]
+            else:
+                continue
+            if any(n.split(".")[0] == "cffi" or "_hl_core" in n or
+                   n.endswith(("_core.ffi", "_core.lib")) for n in names):
+                found.append(f"{m}:{node.lineno}")
+    return found
+
+
+def test_only_the_binding_touches_cffi(tmp_path):
+    """DESIGN.md: nothing above hl._core touches cffi objects."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from ._core import lib\nimport cffi\n\n\ndef f(_core):\n"
+                     "    return _core.ffi\n")
+    assert cffi_uses({"hl.probe": str(probe)}) == ["hl.probe:1", "hl.probe:2", "hl.probe:6"]
+    found = cffi_uses(modules())
+    assert not found, f"cffi reached outside hl._core: {found}"
