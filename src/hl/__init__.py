@@ -47,9 +47,11 @@ optim = opt  # PyTorch's name for the same package
 from . import data  # noqa: E402
 from . import distributed, distribution  # noqa: E402 - MPI itself loads only under mpiexec
 
-# SINGA's spelling hl.opt.DistOpt: the class lives a layer above hl.opt (it needs the MPI
-# group), so the namespace that imports both joins them; hl.opt never imports upward.
+# SINGA's spellings of two things that live a layer above the package SINGA names:
+# hl.opt.DistOpt (it needs the MPI group) and hl.autograd.mse_loss (a loss). The namespace
+# that imports both sides joins them, so hl.opt and hl.autograd never import upward.
 opt.DistOpt = distributed.DistOpt
+autograd.mse_loss = losses.mse
 
 
 def save(obj, path, overwrite=True):

@@ -2,7 +2,8 @@
 
 Every differentiable op is a Function (forward, backward, infer) in the module of its family;
 `functional` gathers them under hl.ops's names. `backward(loss)` yields (tensor, gradient)
-pairs (SINGA style); `loss.backward()` fills `.grad` (PyTorch style).
+pairs (SINGA style); `loss.backward()` fills `.grad` (PyTorch style). SINGA's
+`autograd.mse_loss` is hl.losses.mse, put here by hl/__init__.py (losses sit a layer above).
 """
 from . import functional
 from .functional import *  # noqa: F401,F403 - SINGA scripts call autograd.relu(x), autograd.matmul(a, b)
