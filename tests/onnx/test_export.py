@@ -442,7 +442,7 @@ ABSTRACT = {"Binary", "Reduction", "Pool"}
 
 def test_every_function_class_has_an_export_rule():
     from hl.autograd.function import Function  # hl imports every op family
-    from hl.onnx.export_ops import rule_for
+    from hl.onnx.registry import rule_for
     seen, stack = set(), [Function]
     while stack:
         for sub in stack.pop().__subclasses__():

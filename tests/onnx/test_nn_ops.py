@@ -364,7 +364,7 @@ def test_resize_gradients_match_interpolate(mode, coord, torch_mode, align):
 
 
 def test_resize_generic_path_matches_the_core_and_onnxruntime():
-    from hl.onnx.ops import nn
+    from hl.onnx.ops import resize as nn
     x = _rng(71).normal(size=(1, 2, 5, 6)).astype(np.float32)
     # the core only gets scales where input * scale is a whole size (with a fractional one
     # align_corners divides by it, which the core does not)

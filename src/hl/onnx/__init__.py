@@ -12,6 +12,7 @@ export_ops.py (to_onnx).
 """
 from .backend import Backend, BackendRep, prepare, run_model, run_node
 from .model import ONNXModel
+from . import control  # noqa: F401 - registers If, Loop, Scan, FlexAttention, Optional
 from .ops import onnx_op, supported_ops
 
 SONNXModel = ONNXModel  # SINGA's name
