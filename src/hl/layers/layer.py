@@ -58,10 +58,10 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
     def __call__(self, *xs, **kwargs):
         if _trace.tracer is not None:  # hl.onnx.to_onnx: the ops inside are named after self
             with _trace.tracer.scope(self):
-                return self._run(xs, kwargs)
-        return self._run(xs, kwargs)
+                return self._layer_call(xs, kwargs)
+        return self._layer_call(xs, kwargs)
 
-    def _run(self, xs, kwargs):
+    def _layer_call(self, xs, kwargs):
         if symbolic.any_symbolic(xs, kwargs):  # the functional API: record the call
             return symbolic.record_call(self, xs, kwargs)
         if not self._built:

@@ -68,9 +68,7 @@ def _signatures(rec1, rec2, outs1, outs2, specs1, specs2, tracers=(None, None)):
             raise errors.UnsupportedError(
                 f"to_onnx: output {k} {tuple(o1.shape)} changes with the input values or sizes "
                 f"but was computed by nothing the trace can follow (an op without an export, "
-                f"or an hl function imported before the trace, such as argmax or a "
-                f"comparison taken as 'from hl.autograd.functional import argmax'), so no "
-                f"ONNX graph reproduces it")
+                f"or a value read on the host), so no ONNX graph reproduces it")
         pair(o1, o2, "an output")
     return sigs, varying
 

@@ -220,7 +220,7 @@ def export_conv(g, f, xs, ys):
         else:
             kw["pads"] = [0] * (2 * f.n)
     else:
-        kw["pads"] = [int(p) for p in f.pads_for(x, w)]
+        kw["pads"] = [int(p) for p in f._pads(x, w)]
     g.op("Conv", [x.name, w.name] + ([b.name] if b is not None else []), out=ys[0].name, **kw)
 
 

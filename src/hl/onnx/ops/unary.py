@@ -16,7 +16,22 @@ from ._checks import checked_via_float32, expect, scalar_like
 from ._util import F
 
 
-# ---- unary math ---------------------------------------------------------------------------
+# ---- the unary ops that map themselves -----------------------------------------------------
+
+# ONNX operator -> hl op, for the unary ops that are one function in both: each entry is the
+# op's import handler (F.<op> after checking the dtypes ONNX allows) and its export rule (the
+# ONNX operator of the same name; export_unary below). A new op of this kind is one entry.
+SAME = {
+    "Abs": "abs", "Acos": "acos", "Acosh": "acosh", "Asin": "asin", "Asinh": "asinh",
+    "Atan": "atan", "Atanh": "atanh", "Ceil": "ceil", "Cos": "cos", "Cosh": "cosh",
+    "Erf": "erf", "Exp": "exp", "Floor": "floor", "Log": "log", "Neg": "neg",
+    "Reciprocal": "reciprocal", "Relu": "relu", "Round": "round",  # Round: half to even
+    "Sigmoid": "sigmoid", "Sign": "sign", "Sin": "sin", "Sinh": "sinh", "Softplus": "softplus",
+    "Softsign": "softsign", "Sqrt": "sqrt", "Tan": "tan", "Tanh": "tanh",
+}
+TAKE_INTEGERS = ("Abs", "Neg", "Sign")  # ONNX allows integer inputs (and so does hl)
+OWN_IMPORT = ("Relu", "Erf")  # integer inputs need more than F.<op>: handlers below
+
 
 def _unary(op_type, fn, kinds="float"):
     @onnx_op(op_type)
@@ -28,17 +43,12 @@ def _unary(op_type, fn, kinds="float"):
     return handler
 
 
-for _op, _fn in {"Ceil": F.ceil, "Floor": F.floor, "Round": F.round,  # half to even
-                 "Reciprocal": F.reciprocal, "Sqrt": F.sqrt, "Exp": F.exp, "Log": F.log,
-                 "Sin": F.sin, "Cos": F.cos, "Tan": F.tan, "Asin": F.asin, "Acos": F.acos,
-                 "Atan": F.atan, "Sinh": F.sinh, "Cosh": F.cosh, "Tanh": F.tanh,
-                 "Asinh": F.asinh, "Acosh": F.acosh, "Atanh": F.atanh, "Sigmoid": F.sigmoid,
-                 "Softplus": F.softplus, "Softsign": F.softsign,
-                 "Mish": F.mish, "HardSwish": F.hard_swish}.items():
-    _unary(_op, _fn)
-_unary("Abs", F.abs, "num")
-_unary("Sign", F.sign, "num")
-_unary("Neg", F.neg, "num")
+for _onnx_name, _hl_name in SAME.items():
+    if _onnx_name not in OWN_IMPORT:
+        _unary(_onnx_name, getattr(F, _hl_name), "num" if _onnx_name in TAKE_INTEGERS else "float")
+# newer than opset 13, so exported through their definitions (export_unary)
+_unary("Mish", F.mish)
+_unary("HardSwish", F.hard_swish)
 
 
 @onnx_op("Relu")
@@ -192,13 +202,7 @@ def _bound(n, b, what):
 
 # ---- element-wise ------------------------------------------------------------------------
 
-SAME_NAME = {"neg": "Neg", "abs": "Abs", "exp": "Exp", "log": "Log", "sqrt": "Sqrt",
-             "reciprocal": "Reciprocal", "sin": "Sin", "cos": "Cos", "tan": "Tan",
-             "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
-             "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "tanh": "Tanh",
-             "erf": "Erf", "sigmoid": "Sigmoid", "relu": "Relu", "softplus": "Softplus",
-             "softsign": "Softsign", "sign": "Sign", "floor": "Floor", "ceil": "Ceil",
-             "round": "Round"}
+SAME_NAME = {hl_name: onnx_name for onnx_name, hl_name in SAME.items()}
 KEEP_INTEGERS = ("neg", "abs", "square", "sign")       # integer in, integer out
 ROUNDING = ("floor", "ceil", "round", "trunc")          # integers pass through unchanged
 
