@@ -558,8 +558,9 @@ def test_what_cannot_be_exported_is_an_error_not_a_wrong_model():
     # an op hl has no export for (nonzero's result is a constant that changes with x)
     nz = Fn(lambda s, a: F.gather(F.reshape(a, -1), F.reshape(F.nonzero(
         F.reshape(a, -1) > 0), -1), 0))
+    signs = np.float32([[1, -2, 3, -4], [-5, 6, 7, -8]])  # rotated by one, the signs move
     with pytest.raises(errors.UnsupportedError, match="constant"):
-        hl.onnx.to_onnx(nz, [x])
+        hl.onnx.to_onnx(nz, [signs])
     # a forward that raises leaves no tracer and no wrapped comparison behind
     with pytest.raises(errors.ShapeError):
         hl.onnx.to_onnx(Fn(lambda s, a: F.reshape(a > 0, 3, 3)), [x])

@@ -67,6 +67,44 @@ def _empty_pool(x, out, want_indices=False):
     return (y, F.zeros(*shape, dtype="int64", device=x.device)) if want_indices else y
 
 
+def _core_pool(x, kind, kernel, strides, dil, pads, ceil, include=False):
+    """A max or average pool over any number of spatial axes with the core's 1-D and 2-D
+    kernels. Past two axes it is separable, since a window is a box: the last two axes are
+    pooled with the leading spatial axes folded into the batch, then each leading axis with
+    the 1-D kernel, moved last. The max of a box is the max of its per-axis maxima; the
+    positions a box averages over are a product of per-axis ranges (with or without the
+    padding), so its average is the average of the per-axis averages. Returns float32 for
+    half-precision input on the CPU, cast back by the caller."""
+    nd = x.ndim - 2
+    if nd <= 2:
+        return _pool_axes(x, kind, kernel, strides, dil, pads, ceil, include)
+    nb, c, *sizes = x.shape
+    folded = F.reshape(x, nb * c * prod(sizes[:-2]), 1, *sizes[-2:])
+    y = _pool_axes(folded, kind, kernel[-2:], strides[-2:], dil[-2:], pads[-2:], ceil, include)
+    y = F.reshape(y, nb, c, *sizes[:-2], *y.shape[2:])
+    for a in range(2, 2 + nd - 2):  # the leading spatial axes, one at a time
+        order = [i for i in range(y.ndim) if i != a] + [a]
+        moved = F.permute(y, *order)
+        rows = F.reshape(moved, prod(moved.shape[:-1]), 1, moved.shape[-1])
+        j = a - 2
+        r = _pool_axes(rows, kind, kernel[j:j + 1], strides[j:j + 1], dil[j:j + 1],
+                       pads[j:j + 1], ceil, include)
+        r = F.reshape(r, *moved.shape[:-1], r.shape[-1])
+        y = F.permute(r, *[order.index(i) for i in range(y.ndim)])
+    return y
+
+
+def _pool_axes(x, kind, kernel, strides, dil, pads, ceil, include):
+    """The core's 1-D or 2-D pool (x has as many spatial axes as kernel has entries)."""
+    padding = tuple(p[0] for p in pads) + tuple(p[1] for p in pads)  # ONNX order
+    if kind == "max":
+        pool = F.max_pool1d if len(kernel) == 1 else F.max_pool2d
+        return pool(x, tuple(kernel), tuple(strides), padding, tuple(dil), ceil_mode=ceil)
+    pool = F.avg_pool1d if len(kernel) == 1 else F.avg_pool2d
+    return pool(x, tuple(kernel), tuple(strides), padding, ceil_mode=ceil,
+                count_include_pad=include)
+
+
 @onnx_op("MaxPool")
 def max_pool(n, x):
     kernel, strides, dil, pads, out, extra, ceil = pool_geometry(n, x)
@@ -86,7 +124,10 @@ def max_pool(n, x):
         if want and column_major and nd == 2:  # h * W + w  ->  h + w * H
             h, wd = x.shape[2:]
             index = F.add(F.floor_divide(index, wd), F.mul(F.mod(index, wd), h))
-    else:
+    elif not want and x.dtype.name in CORE_FLOATS + HALF:  # 3-D and up, separable
+        xc, back = float32_for_core(x)
+        y, index = cast_back(_core_pool(xc, "max", kernel, strides, dil, pads, ceil), back), None
+    else:  # the positions of a 3-D max, or an integer input: window by window
         y, index = _max_pool_generic(x, kernel, strides, dil, pads, extra, out, want,
                                      column_major)
     if not want:
@@ -100,13 +141,9 @@ def average_pool(n, x):
     include = bool(n.attr("count_include_pad", 0))
     if 0 in out or x.size == 0:
         return _empty_pool(x, out)
-    nd = x.ndim - 2
-    if nd in (1, 2) and all(d == 1 for d in dil) and x.dtype.name in CORE_FLOATS + HALF:
+    if all(d == 1 for d in dil) and x.dtype.name in CORE_FLOATS + HALF:
         xc, back = float32_for_core(x)
-        pool = F.avg_pool1d if nd == 1 else F.avg_pool2d
-        padding = tuple(p[0] for p in pads) + tuple(p[1] for p in pads)
-        return cast_back(pool(xc, tuple(kernel), tuple(strides), padding, ceil_mode=ceil,
-                          count_include_pad=include), back)
+        return cast_back(_core_pool(xc, "avg", kernel, strides, dil, pads, ceil, include), back)
     if not x.dtype.is_floating:
         raise n.error(f"needs a floating-point input, got {x.dtype.name}", errors.DTypeError)
     total = window_sum(x, kernel, strides, dil, pads, extra, out)
@@ -132,7 +169,12 @@ def lp_pool(n, x):
         return _empty_pool(x, out)
     # the p-norm of each window, padding counting as zeros
     powered = F.square(x) if p == 2 else F.pow(F.abs(x), float(p))
-    total = window_sum(powered, kernel, strides, dil, pads, extra, out)
+    if not ceil and all(d == 1 for d in dil) and x.dtype.name in CORE_FLOATS:
+        # every window lies inside the padded input: its sum is its average times its size
+        mean = _core_pool(powered, "avg", kernel, strides, dil, pads, False, include=True)
+        total = F.mul(mean, float(prod(kernel)))
+    else:
+        total = window_sum(powered, kernel, strides, dil, pads, extra, out)
     return F.sqrt(total) if p == 2 else F.pow(total, 1.0 / p)
 
 

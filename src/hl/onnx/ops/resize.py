@@ -169,6 +169,18 @@ def _resize(n, x, scales=None, sizes=None, roi=None, axes=None, **o):
             and not (o["antialias"] and downsampling) \
             and all(float(out[a]) == x.shape[a] * scale[a] for a in todo):
         return F.resize(x, size=out, mode="linear", coordinate_transformation_mode=o["coord"])
+    if o["mode"] == "nearest" and o["coord"] in _CORE_COORDS[:2] + _CORE_COORDS[3:] \
+            and o["nearest"] in _NEAREST and (scales is not None or o["policy"] == "stretch") \
+            and all(float(scale[a]).is_integer() for a in todo):
+        # Upsampling by whole factors (Upsample x2), the common case: the core's nearest
+        # resize, a gather of any dtype. The core maps coordinates with exact ratios, which
+        # can round the other way from onnxruntime's float arithmetic where a source
+        # coordinate lands on a rounding boundary; with a whole factor and no align_corners
+        # none does, so both agree. Other scales take the path below.
+        kw = dict(mode="nearest", coordinate_transformation_mode=o["coord"],
+                  nearest_mode=o["nearest"])
+        return F.resize(x, scales=scale, **kw) if scales is not None else \
+            F.resize(x, size=out, **kw)
     integer = not x.dtype.is_floating and o["mode"] != "nearest"
     y = F.cast(x, "float64") if integer else x
     for a in todo:
