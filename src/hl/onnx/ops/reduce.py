@@ -103,23 +103,18 @@ def export_sum_prod(g, f, xs, ys):
              f.keepdims, out=y.name)
 
 
-@exports(Mean)
-def export_mean(g, f, xs, ys):
+# hl reductions that are one ONNX Reduce* each (float_input: hl's mean of integers is float)
+_REDUCE_AS = {Mean: "ReduceMean", LogSumExp: "ReduceLogSumExp"}
+
+
+@exports(Mean, LogSumExp, Extreme)
+def export_reduction(g, f, xs, ys):
     (x,), (y,) = xs, ys
-    g.reduce("ReduceMean", float_input(g, x), _rule_axes(f, x), f.keepdims, out=y.name)
-
-
-@exports(Extreme)
-def export_extreme(g, f, xs, ys):
-    (x,), (y,) = xs, ys
-    g.reduce("ReduceMax" if f.op == "max" else "ReduceMin", x.name, _rule_axes(f, x), f.keepdims,
-             out=y.name)
-
-
-@exports(LogSumExp)
-def export_logsumexp(g, f, xs, ys):
-    (x,), (y,) = xs, ys
-    g.reduce("ReduceLogSumExp", float_input(g, x), _rule_axes(f, x), f.keepdims, out=y.name)
+    if isinstance(f._fn, Extreme):
+        op, src = ("ReduceMax" if f.op == "max" else "ReduceMin"), x.name
+    else:
+        op, src = _REDUCE_AS[type(f._fn)], float_input(g, x)
+    g.reduce(op, src, _rule_axes(f, x), f.keepdims, out=y.name)
 
 
 @exports(VectorNorm)

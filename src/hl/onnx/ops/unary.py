@@ -71,11 +71,33 @@ def erf(n, x):
 
 # ---- activations with attributes ----------------------------------------------------------
 
-@onnx_op("LeakyRelu")
-@checked_via_float32
-def leaky_relu(n, x):
-    expect(n, "float", x)
-    return F.leaky_relu(x, n.attr("alpha", 0.01))
+# ONNX activation -> (hl op, ONNX's attributes and their defaults, in the order the hl op takes
+# them as its alpha and beta). Each entry is the op's import handler, F.<op>(x, *attributes),
+# and its export rule (export_unary).
+WITH_ATTRIBUTES = {
+    "LeakyRelu": ("leaky_relu", (("alpha", 0.01),)),
+    "Elu": ("elu", (("alpha", 1.0),)),
+    "Celu": ("celu", (("alpha", 1.0),)),
+    # ONNX's defaults are these float32 values, not the float64 constants
+    "Selu": ("selu", (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
+    "HardSigmoid": ("hard_sigmoid", (("alpha", 0.2), ("beta", 0.5))),
+}
+
+
+def _with_attributes(op_type, fn, attrs):
+    @onnx_op(op_type)
+    @checked_via_float32
+    def handler(n, x):
+        expect(n, "float", x)
+        return fn(x, *[n.attr(name, default) for name, default in attrs])
+    handler.__name__ = op_type.lower()
+    return handler
+
+
+for _onnx_name, (_hl_name, _attrs) in WITH_ATTRIBUTES.items():
+    if _onnx_name != "Celu":  # its own handler below refuses alpha 0
+        _with_attributes(_onnx_name, getattr(F, _hl_name), _attrs)
+
 
 
 @onnx_op("PRelu")
@@ -99,22 +121,6 @@ def prelu(n, x, slope):
     return F.where(F.lt(x, 0), F.mul(x, slope), x)
 
 
-@onnx_op("Elu")
-@checked_via_float32
-def elu(n, x):
-    expect(n, "float", x)
-    return F.elu(x, n.attr("alpha", 1.0))
-
-
-@onnx_op("Selu")
-@checked_via_float32
-def selu(n, x):
-    expect(n, "float", x)
-    # ONNX's defaults are these float32 values, not the float64 constants.
-    return F.selu(x, n.attr("alpha", 1.67326319217681884765625),
-                  n.attr("gamma", 1.05070102214813232421875))
-
-
 @onnx_op("Celu")
 @checked_via_float32
 def celu(n, x):
@@ -130,13 +136,6 @@ def celu(n, x):
 def thresholded_relu(n, x):
     expect(n, "float", x)
     return F.where(F.gt(x, n.attr("alpha", 1.0)), x, scalar_like(0, x))
-
-
-@onnx_op("HardSigmoid")
-@checked_via_float32
-def hard_sigmoid(n, x):
-    expect(n, "float", x)
-    return F.hard_sigmoid(x, n.attr("alpha", 0.2), n.attr("beta", 0.5))
 
 
 @onnx_op("Gelu")
@@ -203,6 +202,8 @@ def _bound(n, b, what):
 # ---- element-wise ------------------------------------------------------------------------
 
 SAME_NAME = {hl_name: onnx_name for onnx_name, hl_name in SAME.items()}
+ATTRIBUTES_OF = {hl_name: (onnx_name, attrs)
+                 for onnx_name, (hl_name, attrs) in WITH_ATTRIBUTES.items()}
 KEEP_INTEGERS = ("neg", "abs", "square", "sign")       # integer in, integer out
 ROUNDING = ("floor", "ceil", "round", "trunc")          # integers pass through unchanged
 
@@ -235,16 +236,10 @@ def export_unary(g, f, xs, ys):
     if op == "trunc":  # no ONNX Trunc: ceil below zero, floor above
         neg = g.op("Less", [src, g.scalar(0.0, dtype)])
         return g.op("Where", [neg, g.op("Ceil", [src]), g.op("Floor", [src])], out=y.name)
-    if op == "leaky_relu":
-        return g.op("LeakyRelu", [src], out=y.name, alpha=a)
-    if op == "elu":
-        return g.op("Elu", [src], out=y.name, alpha=a)
-    if op == "celu":
-        return g.op("Celu", [src], out=y.name, alpha=a)
-    if op == "selu":
-        return g.op("Selu", [src], out=y.name, alpha=a, gamma=b)
-    if op == "hard_sigmoid":
-        return g.op("HardSigmoid", [src], out=y.name, alpha=a, beta=b)
+    if op in ATTRIBUTES_OF:
+        onnx_name, attrs = ATTRIBUTES_OF[op]
+        return g.op(onnx_name, [src], out=y.name,
+                    **{name: v for (name, _), v in zip(attrs, (a, b))})
     if op == "hard_swish":
         if g.opset >= 14:
             return g.op("HardSwish", [src], out=y.name)
