@@ -187,9 +187,7 @@ def _normalized(g, x, axes, eps, dtype):
 def export_batch_norm(g, f, xs, ys):
     """Inference batch norm on the running statistics, whatever mode the op ran in (ONNX
     models are deployed for inference; the running statistics are initializers)."""
-    x = xs[0]
-    weight = xs[1] if len(xs) > 1 else None
-    bias = xs[2] if len(xs) > 2 else None
+    x, weight, bias = (*xs, None, None)[:3]  # weight and bias are optional
     y = ys[0]
     c = x.shape[1]
     scale = _param_or(g, weight, 1.0, (c,), x.dtype)
@@ -211,9 +209,7 @@ def export_batch_norm(g, f, xs, ys):
 
 @exports(LayerNorm)
 def export_layer_norm(g, f, xs, ys):
-    x = xs[0]
-    weight = xs[1] if len(xs) > 1 else None
-    bias = xs[2] if len(xs) > 2 else None
+    x, weight, bias = (*xs, None, None)[:3]  # weight and bias are optional
     y = ys[0]
     axis = f._axis(x)
     tail = x.sig[axis:]
@@ -232,9 +228,7 @@ def export_layer_norm(g, f, xs, ys):
 
 @exports(GroupNorm)
 def export_group_norm(g, f, xs, ys):
-    x = xs[0]
-    weight = xs[1] if len(xs) > 1 else None
-    bias = xs[2] if len(xs) > 2 else None
+    x, weight, bias = (*xs, None, None)[:3]  # weight and bias are optional
     y = ys[0]
     c = x.shape[1]
     if f.op == "instance_norm":
