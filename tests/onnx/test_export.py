@@ -17,7 +17,7 @@ import hl
 import hl.autograd.functional as F
 from hl import errors
 from hl import layers as L
-from hl.onnx.export import _flatten_outputs
+from hl.onnx.export.io import _flatten_outputs
 
 HAS_ORT = importlib.util.find_spec("onnxruntime") is not None
 RTOL, ATOL = 1e-4, 1e-5

@@ -43,7 +43,6 @@ import onnx
 from ... import errors
 from ..._tensor import Tensor
 from .builder import DEFAULT_OPSET, MIN_OPSET
-from .io import _flatten_outputs  # noqa: F401 - tests read it here
 from .module import _export_module
 from .recorded import _export_onnx_model, _export_recorded
 
