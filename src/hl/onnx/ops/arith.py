@@ -6,7 +6,8 @@ import functools
 
 import numpy as np
 
-from ... import dtypes as _dt, errors
+from ... import dtypes as _dt
+from ... import errors
 from ..._tensor import tensor as _tensor
 from ...autograd.elementwise import (Add, Compare, Div, Fmod, Maximum, Minimum, Mod, Mul, Pow,
                                      Sub, Where)

@@ -5,7 +5,8 @@ export rules of hl's BatchNorm, LayerNorm and GroupNorm.
 
 import numpy as np
 
-from ... import dtypes as _dt, errors
+from ... import dtypes as _dt
+from ... import errors
 from ...autograd import no_grad
 from ...autograd.normalization import BatchNorm, GroupNorm, LayerNorm
 from ..registry import exports, onnx_op

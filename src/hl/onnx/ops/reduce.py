@@ -11,7 +11,8 @@ import math
 
 import numpy as np
 
-from ... import dtypes as _dt, errors
+from ... import dtypes as _dt
+from ... import errors
 from ...autograd.reduce import (CumSum, Extreme, LogSumExp, Mean, Prod, ShapeOnly, Sum, Var,
                                 VectorNorm)
 from ...ops._util import norm_axes, norm_axis

@@ -4,7 +4,8 @@ SoftmaxCrossEntropyLoss) and Dropout: import handlers and export rules.
 
 import numpy as np
 
-from ... import dtypes as _dt, errors
+from ... import dtypes as _dt
+from ... import errors
 from ...autograd.random import Dropout
 from ...autograd.softmax import LogSoftmax, NLLLoss, Softmax, SoftmaxCrossEntropy
 from ..registry import exports, onnx_op

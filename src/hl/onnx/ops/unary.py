@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from ... import dtypes as _dt, errors
+from ... import dtypes as _dt
+from ... import errors
 from ...autograd.elementwise import Clip, Unary
 from ..registry import exports, onnx_op
 from ._checks import checked_via_float32, expect, scalar_like
