@@ -149,7 +149,7 @@ def scatter_elements(x, indices, updates, axis=0, reduction="none", out=None):
             updates, (numbers.Number, np.generic)) else as_tensor(updates, dtype=x.dtype,
                                                                   device=x.device)
     elif updates.dtype is not x.dtype:
-        from .elementwise import cast
+        from .binary import cast
         updates = cast(updates, x.dtype)
     if _plain(x) and _plain(updates) and _plain(idx):
         return ops.scatter_elements(x, idx, updates, axis, reduction)

@@ -11,7 +11,7 @@ and a sum.
 from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor
-from .elementwise import _broadcast_shape, _recorded_operands, mul
+from .binary import _broadcast_shape, _recorded_operands, mul
 from .function import Function, sum_to
 from .mode import state as _grad
 from .placeholder import Placeholder
@@ -140,7 +140,7 @@ def _like(c, a):
     if not isinstance(c, (Tensor, Placeholder)):
         return as_tensor(c, dtype=a.dtype, device=a.device)
     if c.dtype is not a.dtype:
-        from .elementwise import cast
+        from .binary import cast
         c = cast(c, a.dtype)
     return c
 

@@ -20,6 +20,8 @@ from .function import Function
 from .mode import state as _grad
 from .placeholder import Placeholder
 
+_unary, _binary, _select = ops.elementwise.unary, ops.elementwise.binary, ops.elementwise.select
+
 
 def _kept_shape(shape, axes):
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
@@ -87,7 +89,7 @@ def _prepare(x, dtype):
     if not hasattr(x, "shape"):
         x = as_tensor(x)
     if dtype is not None:
-        from .elementwise import cast
+        from .binary import cast
         x = cast(x, dtype)
     return x
 
@@ -120,7 +122,7 @@ def _kept(t, x_shape, axes):
 
 def _nonzero_or_one(t):
     """t with its zeros replaced by ones: a divisor that is safe where the numerator is 0."""
-    return ops.where(ops.eq(t, 0.0), 1.0, t)
+    return _select(_binary("eq", t, 0.0), 1.0, t)
 
 
 def _share_among(mask, dyk, axes):
@@ -148,7 +150,7 @@ class Extreme(Reduction):
 
     def backward(self, dy):
         x, axes = self.x, self.axes
-        hit = ops.eq(x, _kept(self.y, x.shape, axes))
+        hit = _binary("eq", x, _kept(self.y, x.shape, axes))
         return _share_among(hit, _kept(dy, x.shape, axes), axes)
 
 
@@ -186,12 +188,12 @@ class Prod(Reduction):
 
     def backward(self, dy):
         x, axes = self.x, self.axes
-        zero = ops.eq(x, 0.0)
+        zero = _binary("eq", x, 0.0)
         zeros = ops.sum(zero, axes, keepdims=True)
-        nonzero = ops.where(zero, 1.0, x)
+        nonzero = _select(zero, 1.0, x)
         rest = ops.prod(nonzero, axes, keepdims=True)  # product of the non-zero elements
-        g = ops.where(ops.eq(zeros, 0), rest / nonzero,
-                      ops.where(ops.logical_and(zero, ops.eq(zeros, 1)), rest, 0.0))
+        g = _select(_binary("eq", zeros, 0), rest / nonzero,
+                      _select(_binary("logical_and", zero, _binary("eq", zeros, 1)), rest, 0.0))
         return g * _kept(dy, x.shape, axes)
 
     def result_dtype(self, dtype):
@@ -219,7 +221,7 @@ class LogSumExp(Reduction):
 
     def backward(self, dy):
         x, axes = self.x, self.axes
-        return ops.exp(x - _kept(self.y, x.shape, axes)) * _kept(dy, x.shape, axes)
+        return _unary("exp", x - _kept(self.y, x.shape, axes)) * _kept(dy, x.shape, axes)
 
     def result_dtype(self, dtype):
         return dtype if dtype.is_floating else _dt.float32
@@ -244,7 +246,7 @@ def _floating(x):
     """x, cast (recorded) to float32 when it is not floating."""
     if x.dtype.is_floating:
         return x
-    from .elementwise import cast
+    from .binary import cast
     return cast(x, _dt.float32)
 
 
@@ -284,15 +286,15 @@ class VectorNorm(Reduction):
         if p == 0:
             return ops.zeros_like(x)
         if p == 1:
-            return ops.sign(x) * dyk
+            return _unary("sign", x) * dyk
         yk = _kept(self.y, x.shape, axes)
         if p in (_INF, -_INF):
-            return ops.sign(x) * _share_among(ops.eq(ops.abs(x), yk), dyk, axes)
+            return _unary("sign", x) * _share_among(_binary("eq", _unary("abs", x), yk), dyk, axes)
         if p == 2:  # x is all zeros where the norm is 0, so the gradient there is 0
             return x * (dyk / _nonzero_or_one(yk))
-        ax = ops.abs(x)
-        g = ops.sign(x) * ops.pow(ax, p - 1.0) / ops.pow(_nonzero_or_one(yk), p - 1.0)
-        return ops.where(ops.eq(x, 0.0), 0.0, g) * dyk
+        ax = _unary("abs", x)
+        g = _unary("sign", x) * _binary("pow", ax, p - 1.0) / _binary("pow", _nonzero_or_one(yk), p - 1.0)
+        return _select(_binary("eq", x, 0.0), 0.0, g) * dyk
 
     def result_dtype(self, dtype):
         return dtype if dtype.is_floating else _dt.float32
@@ -327,12 +329,13 @@ class Var(Reduction):
         n = 1
         for a in axes:
             n *= x.shape[a]
-        d = ops.sub(x, ops.mean(x, axes, keepdims=True))
+        d = _binary("sub", x, ops.mean(x, axes, keepdims=True))
         denom = n - self.ddof
-        y = ops.true_divide(ops.sum(ops.mul(d, d), axes, self.keepdims),
-                            float(denom if denom > 0 else 0.0))
+        from .binary import true_divide  # integers divide as float32
+        y = true_divide(ops.sum(_binary("mul", d, d), axes, self.keepdims),
+                        float(denom if denom > 0 else 0.0))
         if self.std:
-            y = ops.sqrt(y)
+            y = _unary("sqrt", y)
         if self.needs:
             self.d, self.axes, self.denom = d, axes, denom
             self.y = y.detach() if self.std else None

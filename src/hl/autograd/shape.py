@@ -242,7 +242,7 @@ class Concat(Function):
 
 def _joinable(xs, op):
     """xs as tensors (or placeholders) of one dtype, the casts recorded."""
-    from .elementwise import cast
+    from .binary import cast
     from .. import dtypes as _dt
     xs = [x if isinstance(x, (Tensor, Placeholder)) else as_tensor(x) for x in xs]
     if not xs:

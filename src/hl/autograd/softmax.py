@@ -16,6 +16,8 @@ from ._nn import as_input
 from .function import Function
 from .placeholder import Placeholder, follow
 
+_unary, _binary, _select = ops.elementwise.unary, ops.elementwise.binary, ops.elementwise.select
+
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy", "nll_loss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -136,7 +138,7 @@ class SoftmaxCrossEntropy(Function):
             samples = _sample_shape(lp)
             n = int(np.prod(samples)) if samples else 1
             g = _per_sample(dy, samples, self.reduction, n)
-            dtarget = ops.neg(lp * _class_axis_view(g, lp))
+            dtarget = _unary("neg", lp * _class_axis_view(g, lp))
         return dlogits, dtarget
 
 
@@ -185,7 +187,7 @@ class NLLLoss(Function):
                         device=log_prob.device)
         mask = as_tensor(valid.astype(log_prob.dtype.np), device=log_prob.device)
         picked = ops.reshape(ops.gather_elements(lp, idx, axis=1), *labels.shape)
-        loss = ops.neg(picked * mask)
+        loss = _unary("neg", picked * mask)
         if self.reduction != "none":
             total = ops.sum(loss)
             loss = total / float(count) if self.reduction == "mean" and count else \
@@ -206,7 +208,7 @@ class NLLLoss(Function):
         g = _per_sample(dy, samples, self.reduction, self.count) * self.mask
         onehot = ops.one_hot(self.idx, self.classes, axis=1, dtype=dy.dtype)
         g = ops.reshape(g, self.lp_shape[0], 1, *self.lp_shape[2:])
-        dlp = ops.neg(ops.reshape(onehot, *self.lp_shape) * g)
+        dlp = _unary("neg", ops.reshape(onehot, *self.lp_shape) * g)
         return (ops.reshape(dlp, self.classes) if len(samples) == 0 else dlp), None
 
 

@@ -260,7 +260,7 @@ def _traced(t):
 
 
 def _wrap_compare(op, plain):
-    from ..autograd.elementwise import Compare, _recorded_operands
+    from ..autograd.binary import Compare, _recorded_operands
 
     def f(a, b, out=None):
         tracer = trace_state.tracer

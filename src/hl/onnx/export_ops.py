@@ -18,8 +18,9 @@ import numpy as np
 from .. import dtypes as _dt
 from ..autograd.conv import Conv, ConvTranspose
 from ..autograd.creation import Triangle
-from ..autograd.elementwise import (Add, Cast, Clip, Compare, Div, Fmod, Maximum, Minimum, Mod,
-                                    Mul, Pow, Sub, Unary, Where)
+from ..autograd.binary import (Add, Cast, Clip, Compare, Div, Fmod, Maximum, Minimum, Mod, Mul,
+                               Pow, Sub, Where)
+from ..autograd.elementwise import Unary
 from ..autograd.index import Gather, GatherElements, ScatterElements, TopK
 from ..autograd.linalg import Gemm, Linear, MatMul
 from ..autograd.normalization import BatchNorm, GroupNorm, LayerNorm

@@ -43,8 +43,8 @@ def dot(a, b, out=None):
     of b."""
     a, b = operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        from .elementwise import mul
-        return mul(a, b, out=out)
+        from .elementwise import binary
+        return binary("mul", a, b, out=out)
     if a.ndim <= 2 and b.ndim <= 2:
         return matmul(a, b, out=out)
     if b.ndim == 1:
@@ -69,8 +69,8 @@ def inner(a, b):
     """Sum over the last axes of a and b (numpy.inner); 1-D tensors give their dot product."""
     a, b = operands(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        from .elementwise import mul
-        return mul(a, b)
+        from .elementwise import binary
+        return binary("mul", a, b)
     from .shape import reshape
     if a.shape[-1] != b.shape[-1]:
         raise errors.ShapeError(f"inner: the last axes of {a.shape} and {b.shape} differ")
@@ -82,10 +82,10 @@ def inner(a, b):
 def outer(a, b):
     """The outer product of two vectors (flattened first, as numpy.outer): out[i, j] =
     a[i] * b[j]."""
-    from .elementwise import mul
+    from .elementwise import binary
     from .shape import reshape
     a, b = operands(a, b)
-    return mul(reshape(a, -1, 1), reshape(b, 1, -1))
+    return binary("mul", reshape(a, -1, 1), reshape(b, 1, -1))
 
 
 def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, out=None):

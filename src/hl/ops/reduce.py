@@ -101,16 +101,16 @@ def vector_norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=Non
     if ord in (None, 2, 2.0, "fro"):
         return _reduce("l2", x, axis, keepdims)
     if ord == 1:
-        return _reduce("sum", ew.abs(x), axis, keepdims)
+        return _reduce("sum", ew.unary("abs", x), axis, keepdims)
     if ord == float("inf"):
-        return _reduce("max", ew.abs(x), axis, keepdims)
+        return _reduce("max", ew.unary("abs", x), axis, keepdims)
     if ord == float("-inf"):
-        return _reduce("min", ew.abs(x), axis, keepdims)
+        return _reduce("min", ew.unary("abs", x), axis, keepdims)
     if ord == 0:
-        return _reduce("sum", ew.ne(x, 0).astype(x._dtype), axis, keepdims)
+        return _reduce("sum", ew.binary("ne", x, 0).astype(x._dtype), axis, keepdims)
     if isinstance(ord, (int, float)) and ord > 0:
         p = float(ord)
-        return ew.pow(_reduce("sum", ew.pow(ew.abs(x), p), axis, keepdims), 1.0 / p)
+        return ew.binary("pow", _reduce("sum", ew.binary("pow", ew.unary("abs", x), p), axis, keepdims), 1.0 / p)
     raise errors.ValueError(f"norm: unsupported ord {ord!r}; use None, 2, 'fro', 1, inf, -inf, "
                             f"0 or a positive number")
 
@@ -168,7 +168,7 @@ def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None
 
 def _as_bool(x):
     from . import elementwise as ew
-    return x if x._dtype is _dt.bool_ else ew.ne(x, 0)
+    return x if x._dtype is _dt.bool_ else ew.binary("ne", x, 0)
 
 
 def _empty_result(x, axis, keepdims, value):
@@ -218,16 +218,16 @@ def var(x, axis=None, keepdims=False, *, ddof=0, dim=None, keepdim=None, correct
     for a in axes:
         n *= x.shape[a]
     mu = _reduce("mean", x, axes, True)
-    d = ew.sub(x, mu)
-    ss = _reduce("sum", ew.mul(d, d), axes, keepdims)
+    d = ew.binary("sub", x, mu)
+    ss = _reduce("sum", ew.binary("mul", d, d), axes, keepdims)
     denom = n - ddof
     if denom <= 0:
         denom = 0.0  # numpy: division by zero gives inf (or nan for 0/0)
-    return ew.true_divide(ss, float(denom))
+    return ew.binary("div", ss, float(denom))
 
 
 def std(x, axis=None, keepdims=False, *, ddof=0, dim=None, keepdim=None, correction=None):
     """Standard deviation: the square root of var (same arguments)."""
     from . import elementwise as ew
-    return ew.sqrt(var(x, axis, keepdims, ddof=ddof, dim=dim, keepdim=keepdim,
-                       correction=correction))
+    return ew.unary("sqrt", var(x, axis, keepdims, ddof=ddof, dim=dim, keepdim=keepdim,
+                                correction=correction))

@@ -336,8 +336,8 @@ def setitem(x, key, value):
         if mask.shape != x.shape:
             raise errors.UnsupportedError(
                 f"masked assignment needs a mask of the tensor's shape {x.shape}, got {mask.shape}")
-        from .elementwise import where
-        where(mask, as_tensor(value, dtype=x.dtype, device=x.device), x, out=x)
+        from .elementwise import select
+        select(mask, as_tensor(value, dtype=x.dtype, device=x.device), x, out=x)
         return
     parts = _expand_key(key, x.ndim)
     if any(_is_advanced(k) for k in parts):
