@@ -21,8 +21,8 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 _GRAD_INPUT = {1: ops.conv1d_grad_input, 2: ops.conv2d_grad_input}
 _GRAD_WEIGHT = {1: ops.conv1d_grad_weight, 2: ops.conv2d_grad_weight}
-_CONV = {1: ops.conv1d, 2: ops.conv2d}
-_CONV_T = {1: ops.conv_transpose1d, 2: ops.conv_transpose2d}
+_CONV = {1: ops.conv1d_forward, 2: ops.conv2d_forward}
+_CONV_T = {1: ops.conv_transpose1d_forward, 2: ops.conv_transpose2d_forward}
 
 
 def _check_operands(n, x, w, op, transposed):
