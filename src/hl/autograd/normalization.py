@@ -35,7 +35,7 @@ class BatchNorm(Function):
         self.training, self.momentum, self.eps = bool(training), momentum, eps
 
     def forward(self, x, weight=None, bias=None):
-        y, self.mean, self.invstd = ops.batch_norm(
+        y, self.mean, self.invstd = ops.batch_norm_forward(
             x, self.running_mean, self.running_var, weight, bias, self.training, self.momentum,
             self.eps, return_stats=True)
         # running_mean/var stay: hl.onnx.to_onnx([x], [y]) exports a training-mode record
@@ -79,7 +79,7 @@ class LayerNorm(Function):
         return _layer_axis(x, self.normalized_shape, self.axis, "layer_norm")
 
     def forward(self, x, weight=None, bias=None):
-        y, self.mean, self.invstd = ops.layer_norm(x, None, weight, bias, self.eps,
+        y, self.mean, self.invstd = ops.layer_norm_forward(x, None, weight, bias, self.eps,
                                                    axis=self._axis(x), return_stats=True)
         if self.needs:
             self.x, self.weight = x, weight
@@ -135,7 +135,7 @@ class GroupNorm(Function):
         self.check(x, weight, bias)
         n = x.shape[0]
         rows = ops.reshape(x, n, self.groups, -1)
-        xhat, mean, invstd = ops.layer_norm(rows, axis=2, eps=self.eps, return_stats=True)
+        xhat, mean, invstd = ops.layer_norm_forward(rows, axis=2, eps=self.eps, return_stats=True)
         xhat = ops.reshape(xhat, *x.shape)
         y = xhat
         if weight is not None:
