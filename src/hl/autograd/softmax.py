@@ -25,7 +25,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 class Softmax(Function):
     grad_kernel = staticmethod(ops.softmax_grad)
-    kernel = staticmethod(ops.softmax)
+    kernel = staticmethod(ops.softmax_forward)
 
     def __init__(self, axis):
         self.axis = axis
@@ -42,20 +42,20 @@ class Softmax(Function):
 
 class LogSoftmax(Softmax):
     grad_kernel = staticmethod(ops.log_softmax_grad)
-    kernel = staticmethod(ops.log_softmax)
+    kernel = staticmethod(ops.log_softmax_forward)
 
 
 def softmax(x, axis=-1, out=None):
     """exp(x) / sum(exp(x)) along axis (max-shifted, so large inputs do not overflow)."""
     if out is not None:
-        return ops.softmax(x, axis, out=out)
+        return ops.softmax_forward(x, axis, out=out)
     return Softmax(int(axis))(as_input(x, "softmax"))
 
 
 def log_softmax(x, axis=-1, out=None):
     """x - logsumexp(x) along axis."""
     if out is not None:
-        return ops.log_softmax(x, axis, out=out)
+        return ops.log_softmax_forward(x, axis, out=out)
     return LogSoftmax(int(axis))(as_input(x, "log_softmax"))
 
 
@@ -121,8 +121,8 @@ class SoftmaxCrossEntropy(Function):
         self.ignore_index, self.reduction = int(ignore_index), reduction
 
     def forward(self, logits, target):
-        loss, lp = ops.softmax_cross_entropy(logits, target, self.ignore_index, self.reduction,
-                                             return_log_prob=True)
+        loss, lp = ops.softmax_cross_entropy_forward(logits, target, self.ignore_index,
+                                                     self.reduction, return_log_prob=True)
         self.log_prob = lp
         if self.needs:
             self.target = target
