@@ -186,7 +186,7 @@ class NLLLoss(Function):
         idx = as_tensor(np.expand_dims(safe.reshape(lp.shape[:1] + lp.shape[2:]), 1),
                         device=log_prob.device)
         mask = as_tensor(valid.astype(log_prob.dtype.np), device=log_prob.device)
-        picked = ops.reshape(ops.gather_elements(lp, idx, axis=1), *labels.shape)
+        picked = ops.reshape(ops.gather_elements_forward(lp, idx, axis=1), *labels.shape)
         loss = _unary("neg", picked * mask)
         if self.reduction != "none":
             total = ops.sum(loss)

@@ -301,8 +301,8 @@ def getitem(x, key):
     y = _basic_index(x, parts)
     # the gathered axis is y's axis: the parts before the array that are not ints
     axis = sum(1 for k in parts[:pos] if not _is_int_key(k))
-    from .index import gather
-    y = gather(y, idx, axis)
+    from .index import gather_forward
+    y = gather_forward(y, idx, axis)
     if to_front and axis:
         n = idx.ndim
         y = permute(y, *range(axis, axis + n), *range(axis), *range(axis + n, y.ndim))
@@ -322,10 +322,10 @@ def _mask_index(x, mask):
     if mask.shape != x.shape[:mask.ndim]:
         raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
                                 f"tensor's leading shape {x.shape[:mask.ndim]}")
-    from .index import gather, nonzero
+    from .index import gather_forward, nonzero
     flat = reshape(x, -1, *x.shape[mask.ndim:])
     idx = reshape(nonzero(reshape(mask, -1)), -1)
-    return gather(flat, idx, 0)
+    return gather_forward(flat, idx, 0)
 
 
 def setitem(x, key, value):
