@@ -165,9 +165,9 @@ class GroupNorm(Function):
                                      needs=(True, False, False))[0]
             dx = ops.reshape(dx, *shape)
         if nw:
-            dw = ops.sum(dy * self.xhat, axis=axes)
+            dw = ops.reduction("sum", dy * self.xhat, axes)
         if nb:
-            db = ops.sum(dy, axis=axes)
+            db = ops.reduction("sum", dy, axes)
         return dx, dw, db
 
 

@@ -59,7 +59,7 @@ class Sum(Reduction):
 
     def forward(self, x):
         self.x_shape, self.axes = x.shape, self._axes(x)
-        return ops.sum(x, self.axis, self.keepdims)
+        return ops.reduction("sum", x, self.axis, self.keepdims)
 
     def backward(self, dy):
         return spread(dy, self.x_shape, self.axes)
@@ -73,7 +73,7 @@ class Mean(Reduction):
 
     def forward(self, x):
         self.x_shape, self.axes = x.shape, self._axes(x)
-        return ops.mean(x, self.axis, self.keepdims)
+        return ops.reduction("mean", x, self.axis, self.keepdims)
 
     def backward(self, dy):
         n = 1
@@ -94,10 +94,24 @@ def _prepare(x, dtype):
     return x
 
 
+# reductions whose result is floating (integer input computes in float32, as in PyTorch)
+_FLOAT_RESULT = ("mean", "logsumexp", "l2")
+
+
+def _into(out, name, x, axis, keepdims, dtype, dim, keepdim):
+    """The plain reduction, nothing recorded (out= given, or nothing needs a gradient)."""
+    x = x if isinstance(x, Tensor) else as_tensor(x)
+    if dtype is not None:
+        x = x.astype(dtype)
+    elif name in _FLOAT_RESULT and not x.dtype.is_floating:
+        x = x.astype(_dt.float32)
+    return ops.reduction(name, x, _axis_arg(axis, dim), _keep_arg(keepdims, keepdim), out)
+
+
 def sum(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdim=None):  # noqa: A001
     """Sum of the elements over the given axes (float32 accumulates in float64)."""
     if out is not None:
-        return ops.sum(x, axis, keepdims, dtype=dtype, out=out, dim=dim, keepdim=keepdim)
+        return _into(out, "sum", x, axis, keepdims, dtype, dim, keepdim)
     x = _prepare(x, dtype)
     return Sum(_axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(x)
 
@@ -105,7 +119,7 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdim
 def mean(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdim=None):
     """Arithmetic mean over the given axes."""
     if out is not None:
-        return ops.mean(x, axis, keepdims, dtype=dtype, out=out, dim=dim, keepdim=keepdim)
+        return _into(out, "mean", x, axis, keepdims, dtype, dim, keepdim)
     x = _prepare(x, dtype)
     if x.__class__ is Tensor and not x.dtype.is_floating:
         x = x.astype(_dt.float32)
@@ -128,7 +142,7 @@ def _nonzero_or_one(t):
 def _share_among(mask, dyk, axes):
     """dyk shared equally among the True places of mask along the reduced axes."""
     m = mask.astype(dyk.dtype)
-    return m * (dyk / ops.sum(m, axes, keepdims=True))
+    return m * (dyk / ops.reduction("sum", m, axes, True))
 
 
 class Extreme(Reduction):
@@ -143,7 +157,7 @@ class Extreme(Reduction):
         return self.op
 
     def forward(self, x):
-        y = getattr(ops, self.op)(x, self.axis, self.keepdims)
+        y = ops.reduction(self.op, x, self.axis, self.keepdims)
         if self.needs:
             self.x, self.axes, self.y = x, self._axes(x), y.detach()
         return y
@@ -156,19 +170,15 @@ class Extreme(Reduction):
 
 def max(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):  # noqa: A001
     """Largest element over the given axes; tied maxima share the gradient equally."""
-    if out is not None:
-        return ops.max(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
-    if _plain(x):
-        return ops.max(x, axis, keepdims, dim=dim, keepdim=keepdim)
+    if out is not None or _plain(x):
+        return _into(out, "max", x, axis, keepdims, None, dim, keepdim)
     return Extreme("max", _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, None))
 
 
 def min(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):  # noqa: A001
     """Smallest element over the given axes; tied minima share the gradient equally."""
-    if out is not None:
-        return ops.min(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
-    if _plain(x):
-        return ops.min(x, axis, keepdims, dim=dim, keepdim=keepdim)
+    if out is not None or _plain(x):
+        return _into(out, "min", x, axis, keepdims, None, dim, keepdim)
     return Extreme("min", _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, None))
 
 
@@ -184,14 +194,14 @@ class Prod(Reduction):
     def forward(self, x):
         if self.needs:
             self.x, self.axes = x, self._axes(x)
-        return ops.prod(x, self.axis, self.keepdims)
+        return ops.reduction("prod", x, self.axis, self.keepdims)
 
     def backward(self, dy):
         x, axes = self.x, self.axes
         zero = _binary("eq", x, 0.0)
-        zeros = ops.sum(zero, axes, keepdims=True)
+        zeros = ops.reduction("sum", zero, axes, True)
         nonzero = _select(zero, 1.0, x)
-        rest = ops.prod(nonzero, axes, keepdims=True)  # product of the non-zero elements
+        rest = ops.reduction("prod", nonzero, axes, True)  # product of the non-zero elements
         g = _select(_binary("eq", zeros, 0), rest / nonzero,
                       _select(_binary("logical_and", zero, _binary("eq", zeros, 1)), rest, 0.0))
         return g * _kept(dy, x.shape, axes)
@@ -202,10 +212,8 @@ class Prod(Reduction):
 
 def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdim=None):
     """Product of the elements over the given axes (1 for an empty reduction)."""
-    if out is not None:
-        return ops.prod(x, axis, keepdims, dtype=dtype, out=out, dim=dim, keepdim=keepdim)
-    if _plain(x):
-        return ops.prod(x, axis, keepdims, dtype=dtype, dim=dim, keepdim=keepdim)
+    if out is not None or _plain(x):
+        return _into(out, "prod", x, axis, keepdims, dtype, dim, keepdim)
     return Prod(_axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(_prepare(x, dtype))
 
 
@@ -214,7 +222,7 @@ class LogSumExp(Reduction):
     op = "logsumexp"
 
     def forward(self, x):
-        y = ops.logsumexp(x, self.axis, self.keepdims)
+        y = ops.reduction("logsumexp", x, self.axis, self.keepdims)
         if self.needs:
             self.x, self.axes, self.y = x, self._axes(x), y.detach()
         return y
@@ -229,10 +237,8 @@ class LogSumExp(Reduction):
 
 def logsumexp(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None):
     """log(sum(exp(x))) over the given axes, computed stably (shifted by the max)."""
-    if out is not None:
-        return ops.logsumexp(x, axis, keepdims, out=out, dim=dim, keepdim=keepdim)
-    if _plain(x):
-        return ops.logsumexp(x, axis, keepdims, dim=dim, keepdim=keepdim)
+    if out is not None or _plain(x):
+        return _into(out, "logsumexp", x, axis, keepdims, None, dim, keepdim)
     x = _floating(_prepare(x, None))
     return LogSumExp(_axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(x)
 
@@ -264,6 +270,20 @@ def _norm_kind(ord):  # noqa: A002
                             f"0 or a positive number")
 
 
+def _vector_norm(x, p, axis, keepdims):
+    """The norm of kind p (_norm_kind's answer) of a floating x, from the kernels."""
+    if p == 2:
+        return ops.reduction("l2", x, axis, keepdims)
+    if p == 0:
+        return ops.reduction("sum", _binary("ne", x, 0).astype(x.dtype), axis, keepdims)
+    ax = _unary("abs", x)
+    if p == 1:
+        return ops.reduction("sum", ax, axis, keepdims)
+    if p in (_INF, -_INF):
+        return ops.reduction("max" if p > 0 else "min", ax, axis, keepdims)
+    return _binary("pow", ops.reduction("sum", _binary("pow", ax, p), axis, keepdims), 1.0 / p)
+
+
 class VectorNorm(Reduction):
     """torch.linalg.vector_norm. Gradients: x / ||x|| for ord 2 (0 for a zero vector),
     sign(x) for ord 1, sign(x) shared equally among the elements of largest (smallest)
@@ -275,7 +295,7 @@ class VectorNorm(Reduction):
         self.ord = ord
 
     def forward(self, x):
-        y = ops.vector_norm(x, self.ord, self.axis, self.keepdims)
+        y = _vector_norm(x, self.ord, self.axis, self.keepdims)
         if self.needs:
             self.x, self.axes, self.y = x, self._axes(x), y.detach()
         return y
@@ -304,8 +324,6 @@ def vector_norm(x, ord=None, axis=None, keepdims=False, *, dim=None, keepdim=Non
     """Vector norm over the given axes (all by default), as torch.linalg.vector_norm:
     ord None, 2 or 'fro' (Euclidean), 1, inf, -inf, 0 (count of non-zeros) or any other
     positive number p (sum(|x|**p)**(1/p))."""
-    if _plain(x):
-        return ops.vector_norm(x, ord, axis, keepdims, dim=dim, keepdim=keepdim)
     x = _floating(_prepare(x, None))
     return VectorNorm(_norm_kind(ord), _axis_arg(axis, dim), _keep_arg(keepdims, keepdim))(x)
 
@@ -329,10 +347,10 @@ class Var(Reduction):
         n = 1
         for a in axes:
             n *= x.shape[a]
-        d = _binary("sub", x, ops.mean(x, axes, keepdims=True))
+        d = _binary("sub", x, ops.reduction("mean", x, axes, True))
         denom = n - self.ddof
         from .binary import true_divide  # integers divide as float32
-        y = true_divide(ops.sum(_binary("mul", d, d), axes, self.keepdims),
+        y = true_divide(ops.reduction("sum", _binary("mul", d, d), axes, self.keepdims),
                         float(denom if denom > 0 else 0.0))
         if self.std:
             y = _unary("sqrt", y)
@@ -379,23 +397,21 @@ class CumSum(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
-        return ops.cumsum(x, self.axis, exclusive=self.exclusive, reverse=self.reverse)
+        return ops.cumsum_forward(x, self.axis, self.exclusive, self.reverse)
 
     def backward(self, dy):
         axis = self.axis if self.axis is not None and len(self.x_shape) else None
-        dx = ops.cumsum(dy, 0 if axis is None else axis, exclusive=self.exclusive,
-                        reverse=not self.reverse)
+        dx = ops.cumsum_forward(dy, 0 if axis is None else axis, self.exclusive,
+                                not self.reverse)
         return ops.reshape(dx, *self.x_shape) if axis is None else dx
 
 
 def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None, dim=None):
     """Cumulative sum along axis (of the flattened tensor when axis is None). exclusive: each
     element gets the sum of those before it; reverse: sums run from the end (ONNX CumSum)."""
-    if out is not None:
-        return ops.cumsum(x, axis, exclusive=exclusive, reverse=reverse, dtype=dtype, out=out,
-                          dim=dim)
-    if _plain(x):
-        return ops.cumsum(x, axis, exclusive=exclusive, reverse=reverse, dtype=dtype, dim=dim)
+    if out is not None or _plain(x):
+        x = _prepare(x, dtype)
+        return ops.cumsum_forward(x, _axis_arg(axis, dim), exclusive, reverse, out)
     x = _prepare(x, dtype)
     return CumSum(_axis_arg(axis, dim), exclusive, reverse)(x)
 
@@ -406,33 +422,88 @@ class ShapeOnly(Reduction):
     """A reduction without a derivative (argmax, any, ...): the plain op, as a Function so
     that placeholders (compile) take it on meta tensors."""
 
-    def __init__(self, op, axis, keepdims, dtype):
+    def __init__(self, plain, axis, keepdims):
         super().__init__(axis, keepdims)
-        self.op, self.dtype = op, dtype
+        self.plain, self.op = plain, plain.__name__
 
     def forward(self, x):
-        return getattr(ops, self.op)(x, self.axis, self.keepdims)
+        return self.plain(x, self.axis, self.keepdims)
 
 
-def _shape_only(name, dtype):
-    plain = getattr(ops, name)
-
+def _shape_only(plain):
     def f(x, *args, **kwargs):
         if x.__class__ is not Placeholder:
             return plain(x, *args, **kwargs)
         axis = args[0] if args else kwargs.get("axis", kwargs.get("dim"))
         keep = args[1] if len(args) > 1 else kwargs.get("keepdims", kwargs.get("keepdim", False))
-        return ShapeOnly(name, axis, bool(keep), dtype)(x)
-    f.__name__ = name
+        return ShapeOnly(plain, axis, bool(keep))(x)
+    f.__name__ = f.__qualname__ = plain.__name__
     f.__doc__ = plain.__doc__
     return f
 
 
-argmax = _shape_only("argmax", _dt.int64)
-argmin = _shape_only("argmin", _dt.int64)
-any = _shape_only("any", _dt.bool_)  # noqa: A001
-all = _shape_only("all", _dt.bool_)  # noqa: A001
-count_nonzero = _shape_only("count_nonzero", _dt.int64)
+@_shape_only
+def argmax(x, axis=None, keepdims=False, *, select_last=False, dim=None, keepdim=None):
+    """Index (int64) of the largest element along axis (of the flattened tensor when axis is
+    None). The first of equal maxima, or the last with select_last; a NaN counts as the
+    maximum (numpy)."""
+    return ops.arg_reduce("argmax", x, _axis_arg(axis, dim), _keep_arg(keepdims, keepdim),
+                          select_last)
+
+
+@_shape_only
+def argmin(x, axis=None, keepdims=False, *, select_last=False, dim=None, keepdim=None):
+    """Index (int64) of the smallest element along axis; see argmax."""
+    return ops.arg_reduce("argmin", x, _axis_arg(axis, dim), _keep_arg(keepdims, keepdim),
+                          select_last)
+
+
+def _as_bool(x):
+    x = x if isinstance(x, Tensor) else as_tensor(x)
+    return x if x.dtype is _dt.bool_ else _binary("ne", x, 0)
+
+
+def _empty_result(x, axis, keepdims, value):
+    """The result of a reduction over nothing (an empty set of elements), or None."""
+    axes = norm_axes(axis, x.ndim, "reduce")
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    if n:
+        return None
+    shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape) if keepdims or i not in axes)
+    return ops.full(shape, value, dtype=_dt.bool_, device=x.device)
+
+
+def _logical(kernel, empty_value):
+    def f(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+        x = _as_bool(x)
+        axis, keepdims = _axis_arg(axis, dim), _keep_arg(keepdims, keepdim)
+        empty = _empty_result(x, axis, keepdims, empty_value)
+        return empty if empty is not None else ops.reduction(kernel, x, axis, keepdims)
+    return f
+
+
+@_shape_only
+def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+    """Whether any element over the given axes is non-zero (bool; False when empty)."""
+    return _ANY(x, axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+@_shape_only
+def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+    """Whether every element over the given axes is non-zero (bool; True when empty)."""
+    return _ALL(x, axis, keepdims, dim=dim, keepdim=keepdim)
+
+
+_ANY, _ALL = _logical("max", False), _logical("min", True)
+
+
+@_shape_only
+def count_nonzero(x, axis=None, keepdims=False):
+    """Number (int64) of non-zero elements over the given axes."""
+    return ops.reduction("sum", _as_bool(x), axis, keepdims)
+
 
 __all__ = ["sum", "mean", "max", "min", "amax", "amin", "prod", "logsumexp", "vector_norm",
            "norm", "var", "std", "cumsum", "argmax", "argmin", "any", "all", "count_nonzero"]

@@ -341,7 +341,7 @@ class Tile(Function):
             for s in shape[d + 1:]:
                 after *= s
             # 4-D whatever x's rank: (before, repeats, n, after), summed over the repeats
-            dy = ops.sum(ops.reshape(dy, before, r, n, after), axis=1)
+            dy = ops.reduction("sum", ops.reshape(dy, before, r, n, after), 1)
             shape[d] = n
             dy = ops.reshape(dy, *shape)
         return dy

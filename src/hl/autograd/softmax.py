@@ -189,7 +189,7 @@ class NLLLoss(Function):
         picked = ops.reshape(ops.gather_elements_forward(lp, idx, axis=1), *labels.shape)
         loss = _unary("neg", picked * mask)
         if self.reduction != "none":
-            total = ops.sum(loss)
+            total = ops.reduction("sum", loss)
             loss = total / float(count) if self.reduction == "mean" and count else \
                 (total * float("nan") if self.reduction == "mean" else total)
         if self.needs:

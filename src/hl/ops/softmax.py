@@ -6,8 +6,6 @@ logits (N, C, d...) with the classes on axis 1 (or a single sample (C,)), and a 
 is either int32/int64 class labels (N, d...) or probabilities with the logits' shape (one-hot
 or soft labels), as ``torch.nn.functional.cross_entropy`` does.
 """
-import importlib
-
 import numpy as np
 
 from .. import _core, errors
@@ -83,15 +81,10 @@ def _reduction(reduction, op):
 
 
 def _total(t):
-    """The sum of t's elements as a 0-d tensor of t's dtype. Uses hl.ops.sum when the
-    reduction family provides it, else sums on the host (float64 accumulation)."""
-    # by module path: hl.ops.reduce, the attribute, could be shadowed by a function
-    f = getattr(importlib.import_module(".reduce", __package__), "sum", None)
-    if f is not None:
-        r = f(t)
-        return r if r.dtype is t.dtype else r.astype(t.dtype)
-    arr = np.asarray(t.cpu().numpy(), dtype=np.float64)
-    return as_tensor(np.asarray(arr.sum(), dtype=t.dtype.np), device=t.device).reshape(())
+    """The sum of t's elements as a 0-d tensor of t's dtype."""
+    from .reduce import reduction
+    r = reduction("sum", t)
+    return r if r.dtype is t.dtype else r.astype(t.dtype)
 
 
 def _count(target, ignore_index, loss_numel):

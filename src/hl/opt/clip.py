@@ -17,8 +17,8 @@ __all__ = ["clip_grad_norm"]
 def _total_norm(grads, norm_type):
     if not grads:
         return None
-    norms = [ops.vector_norm(g, ord=norm_type).reshape(1) for g in grads]
-    return ops.vector_norm(ops.concat(norms), ord=norm_type)
+    norms = [F.vector_norm(g, ord=norm_type).reshape(1) for g in grads]
+    return F.vector_norm(F.concat(norms), ord=norm_type)
 
 
 def _clip_coefficient(grads, max_norm, norm_type):
