@@ -10,6 +10,7 @@ FAMILIES; backward kernels (relu_grad, conv2d_grad_input...) stay in hl.ops, as 
 kernels in torch.ops.
 """
 from .. import ops as _ops
+from ..ops._util import one_definition_each
 from . import (binary, conv, creation, elementwise, index, indexing, linalg, normalization,
                pool, random, reduce, resize, shape, softmax)
 
@@ -23,22 +24,6 @@ PLAIN = ("manual_seed", "nonzero", "one_hot", "setitem",
          "arange", "eye", "uniform", "rand", "normal", "randn", "bernoulli")
 
 
-def _collect():
-    names = {}
-    for module in FAMILIES:
-        for name in module.__all__:
-            if name in names:
-                raise ImportError(f"hl.autograd: {name!r} is defined by both "
-                                  f"{names[name].__name__} and {module.__name__}")
-            names[name] = module
-    for name in PLAIN:
-        if name in names:
-            raise ImportError(f"hl.autograd: {name!r} is defined by {names[name].__name__} "
-                              f"and is also listed as a plain hl.ops function")
-    table = {name: getattr(module, name) for name, module in names.items()}
-    table.update((name, getattr(_ops, name)) for name in PLAIN)
-    return table
-
-
-globals().update(_collect())
-__all__ = sorted(name for name in _collect())
+_NAMES = one_definition_each("hl.autograd", FAMILIES, {n: getattr(_ops, n) for n in PLAIN})
+globals().update(_NAMES)
+__all__ = sorted(_NAMES)

@@ -22,7 +22,7 @@ from .shape import permute, reshape
 def _mT(x):
     """x with its last two axes swapped (a view)."""
     n = x.ndim
-    return ops.permute(x, *range(n - 2), n - 1, n - 2)
+    return ops.permute_forward(x, *range(n - 2), n - 1, n - 2)
 
 
 def _count(shape):
@@ -60,25 +60,25 @@ class MatMul(Function):
         na, nb = self.needs
         # Matrices everywhere: (K,) -> (1, K) on the left, (K, 1) on the right, and dy gets
         # the axis the result lost.
-        a2 = ops.unsqueeze(a, 0) if a.ndim == 1 else a
-        b2 = ops.unsqueeze(b, 1) if b.ndim == 1 else b
+        a2 = ops.unsqueeze_forward(a, 0) if a.ndim == 1 else a
+        b2 = ops.unsqueeze_forward(b, 1) if b.ndim == 1 else b
         if a.ndim == 1:
-            dy = ops.unsqueeze(dy, dy.ndim - 1 if b.ndim > 1 else dy.ndim)
+            dy = ops.unsqueeze_forward(dy, dy.ndim - 1 if b.ndim > 1 else dy.ndim)
         if b.ndim == 1:
-            dy = ops.unsqueeze(dy, dy.ndim)
+            dy = ops.unsqueeze_forward(dy, dy.ndim)
         da = db = None
         if na:
             da = ops.matmul_forward(dy, _mT(b2))
-            da = ops.reshape(sum_to(da, a2.shape), *a.shape)
+            da = ops.reshape_forward(sum_to(da, a2.shape), *a.shape)
         if nb:
             if b2.ndim == 2 and a2.ndim > 2:
                 # x (..., M, K) @ w (K, N): dw = x_rows.T @ dy_rows, one product over all rows
                 k, n = b2.shape
                 rows = _count(a2.shape[:-1])
-                db = ops.matmul_forward(_mT(ops.reshape(a2, rows, k)), ops.reshape(dy, rows, n))
+                db = ops.matmul_forward(_mT(ops.reshape_forward(a2, rows, k)), ops.reshape_forward(dy, rows, n))
             else:
                 db = sum_to(ops.matmul_forward(_mT(a2), dy), b2.shape)
-            db = ops.reshape(db, *b.shape)
+            db = ops.reshape_forward(db, *b.shape)
         return da, db
 
 
@@ -153,8 +153,8 @@ def _linear(x, w, b):
     if x.ndim < 1 or w.ndim != 2:
         raise errors.ShapeError(f"linear: expected x (..., in) and w (out, in), got {x.shape} "
                                 f"and {w.shape}")
-    y = ops.gemm_forward(ops.reshape(x, -1, x.shape[-1]), w, b, trans_b=True)
-    return ops.reshape(y, *x.shape[:-1], w.shape[0])
+    y = ops.gemm_forward(ops.reshape_forward(x, -1, x.shape[-1]), w, b, trans_b=True)
+    return ops.reshape_forward(y, *x.shape[:-1], w.shape[0])
 
 
 class Linear(Function):
@@ -172,12 +172,12 @@ class Linear(Function):
         nb = len(self.needs) > 2 and self.needs[2]
         n_out, n_in = w.shape
         rows = _count(x.shape[:-1])
-        dy2 = ops.reshape(dy, rows, n_out)  # the batch axes folded into rows
+        dy2 = ops.reshape_forward(dy, rows, n_out)  # the batch axes folded into rows
         dx = dw = db = None
         if nx:
-            dx = ops.reshape(ops.gemm_forward(dy2, w), *x.shape)
+            dx = ops.reshape_forward(ops.gemm_forward(dy2, w), *x.shape)
         if nw:
-            dw = ops.gemm_forward(dy2, ops.reshape(x, rows, n_in), trans_a=True)
+            dw = ops.gemm_forward(dy2, ops.reshape_forward(x, rows, n_in), trans_a=True)
         if nb:
             db = sum_to(dy, self.b_shape)
         return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)

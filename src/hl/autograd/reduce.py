@@ -37,8 +37,8 @@ def spread(dy, x_shape, axes):
     """dy (reduced over axes, with or without kept dims) broadcast back to x_shape."""
     kept = _kept_shape(x_shape, axes)
     if dy.shape != kept:
-        dy = ops.reshape(dy, *kept)
-    return ops.expand(dy, *x_shape)
+        dy = ops.reshape_forward(dy, *kept)
+    return ops.expand_forward(dy, *x_shape)
 
 
 class Reduction(Function):
@@ -131,7 +131,7 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdi
 def _kept(t, x_shape, axes):
     """t (a reduction's output or its gradient) with the reduced axes kept as size 1."""
     kept = _kept_shape(x_shape, axes)
-    return t if t.shape == kept else ops.reshape(t, *kept)
+    return t if t.shape == kept else ops.reshape_forward(t, *kept)
 
 
 def _nonzero_or_one(t):
@@ -403,7 +403,7 @@ class CumSum(Function):
         axis = self.axis if self.axis is not None and len(self.x_shape) else None
         dx = ops.cumsum_forward(dy, 0 if axis is None else axis, self.exclusive,
                                 not self.reverse)
-        return ops.reshape(dx, *self.x_shape) if axis is None else dx
+        return ops.reshape_forward(dx, *self.x_shape) if axis is None else dx
 
 
 def cumsum(x, axis=None, *, exclusive=False, reverse=False, dtype=None, out=None, dim=None):

@@ -103,15 +103,15 @@ def _per_sample(dloss, samples, reduction, count):
         return dloss
     if reduction == "mean":
         dloss = dloss / float(count) if count else dloss * float("nan")
-    return ops.expand(ops.reshape(dloss, *([1] * len(samples))), *samples)
+    return ops.expand_forward(ops.reshape_forward(dloss, *([1] * len(samples))), *samples)
 
 
 def _class_axis_view(g, x):
     """A per-sample tensor (N, d...) as (N, 1, d...) (or (C,)-broadcastable for one sample),
     to multiply with tensors of the scores' shape."""
     if x.ndim == 1:
-        return ops.reshape(g, 1)
-    return ops.unsqueeze(g, 1)
+        return ops.reshape_forward(g, 1)
+    return ops.unsqueeze_forward(g, 1)
 
 
 class SoftmaxCrossEntropy(Function):
@@ -182,11 +182,11 @@ class NLLLoss(Function):
                                     f"{classes} classes (ignore_index={self.ignore_index})")
         count = int(np.count_nonzero(valid))
         safe = np.where(valid, labels, 0)
-        lp = ops.reshape(log_prob, 1, classes) if single else log_prob
+        lp = ops.reshape_forward(log_prob, 1, classes) if single else log_prob
         idx = as_tensor(np.expand_dims(safe.reshape(lp.shape[:1] + lp.shape[2:]), 1),
                         device=log_prob.device)
         mask = as_tensor(valid.astype(log_prob.dtype.np), device=log_prob.device)
-        picked = ops.reshape(ops.gather_elements_forward(lp, idx, axis=1), *labels.shape)
+        picked = ops.reshape_forward(ops.gather_elements_forward(lp, idx, axis=1), *labels.shape)
         loss = _unary("neg", picked * mask)
         if self.reduction != "none":
             total = ops.reduction("sum", loss)
@@ -207,9 +207,9 @@ class NLLLoss(Function):
         samples = tuple(self.mask.shape)
         g = _per_sample(dy, samples, self.reduction, self.count) * self.mask
         onehot = ops.one_hot(self.idx, self.classes, axis=1, dtype=dy.dtype)
-        g = ops.reshape(g, self.lp_shape[0], 1, *self.lp_shape[2:])
-        dlp = _unary("neg", ops.reshape(onehot, *self.lp_shape) * g)
-        return (ops.reshape(dlp, self.classes) if len(samples) == 0 else dlp), None
+        g = ops.reshape_forward(g, self.lp_shape[0], 1, *self.lp_shape[2:])
+        dlp = _unary("neg", ops.reshape_forward(onehot, *self.lp_shape) * g)
+        return (ops.reshape_forward(dlp, self.classes) if len(samples) == 0 else dlp), None
 
 
 def nll_loss(log_prob, target, ignore_index=-100, reduction="mean"):

@@ -19,8 +19,8 @@ def matmul_forward(a, b, out=None):
         rows = _rows(a)
         if rows is not None:
             y = _wrap(_core.matmul(rows._h, b._h, None), a._dtype)
-            from .shape import reshape
-            return reshape(y, *a.shape[:-1], *b.shape[1:])
+            from .shape import reshape_forward
+            return reshape_forward(y, *a.shape[:-1], *b.shape[1:])
     return _wrap(_core.matmul(a._h, b._h, into(out)), a._dtype)
 
 
@@ -28,12 +28,12 @@ def _rows(a):
     """a (..., M, K) viewed as one (rows, K) matrix, or None when its strides do not allow
     a view. Then (..., M, K) @ (K, N) is one BLAS call rather than one per batch entry, which
     is faster, above all when BLAS threads start and stop for every small product."""
-    from .shape import view
+    from .shape import view_forward
     rows = 1
     for d in a.shape[:-1]:
         rows *= d
     try:
-        return view(a, rows, a.shape[-1])
+        return view_forward(a, rows, a.shape[-1])
     except errors.ValueError:
         return None
 

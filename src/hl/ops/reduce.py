@@ -55,11 +55,11 @@ def arg_reduce(name, x, axis=None, keepdims=False, select_last=False):
     x = _tensor(x)
     axis = _scalar_axis(x, axis)
     if axis is None:
-        from .shape import reshape
-        flat = reshape(x, -1)
+        from .shape import reshape_forward
+        flat = reshape_forward(x, -1)
         h = _core.call("arg_reduce", _OPS[name], flat._h, 0, 0, int(select_last), _core.OUT)
         r = _wrap(h)
-        return reshape(r, *([1] * x.ndim)) if keepdims else reshape(r)
+        return reshape_forward(r, *([1] * x.ndim)) if keepdims else reshape_forward(r)
     axis = norm_axis(axis, x.ndim, name)
     return _wrap(_core.call("arg_reduce", _OPS[name], x._h, axis, int(keepdims),
                             int(select_last), _core.OUT))
@@ -70,8 +70,8 @@ def cumsum_forward(x, axis=None, exclusive=False, reverse=False, out=None):
     x = _tensor(x)
     axis = _scalar_axis(x, axis)
     if axis is None:
-        from .shape import reshape
-        x, axis = reshape(x, -1), 0
+        from .shape import reshape_forward
+        x, axis = reshape_forward(x, -1), 0
     else:
         axis = norm_axis(axis, x.ndim, "cumsum")
     return _wrap(_core.call("cumsum", x._h, axis, int(exclusive), int(reverse),

@@ -40,24 +40,15 @@ def _codes(mode, coordinate_transformation_mode, nearest_mode):
 
 
 def resize_forward(x, size=None, scales=None, mode="nearest",
-           coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor"):
-    """ONNX Resize over every axis of x. Give the output `size` (one entry per axis), or
-    `scales` (output / input per axis; the size is then floor(input * scale) and the scales
-    drive the coordinate mapping). mode 'nearest' moves elements of any dtype; 'linear'
-    interpolates linearly along every axis whose size changes (float32/float64)."""
-    x = as_tensor(x)
+                   coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor"):
+    """ONNX Resize over every axis of x: to `size` (one int per axis), or by `scales` (output /
+    input per axis, finite and > 0: hl.autograd.resize checks them; the size is then
+    floor(input * scale) and the scales drive the coordinate mapping). mode 'nearest' moves
+    elements of any dtype; 'linear' interpolates along every axis whose size changes."""
     codes = _codes(mode, coordinate_transformation_mode, nearest_mode)
-    if (size is None) == (scales is None):
-        raise errors.ValueError("resize: give exactly one of size and scales")
     if scales is not None:
-        scales = [float(s) for s in _per_axis(scales, x.ndim, "scales")]
-        for s in scales:
-            if not (s > 0 and math.isfinite(s)):
-                raise errors.ValueError(f"resize: scales must be finite and > 0, got {scales}")
         size = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
-    else:
-        size = [int(s) for s in _per_axis(size, x.ndim, "size")]
-    return _wrap(_core.call("resize", x._h, size, scales, *codes, _core.OUT), x._dtype)
+    return _wrap(_core.call("resize", x._h, list(size), scales, *codes, _core.OUT), x._dtype)
 
 
 def resize_grad(dy, x_shape, scales=None, mode="nearest",
