@@ -9,7 +9,8 @@ attributes, opset) if ONNX has one. The derived tests are:
   - the kernel against the reference, per dtype, on contiguous, strided and transposed
     inputs, and on the special values (sign of zero included where numpy defines it);
   - a float64 central finite-difference check of the gradient (tolerances below);
-  - ONNX import: a one-node model run by hl.onnx.prepare against onnxruntime;
+  - ONNX import: a one-node model run by hl.onnx.prepare against onnxruntime, and trained
+    through hl.onnx.ONNXModel, its gradient against float64 finite differences;
   - ONNX export round trip: hl -> hl.onnx.to_onnx -> onnxruntime equals hl;
   - every other available backend (CUDA when built) against the CPU result.
 
