@@ -172,7 +172,7 @@ class TopK(Function):
 
 def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002
     """The k largest (or smallest) elements along axis and their int64 positions, best first
-    (see hl.ops.topk). The values carry the gradient; the positions are plain tensors."""
+    (see hl.ops.topk_forward). The values carry the gradient; the positions are plain tensors."""
     x = _data_arg(x)
     if _plain(x):
         return ops.topk_forward(x, k, axis, largest, sorted)
