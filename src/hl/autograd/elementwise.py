@@ -128,7 +128,7 @@ ZERO_DERIVATIVE = ("sign", "floor", "ceil", "round", "trunc")
 
 
 # No derivative at all: the result is bool (a Function still, for placeholders' shapes).
-PREDICATES = ("isnan", "isinf", "isfinite", "logical_not")
+PREDICATES = frozenset(("isnan", "isinf", "isfinite", "logical_not"))
 
 
 def _zero(x, y, dy, a, b):

@@ -32,7 +32,7 @@ def getitem(x, key):
     """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
     (gathers along its axis) or a bool mask over the leading axes. Basic keys give views;
     an integer array or mask gathers, and its gradient adds up repeated indices."""
-    if _plain(x) and not _is_array_key(key):
+    if _plain(x) and (type(key) is int or not _is_array_key(key)):  # (x[i] checked first)
         return ops.getitem_forward(x, key)  # basic keys: one view, nothing to record
     if _is_mask(key):
         mask = as_tensor(key, device=x.device)
