@@ -422,21 +422,26 @@ class ShapeOnly(Reduction):
     """A reduction without a derivative (argmax, any, ...): the plain op, as a Function so
     that placeholders (compile) take it on meta tensors."""
 
-    def __init__(self, plain, axis, keepdims):
+    def __init__(self, op, axis, keepdims, dtype=None):
         super().__init__(axis, keepdims)
-        self.plain, self.op = plain, plain.__name__
+        self.op, self.dtype = op, dtype
 
     def forward(self, x):
-        return self.plain(x, self.axis, self.keepdims)
+        return _PLAIN[self.op](x, self.axis, self.keepdims)
+
+
+_PLAIN = {}  # name -> the plain op (no placeholder dispatch), for ShapeOnly.forward
 
 
 def _shape_only(plain):
+    _PLAIN[plain.__name__] = plain
+
     def f(x, *args, **kwargs):
         if x.__class__ is not Placeholder:
             return plain(x, *args, **kwargs)
         axis = args[0] if args else kwargs.get("axis", kwargs.get("dim"))
         keep = args[1] if len(args) > 1 else kwargs.get("keepdims", kwargs.get("keepdim", False))
-        return ShapeOnly(plain, axis, bool(keep))(x)
+        return ShapeOnly(plain.__name__, axis, bool(keep))(x)
     f.__name__ = f.__qualname__ = plain.__name__
     f.__doc__ = plain.__doc__
     return f
