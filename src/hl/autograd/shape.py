@@ -40,8 +40,8 @@ class Rearrange(Function):
     """y = op(x, *args) for an op that keeps the elements in order and only renames the axes
     (reshape, view, flatten, squeeze, unsqueeze): dx is dy reshaped to x's shape."""
 
-    def __init__(self, op, *args):
-        self.op, self.args = op, args
+    def __init__(self, op, *args, kernel):
+        self.op, self.args, self.kernel = op, args, kernel
 
     @property
     def name(self):
@@ -49,33 +49,37 @@ class Rearrange(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
-        return self.op(x, *self.args)
+        return self.kernel(x, *self.args)
 
     def backward(self, dy):
         return ops.reshape_forward(dy, *self.x_shape)
 
 
-# The Rearrange ops pass themselves as the op: inside forward nothing records, so the call
-# takes the plain path to the kernel, and the record keeps the op's name (the exporter's key).
+# A Rearrange record keeps the op users called (its name is the exporter's key) and the
+# kernel its forward runs.
 
 def reshape(x, *shape):
     """x with a new shape (one entry may be -1): a view when the strides allow, else a copy."""
     if _plain(x):
         return ops.reshape_forward(x, *shape)
-    return Rearrange(reshape, *shape)(x)
+    return Rearrange(reshape, *shape, kernel=ops.reshape_forward)(x)
 
 
 def view(x, *shape):
     """Like reshape, but never copies: raises when the strides do not allow a view."""
     if _plain(x):
         return ops.view_forward(x, *shape)
-    return Rearrange(view, *shape)(x)
+    return Rearrange(view, *shape, kernel=ops.view_forward)(x)
 
 
 def flatten(x, start_dim=0, end_dim=-1):
     """Axes start_dim..end_dim merged into one."""
-    if not _plain(x):
-        return Rearrange(flatten, start_dim, end_dim)(x)
+    if _plain(x):
+        return _flatten(x, start_dim, end_dim)
+    return Rearrange(flatten, start_dim, end_dim, kernel=_flatten)(x)
+
+
+def _flatten(x, start_dim, end_dim):
     if x.ndim == 0:
         return ops.reshape_forward(x, 1)
     s, e = norm_axis(start_dim, x.ndim, "flatten"), norm_axis(end_dim, x.ndim, "flatten")
@@ -88,14 +92,14 @@ def squeeze(x, axis=None):
     """Removes size-1 axes: all of them (axis=None) or those named (an int or a sequence)."""
     if _plain(x):
         return ops.squeeze_forward(x, axis)
-    return Rearrange(squeeze, axis)(x)
+    return Rearrange(squeeze, axis, kernel=ops.squeeze_forward)(x)
 
 
 def unsqueeze(x, axis):
     """A new axis of size 1 at position axis."""
     if _plain(x):
         return ops.unsqueeze_forward(x, axis)
-    return Rearrange(unsqueeze, axis)(x)
+    return Rearrange(unsqueeze, axis, kernel=ops.unsqueeze_forward)(x)
 
 
 expand_dims = unsqueeze
@@ -204,8 +208,8 @@ class BasicIndex(Function):
 class Split(Function):
     """Views of x along axis (split or chunk); the gradient joins the parts' gradients."""
 
-    def __init__(self, op, parts, axis):
-        self.op, self.parts, self.axis = op, parts, axis
+    def __init__(self, op, parts, axis, kernel):
+        self.op, self.parts, self.axis, self.kernel = op, parts, axis, kernel
 
     @property
     def name(self):
@@ -213,7 +217,7 @@ class Split(Function):
 
     def forward(self, x):
         self.axis = norm_axis(self.axis, max(x.ndim, 1), self.name)
-        return tuple(self.op(x, self.parts, self.axis))
+        return tuple(self.kernel(x, self.parts, self.axis))
 
     def backward(self, *dys):
         return ops.concat_forward(list(dys), self.axis)
@@ -223,22 +227,26 @@ def split(x, sizes_or_sections, axis=0):
     """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
     if _plain(x):
         return ops.split_forward(x, sizes_or_sections, axis)
-    return list(Split(split, sizes_or_sections, axis)(x))
+    return list(Split(split, sizes_or_sections, axis, ops.split_forward)(x))
 
 
 def chunk(x, chunks, axis=0):
     """PyTorch's chunk: parts of ceil(n / chunks) along axis (the last may be smaller)."""
-    if not _plain(x):
-        return list(Split(chunk, chunks, axis)(x))
+    if _plain(x):
+        return _chunk(x, chunks, axis)
+    return list(Split(chunk, chunks, axis, _chunk)(x))
+
+
+def _chunk(x, chunks, axis):
     if x.ndim == 0:
         raise errors.IndexError("chunk: a 0-d tensor has no axis to split")
     if int(chunks) <= 0:
         raise errors.ValueError(f"chunk: chunks must be positive, got {chunks}")
     n = x.shape[norm_axis(axis, x.ndim, "chunk")]
     if n == 0:  # PyTorch gives `chunks` empty parts
-        return split(x, [0] * int(chunks), axis)
+        return ops.split_forward(x, [0] * int(chunks), axis)
     step = -(-n // chunks)
-    return split(x, [step] * (n // step) + ([n % step] if n % step else []), axis)
+    return ops.split_forward(x, [step] * (n // step) + ([n % step] if n % step else []), axis)
 
 
 class Concat(Function):
