@@ -10,7 +10,7 @@ from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, operands, scalar_like
 from .elementwise import floor, logical_not
-from .function import Function, sum_to
+from .function import Function, sum_to, tracing
 from .mode import state as _grad
 from .placeholder import Placeholder
 
@@ -240,7 +240,8 @@ COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", 
 
 def _make_compare(name, doc):
     def f(a, b, out=None):
-        if out is None and (a.__class__ is Placeholder or b.__class__ is Placeholder):
+        if out is None and (a.__class__ is Placeholder or b.__class__ is Placeholder
+                            or tracing(a, b)):
             a, b = _recorded_operands(a, b)
             return Compare(name)(a, b)
         return _binary(name, a, b, out)
