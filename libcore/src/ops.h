@@ -49,6 +49,7 @@
     X(LEAKY_RELU, leaky_relu, unary, x >= 0 ? x : p0 * x) \
     X(ELU, elu, unary, x > 0 ? x : p0 * expm1(x)) \
     X(CELU, celu, unary, x > 0 ? x : p0 * expm1(x / p0)) \
+    X(THRESHOLDED_RELU, thresholded_relu, unary, x > p0 ? x : (x == x ? 0 : x)) \
     X(SELU, selu, unary, p1 * (x > 0 ? x : p0 * expm1(x))) \
     X(GELU, gelu, unary, 0.5 * x * (1 + erf(x * 0.70710678118654752440))) \
     X(GELU_TANH, gelu_tanh, unary, \

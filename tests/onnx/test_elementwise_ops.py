@@ -91,7 +91,6 @@ def test_det_gradient():
 ACTIVATIONS = {
     # op: (attributes, torch function of x)
     "Swish": ({"alpha": 1.0}, lambda F, x: F.silu(x)),
-    "ThresholdedRelu": ({"alpha": 0.5}, lambda F, x: F.threshold(x, 0.5, 0.0)),
     "Shrink": ({"lambd": 0.4, "bias": 0.1},
                lambda F, x: (x - 0.1) * (x > 0.4) + (x + 0.1) * (x < -0.4)),
 }

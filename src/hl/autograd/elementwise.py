@@ -114,6 +114,7 @@ DERIVATIVES = {
     "elu": (lambda x, y, dy, a, b: _select(_positive(x), dy, dy * (y + a)), True),
     "celu": (lambda x, y, dy, a, b: _select(_positive(x), dy, dy * _unary("exp", x / a)), True),
     "selu": (lambda x, y, dy, a, b: _select(_positive(x), dy * b, dy * (y + a * b)), True),
+    "thresholded_relu": (lambda x, y, dy, a, b: _select(_binary("gt", x, a), dy, 0.0), True),
     "gelu": (_gelu, True),
     "gelu_tanh": (_gelu_tanh, True),
     "softplus": (lambda x, y, dy, a, b: dy * _unary("sigmoid", x), True),
@@ -209,5 +210,10 @@ def gelu(x, approximate="none", out=None):
     return unary("gelu" if approximate == "none" else "gelu_tanh", x, out=out)
 
 
+def thresholded_relu(x, alpha=1.0, out=None):
+    """x where x > alpha, else 0 (ONNX's ThresholdedRelu; NaN stays NaN, as in relu)."""
+    return unary("thresholded_relu", x, alpha, out=out)
+
+
 __all__ = (list(_DOCS) + ["leaky_relu", "elu", "celu", "selu", "hard_sigmoid",
-                           "gelu", "negative"])
+                           "gelu", "negative", "thresholded_relu"])

@@ -83,6 +83,7 @@ WITH_ATTRIBUTES = {
     # ONNX's defaults are these float32 values, not the float64 constants
     "Selu": ("selu", (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))),
     "HardSigmoid": ("hard_sigmoid", (("alpha", 0.2), ("beta", 0.5))),
+    "ThresholdedRelu": ("thresholded_relu", (("alpha", 1.0),)),
 }
 
 
@@ -131,13 +132,6 @@ def celu(n, x):
     if alpha == 0:
         raise n.error("alpha must not be 0", errors.ValueError)
     return F.celu(x, alpha)
-
-
-@onnx_op("ThresholdedRelu")
-@checked_via_float32
-def thresholded_relu(n, x):
-    expect(n, "float", x)
-    return F.where(F.gt(x, n.attr("alpha", 1.0)), x, scalar_like(0, x))
 
 
 @onnx_op("Gelu")
