@@ -380,6 +380,59 @@ def tile(x, repeats):
     return Tile(repeats)(x)
 
 
+# ---- moving channels into space and back (ONNX's DepthToSpace/SpaceToDepth) ---------------
+# Composites of a reshape and a permute, so their gradients are those ops' (PyTorch writes
+# pixel_shuffle the same way). Modes: "DCR" reads the channel axis as (row, column, depth),
+# "CRD" as (depth, row, column), which is PyTorch's pixel_shuffle.
+
+def _blocks(op, x, blocksize, mode):
+    if x.ndim != 4:
+        raise errors.ShapeError(f"{op}: input must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
+    if isinstance(blocksize, bool) or not isinstance(blocksize, (int, np.integer)) or blocksize < 1:
+        raise errors.ValueError(f"{op}: blocksize must be a positive integer, got {blocksize!r}")
+    if mode not in ("DCR", "CRD"):
+        raise errors.ValueError(f"{op}: mode must be 'DCR' or 'CRD', got {mode!r}")
+    return (*x.shape, int(blocksize))
+
+
+def depth_to_space(x, blocksize, mode="DCR"):
+    """(N, C*b*b, H, W) -> (N, C, H*b, W*b): each pixel's b*b channel groups become a b x b
+    block of pixels (ONNX's DepthToSpace; mode="CRD" is PyTorch's pixel_shuffle)."""
+    n, c, h, w, b = _blocks("depth_to_space", x, blocksize, mode)
+    if c % (b * b):
+        raise errors.ShapeError(f"depth_to_space: channels {c} of {tuple(x.shape)} are not "
+                                f"divisible by blocksize^2 ({b * b})")
+    c2 = c // (b * b)
+    if mode == "DCR":
+        t = permute(reshape(x, n, b, b, c2, h, w), 0, 3, 4, 1, 5, 2)
+    else:
+        t = permute(reshape(x, n, c2, b, b, h, w), 0, 1, 4, 2, 5, 3)
+    return reshape(t, n, c2, h * b, w * b)
+
+
+def space_to_depth(x, blocksize, mode="DCR"):
+    """(N, C, H*b, W*b) -> (N, C*b*b, H, W), the inverse of depth_to_space in the same mode
+    (ONNX's SpaceToDepth; mode="CRD" is PyTorch's pixel_unshuffle)."""
+    n, c, h, w, b = _blocks("space_to_depth", x, blocksize, mode)
+    if h % b or w % b:
+        raise errors.ShapeError(f"space_to_depth: spatial size {(h, w)} of {tuple(x.shape)} "
+                                f"is not divisible by blocksize {b}")
+    t = reshape(x, n, c, h // b, b, w // b, b)
+    t = permute(t, 0, 3, 5, 1, 2, 4) if mode == "DCR" else permute(t, 0, 1, 3, 5, 2, 4)
+    return reshape(t, n, c * b * b, h // b, w // b)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """PyTorch's pixel_shuffle: depth_to_space in CRD mode."""
+    return depth_to_space(x, upscale_factor, "CRD")
+
+
+def pixel_unshuffle(x, downscale_factor):
+    """PyTorch's pixel_unshuffle: space_to_depth in CRD mode."""
+    return space_to_depth(x, downscale_factor, "CRD")
+
+
 __all__ = ["reshape", "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
            "expand_dims", "expand", "broadcast_to", "flip", "split", "chunk", "concat",
-           "concatenate", "cat", "stack", "pad", "tile"]
+           "concatenate", "cat", "stack", "pad", "tile", "depth_to_space", "space_to_depth",
+           "pixel_shuffle", "pixel_unshuffle"]

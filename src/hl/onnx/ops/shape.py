@@ -104,40 +104,12 @@ def transpose(n, x):
 
 @onnx_op("DepthToSpace")
 def depth_to_space(n, x):
-    b, c, h, w, bs = _blocks(n, x)
-    if c % (bs * bs):
-        raise n.error(f"channels {c} of {tuple(x.shape)} are not divisible by blocksize^2 "
-                      f"({bs * bs})", errors.ShapeError)
-    c2 = c // (bs * bs)
-    if n.attr("mode", "DCR") == "DCR":  # depth, column, row
-        t = F.permute(F.reshape(x, b, bs, bs, c2, h, w), 0, 3, 4, 1, 5, 2)
-    else:                                # CRD: column, row, depth
-        t = F.permute(F.reshape(x, b, c2, bs, bs, h, w), 0, 1, 4, 2, 5, 3)
-    return F.reshape(t, b, c2, h * bs, w * bs)
+    return F.depth_to_space(x, n.attr("blocksize"), n.attr("mode", "DCR"))
 
 
 @onnx_op("SpaceToDepth")
 def space_to_depth(n, x):
-    b, c, h, w, bs = _blocks(n, x)
-    if h % bs or w % bs:
-        raise n.error(f"spatial size {(h, w)} of {tuple(x.shape)} is not divisible by "
-                      f"blocksize {bs}", errors.ShapeError)
-    t = F.reshape(x, b, c, h // bs, bs, w // bs, bs)
-    if n.attr("mode", "DCR") == "DCR":
-        t = F.permute(t, 0, 3, 5, 1, 2, 4)
-    else:
-        t = F.permute(t, 0, 1, 3, 5, 2, 4)
-    return F.reshape(t, b, c * bs * bs, h // bs, w // bs)
-
-
-def _blocks(n, x):
-    bs = n.attr("blocksize")
-    if x.ndim != 4:
-        raise n.error(f"input must be 4-D (N, C, H, W), got shape {tuple(x.shape)}",
-                      errors.ShapeError)
-    if bs is None or bs < 1:
-        raise n.error(f"blocksize must be a positive integer, got {bs}", errors.ValueError)
-    return (*x.shape, int(bs))
+    return F.space_to_depth(x, n.attr("blocksize"), n.attr("mode", "DCR"))
 
 
 # ---- repeating --------------------------------------------------------------------------
