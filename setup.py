@@ -16,6 +16,9 @@ class BuildExtWithLibcore(build_ext):
     def pre_run(self, ext, ffi):
         """cffi's hook, called just before the extension is generated and compiled."""
         _build.build_libcore()
+        package_dir = os.path.join(self.build_lib, "hl")
+        os.makedirs(package_dir, exist_ok=True)
+        _build.build_cuda(package_dir)  # libhlcuda*.so beside the extension (docs/cuda.md)
 
 
 setup(cffi_modules=["src/hl/_build.py:ffibuilder"], cmdclass={"build_ext": BuildExtWithLibcore})
