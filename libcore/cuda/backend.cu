@@ -55,15 +55,15 @@ hl_status hl_cuda_check_launch(const char *op) {
                    cudaGetErrorString(e));
 }
 
-hl_status hl_cuda_check_flag(hl_cuda_device *d, const char *msg) {
+hl_status hl_cuda_take_flag(hl_cuda_device *d, const char *op, int64_t *pos) {
     int flag = 0;
     cudaMemcpyAsync(&flag, d->error_flag, sizeof flag, cudaMemcpyDeviceToHost, d->stream);
     cudaError_t e = cudaStreamSynchronize(d->stream);
     if (e != cudaSuccess)
-        return HL_FAIL(HL_ERR_DEVICE, "%s (the kernel failed: %s)", msg, cudaGetErrorString(e));
-    if (!flag) return HL_OK;
-    cudaMemsetAsync(d->error_flag, 0, sizeof(int), d->stream);
-    return HL_FAIL(HL_ERR_INDEX, "%s", msg);
+        return HL_FAIL(HL_ERR_DEVICE, "%s: the kernel failed: %s", op, cudaGetErrorString(e));
+    *pos = flag ? (int64_t)(HL_FLAG_BASE - flag) : -1;
+    if (flag) cudaMemsetAsync(d->error_flag, 0, sizeof(int), d->stream);
+    return HL_OK;
 }
 
 /* ---- the backend interface ---- */

@@ -48,9 +48,12 @@ hl_cuda_device *hl_cuda_dev(int index);
 int hl_cuda_call_device(const hl_call *c);
 /* Fails naming the op after a launch that did not start. */
 hl_status hl_cuda_check_launch(const char *op);
-/* Checks the device's error flag after a kernel that validates indices: nonzero -> fails
-   with HL_ERR_INDEX and msg (which names the op and the valid range). Waits for the kernel. */
-hl_status hl_cuda_check_flag(hl_cuda_device *d, const char *msg);
+/* Kernels that validate indices report the first bad flat position p by atomicMax(flag,
+   HL_FLAG_BASE - p) (so the largest value is the first position); 0 means none. */
+#define HL_FLAG_BASE 0x7fffffff
+/* Waits for the device, reads its error flag and clears it: *pos = the first bad position, or
+   -1 when every index was good. Fails only when the device itself reports an error. */
+hl_status hl_cuda_take_flag(hl_cuda_device *d, const char *op, int64_t *pos);
 
 /* ---- sizes and pointers (libcore's own inline helpers call into libcore: not here) ---- */
 

@@ -42,9 +42,9 @@ def get_num_threads():
 
 
 def cuda_available():
-    """True when the CUDA backend is built and a GPU answers."""
-    from . import _core
-    return _core.device_available(1, 0)
+    """True when the CUDA backend is loaded and a GPU answers (or HL_CUDA_EMULATE=1 runs its
+    host emulation); hl.cuda.unavailable_reason() says why not."""
+    return cuda.is_available()
 
 
 def memory_stats(device=None):

@@ -125,6 +125,12 @@ static inline int atomicMax(int *p, int v) {
                                                    __ATOMIC_RELAXED)) {}
     return old;
 }
+static inline int atomicMin(int *p, int v) {
+    int old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    while (old > v && !__atomic_compare_exchange_n(p, &old, v, false, __ATOMIC_RELAXED,
+                                                   __ATOMIC_RELAXED)) {}
+    return old;
+}
 static inline int atomicCAS(int *p, int cmp, int v) {
     __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     return cmp;
