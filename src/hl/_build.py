@@ -105,9 +105,14 @@ def _nvcc():
 
 
 def _cublas_dirs():
-    """(a directory holding only cuBLAS's headers, the directory of libcublas.so.13), from
-    the nvidia-cublas wheel, or (None, None). Only cuBLAS's headers: the wheels' include
-    folder also holds a CUDA runtime's headers, which must not shadow nvcc's own."""
+    """(a directory holding cuBLAS's headers, the directory of libcublas.so.13): nvcc's own
+    toolkit when it has cuBLAS, else the nvidia-cublas wheel (only cuBLAS's headers, linked
+    into build/cublas-include: the wheels' include folder also holds a CUDA runtime's headers,
+    which must not shadow nvcc's own), else (None, None)."""
+    nvcc = _nvcc()
+    toolkit = os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+    if toolkit and os.path.exists(os.path.join(toolkit, "include", "cublas_v2.h")):
+        return os.path.join(toolkit, "include"), os.path.join(toolkit, "lib64")  # a full toolkit
     try:
         import nvidia
     except ImportError:
