@@ -34,6 +34,7 @@ hl_cuda_device *hl_cuda_dev(int index) {
         cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
         cublasCreate(&d->blas);
         cublasSetStream(d->blas, d->stream);
+        pthread_mutex_init(&d->scratch_mutex, NULL);
         cudaMalloc((void **)&d->error_flag, sizeof(int));
         cudaMemsetAsync(d->error_flag, 0, sizeof(int), d->stream);
         cudaStreamSynchronize(d->stream);
@@ -41,6 +42,26 @@ hl_cuda_device *hl_cuda_dev(int index) {
     }
     pthread_mutex_unlock(&device_lock);
     return &devices[index];
+}
+
+void hl_cuda_scratch_lock(hl_cuda_device *d) { pthread_mutex_lock(&d->scratch_mutex); }
+void hl_cuda_scratch_unlock(hl_cuda_device *d) { pthread_mutex_unlock(&d->scratch_mutex); }
+
+void *hl_cuda_scratch(hl_cuda_device *d, size_t nbytes) {
+    if (nbytes <= d->scratch_bytes) return d->scratch;
+    if (d->scratch) {
+        cudaStreamSynchronize(d->stream);  /* queued kernels may still read the old one */
+        cudaFree(d->scratch);
+    }
+    d->scratch = NULL;
+    d->scratch_bytes = 0;
+    if (cudaMalloc(&d->scratch, nbytes) != cudaSuccess) {
+        cudaGetLastError();
+        d->scratch = NULL;
+        return NULL;
+    }
+    d->scratch_bytes = nbytes;
+    return d->scratch;
 }
 
 int hl_cuda_call_device(const hl_call *c) {

@@ -23,6 +23,7 @@
 #endif
 
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -41,6 +42,9 @@ struct hl_cuda_device {
     cudaStream_t stream;     /* the one compute stream: every kernel and copy goes here */
     cublasHandle_t blas;
     int *error_flag;         /* device int a kernel sets on a bad index (checked after it) */
+    void *scratch;           /* hl_cuda_scratch's buffer */
+    size_t scratch_bytes;
+    pthread_mutex_t scratch_mutex;
 };
 /* Makes device index current on this thread and returns its state (created on first use). */
 hl_cuda_device *hl_cuda_dev(int index);
@@ -54,6 +58,21 @@ hl_status hl_cuda_check_launch(const char *op);
 /* Waits for the device, reads its error flag and clears it: *pos = the first bad position, or
    -1 when every index was good. Fails only when the device itself reports an error. */
 hl_status hl_cuda_take_flag(hl_cuda_device *d, const char *op, int64_t *pos);
+
+/* C = alpha A B + beta C for row-major operands: element (i, j) of a matrix at
+   p + (i*s0 + j*s1) elements, each a plain matrix or a transposed view (cpu/blas_layout.h),
+   through cuBLAS (linalg.cu). */
+struct hl_cuda_mat { char *p; int64_t s0, s1; };
+hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
+                       double alpha, hl_cuda_mat A, hl_cuda_mat B, double beta, hl_cuda_mat C,
+                       const char *op);
+/* A device buffer of at least nbytes for one kernel family's intermediate (im2col columns),
+   reused across calls; the caller holds the device's scratch lock (hl_cuda_scratch_lock)
+   while it enqueues the work that uses it. Kernels on the one stream run in order, so the
+   next user cannot overwrite it early. NULL when the device is out of memory. */
+void *hl_cuda_scratch(hl_cuda_device *d, size_t nbytes);
+void hl_cuda_scratch_lock(hl_cuda_device *d);
+void hl_cuda_scratch_unlock(hl_cuda_device *d);
 
 /* ---- sizes and pointers (libcore's own inline helpers call into libcore: not here) ---- */
 

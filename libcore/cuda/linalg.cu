@@ -10,11 +10,10 @@
 
 hl_status hl_cuda_copy_call(const hl_call *c);
 
-/* Element (i, j) of a matrix at p + (i*s0 + j*s1) elements. */
-struct mat { char *p; int64_t s0, s1; };
+typedef hl_cuda_mat mat;
 
-static hl_status gemm_one(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
-                          double alpha, mat A, mat B, double beta, mat C, const char *op) {
+hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
+                       double alpha, mat A, mat B, double beta, mat C, const char *op) {
     if (M == 0 || N == 0) return HL_OK;
     bool ta, tb, tc;
     int64_t lda, ldb, ldc;
@@ -68,7 +67,7 @@ extern "C" hl_status hl_cuda_matmul(const hl_call *c) {
             bo += i * bs[d];
             co += i * cs[d];
         }
-        hl_status st = gemm_one(dev, dt, M, N, K, 1.0,
+        hl_status st = hl_cuda_gemm(dev, dt, M, N, K, 1.0,
                                 mat{hl_cuda_ptr(a) + ao * esz, a->strides[na - 2], a->strides[na - 1]},
                                 mat{hl_cuda_ptr(b) + bo * esz, b->strides[nb - 2], b->strides[nb - 1]},
                                 0.0, mat{hl_cuda_ptr(o) + co * esz, o->strides[nd - 2],
@@ -106,7 +105,7 @@ extern "C" hl_status hl_cuda_gemm(const hl_call *c) {
     }
     int64_t M = o->shape[0], N = o->shape[1], K = ta ? a->shape[0] : a->shape[1];
     hl_cuda_device *dev = hl_cuda_dev(hl_cuda_call_device(c));
-    return gemm_one(dev, a->dtype, M, N, K, c->f[0],
+    return hl_cuda_gemm(dev, a->dtype, M, N, K, c->f[0],
                     mat{hl_cuda_ptr(a), ta ? a->strides[1] : a->strides[0],
                         ta ? a->strides[0] : a->strides[1]},
                     mat{hl_cuda_ptr(b), tb ? b->strides[1] : b->strides[0],

@@ -154,8 +154,39 @@ CASES += [
         r.standard_normal((3, 5)).astype(dt), np.array([[4, 0], [-1, 2]])], grad=(0,))),
     ("one_hot", Case(lambda i: hl.one_hot(i, 5), lambda r, dt: [np.array([0, 4, -1, 2])])),
 ]
+CASES += [
+    ("conv", Case(lambda x, w, b: hl.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2)),
+                  lambda r, dt: [r.standard_normal((2, 3, 6, 7)).astype(dt),
+                                 r.standard_normal((4, 3, 3, 2)).astype(dt),
+                                 r.standard_normal((4,)).astype(dt)], grad=(0, 1, 2))),
+    ("conv", Case(lambda x, w: hl.conv2d(x, w, groups=2, padding=(0, 1)),
+                  lambda r, dt: [r.standard_normal((2, 4, 5, 5)).astype(dt),
+                                 r.standard_normal((6, 2, 3, 3)).astype(dt)], grad=(0, 1),
+                  ids="groups")),
+    ("conv", Case(lambda x, w, b: hl.conv1d(x, w, b, stride=2, padding=2),
+                  lambda r, dt: [r.standard_normal((2, 3, 9)).astype(dt),
+                                 r.standard_normal((5, 3, 4)).astype(dt),
+                                 r.standard_normal((5,)).astype(dt)], grad=(0, 1, 2),
+                  ids="1d")),
+    ("conv_grad_input", Case(
+        lambda x, w, b: hl.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+        lambda r, dt: [r.standard_normal((2, 3, 4, 4)).astype(dt),
+                       r.standard_normal((3, 2, 3, 3)).astype(dt),
+                       r.standard_normal((2,)).astype(dt)], grad=(0, 1, 2))),
+    ("max_pool", Case(lambda x: hl.max_pool2d(x, 3, stride=2, padding=1, return_indices=True),
+                      normal(2, 3, 7, 6), grad=(0,))),
+    ("max_pool", Case(lambda x: hl.max_pool2d(x, 2, dilation=2, ceil_mode=True),
+                      normal(1, 2, 7, 7), grad=(0,), ids="dilated-ceil")),
+    ("avg_pool", Case(lambda x: hl.avg_pool2d(x, 3, stride=2, padding=1), normal(2, 3, 7, 6),
+                      grad=(0,))),
+    ("avg_pool", Case(lambda x: hl.avg_pool2d(x, (2, 3), padding=1, count_include_pad=False,
+                                              ceil_mode=True), normal(2, 2, 5, 7), grad=(0,),
+                      ids="exclude-pad")),
+]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
+                "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
+                "avg_pool_grad": "avg_pool",
                 "softmax_cross_entropy_grad": "softmax_cross_entropy",
                 "gather_grad": "gather"}
 RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_random_streams
@@ -164,9 +195,6 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_ran
 NOT_ON_CUDA = {
     "triangle": lambda x: hl.tril(x),
     "cumsum": lambda x: hl.cumsum(x, axis=0),
-    "conv": lambda x: hl.conv2d(x.reshape(1, 1, 3, 4), x[:2, :2].reshape(1, 1, 2, 2)),
-    "max_pool": lambda x: hl.max_pool2d(x.reshape(1, 1, 3, 4), 2),
-    "avg_pool": lambda x: hl.avg_pool2d(x.reshape(1, 1, 3, 4), 2),
     "batch_norm": lambda x: hl.batch_norm(x, None, None, training=True),
     "layer_norm": lambda x: hl.layer_norm(x, (4,)),
     "gather_elements": lambda x: hl.gather_elements(x, hl.zeros((3, 4), dtype=hl.int64,
@@ -181,5 +209,4 @@ NOT_ON_CUDA = {
     "resize": lambda x: hl.interpolate(x.reshape(1, 1, 3, 4), scale_factor=2),
 }
 # reached only through their forward op, which fails first on cuda
-NOT_ON_CUDA_BACKWARD = {"conv_grad_input", "conv_grad_weight", "max_pool_grad",
-                        "avg_pool_grad", "batch_norm_grad", "layer_norm_grad", "resize_grad"}
+NOT_ON_CUDA_BACKWARD = {"batch_norm_grad", "layer_norm_grad", "resize_grad"}
