@@ -183,30 +183,53 @@ CASES += [
                                               ceil_mode=True), normal(2, 2, 5, 7), grad=(0,),
                       ids="exclude-pad")),
 ]
+CASES += [
+    ("batch_norm", Case(lambda x, g, b: hl.batch_norm(x, None, None, g, b, training=True),
+                        lambda r, dt: [r.standard_normal((4, 3, 2, 2)).astype(dt),
+                                       r.standard_normal((3,)).astype(dt),
+                                       r.standard_normal((3,)).astype(dt)], grad=(0, 1, 2))),
+    ("batch_norm", Case(lambda x, m, v: hl.batch_norm(x, m, v, training=False),
+                        lambda r, dt: [r.standard_normal((4, 3, 5)).astype(dt),
+                                       r.standard_normal((3,)).astype(dt),
+                                       r.uniform(0.5, 2, (3,)).astype(dt)], grad=(0,),
+                        ids="inference")),
+    ("layer_norm", Case(lambda x, g, b: hl.layer_norm(x, (4, 5), g, b),
+                        lambda r, dt: [r.standard_normal((3, 4, 5)).astype(dt),
+                                       r.standard_normal((4, 5)).astype(dt),
+                                       r.standard_normal((4, 5)).astype(dt)], grad=(0, 1, 2))),
+    ("concat", Case(lambda a, b: hl.concat([a, b, a], 1), lambda r, dt: [
+        r.standard_normal((2, 3)).astype(dt), r.standard_normal((2, 1)).astype(dt)],
+        grad=(0, 1))),
+    ("pad", Case(lambda x: hl.pad(x, (1, 2, 0, 1), value=0.5), normal(3, 4), grad=(0,))),
+    ("pad", Case(lambda x: hl.pad(x, (2, 1, 1, 2), mode="reflect"), normal(4, 5), grad=(0,),
+                 ids="reflect")),
+    ("pad", Case(lambda x: hl.pad(x, (1, 0, -1, 2), mode="edge"), normal(4, 5), grad=(0,),
+                 ids="edge-crop")),
+    ("tile", Case(lambda x: hl.tile(x, (2, 3)), normal(2, 3), grad=(0,))),
+    ("triangle", Case(lambda x: hl.tril(x, -1) + hl.triu(x.T, 1).T, normal(2, 4, 5),
+                      grad=(0,))),
+    ("cumsum", Case(lambda x: hl.cumsum(x, axis=1), normal(3, 4, 2), grad=(0,))),
+    ("cumsum", Case(lambda x: hl.cumsum(x, axis=0), lambda r, dt: [r.integers(-5, 5, (6, 2))],
+                    dtypes=(F64,), ids="int64")),
+]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
                 "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
-                "avg_pool_grad": "avg_pool",
+                "avg_pool_grad": "avg_pool", "batch_norm_grad": "batch_norm",
+                "layer_norm_grad": "layer_norm",
                 "softmax_cross_entropy_grad": "softmax_cross_entropy",
                 "gather_grad": "gather"}
 RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_random_streams
 
 # Ops the CUDA backend does not implement yet, each with a call that reaches it.
 NOT_ON_CUDA = {
-    "triangle": lambda x: hl.tril(x),
-    "cumsum": lambda x: hl.cumsum(x, axis=0),
-    "batch_norm": lambda x: hl.batch_norm(x, None, None, training=True),
-    "layer_norm": lambda x: hl.layer_norm(x, (4,)),
     "gather_elements": lambda x: hl.gather_elements(x, hl.zeros((3, 4), dtype=hl.int64,
                                                                 device=x.device), 0),
     "scatter_elements": lambda x: hl.scatter_elements(
         x, hl.zeros((1, 4), dtype=hl.int64, device=x.device), x[:1], 0),
     "nonzero": lambda x: hl.nonzero(x),
     "topk": lambda x: hl.topk(x, 2),
-    "concat": lambda x: hl.concat([x, x], 0),
-    "pad": lambda x: hl.pad(x, (1, 1, 1, 1)),
-    "tile": lambda x: hl.tile(x, (2, 1)),
     "resize": lambda x: hl.interpolate(x.reshape(1, 1, 3, 4), scale_factor=2),
 }
 # reached only through their forward op, which fails first on cuda
-NOT_ON_CUDA_BACKWARD = {"batch_norm_grad", "layer_norm_grad", "resize_grad"}
+NOT_ON_CUDA_BACKWARD = {"resize_grad"}
