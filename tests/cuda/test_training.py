@@ -60,3 +60,39 @@ def test_singa_create_cuda_gpu_is_the_cuda_device():
     t = tensor.Tensor((2, 3), dev)
     t.set_value(1.5)
     assert float(tensor.to_numpy(t).sum()) == 9.0
+
+
+class SmallCNN(hl.Module):
+    """Conv, batch norm, pooling, dense: a CNN training step's every kernel family."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = L.Conv2d(8, 3, padding=1)
+        self.bn = L.BatchNorm2d(8)
+        self.pool = L.MaxPool2d(2, 2)
+        self.flatten = L.Flatten()
+        self.fc = L.Linear(10)
+
+    def forward(self, x):
+        return self.fc(self.flatten(self.pool(self.bn(self.conv(x)).relu())))
+
+
+def _train_cnn(device):
+    hl.manual_seed(0)
+    (x, y), (xt, yt) = hl.data.digits()
+    x, xt = x.reshape(-1, 1, 8, 8).astype(np.float32), xt.reshape(-1, 1, 8, 8).astype(np.float32)
+    model = SmallCNN()
+    model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    model.to(device)
+    hist = model.fit(x[:640], y[:640], epochs=2, batch_size=64, verbose=0, shuffle=False)
+    return model, hist.history["loss"], model.evaluate(xt, yt, verbose=0)
+
+
+def test_cnn_with_batch_norm_trains_on_cuda_as_on_the_cpu():
+    model, loss, (test_loss, acc) = _train_cnn("cuda")
+    assert all(p.device == hl.cuda(0) for p in model.get_states().values())
+    _, loss_cpu, (test_loss_cpu, acc_cpu) = _train_cnn("cpu")
+    np.testing.assert_allclose(loss, loss_cpu, rtol=1e-5)
+    np.testing.assert_allclose(test_loss, test_loss_cpu, rtol=1e-4)
+    assert abs(acc - acc_cpu) <= 2 / 360 and acc > 0.8
