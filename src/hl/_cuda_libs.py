@@ -10,6 +10,9 @@ install on the loader's path serves instead.
 ``HL_CUDA_EMULATE=1`` loads ``libhlcuda_emu.so`` instead: the same kernels compiled for the
 host (docs/cuda.md), serving ``cuda:0`` on a machine without a GPU.
 
+``HL_CUDA=0`` loads nothing (as at build time, where it skips the real library): a machine
+with a GPU then behaves as one without.
+
 Nothing here raises: when the backend cannot be loaded, the reason goes to libcore, which puts
 it in every DeviceError about a cuda device, and ``hl.cuda_available()`` is False.
 """
@@ -53,6 +56,10 @@ def library_path():
 
 def load(lib, set_reason):
     """Loads the backend into libcore (lib: the cffi library). Returns None, or why not."""
+    if os.environ.get("HL_CUDA") == "0" and not emulated():
+        why = "HL_CUDA=0 switches the CUDA backend off"
+        set_reason(why)
+        return why
     path = library_path()
     if not os.path.exists(path):
         why = ("HL_CUDA_EMULATE=1, but the emulated CUDA backend libhlcuda_emu.so was not built "

@@ -186,8 +186,8 @@ def test_without_cuda_hl_imports_and_says_why():
             "    except hl.errors.DeviceError as e: assert why[:40] in str(e), (why, str(e))\n"
             "    else: raise SystemExit('no DeviceError')\n"
             "print('ok', why)")
-    r = _run(code, HL_CUDA_EMULATE=None)
-    assert r.returncode == 0 and r.stdout.startswith("ok"), r.stdout + r.stderr
+    r = _run(code, HL_CUDA_EMULATE=None, HL_CUDA="0")  # HL_CUDA=0: off even on a GPU machine
+    assert r.returncode == 0 and r.stdout.startswith("ok HL_CUDA=0"), r.stdout + r.stderr
 
 
 @needs_emulation
