@@ -1,11 +1,13 @@
 /*
- * index.cu - gather, gather_grad and one_hot on CUDA, with the CPU's range rules
+ * index.cu - gather, gather_grad, gather_elements, scatter_elements and one_hot on CUDA, with the CPU's range rules
  * (cpu/index.c): an index must lie in [-n, n) (negative ones count from the end). Every index
  * is checked by a first kernel, before anything is written, and a bad one fails with the
  * CPU's message naming the first bad value: never a read outside the tensor.
  * gather_grad is deterministic like the CPU's: a thread owns one (outer, inner) column of dx
  * and adds the contributions in index order (no atomics).
  */
+#include <type_traits>
+
 #include "convert.cuh"
 
 __device__ static inline int64_t load_index(const void *p, bool wide, int64_t k) {
@@ -168,4 +170,158 @@ extern "C" hl_status hl_cuda_one_hot(const hl_call *c) {
         case 4: return run_one_hot<uint32_t>(d, c, outer, depth, inner);
         default: return run_one_hot<uint64_t>(d, c, outer, depth, inner);
     }
+}
+
+/* ---- gather_elements and scatter_elements ----
+   With indices' shape split at the axis into (outer, K, inner), element (o, k, i) names the
+   data element with o's and i's coordinates and the index value on the axis. A thread owns
+   one (o, i) column and walks k in order: columns never touch the same data element, so the
+   scatter is race-free and its repeated indices resolve in k order, as on the CPU. */
+
+struct elem_geom {
+    int nd, axis;
+    int64_t outer, K, inner, n;            /* n: the data's size along the axis */
+    int64_t ishape[HL_MAX_DIMS];           /* indices' shape */
+    int64_t dstrides[HL_MAX_DIMS];         /* the data's strides */
+};
+
+static elem_geom elem_geom_of(const hl_tensor *ix, const hl_tensor *data, int axis) {
+    elem_geom g;
+    memset(&g, 0, sizeof g);
+    g.nd = ix->ndim;
+    g.axis = axis;
+    g.outer = prod(ix->shape, 0, axis);
+    g.K = ix->shape[axis];
+    g.inner = prod(ix->shape, axis + 1, ix->ndim);
+    g.n = data->shape[axis];
+    for (int d = 0; d < ix->ndim; d++) {
+        g.ishape[d] = ix->shape[d];
+        g.dstrides[d] = data->strides[d];
+    }
+    return g;
+}
+
+/* The data offset of (o, i) with 0 on the axis. */
+__device__ static inline int64_t column_base(const elem_geom &g, int64_t o, int64_t i) {
+    int64_t off = 0;
+    for (int d = g.nd - 1; d > g.axis; d--) {
+        int64_t q = i / g.ishape[d];
+        off += (i - q * g.ishape[d]) * g.dstrides[d];
+        i = q;
+    }
+    for (int d = g.axis - 1; d >= 0; d--) {
+        int64_t q = o / g.ishape[d];
+        off += (o - q * g.ishape[d]) * g.dstrides[d];
+        o = q;
+    }
+    return off;
+}
+
+template <class T>
+__global__ void gather_elements_k(elem_geom g, const T *x, const void *ix, bool wide, T *y) {
+    HL_GRID_STRIDE(col, g.outer * g.inner) {
+        int64_t o = col / g.inner, i = col - o * g.inner, base = column_base(g, o, i);
+        for (int64_t k = 0; k < g.K; k++) {
+            int64_t e = (o * g.K + k) * g.inner + i, v = load_index(ix, wide, e);
+            y[e] = x[base + (v < 0 ? v + g.n : v) * g.dstrides[g.axis]];
+        }
+    }
+}
+
+template <class T>
+static hl_status run_gather_elements(hl_cuda_device *d, const hl_call *c, const elem_geom &g) {
+    auto gather_elements_kernel = gather_elements_k<T>;
+    HL_LAUNCH(gather_elements_kernel, hl_cuda_blocks(g.outer * g.inner), HL_CUDA_THREADS, 0,
+              d->stream, g, (const T *)hl_cuda_ptr(c->in[0]), (const void *)hl_cuda_ptr(c->in[1]),
+              c->in[1]->dtype == HL_I64, (T *)hl_cuda_ptr(c->out[0]));
+    return hl_cuda_check_launch("gather_elements");
+}
+
+/* in = {x (any strides), indices (contiguous)}, out = {y}; i[0] = axis. */
+extern "C" hl_status hl_cuda_gather_elements(const hl_call *c) {
+    const hl_tensor *x = c->in[0], *ix = c->in[1];
+    int axis = (int)c->i[0];
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_status st = check_indices(d, "gather_elements", ix, x->shape[axis], axis);
+    if (st || hl_cuda_numel(ix) == 0) return st;
+    elem_geom g = elem_geom_of(ix, x, axis);
+    switch (hl_cuda_dtype_size(x->dtype)) {
+        case 1: return run_gather_elements<uint8_t>(d, c, g);
+        case 2: return run_gather_elements<uint16_t>(d, c, g);
+        case 4: return run_gather_elements<uint32_t>(d, c, g);
+        default: return run_gather_elements<uint64_t>(d, c, g);
+    }
+}
+
+/* reduction: 0 none, 1 add, 2 mul, 3 max, 4 min (NaN-propagating; integers wrap). */
+template <class T>
+__device__ static inline T scatter_combine(int reduction, T a, T b) {
+    switch (reduction) {
+        case 1:
+            if constexpr (std::is_floating_point<T>::value) return a + b;
+            else return (T)((uint64_t)a + (uint64_t)b);
+        case 2:
+            if constexpr (std::is_floating_point<T>::value) return a * b;
+            else return (T)((uint64_t)a * (uint64_t)b);
+        case 3: return (a > b || a != a) ? a : b;
+        case 4: return (a < b || a != a) ? a : b;
+        default: return b;
+    }
+}
+
+template <class T>
+__global__ void scatter_elements_k(elem_geom g, T *y, const void *ix, bool wide, const T *upd,
+                                   int reduction) {
+    HL_GRID_STRIDE(col, g.outer * g.inner) {
+        int64_t o = col / g.inner, i = col - o * g.inner, base = column_base(g, o, i);
+        for (int64_t k = 0; k < g.K; k++) {
+            int64_t e = (o * g.K + k) * g.inner + i, v = load_index(ix, wide, e);
+            T *dst = y + base + (v < 0 ? v + g.n : v) * g.dstrides[g.axis];
+            *dst = scatter_combine<T>(reduction, *dst, upd[e]);
+        }
+    }
+}
+
+template <class T>
+static hl_status run_scatter(hl_cuda_device *d, const hl_call *c, const elem_geom &g) {
+    auto scatter_elements_kernel = scatter_elements_k<T>;
+    HL_LAUNCH(scatter_elements_kernel, hl_cuda_blocks(g.outer * g.inner), HL_CUDA_THREADS, 0,
+              d->stream, g, (T *)hl_cuda_ptr(c->out[0]), (const void *)hl_cuda_ptr(c->in[1]),
+              c->in[1]->dtype == HL_I64, (const T *)hl_cuda_ptr(c->in[2]), (int)c->i[1]);
+    return hl_cuda_check_launch("scatter_elements");
+}
+
+/* in = {x, indices, updates} (contiguous), out = {y} (may be x itself); i[0] = axis,
+   i[1] = reduction. */
+extern "C" hl_status hl_cuda_scatter_elements(const hl_call *c) {
+    const hl_tensor *x = c->in[0], *ix = c->in[1];
+    hl_tensor *y = c->out[0];
+    int axis = (int)c->i[0], reduction = (int)c->i[1];
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_status st = check_indices(d, "scatter_elements", ix, x->shape[axis], axis);
+    if (st) return st;
+    size_t esz = hl_cuda_dtype_size(x->dtype);
+    if (hl_cuda_ptr(y) != hl_cuda_ptr(x) && hl_cuda_numel(x) &&
+        cudaMemcpyAsync(hl_cuda_ptr(y), hl_cuda_ptr(x), (size_t)hl_cuda_numel(x) * esz,
+                        cudaMemcpyDeviceToDevice, d->stream) != cudaSuccess)
+        return hl_cuda_check_launch("scatter_elements");
+    if (hl_cuda_numel(ix) == 0) return HL_OK;
+    elem_geom g = elem_geom_of(ix, y, axis);
+    if (reduction == 0) {  /* moves by size: every dtype */
+        switch (esz) {
+            case 1: return run_scatter<uint8_t>(d, c, g);
+            case 2: return run_scatter<uint16_t>(d, c, g);
+            case 4: return run_scatter<uint32_t>(d, c, g);
+            default: return run_scatter<uint64_t>(d, c, g);
+        }
+    }
+    switch (x->dtype) {
+        case HL_F32: return run_scatter<float>(d, c, g);
+        case HL_F64: return run_scatter<double>(d, c, g);
+        case HL_I32: return run_scatter<int32_t>(d, c, g);
+        case HL_I64: return run_scatter<int64_t>(d, c, g);
+        case HL_U8: return run_scatter<uint8_t>(d, c, g);
+        default: break;
+    }
+    return HL_FAIL(HL_ERR_DTYPE, "scatter_elements: no CUDA kernel for %s", HL_DESC(x));
 }

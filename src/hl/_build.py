@@ -131,12 +131,20 @@ def _cublas_dirs():
     return None, None
 
 
+def _install(path, dest):
+    """Copies the library at path into dest through a temporary name and a rename, so that a
+    process that has the old one loaded keeps its (intact) file."""
+    target = os.path.join(dest, os.path.basename(path))
+    shutil.copy2(path, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
 def build_cuda(dest):
     """Builds the CUDA backend's libraries and copies them into dest (the hl package
     directory). The emulated one always; the real one as HL_CUDA asks (see the docstring)."""
     out = os.path.dirname(libcore_archive())
     _make("cuda-emu")
-    shutil.copy2(os.path.join(out, "libhlcuda_emu.so"), dest)
+    _install(os.path.join(out, "libhlcuda_emu.so"), dest)
     mode = os.environ.get("HL_CUDA", "")
     if mode == "0":
         return
@@ -150,7 +158,7 @@ def build_cuda(dest):
         print(f"hl: not building the CUDA backend: {missing} not found", file=sys.stderr)
         return
     _make("cuda", f"NVCC={nvcc}", f"CUDA_INC={inc}", f"CUDA_LIB={libdir}")
-    shutil.copy2(os.path.join(out, "libhlcuda.so"), dest)
+    _install(os.path.join(out, "libhlcuda.so"), dest)
 
 
 def make_builder(absolute_paths=False):

@@ -212,6 +212,28 @@ CASES += [
     ("cumsum", Case(lambda x: hl.cumsum(x, axis=0), lambda r, dt: [r.integers(-5, 5, (6, 2))],
                     dtypes=(F64,), ids="int64")),
 ]
+CASES += [
+    ("gather_elements", Case(lambda x, i: hl.gather_elements(x.T, i, axis=1), lambda r, dt: [
+        r.standard_normal((5, 3)).astype(dt), np.array([[0, 4, -1], [2, 2, -5]])],
+        grad=(0,))),
+    ("scatter_elements", Case(lambda x, i, u: hl.scatter_elements(x, i, u, axis=0),
+                              lambda r, dt: [r.standard_normal((4, 3)).astype(dt),
+                                             np.array([[1, 0, 3], [-1, 2, 0]]),
+                                             r.standard_normal((2, 3)).astype(dt)],
+                              grad=(0, 2))),
+    ("scatter_elements", Case(lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
+                                                                  reduction="add"),
+                              lambda r, dt: [r.standard_normal((2, 4)).astype(dt),
+                                             np.array([[1, 1, 3], [0, -1, 0]]),
+                                             r.standard_normal((2, 3)).astype(dt)],
+                              ids="add")),
+    ("scatter_elements", Case(lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
+                                                                  reduction="max"),
+                              lambda r, dt: [r.integers(-9, 9, (2, 4)),
+                                             np.array([[1, 1, 3], [0, -1, 0]]),
+                                             r.integers(-9, 9, (2, 3))],
+                              dtypes=(F64,), ids="max-int64")),
+]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
                 "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
@@ -223,10 +245,6 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_ran
 
 # Ops the CUDA backend does not implement yet, each with a call that reaches it.
 NOT_ON_CUDA = {
-    "gather_elements": lambda x: hl.gather_elements(x, hl.zeros((3, 4), dtype=hl.int64,
-                                                                device=x.device), 0),
-    "scatter_elements": lambda x: hl.scatter_elements(
-        x, hl.zeros((1, 4), dtype=hl.int64, device=x.device), x[:1], 0),
     "nonzero": lambda x: hl.nonzero(x),
     "topk": lambda x: hl.topk(x, 2),
     "resize": lambda x: hl.interpolate(x.reshape(1, 1, 3, 4), scale_factor=2),
