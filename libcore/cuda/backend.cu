@@ -133,7 +133,8 @@ static hl_status cuda_synchronize(int index) {
 }
 
 /* What the CUDA kernels compute in: the CPU's dtypes (so results compare one to one), except
-   matmul and gemm, which cuBLAS does in floats only. */
+   matmul and gemm, which cuBLAS does in floats only, and the element-wise ops, which also
+   compute in float16 and bfloat16. */
 #define CUDA_DTYPES_ROW(NAME, name, family, ...) \
     be.op_dtypes[HL_OP_##NAME] = DTYPES_##family; be.kernels[HL_OP_##NAME] = hl_cuda_##family;
 
@@ -153,6 +154,12 @@ static void fill_backend(void) {
     HL_OPS(CUDA_DTYPES_ROW)
     be.op_dtypes[HL_OP_RANDOM_BERNOULLI] = CPU_COPY;
     be.op_dtypes[HL_OP_MATMUL] = be.op_dtypes[HL_OP_GEMM] = F32_F64;
+    /* element-wise kernels compute in float16 and bfloat16 too (in float, rounded once) */
+    const uint32_t halves = (1u << HL_F16) | (1u << HL_BF16);
+#define CUDA_HALF_ROW(NAME, ...) be.op_dtypes[HL_OP_##NAME] |= halves;
+    HL_UNARY_FLOAT_OPS(CUDA_HALF_ROW) HL_UNARY_NUMERIC_OPS(CUDA_HALF_ROW)
+    HL_UNARY_PREDICATE_OPS(CUDA_HALF_ROW) HL_BINARY_ARITH_OPS(CUDA_HALF_ROW)
+    HL_BINARY_BOOL_OPS(CUDA_HALF_ROW)
 }
 
 extern "C" __attribute__((visibility("default"))) const hl_backend *

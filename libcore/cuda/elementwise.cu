@@ -3,10 +3,12 @@
  * comes from ops.h, exactly as the CPU's does: the X-macros below wrap it in a functor per op,
  * one kernel template runs any functor over any strides and broadcasting (hl_cuda_index), and
  * a switch generated from the same lists picks the instantiation for (op, dtype).
+ * float16 and bfloat16 compute here (unlike on the CPU): each element is widened to float, the
+ * expression runs in float, and the result is rounded back once.
  */
 #include <type_traits>
 
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 /* ---- integer helpers: the CPU's rules (no trap on a zero divisor, floor division) ---- */
 
@@ -121,6 +123,63 @@ __global__ void where_k(hl_cuda_index ix, T *o, const uint8_t *cond, const T *a,
     }
 }
 
+/* Half types: S is the storage (hl_f16, hl_bf16), the expression runs in float; predicates
+   (OUT_BOOL) store uint8. */
+template <class F, class S, bool OUT_BOOL>
+__global__ void unary_half_k(hl_cuda_index ix, void *o, const S *x, int64_t n, double p0,
+                             double p1) {
+    HL_GRID_STRIDE(i, n) {
+        int64_t off[2];
+        hl_cuda_offsets(ix, i, off);
+        auto r = F::template apply<float>(hl_widen(x[off[1]]), (float)p0, (float)p1);
+        if (OUT_BOOL) ((uint8_t *)o)[off[0]] = (uint8_t)r;
+        else ((S *)o)[off[0]] = hl_narrow<S>((float)r);
+    }
+}
+
+template <class F, class S, bool OUT_BOOL>
+__global__ void binary_half_k(hl_cuda_index ix, void *o, const S *a, const S *b, int64_t n) {
+    HL_GRID_STRIDE(i, n) {
+        int64_t off[3];
+        hl_cuda_offsets(ix, i, off);
+        auto r = F::template apply<float>(hl_widen(a[off[1]]), hl_widen(b[off[2]]));
+        if (OUT_BOOL) ((uint8_t *)o)[off[0]] = (uint8_t)r;
+        else ((S *)o)[off[0]] = hl_narrow<S>((float)r);
+    }
+}
+
+template <class F, class S, bool OUT_BOOL>
+static hl_status run_unary_half(const hl_call *c) {
+    const hl_tensor *ops[2] = {c->out[0], c->in[0]};
+    hl_cuda_index ix = hl_cuda_index_of(2, ops);
+    int64_t n = hl_cuda_numel(c->out[0]);
+    if (!n) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    auto unary_kernel = unary_half_k<F, S, OUT_BOOL>;
+    HL_LAUNCH(unary_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream, ix,
+              (void *)hl_cuda_ptr(c->out[0]), (const S *)hl_cuda_ptr(c->in[0]), n, c->f[0],
+              c->f[1]);
+    return hl_cuda_check_launch(HL_OPNAME(c->op));
+}
+
+template <class F, class S, bool OUT_BOOL>
+static hl_status run_binary_half(const hl_call *c) {
+    const hl_tensor *ops[3] = {c->out[0], c->in[0], c->in[1]};
+    hl_cuda_index ix = hl_cuda_index_of(3, ops);
+    int64_t n = hl_cuda_numel(c->out[0]);
+    if (!n) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    auto binary_kernel = binary_half_k<F, S, OUT_BOOL>;
+    HL_LAUNCH(binary_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream, ix,
+              (void *)hl_cuda_ptr(c->out[0]), (const S *)hl_cuda_ptr(c->in[0]),
+              (const S *)hl_cuda_ptr(c->in[1]), n);
+    return hl_cuda_check_launch(HL_OPNAME(c->op));
+}
+
+#define HALF_CASES(run, NAME, OUT_BOOL)                                                      \
+    if (dt == HL_F16) return run<Op_##NAME, hl_f16, OUT_BOOL>(c);                            \
+    if (dt == HL_BF16) return run<Op_##NAME, hl_bf16, OUT_BOOL>(c);
+
 /* ---- launching one instantiation ---- */
 
 template <class F, class TI, class TO>
@@ -163,6 +222,7 @@ extern "C" hl_status hl_cuda_unary(const hl_call *c) {
     case HL_OP_##NAME:                                                                       \
         if (dt == HL_F32) return run_unary<Op_##NAME, float, float>(c);                      \
         if (dt == HL_F64) return run_unary<Op_##NAME, double, double>(c);                    \
+        HALF_CASES(run_unary_half, NAME, false)                                              \
         break;
         HL_UNARY_FLOAT_OPS(CASE_FLOAT)
 #define CASE_NUMERIC(NAME, ...)                                                              \
@@ -175,6 +235,7 @@ extern "C" hl_status hl_cuda_unary(const hl_call *c) {
             case HL_U8: return run_unary<Op_##NAME, uint8_t, uint8_t>(c);                    \
             default: break;                                                                  \
         }                                                                                    \
+        HALF_CASES(run_unary_half, NAME, false)                                              \
         break;
         HL_UNARY_NUMERIC_OPS(CASE_NUMERIC)
 #define CASE_PRED(NAME, ...)                                                                 \
@@ -187,6 +248,7 @@ extern "C" hl_status hl_cuda_unary(const hl_call *c) {
             case HL_U8: case HL_BOOL: return run_unary<Op_##NAME, uint8_t, uint8_t>(c);      \
             default: break;                                                                  \
         }                                                                                    \
+        HALF_CASES(run_unary_half, NAME, true)                                               \
         break;
         HL_UNARY_PREDICATE_OPS(CASE_PRED)
         default: break;
@@ -208,6 +270,7 @@ extern "C" hl_status hl_cuda_binary(const hl_call *c) {
             case HL_U8: return run_binary<Op_##NAME, uint8_t, uint8_t>(c);                   \
             default: break;                                                                  \
         }                                                                                    \
+        HALF_CASES(run_binary_half, NAME, false)                                             \
         break;
         HL_BINARY_ARITH_OPS(CASE_ARITH)
 #define CASE_BOOL(NAME, ...)                                                                 \
@@ -220,6 +283,7 @@ extern "C" hl_status hl_cuda_binary(const hl_call *c) {
             case HL_U8: case HL_BOOL: return run_binary<Op_##NAME, uint8_t, uint8_t>(c);     \
             default: break;                                                                  \
         }                                                                                    \
+        HALF_CASES(run_binary_half, NAME, true)                                              \
         break;
         HL_BINARY_BOOL_OPS(CASE_BOOL)
         default: break;

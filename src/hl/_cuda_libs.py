@@ -51,7 +51,10 @@ def _preload_runtime():
 
 
 def library_path():
-    return os.path.join(_HERE, "libhlcuda_emu.so" if emulated() else "libhlcuda.so")
+    """The library to load: HL_CUDA_LIBRARY when set (a build of one's own, e.g.
+    libcore/build/opt/libhlcuda_emu.so), else the one installed beside the extension."""
+    return os.environ.get("HL_CUDA_LIBRARY") or os.path.join(
+        _HERE, "libhlcuda_emu.so" if emulated() else "libhlcuda.so")
 
 
 def load(lib, set_reason):

@@ -19,7 +19,9 @@ needs_emulation = pytest.mark.skipif(not hl.cuda.is_emulated(),
 
 
 def _emu():
-    return ctypes.CDLL(os.path.join(os.path.dirname(hl.__file__), "libhlcuda_emu.so"))
+    """The emulated library hl loaded (dlopen of the same path returns the same handle)."""
+    from hl import _cuda_libs
+    return ctypes.CDLL(_cuda_libs.library_path())
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "uint8", "bool",

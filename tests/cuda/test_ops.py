@@ -89,3 +89,44 @@ def test_missing_kernels_say_so(name):
                   device="cuda")
     with pytest.raises(hl.errors.UnsupportedError, match=f"{name} is not implemented on cuda"):
         NOT_ON_CUDA[name](x)
+
+
+# ---- float16 and bfloat16 compute (element-wise ops; the CPU stores these dtypes only) ----
+# The reference: the CPU computing in float32 on the same half-rounded inputs, rounded to the
+# half type once. cuda computes in float and rounds once, so the two agree to one unit in
+# the last place of the half type (libm's last float bits can move a rounding): rtol is that
+# unit, 2^-10 for float16 and 2^-7 for bfloat16 (atol 1/64 of it for results near zero).
+ELEMENTWISE = list(hl._core.OPS)[:hl._core.OPS["copy"]]
+HALF_CASES = [(n, c) for n, c in CASES if n in ELEMENTWISE and not c.ids]
+HALF_ULP = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+
+@pytest.mark.parametrize("dtype", sorted(HALF_ULP))
+@pytest.mark.parametrize("name,case", HALF_CASES, ids=[n for n, _ in HALF_CASES])
+def test_half_types_compute_elementwise(name, case, dtype):
+    arrays = case.inputs(np.random.default_rng(0), np.float32)
+    hd = hl.dtype(dtype)
+
+    def run(device):
+        xs = [hl.tensor(a, device=device) for a in arrays]
+        xs = [x.astype(hd) if x.dtype == hl.float32 else x for x in xs]
+        if device == "cpu":  # the CPU has no half arithmetic: float32, rounded once at the end
+            y = case.fn(*[x.astype(hl.float32) if x.dtype == hd else x for x in xs])
+            return y.astype(hd) if y.dtype == hl.float32 else y
+        return case.fn(*xs)
+
+    want, got = run("cpu"), run("cuda")
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype == hd:
+        want, got = want.astype(hl.float32), got.astype(hl.float32)
+    ulp = HALF_ULP[dtype]
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=ulp, atol=ulp / 64,
+                               err_msg=f"{name} in {dtype} on cuda vs float32 on the cpu")
+
+
+def test_half_types_are_refused_where_cuda_does_not_compute_them():
+    x = hl.ones((2, 3), device="cuda").astype(hl.float16)
+    with pytest.raises(hl.errors.DTypeError, match="float16"):
+        x.sum()
+    with pytest.raises(hl.errors.DTypeError, match="float16"):
+        x @ x.T
