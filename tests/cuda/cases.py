@@ -234,6 +234,15 @@ CASES += [
                                              r.integers(-9, 9, (2, 3))],
                               dtypes=(F64,), ids="max-int64")),
 ]
+CASES += [
+    ("topk", Case(lambda x: hl.topk(x, 3, axis=1), lambda r, dt: [
+        np.array([[3, 1, np.nan, 3, -2], [0, -0.0, 5, 5, 1]], dtype=dt)])),
+    ("topk", Case(lambda x: hl.topk(x, 2, axis=0, largest=False), normal(4, 3, 2), grad=(0,),
+                  ids="smallest")),
+    ("nonzero", Case(lambda x: hl.nonzero(x), lambda r, dt: [
+        (r.integers(0, 3, (5, 4, 3)) * r.standard_normal((5, 4, 3))).astype(dt)])),
+    ("nonzero", Case(lambda x: hl.nonzero(x > 0.5), normal(5000, 3), ids="chunks")),
+]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
                 "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
@@ -245,8 +254,6 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_ran
 
 # Ops the CUDA backend does not implement yet, each with a call that reaches it.
 NOT_ON_CUDA = {
-    "nonzero": lambda x: hl.nonzero(x),
-    "topk": lambda x: hl.topk(x, 2),
     "resize": lambda x: hl.interpolate(x.reshape(1, 1, 3, 4), scale_factor=2),
 }
 # reached only through their forward op, which fails first on cuda
