@@ -9,37 +9,7 @@
 #include <type_traits>
 
 #include "convert.cuh"
-
-/* ---- integer helpers: the CPU's rules (no trap on a zero divisor, floor division) ---- */
-
-__device__ static inline int64_t hl_int_div(int64_t a, int64_t b) {
-    if (b == 0) return 0;
-    if (b == -1) return (int64_t)(0 - (uint64_t)a);
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-__device__ static inline int64_t hl_int_mod(int64_t a, int64_t b) {
-    if (b == 0 || b == -1) return 0;
-    int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-__device__ static inline int64_t hl_int_fmod(int64_t a, int64_t b) {
-    return (b == 0 || b == -1) ? 0 : a % b;
-}
-__device__ static inline int64_t hl_int_pow(int64_t a, int64_t b) {
-    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
-    uint64_t r = 1, base = (uint64_t)a;
-    while (b) {
-        if (b & 1) r *= base;
-        base *= base;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
-__device__ static inline double hl_float_mod(double a, double b) {
-    double r = fmod(a, b);
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
+#include "../src/kernel_scalar.h"  /* hl_int_div and friends, as on the CPU */
 
 /* fmax/fmin of an integer literal and a float (ops.h's hard_sigmoid, hard_swish): the
    float's type, as <tgmath.h> gives the CPU. */

@@ -1,44 +1,11 @@
 /*
- * random.cu - the random family on CUDA: Philox 4x32-10 with the CPU's key, counter and word
- * layout (cpu/random.c, api/random.c), so a draw with the same (seed, offset) gives the same
+ * random.cu - the random family on CUDA: Philox 4x32-10 (kernel_scalar.h, the CPU's one
+ * definition) with the CPU's word layout (cpu/random.c, api/random.c), so a draw with the same (seed, offset) gives the same
  * 32-bit words on both devices, hence the same numbers (uniform and bernoulli bit for bit;
  * normal up to the last bits of the device's log, sin and cos). One thread per counter block.
  */
 #include "convert.cuh"
-
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u
-#define PHILOX_W1 0xBB67AE85u
-
-__device__ static inline void philox_block(uint64_t seed, uint64_t offset, uint64_t block,
-                                           uint32_t w[4]) {
-    uint64_t ctr = offset + block;
-    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = ctr < offset, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int r = 0; r < 10; r++) {
-        if (r) {
-            k0 += PHILOX_W0;
-            k1 += PHILOX_W1;
-        }
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-    }
-    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
-}
-
-__device__ static inline double u24(uint32_t a) { return (double)(a >> 8) * 0x1p-24; }
-__device__ static inline double u53(uint32_t a, uint32_t b) {
-    return (double)(((uint64_t)a << 21) | (b >> 11)) * 0x1p-53;
-}
-__device__ static inline double u24_open0(uint32_t a) { return (double)((a >> 8) + 1) * 0x1p-24; }
-__device__ static inline double u53_open0(uint32_t a, uint32_t b) {
-    return (double)((((uint64_t)a << 21) | (b >> 11)) + 1) * 0x1p-53;
-}
+#include "../src/kernel_scalar.h"
 
 /* u in [0, 1) onto [low, high), never reaching high (the CPU's scale_float/scale_double). */
 template <class T>
@@ -62,13 +29,13 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed, uint64_t offset
     HL_GRID_STRIDE(blk, nblocks) {
         uint32_t w[4];
         T vals[4];
-        philox_block(seed, offset, (uint64_t)blk, w);
+        hl_philox_block(seed, offset, (uint64_t)blk, w);
         if (sizeof(T) == 4) {
             if (kind == R_UNIFORM) {
-                for (int k = 0; k < 4; k++) vals[k] = scale<T>(u24(w[k]), a, b);
+                for (int k = 0; k < 4; k++) vals[k] = scale<T>(hl_u24(w[k]), a, b);
             } else {
                 for (int h = 0; h < 2; h++) {
-                    float u1 = (float)u24_open0(w[2 * h]), u2 = (float)u24(w[2 * h + 1]);
+                    float u1 = (float)hl_u24_open0(w[2 * h]), u2 = (float)hl_u24(w[2 * h + 1]);
                     float r = sqrtf(-2.0f * logf(u1)), t = (float)6.283185307179586476925 * u2;
                     vals[2 * h] = (T)((float)a + (float)b * (r * cosf(t)));
                     vals[2 * h + 1] = (T)((float)a + (float)b * (r * sinf(t)));
@@ -76,9 +43,9 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed, uint64_t offset
             }
         } else {
             if (kind == R_UNIFORM) {
-                for (int k = 0; k < 2; k++) vals[k] = scale<T>(u53(w[2 * k], w[2 * k + 1]), a, b);
+                for (int k = 0; k < 2; k++) vals[k] = scale<T>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
             } else {
-                double u1 = u53_open0(w[0], w[1]), u2 = u53(w[2], w[3]);
+                double u1 = hl_u53_open0(w[0], w[1]), u2 = hl_u53(w[2], w[3]);
                 double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2;
                 vals[0] = (T)(a + b * (r * cos(t)));
                 vals[1] = (T)(a + b * (r * sin(t)));
@@ -95,7 +62,7 @@ __global__ void bernoulli_k(T *out, int64_t n, uint64_t seed, uint64_t offset, d
     int64_t nblocks = (n + 3) / 4;
     HL_GRID_STRIDE(blk, nblocks) {
         uint32_t w[4];
-        philox_block(seed, offset, (uint64_t)blk, w);
+        hl_philox_block(seed, offset, (uint64_t)blk, w);
         int64_t first = blk * 4, cnt = n - first < 4 ? n - first : 4;
         for (int64_t k = 0; k < cnt; k++) out[first + k] = (double)w[k] * 0x1p-32 < p ? one : (T)0;
     }
