@@ -35,6 +35,7 @@ hl_cuda_device *hl_cuda_dev(int index) {
         cublasCreate(&d->blas);
         cublasSetStream(d->blas, d->stream);
         pthread_mutex_init(&d->scratch_mutex, NULL);
+        pthread_mutex_init(&d->blas_mutex, NULL);
         cudaMalloc((void **)&d->error_flag, sizeof(int));
         cudaMemsetAsync(d->error_flag, 0, sizeof(int), d->stream);
         cudaStreamSynchronize(d->stream);

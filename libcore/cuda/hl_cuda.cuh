@@ -45,6 +45,7 @@ struct hl_cuda_device {
     void *scratch;           /* hl_cuda_scratch's buffer */
     size_t scratch_bytes;
     pthread_mutex_t scratch_mutex;
+    pthread_mutex_t blas_mutex;  /* a cuBLAS handle must not be used by two threads at once */
 };
 /* Makes device index current on this thread and returns its state (created on first use). */
 hl_cuda_device *hl_cuda_dev(int index);

@@ -23,6 +23,7 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
     if (K == 0) lda = ldb = 1;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasStatus_t st;
+    pthread_mutex_lock(&d->blas_mutex);
     if (dt == HL_F32) {
         float a = (float)alpha, b = (float)beta;
         st = cublasSgemm(d->blas, opb, opa, (int)N, (int)M, (int)K, &a, (const float *)B.p,
@@ -33,6 +34,7 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
                          (int)(ldb < 1 ? 1 : ldb), (const double *)A.p, (int)(lda < 1 ? 1 : lda),
                          &beta, (double *)C.p, (int)ldc);
     }
+    pthread_mutex_unlock(&d->blas_mutex);
     if (st != CUBLAS_STATUS_SUCCESS)
         return HL_FAIL(HL_ERR_DEVICE, "%s: cuBLAS gemm failed (status %d)", op, (int)st);
     return HL_OK;
