@@ -15,7 +15,6 @@
 
 #include <map>
 #include <mutex>
-#include <vector>
 
 thread_local hl_emu_thread *hl_emu_self;
 
@@ -248,7 +247,8 @@ struct launcher {
     ucontext_t scheduler;
     fiber fibers[MAX_THREADS];
     char *stacks = nullptr;
-    std::vector<char> dynamic_shared;
+    char *dynamic_shared = nullptr;  /* the launch's shmem bytes (grown, never shrunk) */
+    size_t dynamic_bytes = 0;
     hl_emu_body body;
     void *closure;
     const char *kernel;
@@ -345,7 +345,7 @@ uint64_t hl_emu_shfl(uint64_t v, int src_lane) {
     return out;
 }
 
-void *hl_emu_dynamic_shared(void) { return current ? current->dynamic_shared.data() : nullptr; }
+void *hl_emu_dynamic_shared(void) { return current ? current->dynamic_shared : nullptr; }
 
 void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coop,
                    const char *kernel, hl_emu_body body, void *closure) {
@@ -374,7 +374,18 @@ void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coo
     L->closure = closure;
     L->kernel = kernel;
     L->failed = false;
-    L->dynamic_shared.assign(shmem ? shmem : 1, 0);
+    if (shmem > L->dynamic_bytes) {
+        char *grown = (char *)realloc(L->dynamic_shared, shmem);
+        if (!grown) {
+            launch_failed(cudaErrorMemoryAllocation, "kernel %s: no memory for the emulated "
+                          "shared memory", kernel);
+            current = outer;
+            return;
+        }
+        L->dynamic_shared = grown;
+        L->dynamic_bytes = shmem;
+    }
+    if (shmem) memset(L->dynamic_shared, 0, shmem);
     if (coop && !L->stacks) {
         L->stacks = (char *)mmap(nullptr, (size_t)FIBER_STACK * MAX_THREADS,
                                  PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
