@@ -83,12 +83,14 @@ def test_every_op_is_covered():
     assert set(GRADIENT_OPS.values()) <= {n for n, _ in CASES}
 
 
-@pytest.mark.parametrize("name", sorted(NOT_ON_CUDA))
-def test_missing_kernels_say_so(name):
+def test_missing_kernels_say_so():
+    """Every op without a CUDA kernel (none today) fails with the registry's message."""
     x = hl.tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32),
                   device="cuda")
-    with pytest.raises(hl.errors.UnsupportedError, match=f"{name} is not implemented on cuda"):
-        NOT_ON_CUDA[name](x)
+    for name, call in NOT_ON_CUDA.items():
+        with pytest.raises(hl.errors.UnsupportedError,
+                           match=f"{name} is not implemented on cuda"):
+            call(x)
 
 
 # ---- float16 and bfloat16 compute (element-wise ops; the CPU stores these dtypes only) ----
