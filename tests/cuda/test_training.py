@@ -96,3 +96,32 @@ def test_cnn_with_batch_norm_trains_on_cuda_as_on_the_cpu():
     np.testing.assert_allclose(loss, loss_cpu, rtol=1e-5)
     np.testing.assert_allclose(test_loss, test_loss_cpu, rtol=1e-4)
     assert abs(acc - acc_cpu) <= 2 / 360 and acc > 0.8
+
+
+def test_onnx_model_runs_on_cuda():
+    """hl.onnx.prepare(model, device="cuda") against onnxruntime on the CPU."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 8, 3, 3)).astype(np.float32)
+    fc = rng.standard_normal((8 * 3 * 3, 5)).astype(np.float32)  # 8 channels of 3 x 3
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("MatMul", ["f", "fc"], ["m"]),
+             helper.make_node("Softmax", ["m"], ["y"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+        [numpy_helper.from_array(w.transpose(1, 0, 2, 3).copy(), "w"),
+         numpy_helper.from_array(fc, "fc")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    x = rng.standard_normal((2, 4, 6, 6)).astype(np.float32)
+    rep = hl.onnx.prepare(model, device="cuda")
+    got = rep.run([x])[0]
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
