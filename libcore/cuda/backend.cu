@@ -165,10 +165,12 @@ static void fill_backend(void) {
 
 extern "C" __attribute__((visibility("default"))) const hl_backend *
 hl_plugin_backend(const hl_plugin_host *host, char *why, size_t why_len) {
-    if (!host || host->abi != HL_PLUGIN_ABI || host->backend_abi != HL_BACKEND_ABI) {
+    if (!host || host->abi != HL_PLUGIN_ABI || host->backend_abi != HL_BACKEND_ABI ||
+        host->tensor_size != sizeof(hl_tensor) || host->storage_size != sizeof(hl_storage) ||
+        host->call_size != sizeof(hl_call)) {
         snprintf(why, why_len, "libhlcuda was built for another version of hl's core "
-                 "(plugin interface %d, backend interface %d); rebuild it", HL_PLUGIN_ABI,
-                 HL_BACKEND_ABI);
+                 "(plugin interface %d, backend interface %d, other tensor/storage/call "
+                 "layouts); rebuild it with hl", HL_PLUGIN_ABI, HL_BACKEND_ABI);
         return NULL;
     }
     hl_cuda_host = host;

@@ -31,6 +31,9 @@ const char *hl_backend_unavailable_reason(int kind) {
 static const hl_plugin_host host = {
     .abi = HL_PLUGIN_ABI,
     .backend_abi = HL_BACKEND_ABI,
+    .tensor_size = sizeof(hl_tensor),
+    .storage_size = sizeof(hl_storage),
+    .call_size = sizeof(hl_call),
     .fail = hl_fail,
     .desc = hl_desc,
     .op_name = hl_op_str,

@@ -21,6 +21,9 @@ enum { HL_PLUGIN_ABI = 1 };
 typedef struct hl_plugin_host {
     int abi;              /* HL_PLUGIN_ABI */
     int backend_abi;      /* HL_BACKEND_ABI */
+    /* The layouts the plugin reads directly: a plugin built against another core.h (a field
+       added to a struct) is refused instead of reading the wrong bytes. */
+    size_t tensor_size, storage_size, call_size;
     hl_status (*fail)(hl_status code, const char *fmt, ...);
     const char *(*desc)(const hl_tensor *t);
     const char *(*op_name)(int op);
