@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-enum { HL_PLUGIN_ABI = 1 };
+enum { HL_PLUGIN_ABI = 2 };  /* 2: the struct sizes in hl_plugin_host */
 
 typedef struct hl_plugin_host {
     int abi;              /* HL_PLUGIN_ABI */
