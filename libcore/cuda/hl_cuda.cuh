@@ -114,6 +114,28 @@ static inline unsigned hl_cuda_blocks(int64_t n) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                \
          i += (int64_t)blockDim.x * gridDim.x)
 
+/* The sum of every thread's v over the block, returned to every thread (blockDim.x a multiple
+   of 32, at most 1024): warp shuffles, then one partial per warp through shared memory. Every
+   thread of the block must call it (it holds barriers): launch with HL_LAUNCH_COOP. */
+__device__ static inline double hl_cuda_block_sum(double v) {
+    __shared__ double partial[32];
+    __shared__ double total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int d = 16; d; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        int nwarps = (blockDim.x + 31) >> 5;
+        v = lane < nwarps ? partial[lane] : 0.0;
+        for (int d = 16; d; d >>= 1) v += __shfl_down_sync(0xffffffffu, v, d);
+        if (lane == 0) total = v;
+    }
+    __syncthreads();
+    double sum = total;
+    __syncthreads();  /* partial and total are reused by the next call */
+    return sum;
+}
+
 /* ---- strided indexing: up to 4 operands over one iteration shape ---- */
 
 enum { HL_CUDA_MAX_OPERANDS = 4 };

@@ -1,9 +1,9 @@
 /*
  * norm.cu - batch norm and layer norm, forward and backward, on CUDA with the CPU's formulas
  * (cpu/norm.c; record layouts in api/norm.c): sums in double, the running variance unbiased
- * (PyTorch), inference using the running statistics. Batch norm: a thread per channel; layer
- * norm: a thread per row (and per column for dscale/dbias). Each statistic is summed in one
- * fixed order, so results do not depend on the launch shape.
+ * (PyTorch), inference using the running statistics. Batch norm: a block per channel sums its
+ * statistics (a fixed tree of warp shuffles: the same result every run), then an element-wise
+ * kernel applies them. Layer norm: a thread per row (and per column for dscale/dbias).
  */
 #include "hl_cuda.cuh"
 
@@ -21,26 +21,29 @@ template <class T> static vec<T> vec_of(const hl_tensor *t) {
     return v;
 }
 
+/* One block per channel: the channel's statistics (training: from x, summed by the block;
+   inference: the running ones), the running statistics' update, save_mean/save_invstd, and
+   per channel mean and invstd into stats[2 ch], stats[2 ch + 1] for bn_apply_k. */
 template <class T>
-__global__ void bn_forward_k(const T *x, T *y, vec<T> scale, vec<T> bias, vec<T> rmean,
-                             vec<T> rvar, vec<T> smean, vec<T> sinv, int64_t N, int64_t C,
-                             int64_t S, bool training, double momentum, double eps) {
+__global__ void bn_stats_k(const T *x, vec<T> rmean, vec<T> rvar, vec<T> smean, vec<T> sinv,
+                           double *stats, int64_t N, int64_t C, int64_t S, bool training,
+                           double momentum, double eps) {
     int64_t M = N * S;
-    HL_GRID_STRIDE(ch, C) {
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
         double mean, invstd;
         if (training) {
             double s = 0, q = 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++) s += (double)x[(n * C + ch) * S + i];
+            for (int64_t t = threadIdx.x; t < M; t += blockDim.x)
+                s += (double)x[((t / S) * C + ch) * S + t % S];
+            s = hl_cuda_block_sum(s);
             mean = M ? s / (double)M : 0;
-            for (int64_t n = 0; n < N; n++)
-                for (int64_t i = 0; i < S; i++) {
-                    double d = (double)x[(n * C + ch) * S + i] - mean;
-                    q += d * d;
-                }
-            double var = M ? q / (double)M : 0;
-            invstd = 1 / sqrt(var + eps);
-            if (rmean.p && M > 1) {
+            for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
+                double d = (double)x[((t / S) * C + ch) * S + t % S] - mean;
+                q += d * d;
+            }
+            q = hl_cuda_block_sum(q);
+            invstd = 1 / sqrt((M ? q / (double)M : 0) + eps);
+            if (threadIdx.x == 0 && rmean.p && M > 1) {  /* PyTorch: unbiased running var */
                 rmean.set(ch, (1 - momentum) * rmean.get(ch) + momentum * mean);
                 rvar.set(ch, (1 - momentum) * rvar.get(ch) + momentum * (q / (double)(M - 1)));
             }
@@ -48,43 +51,62 @@ __global__ void bn_forward_k(const T *x, T *y, vec<T> scale, vec<T> bias, vec<T>
             mean = rmean.get(ch);
             invstd = 1 / sqrt(rvar.get(ch) + eps);
         }
-        double a = (scale.p ? scale.get(ch) : 1) * invstd, b = bias.p ? bias.get(ch) : 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < S; i++) {
-                int64_t e = (n * C + ch) * S + i;
-                y[e] = (T)(((double)x[e] - mean) * a + b);
-            }
-        if (smean.p) smean.set(ch, mean);
-        if (sinv.p) sinv.set(ch, invstd);
+        if (threadIdx.x == 0) {
+            stats[2 * ch] = mean;
+            stats[2 * ch + 1] = invstd;
+            if (smean.p) smean.set(ch, mean);
+            if (sinv.p) sinv.set(ch, invstd);
+        }
     }
 }
 
 template <class T>
-__global__ void bn_backward_k(const T *dy, const T *x, vec<T> scale, vec<T> smean, vec<T> sinv,
-                              T *dx, vec<T> dscale, vec<T> dbias, int64_t N, int64_t C,
-                              int64_t S, bool training) {
+__global__ void bn_apply_k(const T *x, T *y, vec<T> scale, vec<T> bias, const double *stats,
+                           int64_t C, int64_t S, int64_t n) {
+    HL_GRID_STRIDE(e, n) {
+        int64_t ch = (e / S) % C;
+        double a = (scale.p ? scale.get(ch) : 1) * stats[2 * ch + 1];
+        y[e] = (T)(((double)x[e] - stats[2 * ch]) * a + (bias.p ? bias.get(ch) : 0));
+    }
+}
+
+/* One block per channel: sum dy and sum dy (x - mean), dscale and dbias, and per channel the
+   two coefficients of dx into stats[2 ch], stats[2 ch + 1]. */
+template <class T>
+__global__ void bn_grad_stats_k(const T *dy, const T *x, vec<T> smean, vec<T> sinv,
+                                vec<T> dscale, vec<T> dbias, double *stats, int64_t N, int64_t C,
+                                int64_t S) {
     int64_t M = N * S;
-    HL_GRID_STRIDE(ch, C) {
-        double mean = smean.get(ch), invstd = sinv.get(ch), g = scale.p ? scale.get(ch) : 1;
-        double sdy = 0, sdyx = 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < S; i++) {
-                int64_t e = (n * C + ch) * S + i;
-                sdy += (double)dy[e];
-                sdyx += (double)dy[e] * ((double)x[e] - mean);
-            }
-        if (dbias.p) dbias.set(ch, sdy);
-        if (dscale.p) dscale.set(ch, sdyx * invstd);
-        if (!dx) continue;
-        double k = g * invstd;
-        double a = training && M ? sdy / (double)M : 0;
-        double b = training && M ? sdyx * invstd * invstd / (double)M : 0;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t i = 0; i < S; i++) {
-                int64_t e = (n * C + ch) * S + i;
-                dx[e] = training ? (T)(k * ((double)dy[e] - a - ((double)x[e] - mean) * b))
-                                 : (T)(k * (double)dy[e]);
-            }
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        double mean = smean.get(ch), sdy = 0, sdyx = 0;
+        for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
+            int64_t e = ((t / S) * C + ch) * S + t % S;
+            sdy += (double)dy[e];
+            sdyx += (double)dy[e] * ((double)x[e] - mean);
+        }
+        sdy = hl_cuda_block_sum(sdy);
+        sdyx = hl_cuda_block_sum(sdyx);
+        if (threadIdx.x == 0) {
+            double invstd = sinv.get(ch);
+            if (dbias.p) dbias.set(ch, sdy);
+            if (dscale.p) dscale.set(ch, sdyx * invstd);
+            stats[2 * ch] = M ? sdy / (double)M : 0;
+            stats[2 * ch + 1] = M ? sdyx * invstd * invstd / (double)M : 0;
+        }
+    }
+}
+
+/* training: the full gradient through the batch statistics; else dx = dy * scale * invstd. */
+template <class T>
+__global__ void bn_grad_apply_k(const T *dy, const T *x, vec<T> scale, vec<T> smean,
+                                vec<T> sinv, const double *stats, T *dx, int64_t C, int64_t S,
+                                int64_t n, bool training) {
+    HL_GRID_STRIDE(e, n) {
+        int64_t ch = (e / S) % C;
+        double k = (scale.p ? scale.get(ch) : 1) * sinv.get(ch);
+        dx[e] = training ? (T)(k * ((double)dy[e] - stats[2 * ch] -
+                                    ((double)x[e] - smean.get(ch)) * stats[2 * ch + 1]))
+                         : (T)(k * (double)dy[e]);
     }
 }
 
@@ -159,34 +181,64 @@ static hl_tensor *grad_out(const hl_call *c, int k) {
     return pos >= 0 ? c->out[pos] : NULL;
 }
 
+static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65535); }
+
 template <class T>
 static hl_status run_batch_norm(const hl_call *c) {
     const hl_tensor *x = c->in[0];
-    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim);
+    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim), n = N * C * S;
     if (!C) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
-    auto bn_forward_kernel = bn_forward_k<T>;
-    HL_LAUNCH(bn_forward_kernel, hl_cuda_blocks(C), HL_CUDA_THREADS, 0, d->stream,
-              (const T *)hl_cuda_ptr(x), (T *)hl_cuda_ptr(c->out[0]), vec_of<T>(c->in[1]),
-              vec_of<T>(c->in[2]), vec_of<T>(c->in[3]), vec_of<T>(c->in[4]),
-              vec_of<T>(c->out[1]), vec_of<T>(c->out[2]), N, C, S, c->i[0] != 0, c->f[0],
-              c->f[1]);
-    return hl_cuda_check_launch("batch_norm");
+    hl_cuda_scratch_lock(d);
+    double *stats = (double *)hl_cuda_scratch(d, sizeof(double) * 2 * (size_t)C);
+    hl_status st = stats ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "batch_norm: out of cuda memory");
+    if (!st) {
+        auto bn_stats_kernel = bn_stats_k<T>;
+        HL_LAUNCH_COOP(bn_stats_kernel, channel_blocks(C), HL_CUDA_THREADS, 0, d->stream,
+                       (const T *)hl_cuda_ptr(x), vec_of<T>(c->in[3]), vec_of<T>(c->in[4]),
+                       vec_of<T>(c->out[1]), vec_of<T>(c->out[2]), stats, N, C, S,
+                       c->i[0] != 0, c->f[0], c->f[1]);
+        st = hl_cuda_check_launch("batch_norm");
+    }
+    if (!st && n) {
+        auto bn_apply_kernel = bn_apply_k<T>;
+        HL_LAUNCH(bn_apply_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream,
+                  (const T *)hl_cuda_ptr(x), (T *)hl_cuda_ptr(c->out[0]), vec_of<T>(c->in[1]),
+                  vec_of<T>(c->in[2]), (const double *)stats, C, S, n);
+        st = hl_cuda_check_launch("batch_norm");
+    }
+    hl_cuda_scratch_unlock(d);
+    return st;
 }
 
 template <class T>
 static hl_status run_batch_norm_grad(const hl_call *c) {
     const hl_tensor *x = c->in[1];
-    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim);
+    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim), n = N * C * S;
     if (!C) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     hl_tensor *dx = grad_out(c, 0);
-    auto bn_backward_kernel = bn_backward_k<T>;
-    HL_LAUNCH(bn_backward_kernel, hl_cuda_blocks(C), HL_CUDA_THREADS, 0, d->stream,
-              (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(x), vec_of<T>(c->in[2]),
-              vec_of<T>(c->in[3]), vec_of<T>(c->in[4]), dx ? (T *)hl_cuda_ptr(dx) : (T *)0,
-              vec_of<T>(grad_out(c, 1)), vec_of<T>(grad_out(c, 2)), N, C, S, c->i[0] != 0);
-    return hl_cuda_check_launch("batch_norm_grad");
+    hl_cuda_scratch_lock(d);
+    double *stats = (double *)hl_cuda_scratch(d, sizeof(double) * 2 * (size_t)C);
+    hl_status st = stats ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "batch_norm_grad: out of cuda memory");
+    if (!st) {
+        auto bn_grad_stats_kernel = bn_grad_stats_k<T>;
+        HL_LAUNCH_COOP(bn_grad_stats_kernel, channel_blocks(C), HL_CUDA_THREADS, 0, d->stream,
+                       (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(x),
+                       vec_of<T>(c->in[3]), vec_of<T>(c->in[4]), vec_of<T>(grad_out(c, 1)),
+                       vec_of<T>(grad_out(c, 2)), stats, N, C, S);
+        st = hl_cuda_check_launch("batch_norm_grad");
+    }
+    if (!st && dx && n) {
+        auto bn_grad_apply_kernel = bn_grad_apply_k<T>;
+        HL_LAUNCH(bn_grad_apply_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream,
+                  (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(x),
+                  vec_of<T>(c->in[2]), vec_of<T>(c->in[3]), vec_of<T>(c->in[4]),
+                  (const double *)stats, (T *)hl_cuda_ptr(dx), C, S, n, c->i[0] != 0);
+        st = hl_cuda_check_launch("batch_norm_grad");
+    }
+    hl_cuda_scratch_unlock(d);
+    return st;
 }
 
 template <class T> static T *ptr_or_null(const hl_tensor *t) {

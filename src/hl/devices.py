@@ -71,7 +71,7 @@ class _Cuda:
 
     def is_emulated(self):
         """True when cuda:N is the host emulation of the CUDA backend (HL_CUDA_EMULATE=1)."""
-        from . import _core, _cuda_libs
+        from . import _cuda_libs
         return self.is_available() and _cuda_libs.emulated()
 
     def _device(self, device):
