@@ -2,12 +2,12 @@
 
 ``hl.cpu()`` is always there. ``hl.cuda(i)`` names a GPU, served by the CUDA backend
 (docs/cuda.md) when hl was built with it and a GPU answers, or by its host emulation under
-HL_CUDA_EMULATE=1; otherwise using one raises a DeviceError that says why. ``hl.meta()`` holds tensors
-that have a shape and a dtype but no memory: every op checks its arguments and computes its
+HL_CUDA_EMULATE=1; otherwise using one raises a DeviceError that says why. ``hl.meta()``
+holds tensors that have a shape and a dtype but no memory: every op checks its arguments and computes its
 output's shape on them, and nothing runs (``hl.zeros((1 << 40,), device="meta")`` is free).
 ``hl.set_default_device`` chooses where new tensors go when no device is given.
 """
-from . import errors
+from . import _core, errors
 
 _KINDS = {"cpu": 0, "cuda": 1, "meta": 2}  # libcore's HL_DEVICE_* codes
 KIND_NAMES = {code: kind for kind, code in _KINDS.items()}
@@ -55,17 +55,14 @@ class _Cuda:
         return Device("cuda", index)
 
     def is_available(self):
-        from . import _core
         return _core.device_available(_KINDS["cuda"], 0)
 
     def device_count(self):
-        from . import _core
         return _core.device_count(_KINDS["cuda"])
 
     def unavailable_reason(self):
         """Why no cuda device can be used (None when one can): no driver, no device, a
         missing runtime library, a too-old driver, or hl built without its CUDA library."""
-        from . import _core
         return None if self.is_available() else (_core.cuda_unavailable_reason() or
                                                  "no CUDA device answers")
 
@@ -84,13 +81,11 @@ class _Cuda:
     def synchronize(self, device=None):
         """Waits until the device has finished everything queued on it; raises the
         DeviceError of a kernel that failed since."""
-        from . import _core
         d = self._device(device)
         _core.device_synchronize(d.code, d.index)
 
     def memory_stats(self, device=None):
         """Bytes handed to tensors, held in the caching allocator, and the peak in use."""
-        from . import _core
         d = self._device(device)
         return _core.memory_stats(d.code, d.index)
 
@@ -106,7 +101,6 @@ class _Cuda:
 
     def empty_cache(self, device=None):
         """Returns the allocator's cached blocks to the driver."""
-        from . import _core
         d = self._device(device)
         _core.empty_cache(d.code, d.index)
 
@@ -149,3 +143,21 @@ def set_default_device(d):
 
 def get_default_device():
     return _default
+
+
+def cuda_available():
+    """True when the CUDA backend is loaded and a GPU answers (or HL_CUDA_EMULATE=1 runs its
+    host emulation); hl.cuda.unavailable_reason() says why not."""
+    return cuda.is_available()
+
+
+def memory_stats(device=None):
+    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
+    d = _coerce(device)
+    return _core.memory_stats(d.code, d.index)
+
+
+def empty_cache(device=None):
+    """Returns the allocator's cached blocks to the system (or the GPU driver)."""
+    d = _coerce(device)
+    _core.empty_cache(d.code, d.index)
