@@ -9,8 +9,10 @@ cuda and compares. NOT_ON_CUDA lists the ops the CUDA backend does not implement
 must fail with "<op> is not implemented on cuda". Every op of libcore is in one of the two
 (test_every_op_is_covered), so an op added to ops.h without a CUDA case fails the suite.
 
-When the OpCase registry (one definition per op, issue 19) lands, this table becomes its
-``cuda`` column: the entries here map one to one onto its cases.
+The OpCase registry (tests/opcases, issue 19) runs each of its cases on cuda too
+(test_backend_matches_cpu, marked gpu); today it holds the element-wise ops only. As the other
+families move into OpCases, their entries here become redundant and go: the entries map one
+to one onto cases (a call, inputs per dtype, which inputs get a gradient check).
 """
 from dataclasses import dataclass, field
 
