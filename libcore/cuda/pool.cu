@@ -7,6 +7,7 @@
  * max_pool_grad first checks every index like the CPU.
  */
 #include "hl_cuda.cuh"
+#include "../src/kernel_scalar.h"
 
 struct pgeom {
     int64_t planes, h, w, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
@@ -26,26 +27,13 @@ static pgeom pgeom_of(const hl_call *c, const hl_tensor *x, const hl_tensor *y) 
     return g;
 }
 
-/* Taps t in [0, k) whose coordinate start + t d lies in [0, size). */
-__device__ static inline void tap_range(int64_t start, int64_t d, int64_t size, int64_t k,
-                                        int64_t *lo, int64_t *hi) {
-    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
-    int64_t last = size - 1 - start;
-    int64_t b = last < 0 ? 0 : last / d + 1;
-    if (a > k) a = k;
-    if (b > k) b = k;
-    if (b < a) b = a;
-    *lo = a;
-    *hi = b;
-}
-
 __device__ static inline int64_t avg_divisor(const pgeom &g, int64_t y0, int64_t x0, int64_t ylo,
                                              int64_t yhi, int64_t xlo, int64_t xhi) {
     if (!g.count_include_pad) return (yhi - ylo) * (xhi - xlo);
     int64_t a, by, bx;
-    tap_range(y0 + g.pt, g.dh, g.h + g.pt + g.pb, g.kh, &a, &by);
+    hl_tap_range(y0 + g.pt, g.dh, g.h + g.pt + g.pb, g.kh, &a, &by);
     by -= a;
-    tap_range(x0 + g.pl, g.dw, g.w + g.pl + g.pr, g.kw, &a, &bx);
+    hl_tap_range(x0 + g.pl, g.dw, g.w + g.pl + g.pr, g.kw, &a, &bx);
     bx -= a;
     return by * bx;
 }
@@ -57,8 +45,8 @@ __global__ void pool_k(pgeom g, const T *x, T *y, int64_t *idx, bool is_max) {
         int64_t p = o / OP, q = o - p * OP, oy = q / g.ow, ox = q - oy * g.ow;
         const T *plane = x + p * g.h * g.w;
         int64_t y0 = oy * g.sh - g.pt, x0 = ox * g.sw - g.pl, ylo, yhi, xlo, xhi;
-        tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
-        tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
+        hl_tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
+        hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
         if (is_max) {
             T best = -INFINITY;
             int64_t at = -1;
@@ -105,10 +93,10 @@ __global__ void avg_pool_grad_k(pgeom g, const T *dy, T *dx) {
         for (int64_t i = 0; i < HW; i++) plane[i] = 0;
         for (int64_t oy = 0; oy < g.oh; oy++) {
             int64_t y0 = oy * g.sh - g.pt, ylo, yhi;
-            tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
+            hl_tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
             for (int64_t ox = 0; ox < g.ow; ox++) {
                 int64_t x0 = ox * g.sw - g.pl, xlo, xhi;
-                tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
+                hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
                 int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
                 if (div <= 0) continue;
                 T v = dy[p * OP + oy * g.ow + ox] / (T)div;

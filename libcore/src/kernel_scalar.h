@@ -1,8 +1,8 @@
 /*
  * kernel_scalar.h - scalar helpers that the CPU kernels (cpu/) and the CUDA kernels
  * (libcore/cuda/) share, so that each rule has one definition: integer division and modulo
- * that never trap (ops.h's integer expressions call them), and the Philox 4x32-10 block with
- * its uniform conversions (the random family: the same stream on every device).
+ * that never trap (ops.h's integer expressions call them), the taps of a pooling window, and
+ * the Philox 4x32-10 block with its uniform conversions (the same stream on every device).
  *
  * Read as C by gcc (cpu/) and as C++ by nvcc and by g++ for the CUDA emulation; HL_HD marks
  * the functions for both host and device under nvcc.
@@ -48,6 +48,20 @@ static inline HL_HD int64_t hl_int_pow(int64_t a, int64_t b) {   /* negative pow
 static inline HL_HD double hl_float_mod(double a, double b) {
     double r = fmod(a, b);
     return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+/* ---- sliding windows (pooling): taps t in [0, k) whose coordinate start + t * d lies in
+   [0, size), as the range [*lo, *hi) ---- */
+static inline HL_HD void hl_tap_range(int64_t start, int64_t d, int64_t size, int64_t k,
+                                      int64_t *lo, int64_t *hi) {
+    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
+    int64_t last = size - 1 - start;
+    int64_t b = last < 0 ? 0 : last / d + 1;
+    if (a > k) a = k;
+    if (b > k) b = k;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
 }
 
 /* ---- Philox 4x32-10 (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as
