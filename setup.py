@@ -16,6 +16,11 @@ class BuildExtWithLibcore(build_ext):
     def pre_run(self, ext, ffi):
         """cffi's hook, called just before the extension is generated and compiled."""
         _build.build_libcore()
+        # libhlcuda*.so beside the extension, wherever it goes (build_lib, or src/hl for an
+        # editable install): hl/_cuda_libs.py looks for them there (docs/cuda.md)
+        package_dir = os.path.dirname(self.get_ext_fullpath(ext.name))
+        os.makedirs(package_dir, exist_ok=True)
+        _build.build_cuda(package_dir)
 
 
 setup(cffi_modules=["src/hl/_build.py:ffibuilder"], cmdclass={"build_ext": BuildExtWithLibcore})

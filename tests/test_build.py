@@ -128,3 +128,26 @@ def test_extension_has_no_runpath_into_a_build_directory():
     assert not [p for p in paths if p.startswith(("/tmp", "/var/tmp")) or "pip-" in p
                 or "scipy_openblas" in p], paths
     assert "libscipy_openblas.so" in dynamic  # found by soname: scipy_openblas32 preloads it
+
+
+def _cuda_libraries():
+    here = os.path.dirname(hl.__file__)
+    return [os.path.join(here, n) for n in ("libhlcuda_emu.so", "libhlcuda.so")
+            if os.path.exists(os.path.join(here, n))]
+
+
+def test_cuda_libraries_export_only_the_plugin_entry_and_need_no_runpath():
+    """libhlcuda*.so (docs/cuda.md): built beside the extension (the emulated one always),
+    exporting the plugin entry (and the emulation's test hooks) only, finding the CUDA
+    runtime by soname (hl/_cuda_libs.py preloads the wheels' copies), no RUNPATH."""
+    libs = _cuda_libraries()
+    assert any(p.endswith("libhlcuda_emu.so") for p in libs), libs
+    for path in libs:
+        exported = {line.split()[-1] for line in _binutils(
+            "nm", "-D", "--defined-only", path).splitlines() if line.strip()}
+        hooks = {"hl_cuda_emu_fail_next_launch", "hl_cuda_emu_launch_count"}
+        assert exported - hooks - {"hl_plugin_backend"} == set(), (path, exported)
+        dynamic = _binutils("readelf", "-d", path)
+        assert "RPATH" not in dynamic and "RUNPATH" not in dynamic, path
+        if path.endswith("libhlcuda.so"):
+            assert "libcudart.so.13" in dynamic and "libcublas.so.13" in dynamic

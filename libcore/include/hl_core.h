@@ -106,6 +106,14 @@ hl_status hl_device_synchronize(hl_device device);
 /* Bytes handed to tensors now, held in the cache, and the high-water mark of the first. */
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak);
 hl_status hl_memory_empty_cache(hl_device device);
+/* Loads a backend built as a library of its own (libhlcuda: libcore/src/plugin.h) and
+   registers it. On failure the reason is kept for messages about that device kind. */
+hl_status hl_backend_load(const char *path);
+/* Why no backend serves devices of this kind ("" when one does, or none was ever tried). */
+const char *hl_backend_unavailable_reason(int kind);
+/* Records why a backend of this kind is absent (the Python side that looks for libhlcuda
+   says which file is missing); the reason shows in every DeviceError about such a device. */
+void hl_backend_set_unavailable_reason(int kind, const char *why);
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
 

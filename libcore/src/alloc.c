@@ -71,9 +71,13 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
     if (be && !be->has_memory) return storage_without_memory(device, nbytes, out);
     device_pool *pool = pool_for(device);
-    if (!be || !pool)
-        return hl_fail(HL_ERR_DEVICE, "device %s is not available: this build has no "
-                       "backend for it, or that device is absent", hl_device_str(device));
+    if (!be || !pool) {
+        const char *why = device.kind >= 0 && device.kind < HL_DEVICE_KINDS
+                              ? hl_backend_unavailable_reason(device.kind) : "";
+        return hl_fail(HL_ERR_DEVICE, "device %s is not available: %s", hl_device_str(device),
+                       why[0] ? why : "this build has no backend for it, or that device is "
+                       "absent");
+    }
     size_t block = 0;
     int cls = size_class(nbytes ? nbytes : 1, &block);
     if (cls < 0) block = nbytes;

@@ -200,9 +200,14 @@ hl_status hl_tensor_to_device(const hl_tensor *x, hl_device device, hl_tensor **
             st = hl_tensor_write(dst, hl_ptr(src), n);
         else if (n && device.kind == HL_DEVICE_CPU)
             st = hl_tensor_read(src, hl_ptr(dst), n);
-        else if (n)
-            st = hl_fail(HL_ERR_UNSUPPORTED, "to_device: copies between two accelerators go "
-                                             "through the CPU");
+        else if (n) {  /* between two accelerators (cuda:0 -> cuda:1): staged on the host */
+            void *stage = malloc(n);
+            st = stage ? hl_tensor_read(src, stage, n)
+                       : hl_fail(HL_ERR_MEMORY, "to_device: out of host memory staging %zu "
+                                 "bytes", n);
+            if (!st) st = hl_tensor_write(dst, stage, n);
+            free(stage);
+        }
     }
     hl_tensor_release(src);
     if (st) { hl_tensor_release(dst); return st; }

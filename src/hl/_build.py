@@ -12,14 +12,22 @@ Used by setuptools (``setup.py`` names ``src/hl/_build.py:ffibuilder`` and runs
 ``build_libcore()`` before compiling the extension) and directly for a development build in
 place: ``python src/hl/_build.py``. Needs ``make`` and a C compiler.
 
+The CUDA backend (libcore/cuda/, docs/cuda.md) is two more shared libraries beside the
+extension, loaded at run time: libhlcuda_emu.so (the kernels compiled for the host, always
+built) and libhlcuda.so (nvcc, when found; headers and libraries of cuBLAS from the
+nvidia-cublas wheel, the `cuda` extra).
+
 Environment:
   HL_SANITIZE=1  build with AddressSanitizer and UBSan, and without the caching allocator
                  (see docs/sanitizers.md)
   HL_NATIVE=1    compile for this machine's CPU (-march=native)
+  HL_CUDA=1      require the real CUDA library (fail when nvcc or cuBLAS is missing);
+  HL_CUDA=0      skip it; unset: build it when nvcc and cuBLAS's headers are found
 """
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -86,6 +94,73 @@ def build_libcore():
     _make("lib")
 
 
+def _nvcc():
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for home in (os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if home and os.path.exists(os.path.join(home, "bin", "nvcc")):
+            return os.path.join(home, "bin", "nvcc")
+    return None
+
+
+def _cublas_dirs():
+    """(a directory holding cuBLAS's headers, the directory of libcublas.so.13): nvcc's own
+    toolkit when it has cuBLAS, else the nvidia-cublas wheel (only cuBLAS's headers, linked
+    into build/cublas-include: the wheels' include folder also holds a CUDA runtime's headers,
+    which must not shadow nvcc's own), else (None, None)."""
+    nvcc = _nvcc()
+    toolkit = os.path.dirname(os.path.dirname(os.path.realpath(nvcc))) if nvcc else None
+    if toolkit and os.path.exists(os.path.join(toolkit, "include", "cublas_v2.h")):
+        return os.path.join(toolkit, "include"), os.path.join(toolkit, "lib64")  # a full toolkit
+    try:
+        import nvidia
+    except ImportError:
+        return None, None
+    for root in nvidia.__path__:
+        inc, lib = os.path.join(root, "cu13", "include"), os.path.join(root, "cu13", "lib")
+        if os.path.exists(os.path.join(inc, "cublas_v2.h")):
+            only = os.path.join(ROOT, "build", "cublas-include")
+            os.makedirs(only, exist_ok=True)
+            for header in glob.glob(os.path.join(inc, "cublas*.h")):
+                link = os.path.join(only, os.path.basename(header))
+                if os.path.lexists(link):
+                    os.remove(link)
+                os.symlink(header, link)
+            return only, lib
+    return None, None
+
+
+def _install(path, dest):
+    """Copies the library at path into dest through a temporary name and a rename, so that a
+    process that has the old one loaded keeps its (intact) file."""
+    target = os.path.join(dest, os.path.basename(path))
+    shutil.copy2(path, target + ".tmp")
+    os.replace(target + ".tmp", target)
+
+
+def build_cuda(dest):
+    """Builds the CUDA backend's libraries and copies them into dest (the hl package
+    directory). The emulated one always; the real one as HL_CUDA asks (see the docstring)."""
+    out = os.path.dirname(libcore_archive())
+    _make("cuda-emu")
+    _install(os.path.join(out, "libhlcuda_emu.so"), dest)
+    mode = os.environ.get("HL_CUDA", "")
+    if mode == "0":
+        return
+    nvcc = _nvcc()
+    inc, libdir = _cublas_dirs()
+    missing = "nvcc" if not nvcc else ("cuBLAS (pip install nvidia-cublas nvidia-cuda-runtime)"
+                                       if not inc else None)
+    if missing:
+        if mode == "1":
+            raise RuntimeError(f"HL_CUDA=1, but {missing} was not found")
+        print(f"hl: not building the CUDA backend: {missing} not found", file=sys.stderr)
+        return
+    _make("cuda", f"NVCC={nvcc}", f"CUDA_INC={inc}", f"CUDA_LIB={libdir}")
+    _install(os.path.join(out, "libhlcuda.so"), dest)
+
+
 def make_builder(absolute_paths=False):
     _, libdir, lib = _openblas()
     sanitize, native = _variant()
@@ -134,4 +209,5 @@ if __name__ == "__main__":
     built = glob.glob(os.path.join(ROOT, "build", "cffi", "hl", "_hl_core*.so"))
     for path in built:
         os.replace(path, os.path.join(ROOT, "src", "hl", os.path.basename(path)))
+    build_cuda(os.path.join(ROOT, "src", "hl"))
     print("built", [os.path.basename(p) for p in built])

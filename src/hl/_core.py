@@ -47,6 +47,31 @@ def _default_threads():
 lib.hl_set_num_threads(_default_threads())
 
 
+def _load_cuda():
+    from . import _cuda_libs
+    return _cuda_libs.load(lib, lambda why: lib.hl_backend_set_unavailable_reason(
+        1, why.encode()))
+
+
+_cuda_unavailable = _load_cuda()  # None, or why hl has no CUDA device
+
+
+def cuda_unavailable_reason():
+    """Why no cuda device can be used, or None when the CUDA backend is loaded."""
+    return _cuda_unavailable
+
+
+def device_synchronize(kind, index):
+    check(lib.hl_device_synchronize((kind, index)))
+
+
+def device_count(kind):
+    n = 0
+    while n < 64 and lib.hl_device_available((kind, n)):
+        n += 1
+    return n
+
+
 def op_code(name):
     try:
         return OPS[name]

@@ -1,8 +1,9 @@
 """Devices: where a tensor's memory lives and its kernels run.
 
-``hl.cpu()`` is always there. ``hl.cuda(i)`` names a GPU; until the CUDA backend is built
-(see cuda/README.md) using one raises a DeviceError that says so. ``hl.meta()`` holds tensors
-that have a shape and a dtype but no memory: every op checks its arguments and computes its
+``hl.cpu()`` is always there. ``hl.cuda(i)`` names a GPU, served by the CUDA backend
+(docs/cuda.md) when hl was built with it and a GPU answers, or by its host emulation under
+HL_CUDA_EMULATE=1; otherwise using one raises a DeviceError that says why. ``hl.meta()``
+holds tensors that have a shape and a dtype but no memory: every op checks its arguments and computes its
 output's shape on them, and nothing runs (``hl.zeros((1 << 40,), device="meta")`` is free).
 ``hl.set_default_device`` chooses where new tensors go when no device is given.
 """
@@ -45,10 +46,69 @@ def cpu():
     return Device("cpu", 0)
 
 
-def cuda(index=0):
-    """A CUDA device. It can be named now; tensors can be put on it once the CUDA backend
-    exists and a GPU is present (``hl.cuda_available()``)."""
-    return Device("cuda", index)
+class _Cuda:
+    """``hl.cuda(i)`` names GPU i (a Device; usable when ``hl.cuda.is_available()``), and
+    ``hl.cuda.<name>`` holds what PyTorch keeps in ``torch.cuda``: synchronize, device_count,
+    memory statistics, and why there is no GPU (docs/cuda.md)."""
+
+    def __call__(self, index=0):
+        return Device("cuda", index)
+
+    def is_available(self):
+        return _core.device_available(_KINDS["cuda"], 0)
+
+    def device_count(self):
+        return _core.device_count(_KINDS["cuda"])
+
+    def unavailable_reason(self):
+        """Why no cuda device can be used (None when one can): no driver, no device, a
+        missing runtime library, a too-old driver, or hl built without its CUDA library."""
+        return None if self.is_available() else (_core.cuda_unavailable_reason() or
+                                                 "no CUDA device answers")
+
+    def is_emulated(self):
+        """True when cuda:N is the host emulation of the CUDA backend (HL_CUDA_EMULATE=1)."""
+        from . import _cuda_libs
+        return self.is_available() and _cuda_libs.emulated()
+
+    def _device(self, device):
+        d = _coerce("cuda" if device is None else
+                    (f"cuda:{device}" if isinstance(device, int) else device))
+        if d.kind != "cuda":
+            raise errors.DeviceError(f"expected a cuda device, got {d}")
+        return d
+
+    def synchronize(self, device=None):
+        """Waits until the device has finished everything queued on it; raises the
+        DeviceError of a kernel that failed since."""
+        d = self._device(device)
+        _core.device_synchronize(d.code, d.index)
+
+    def memory_stats(self, device=None):
+        """Bytes handed to tensors, held in the caching allocator, and the peak in use."""
+        d = self._device(device)
+        return _core.memory_stats(d.code, d.index)
+
+    def memory_allocated(self, device=None):
+        return self.memory_stats(device)["in_use"]
+
+    def max_memory_allocated(self, device=None):
+        return self.memory_stats(device)["peak"]
+
+    def memory_reserved(self, device=None):
+        s = self.memory_stats(device)
+        return s["in_use"] + s["cached"]
+
+    def empty_cache(self, device=None):
+        """Returns the allocator's cached blocks to the driver."""
+        d = self._device(device)
+        _core.empty_cache(d.code, d.index)
+
+    def __repr__(self):
+        return "hl.cuda"
+
+
+cuda = _Cuda()
 
 
 def meta():
@@ -86,8 +146,9 @@ def get_default_device():
 
 
 def cuda_available():
-    """True when the CUDA backend is built and a GPU answers."""
-    return _core.device_available(_KINDS["cuda"], 0)
+    """True when the CUDA backend is loaded and a GPU answers (or HL_CUDA_EMULATE=1 runs its
+    host emulation); hl.cuda.unavailable_reason() says why not."""
+    return cuda.is_available()
 
 
 def memory_stats(device=None):

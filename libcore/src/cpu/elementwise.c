@@ -7,39 +7,9 @@
 #include <string.h>
 #include <tgmath.h>
 
+#include "../kernel_scalar.h"  /* hl_int_div and friends, which ops.h's expressions call */
 #include "dtypes.h"
 #include "loops.h"
-
-/* ---- integer helpers that keep every input defined (no trap on a zero divisor) ---- */
-
-static inline int64_t hl_int_div(int64_t a, int64_t b) {   /* floor division; x // 0 == 0 */
-    if (b == 0) return 0;
-    if (b == -1) return (int64_t)(0 - (uint64_t)a);         /* INT64_MIN // -1 wraps */
-    int64_t q = a / b;
-    return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-static inline int64_t hl_int_mod(int64_t a, int64_t b) {   /* sign of the divisor, x % 0 == 0 */
-    if (b == 0 || b == -1) return 0;
-    int64_t r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-static inline int64_t hl_int_fmod(int64_t a, int64_t b) {  /* sign of the dividend */
-    return (b == 0 || b == -1) ? 0 : a % b;
-}
-static inline int64_t hl_int_pow(int64_t a, int64_t b) {   /* negative powers truncate */
-    if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
-    uint64_t r = 1, base = (uint64_t)a;                     /* wraps like numpy on overflow */
-    while (b) {
-        if (b & 1) r *= base;
-        base *= base;
-        b >>= 1;
-    }
-    return (int64_t)r;
-}
-static inline double hl_float_mod(double a, double b) {
-    double r = fmod(a, b);
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
 
 /* ---- float32 tanh and erf from arithmetic alone ----
  * libm's tanhf is a call per element (about 8 ns); this form has no calls and no branches, so

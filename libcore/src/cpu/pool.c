@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "../core.h"
+#include "../kernel_scalar.h"
 #include "out_range.h"
 #include "parallel.h"
 
@@ -34,28 +35,15 @@ static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y, 
     g->count_include_pad = c->i[10] != 0;
 }
 
-/* Taps t in [0, k) whose coordinate start + t * d lies in [0, size): the range [*lo, *hi). */
-static void tap_range(int64_t start, int64_t d, int64_t size, int64_t k, int64_t *lo,
-                      int64_t *hi) {
-    int64_t a = start >= 0 ? 0 : (-start + d - 1) / d;
-    int64_t last = size - 1 - start;
-    int64_t b = last < 0 ? 0 : last / d + 1;
-    if (a > k) a = k;
-    if (b > k) b = k;
-    if (b < a) b = a;
-    *lo = a;
-    *hi = b;
-}
-
 /* The divisor of the average at one output position: taps inside the padded input
    (count_include_pad) or inside the input. */
 static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t ylo, int64_t yhi,
                            int64_t xlo, int64_t xhi) {
     if (!g->count_include_pad) return (yhi - ylo) * (xhi - xlo);
     int64_t a, by, bx;
-    tap_range(y0 + g->pt, g->dh, g->h + g->pt + g->pb, g->kh, &a, &by);
+    hl_tap_range(y0 + g->pt, g->dh, g->h + g->pt + g->pb, g->kh, &a, &by);
     by -= a;
-    tap_range(x0 + g->pl, g->dw, g->w + g->pl + g->pr, g->kw, &a, &bx);
+    hl_tap_range(x0 + g->pl, g->dw, g->w + g->pl + g->pr, g->kw, &a, &bx);
     bx -= a;
     return by * bx;
 }

@@ -100,11 +100,11 @@ static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const int64_t y0 = oy * g->sh - g->pt;
             int64_t ylo, yhi;
-            tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+            hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 const int64_t x0 = ox * g->sw - g->pl;
                 int64_t xlo, xhi;
-                tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+                hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
                 T best = -INFINITY;
                 int64_t at = -1;
                 for (int64_t ty = ylo; ty < yhi; ty++) {
@@ -135,11 +135,11 @@ static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const int64_t y0 = oy * g->sh - g->pt;
             int64_t ylo, yhi;
-            tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+            hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 const int64_t x0 = ox * g->sw - g->pl;
                 int64_t xlo, xhi;
-                tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+                hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
                 T sum = 0;
                 for (int64_t ty = ylo; ty < yhi; ty++) {
                     const T *row = plane + (y0 + ty * g->dh) * g->w;
@@ -175,11 +175,11 @@ static void FN(avg_pool_grad)(const pool_geom *g, const T *dy, T *dx) {
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const int64_t y0 = oy * g->sh - g->pt;
             int64_t ylo, yhi;
-            tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+            hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
             for (int64_t ox = 0; ox < g->ow; ox++) {
                 const int64_t x0 = ox * g->sw - g->pl;
                 int64_t xlo, xhi;
-                tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+                hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
                 const int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
                 if (div <= 0) continue;
                 const T v = dy[p * OP + oy * g->ow + ox] / (T)div;

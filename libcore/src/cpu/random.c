@@ -1,49 +1,13 @@
 /*
- * random.c - CPU kernel of the random family: Philox 4x32-10 (Salmon, Moraes, Dror and Shaw,
- * "Parallel random numbers: as easy as 1, 2, 3", SC 2011), written from the paper's
- * description. The key is the 64-bit seed (low word first); the 128-bit counter is
- * offset + block (carry into the third word). Every block is computed on its own, so the
+ * random.c - CPU kernel of the random family: Philox 4x32-10 (kernel_scalar.h, shared with
+ * the CUDA kernels, so both devices draw one stream). Every block is computed on its own, so the
  * numbers are the same for any thread count. Layout of elements over counters: see
  * api/random.c.
  */
 #include <math.h>
 
+#include "../kernel_scalar.h"
 #include "remap.h"
-
-enum { PHILOX_ROUNDS = 10 };
-#define PHILOX_M0 0xD2511F53u
-#define PHILOX_M1 0xCD9E8D57u
-#define PHILOX_W0 0x9E3779B9u /* key increments (Weyl sequence): golden ratio, sqrt(3) - 1 */
-#define PHILOX_W1 0xBB67AE85u
-
-static inline void philox_block(uint64_t seed, uint64_t offset, uint64_t block, uint32_t w[4]) {
-    uint64_t ctr = offset + block;
-    uint32_t c0 = (uint32_t)ctr, c1 = (uint32_t)(ctr >> 32), c2 = ctr < offset, c3 = 0;
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-    for (int r = 0; r < PHILOX_ROUNDS; r++) {
-        if (r) {
-            k0 += PHILOX_W0;
-            k1 += PHILOX_W1;
-        }
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0, p1 = (uint64_t)PHILOX_M1 * c2;
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
-        c1 = (uint32_t)p1;
-        c3 = (uint32_t)p0;
-        c0 = n0;
-        c2 = n2;
-    }
-    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
-}
-
-/* Uniform doubles in [0, 1) with 24 and 53 random bits, and in (0, 1] for logarithms. */
-static inline double u24(uint32_t a) { return (double)(a >> 8) * 0x1p-24; }
-static inline double u53(uint32_t a, uint32_t b) {
-    return (double)(((uint64_t)a << 21) | (b >> 11)) * 0x1p-53;
-}
-static inline double u24_open0(uint32_t a) { return (double)((a >> 8) + 1) * 0x1p-24; }
-static inline double u53_open0(uint32_t a, uint32_t b) {
-    return (double)((((uint64_t)a << 21) | (b >> 11)) + 1) * 0x1p-53;
-}
 
 static const double TWO_PI = 6.283185307179586476925;
 
@@ -76,7 +40,7 @@ SCALE_UNIFORM(double, nextafter)
         for (int64_t b = 0; b < nblocks; b++) {                                             \
             uint32_t w[4];                                                                  \
             T vals[4];                                                                      \
-            philox_block(seed, offset, (uint64_t)b, w);                                     \
+            hl_philox_block(seed, offset, (uint64_t)b, w);                                     \
             BODY;                                                                           \
             int64_t first = b * (N_PER);                                                    \
             int64_t cnt = n - first < (N_PER) ? n - first : (N_PER);                        \
@@ -88,13 +52,13 @@ static void uniform_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, d
                         double high) {
     float lo = (float)low, hi = (float)high;
     FOR_BLOCKS(float, 4, for (int k = 0; k < 4; k++)
-                             vals[k] = scale_float(u24(w[k]), low, high, lo, hi));
+                             vals[k] = scale_float(hl_u24(w[k]), low, high, lo, hi));
 }
 
 static void uniform_f64(double *out, int64_t n, uint64_t seed, uint64_t offset, double low,
                         double high) {
     FOR_BLOCKS(double, 2, for (int k = 0; k < 2; k++) vals[k] =
-                              scale_double(u53(w[2 * k], w[2 * k + 1]), low, high, low, high));
+                              scale_double(hl_u53(w[2 * k], w[2 * k + 1]), low, high, low, high));
 }
 
 /* The float32 version computes in float: the 24-bit uniforms are exact in float, and the
@@ -110,8 +74,8 @@ static void normal_f32(float *out, int64_t n, uint64_t seed, uint64_t offset, do
     float m = (float)mean, s = (float)std;
     FOR_BLOCKS(float, 4, {
         float z[4];
-        box_muller_f((float)u24_open0(w[0]), (float)u24(w[1]), &z[0], &z[1]);
-        box_muller_f((float)u24_open0(w[2]), (float)u24(w[3]), &z[2], &z[3]);
+        box_muller_f((float)hl_u24_open0(w[0]), (float)hl_u24(w[1]), &z[0], &z[1]);
+        box_muller_f((float)hl_u24_open0(w[2]), (float)hl_u24(w[3]), &z[2], &z[3]);
         for (int k = 0; k < 4; k++) vals[k] = m + s * z[k];
     });
 }
@@ -120,7 +84,7 @@ static void normal_f64(double *out, int64_t n, uint64_t seed, uint64_t offset, d
                        double std) {
     FOR_BLOCKS(double, 2, {
         double z[2];
-        box_muller(u53_open0(w[0], w[1]), u53(w[2], w[3]), &z[0], &z[1]);
+        box_muller(hl_u53_open0(w[0], w[1]), hl_u53(w[2], w[3]), &z[0], &z[1]);
         for (int k = 0; k < 2; k++) vals[k] = mean + std * z[k];
     });
 }

@@ -122,6 +122,7 @@ class TorchModuleAPI:
             raise errors.UnsupportedError(f"{self.describe()}.to: only a device can be given "
                                           f"(cpu, cuda, cuda:N), got {device or dtype!r}")
         d = _dev.device(device)
+        self.__dict__["_device"] = d  # where fit puts batches before lazy layers have built
         with no_grad():
             for t in self.get_states().values():
                 if t.device != d:

@@ -101,10 +101,11 @@ def get_default_device():
 
 def _gpu(device_id):
     if not _core.device_available(1, int(device_id)):
+        from ..devices import cuda
+        why = cuda.unavailable_reason() or f"there are {cuda.device_count()} cuda devices"
         raise errors.DeviceError(
-            f"create_cuda_gpu_on({device_id}): hl has no CUDA device here (the CUDA backend is "
-            f"not built, or no GPU answers); use device.create_cpu_device() or "
-            f"device.get_default_device()")
+            f"create_cuda_gpu_on({device_id}): hl has no CUDA device {device_id} here ({why}); "
+            f"use device.create_cpu_device() or device.get_default_device()")
     return _door_device(devices.cuda(int(device_id)))
 
 

@@ -16,7 +16,8 @@ from .. import errors
 from ..autograd import no_grad
 from ..losses import NLLLoss, SoftmaxCrossEntropy
 from .data import host
-from .step import compute_loss, forward, mode, overrides_step, to_tensor, to_tensors
+from .step import (compute_loss, forward, mode, model_device, overrides_step, to_tensor,
+                   to_tensors)
 
 
 def check_trainable(model, what):
@@ -49,9 +50,10 @@ def probe(model, batch, what, y=None, data_name="x", y_name="y"):
     of `y` (all of y when given, else the batch's) against its output, then computes the
     loss on the batch."""
     loss_fn = model.__dict__.get("loss_fn")
+    device = model_device(model)
     with mode(model, False), no_grad():
         try:
-            out = forward(model, to_tensors(batch.x))
+            out = forward(model, to_tensors(batch.x, device))
         except errors.HLError as e:
             shapes = _shapes(batch.x)
             hint = ""
@@ -64,8 +66,8 @@ def probe(model, batch, what, y=None, data_name="x", y_name="y"):
         if batch.y is not None and loss_fn is not None:
             try:
                 sw = batch.sample_weight
-                compute_loss(loss_fn, out, to_tensor(batch.y),
-                             None if sw is None else to_tensor(sw))
+                compute_loss(loss_fn, out, to_tensor(batch.y, device),
+                             None if sw is None else to_tensor(sw, device))
             except errors.HLError as e:
                 raise _again(e, f"{what}: the targets do not fit the model's output "
                                 f"{_shapes(out)} under the loss {_name(loss_fn)}: {e}") from None

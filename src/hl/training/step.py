@@ -37,6 +37,15 @@ def to_tensors(x, device=None):
     return to_tensor(x, device)
 
 
+def model_device(model):
+    """Where fit, evaluate and predict put each batch: the device of the model's parameters,
+    or, before it has any (layers build on their first input), the device model.to() named;
+    None (the default device) otherwise."""
+    for t in model.get_states().values():
+        return t.device
+    return model.__dict__.get("_device")
+
+
 def forward(model, x):
     """model.forward on x (a tensor, a list of inputs, or a dict of them by name)."""
     if isinstance(x, dict):
@@ -133,6 +142,7 @@ class TrainStep:
         self.class_weight = class_weight
         self.own = overrides_step(model)
         self.skipped = False
+        self.device = None
         if self.own:
             self.weights_ok = takes_sample_weight(model.train_one_batch)
 
@@ -143,7 +153,9 @@ class TrainStep:
             model.optim.grad_scale = n / batch.global_size
             if n == 0:  # a short last batch left this rank nothing: it adds zeros, in
                 return self._take_part(model)  # the same order of collectives as the others
-        x, y = to_tensors(batch.x), to_tensor(batch.y)
+        if self.device is None:  # the parameters do not move during fit: look once they exist
+            self.device = model_device(model)
+        x, y = to_tensors(batch.x, self.device), to_tensor(batch.y, self.device)
         sw = batch.sample_weight
         if self.class_weight is not None:
             cw = class_weights(self.class_weight, batch.y, "fit")
@@ -155,11 +167,12 @@ class TrainStep:
                     f"{type(model).__name__}.train_one_batch(x, y) takes no sample_weight; "
                     f"add a sample_weight=None parameter to it or drop the weights")
             out, loss = (model.train_one_batch(x, y) if sw is None
-                         else model.train_one_batch(x, y, sample_weight=to_tensor(sw)))
+                         else model.train_one_batch(x, y, sample_weight=to_tensor(sw, self.device)))
             value = scalar(loss, f"{type(model).__name__}.train_one_batch")
             self.skipped = False
         else:
-            out, loss = forward_loss(model, x, y, None if sw is None else to_tensor(sw))
+            out, loss = forward_loss(model, x, y, None if sw is None else
+                                     to_tensor(sw, self.device))
             value = float(loss.item())
             self.tracker.update(value, len_of(batch), out, batch.y, sw)
             logs = self.tracker.logs()
@@ -189,8 +202,9 @@ def test_step(model, tracker, batch):
     if batch.global_size is not None and len_of(batch) == 0:
         return tracker.logs()  # this rank's slice is empty; the others' values still count
     with no_grad():
-        x, y = to_tensors(batch.x), to_tensor(batch.y)
-        sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight)
+        device = model_device(model)
+        x, y = to_tensors(batch.x, device), to_tensor(batch.y, device)
+        sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight, device)
         out, loss = forward_loss(model, x, y, sw)
         tracker.update(float(loss.item()), len_of(batch), out, batch.y, batch.sample_weight)
     return tracker.logs()
@@ -198,10 +212,10 @@ def test_step(model, tracker, batch):
 
 def predict_step(model, x):
     with no_grad():
-        out = forward(model, to_tensors(x))
+        out = forward(model, to_tensors(x, model_device(model)))
     if isinstance(out, (tuple, list)):
-        return [o.numpy() for o in out]
-    return out.numpy()
+        return [host(o) for o in out]
+    return host(out)
 
 
 def len_of(batch):

@@ -1,0 +1,502 @@
+/*
+ * emu/runtime.cpp - the host side of the CUDA emulation (hl_cuda_emu.h says what it models):
+ * the launcher with its fibers, device memory bookkeeping, streams, events and cuBLAS's gemm
+ * served by OpenBLAS.
+ */
+#include "hl_cuda_emu.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <ucontext.h>
+
+#include <map>
+#include <mutex>
+
+thread_local hl_emu_thread *hl_emu_self;
+
+/* ---- errors ---- */
+
+static thread_local cudaError_t last_error = cudaSuccess;
+static thread_local char launch_message[256];
+
+static cudaError_t fail(cudaError_t e) {
+    last_error = e;
+    return e;
+}
+
+const char *cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration:
+            return launch_message[0] ? launch_message : "invalid configuration argument";
+        case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient";
+        case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorLaunchFailure:
+            return launch_message[0] ? launch_message : "unspecified launch failure";
+    }
+    return "unknown error";
+}
+
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) { return last_error; }
+
+/* ---- devices ---- */
+
+static int device_count(void) {
+    const char *env = getenv("HL_CUDA_EMU_DEVICES");
+    int n = env ? atoi(env) : 1;
+    return n < 1 ? 1 : (n > 16 ? 16 : n);
+}
+static thread_local int current_device;
+
+cudaError_t cudaGetDeviceCount(int *n) {
+    *n = device_count();
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+    if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+    current_device = d;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *d) {
+    *d = current_device;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+
+/* ---- memory: host blocks recorded as device memory, per device, under a limit ---- */
+
+namespace {
+struct allocation {
+    size_t bytes;
+    int device;
+};
+std::mutex memory_lock;
+std::map<uintptr_t, allocation> device_blocks;  /* by start address */
+size_t used[16];
+
+size_t memory_limit(void) {
+    const char *env = getenv("HL_CUDA_EMU_MEMORY_MB");
+    long long mb = env ? atoll(env) : 4096;
+    return (size_t)(mb < 0 ? 0 : mb) << 20;
+}
+
+/* Whether [p, p + n) lies inside one device allocation. */
+bool is_device(const void *p, size_t n) {
+    std::lock_guard<std::mutex> g(memory_lock);
+    uintptr_t a = (uintptr_t)p;
+    auto it = device_blocks.upper_bound(a);
+    if (it == device_blocks.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second.bytes;
+}
+}  // namespace
+
+cudaError_t cudaMalloc(void **p, size_t n) {
+    size_t rounded = ((n ? n : 1) + 255) & ~(size_t)255;
+    std::lock_guard<std::mutex> g(memory_lock);
+    if (used[current_device] + rounded > memory_limit()) {
+        *p = NULL;
+        return fail(cudaErrorMemoryAllocation);
+    }
+    void *q = aligned_alloc(256, rounded);
+    if (!q) return fail(cudaErrorMemoryAllocation);
+    /* fresh device memory holds garbage on a GPU: poison it so a kernel that reads what it
+       never wrote shows NaNs here too */
+    memset(q, 0xff, rounded);
+    device_blocks[(uintptr_t)q] = allocation{rounded, current_device};
+    used[current_device] += rounded;
+    *p = q;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void *p) {
+    if (!p) return cudaSuccess;
+    std::lock_guard<std::mutex> g(memory_lock);
+    auto it = device_blocks.find((uintptr_t)p);
+    if (it == device_blocks.end()) return fail(cudaErrorInvalidValue);
+    used[it->second.device] -= it->second.bytes;
+    device_blocks.erase(it);
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void **p, size_t n) {
+    *p = aligned_alloc(64, ((n ? n : 1) + 63) & ~(size_t)63);
+    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+}
+cudaError_t cudaFreeHost(void *p) {
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+    std::lock_guard<std::mutex> g(memory_lock);
+    size_t limit = memory_limit();
+    *total_bytes = limit;
+    *free_bytes = limit > used[current_device] ? limit - used[current_device] : 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    if (n == 0) return cudaSuccess;
+    bool dst_dev = is_device(dst, n), src_dev = is_device(src, n);
+    bool ok = kind == cudaMemcpyDefault ||
+              (kind == cudaMemcpyHostToDevice && dst_dev && !src_dev) ||
+              (kind == cudaMemcpyDeviceToHost && !dst_dev && src_dev) ||
+              (kind == cudaMemcpyDeviceToDevice && dst_dev && src_dev) ||
+              (kind == cudaMemcpyHostToHost && !dst_dev && !src_dev);
+    if (!ok) return fail(cudaErrorInvalidValue);  /* a GPU would fault or copy garbage */
+    memmove(dst, src, n);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
+                            cudaStream_t s) {
+    (void)s;
+    return cudaMemcpy(dst, src, n, kind);
+}
+cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
+    (void)s;
+    if (n && !is_device(p, n)) return fail(cudaErrorInvalidValue);
+    memset(p, value, n);
+    return cudaSuccess;
+}
+
+/* ---- streams and events: work is done when a call returns ---- */
+
+struct hl_emu_stream { int device; };
+struct hl_emu_event { double seconds; };
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    (void)flags;
+    *s = new hl_emu_stream{current_device};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    (void)s;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) {
+    *e = new hl_emu_event{0};
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    (void)s;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    e->seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    return cudaSuccess;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    (void)e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    *ms = (float)((end->seconds - start->seconds) * 1e3);
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
+    if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "hl CUDA emulation (host CPU)");
+    p->totalGlobalMem = memory_limit();
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 1;
+    return cudaSuccess;
+}
+
+/* ---- the launcher ---- */
+
+namespace {
+enum { FIBER_STACK = 64 << 10, MAX_THREADS = 1024 };
+enum fiber_state { RUNNING, AT_BARRIER, AT_WARP, DONE };
+
+struct fiber {
+    ucontext_t context;
+    fiber_state state;
+    uint64_t slot;  /* a shuffle's deposited value */
+    hl_emu_thread self;
+};
+
+/* One launcher per host thread: its fibers, their stacks (mapped once, reused by every
+   launch) and the running block's dynamic shared memory. */
+struct launcher {
+    ucontext_t scheduler;
+    fiber fibers[MAX_THREADS];
+    char *stacks = nullptr;
+    char *dynamic_shared = nullptr;  /* the launch's shmem bytes (grown, never shrunk) */
+    size_t dynamic_bytes = 0;
+    hl_emu_body body;
+    void *closure;
+    const char *kernel;
+    bool failed;
+};
+thread_local launcher *current;
+thread_local launcher *mine;
+
+void fiber_main(void) {
+    launcher *L = current;
+    L->body(L->closure);
+    L->fibers[hl_emu_self->fiber].state = DONE;
+    /* returning resumes uc_link: the scheduler */
+}
+
+int failing_launches;  /* test hook: the next launch fails with this code */
+long long launches;
+
+void launch_failed(cudaError_t code, const char *fmt, const char *kernel) {
+    snprintf(launch_message, sizeof launch_message, fmt, kernel);
+    last_error = code;
+}
+
+/* Runs the fibers of one block until all are done; false on a barrier that cannot complete. */
+bool run_block_fibers(launcher *L, int nthreads) {
+    for (;;) {
+        for (int t = 0; t < nthreads; t++) {
+            fiber *f = &L->fibers[t];
+            if (f->state != RUNNING) continue;
+            hl_emu_self = &f->self;
+            swapcontext(&L->scheduler, &f->context);
+        }
+        int live = 0, at_barrier = 0;
+        for (int t = 0; t < nthreads; t++) {
+            live += L->fibers[t].state != DONE;
+            at_barrier += L->fibers[t].state == AT_BARRIER;
+        }
+        if (!live) return true;
+        bool released = false;
+        /* a warp whose live lanes all wait at a warp collective goes on */
+        for (int w = 0; w * 32 < nthreads; w++) {
+            int lo = w * 32, hi = lo + 32 < nthreads ? lo + 32 : nthreads, waiting = 0, alive = 0;
+            for (int t = lo; t < hi; t++) {
+                alive += L->fibers[t].state != DONE;
+                waiting += L->fibers[t].state == AT_WARP;
+            }
+            if (waiting && waiting == alive) {
+                for (int t = lo; t < hi; t++)
+                    if (L->fibers[t].state == AT_WARP) L->fibers[t].state = RUNNING;
+                released = true;
+            }
+        }
+        if (released) continue;
+        if (at_barrier == live) {
+            for (int t = 0; t < nthreads; t++)
+                if (L->fibers[t].state == AT_BARRIER) L->fibers[t].state = RUNNING;
+            continue;
+        }
+        return false;  /* some wait at __syncthreads, others at a warp collective: deadlock */
+    }
+}
+
+void park(fiber_state why) {
+    launcher *L = current;
+    if (!L || hl_emu_self->fiber < 0) {
+        /* a barrier in a kernel launched without fibers: fail the launch loudly */
+        if (L) L->failed = true;
+        launch_failed(cudaErrorLaunchFailure, "kernel %s uses a barrier or warp collective: "
+                      "launch it with HL_LAUNCH_COOP", L ? L->kernel : "?");
+        fprintf(stderr, "hl cuda emulation: %s\n", launch_message);
+        abort();  /* cannot unwind the thread's other work safely; a programming error */
+    }
+    fiber *f = &L->fibers[hl_emu_self->fiber];
+    f->state = why;
+    hl_emu_thread *self = hl_emu_self;
+    swapcontext(&f->context, &L->scheduler);
+    hl_emu_self = self;
+}
+}  // namespace
+
+void hl_emu_syncthreads(void) { park(AT_BARRIER); }
+void hl_emu_syncwarp(void) { park(AT_WARP); }
+
+uint64_t hl_emu_shfl(uint64_t v, int src_lane) {
+    launcher *L = current;
+    int me = hl_emu_self ? hl_emu_self->fiber : -1;
+    if (me < 0) park(AT_WARP);  /* fails loudly */
+    L->fibers[me].slot = v;
+    park(AT_WARP);              /* every live lane has deposited */
+    int src = (me & ~31) + src_lane;
+    uint64_t out = (src_lane >= 0 && src_lane < 32 && L->fibers[src].state != DONE &&
+                    src < MAX_THREADS) ? L->fibers[src].slot : v;
+    park(AT_WARP);              /* every lane has read before any deposits again */
+    return out;
+}
+
+void *hl_emu_dynamic_shared(void) { return current ? current->dynamic_shared : nullptr; }
+
+void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coop,
+                   const char *kernel, hl_emu_body body, void *closure) {
+    (void)s;
+    launches++;
+    launch_message[0] = 0;
+    if (failing_launches) {
+        cudaError_t code = (cudaError_t)failing_launches;
+        failing_launches = 0;
+        launch_failed(code, "kernel %s failed (injected by hl_cuda_emu_fail_next_launch)",
+                      kernel);
+        return;
+    }
+    unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
+    if (nthreads == 0 || nthreads > MAX_THREADS || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
+        grid.y > 65535 || grid.z > 65535 || shmem > (228u << 10)) {
+        launch_failed(cudaErrorInvalidConfiguration, "kernel %s: invalid launch configuration "
+                      "(grid or block size out of range, or too much shared memory)", kernel);
+        return;
+    }
+    if (!mine) mine = new launcher();
+    launcher *L = mine, *outer = current;
+    hl_emu_thread *outer_self = hl_emu_self;
+    current = L;
+    L->body = body;
+    L->closure = closure;
+    L->kernel = kernel;
+    L->failed = false;
+    if (shmem > L->dynamic_bytes) {
+        char *grown = (char *)realloc(L->dynamic_shared, shmem);
+        if (!grown) {
+            launch_failed(cudaErrorMemoryAllocation, "kernel %s: no memory for the emulated "
+                          "shared memory", kernel);
+            current = outer;
+            return;
+        }
+        L->dynamic_shared = grown;
+        L->dynamic_bytes = shmem;
+    }
+    if (shmem) memset(L->dynamic_shared, 0, shmem);
+    if (coop && !L->stacks) {
+        L->stacks = (char *)mmap(nullptr, (size_t)FIBER_STACK * MAX_THREADS,
+                                 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+                                 MAP_NORESERVE, -1, 0);
+        if (L->stacks == MAP_FAILED) {
+            L->stacks = nullptr;
+            launch_failed(cudaErrorMemoryAllocation, "kernel %s: no memory for the emulated "
+                          "threads' stacks", kernel);
+            current = outer;
+            return;
+        }
+    }
+    hl_emu_thread direct;
+    direct.block_dim = block;
+    direct.grid_dim = grid;
+    direct.fiber = -1;
+    for (unsigned bz = 0; bz < grid.z; bz++)
+        for (unsigned by = 0; by < grid.y; by++)
+            for (unsigned bx = 0; bx < grid.x; bx++) {
+                dim3 b(bx, by, bz);
+                if (!coop) {
+                    direct.block = b;
+                    hl_emu_self = &direct;
+                    for (unsigned tz = 0; tz < block.z; tz++)
+                        for (unsigned ty = 0; ty < block.y; ty++)
+                            for (unsigned tx = 0; tx < block.x; tx++) {
+                                direct.thread = dim3(tx, ty, tz);
+                                body(closure);
+                            }
+                    continue;
+                }
+                int t = 0;
+                for (unsigned tz = 0; tz < block.z; tz++)
+                    for (unsigned ty = 0; ty < block.y; ty++)
+                        for (unsigned tx = 0; tx < block.x; tx++, t++) {
+                            fiber *f = &L->fibers[t];
+                            f->state = RUNNING;
+                            f->self = hl_emu_thread{dim3(tx, ty, tz), b, block, grid, t};
+                            getcontext(&f->context);
+                            f->context.uc_stack.ss_sp = L->stacks + (size_t)t * FIBER_STACK;
+                            f->context.uc_stack.ss_size = FIBER_STACK;
+                            f->context.uc_link = &L->scheduler;
+                            makecontext(&f->context, fiber_main, 0);
+                        }
+                if (!run_block_fibers(L, (int)nthreads)) {
+                    launch_failed(cudaErrorLaunchFailure, "kernel %s: threads of a block wait "
+                                  "at different barriers (__syncthreads in divergent code)",
+                                  kernel);
+                    current = outer;
+                    hl_emu_self = outer_self;
+                    return;
+                }
+            }
+    current = outer;
+    hl_emu_self = outer_self;
+}
+
+extern "C" void hl_cuda_emu_fail_next_launch(int code) {
+    failing_launches = code ? code : (int)cudaErrorLaunchFailure;
+}
+extern "C" long long hl_cuda_emu_launch_count(void) { return launches; }
+
+/* ---- cuBLAS: column-major gemm through OpenBLAS ---- */
+
+struct hl_emu_cublas { cudaStream_t stream; };
+
+cublasStatus_t cublasCreate(cublasHandle_t *h) {
+    *h = new hl_emu_cublas{nullptr};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t h) {
+    delete h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+    h->stream = s;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/* cuBLAS reads and writes device memory only: check the operands are (part of) it, as a
+   GPU would fault on a host pointer. */
+static bool gemm_operands_ok(const void *A, size_t a_bytes, const void *B, size_t b_bytes,
+                             const void *C, size_t c_bytes) {
+    return (!a_bytes || is_device(A, a_bytes)) && (!b_bytes || is_device(B, b_bytes)) &&
+           (!c_bytes || is_device(C, c_bytes));
+}
+
+static size_t span(int rows, int cols, int ld, size_t esz) {
+    return rows && cols ? ((size_t)(cols - 1) * ld + rows) * esz : 0;
+}
+
+#define EMU_GEMM(NAME, T, BLAS)                                                                \
+    cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,    \
+                        int n, int k, const T *alpha, const T *A, int lda, const T *B, int ldb, \
+                        const T *beta, T *C, int ldc) {                                        \
+        if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;                                          \
+        if (m < 0 || n < 0 || k < 0) return CUBLAS_STATUS_INVALID_VALUE;                       \
+        int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;               \
+        if (!gemm_operands_ok(A, span(ar, ac, lda, sizeof(T)), B, span(br, bc, ldb, sizeof(T)), \
+                              C, span(m, n, ldc, sizeof(T))))                                  \
+            return CUBLAS_STATUS_EXECUTION_FAILED;                                             \
+        if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;                                    \
+        if (k == 0) {                                                                          \
+            for (int j = 0; j < n; j++)                                                        \
+                for (int i = 0; i < m; i++)                                                    \
+                    C[(size_t)j * ldc + i] = *beta == 0 ? 0 : *beta * C[(size_t)j * ldc + i];  \
+            return CUBLAS_STATUS_SUCCESS;                                                      \
+        }                                                                                      \
+        BLAS(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, \
+             n, k, *alpha, A, lda, B, ldb, *beta, C, ldc);                                     \
+        return CUBLAS_STATUS_SUCCESS;                                                          \
+    }
+EMU_GEMM(cublasSgemm, float, scipy_cblas_sgemm)
+EMU_GEMM(cublasDgemm, double, scipy_cblas_dgemm)

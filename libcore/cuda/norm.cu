@@ -1,0 +1,297 @@
+/*
+ * norm.cu - batch norm and layer norm, forward and backward, on CUDA with the CPU's formulas
+ * (cpu/norm.c; record layouts in api/norm.c): sums in double, the running variance unbiased
+ * (PyTorch), inference using the running statistics. Batch norm: a block per channel sums its
+ * statistics (a fixed tree of warp shuffles: the same result every run), then an element-wise
+ * kernel applies them. Layer norm: a thread per row (and per column for dscale/dbias).
+ */
+#include "hl_cuda.cuh"
+
+/* A per-channel vector (C entries, any stride), or absent. */
+template <class T> struct vec {
+    T *p;
+    int64_t s;
+    __device__ double get(int64_t i) const { return (double)p[i * s]; }
+    __device__ void set(int64_t i, double v) const { p[i * s] = (T)v; }
+};
+template <class T> static vec<T> vec_of(const hl_tensor *t) {
+    vec<T> v;
+    v.p = t ? (T *)hl_cuda_ptr(t) : (T *)0;
+    v.s = t ? t->strides[0] : 0;
+    return v;
+}
+
+/* One block per channel: the channel's statistics (training: from x, summed by the block;
+   inference: the running ones), the running statistics' update, save_mean/save_invstd, and
+   per channel mean and invstd into stats[2 ch], stats[2 ch + 1] for bn_apply_k. */
+template <class T>
+__global__ void bn_stats_k(const T *x, vec<T> rmean, vec<T> rvar, vec<T> smean, vec<T> sinv,
+                           double *stats, int64_t N, int64_t C, int64_t S, bool training,
+                           double momentum, double eps) {
+    int64_t M = N * S;
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        double mean, invstd;
+        if (training) {
+            double s = 0, q = 0;
+            for (int64_t t = threadIdx.x; t < M; t += blockDim.x)
+                s += (double)x[((t / S) * C + ch) * S + t % S];
+            s = hl_cuda_block_sum(s);
+            mean = M ? s / (double)M : 0;
+            for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
+                double d = (double)x[((t / S) * C + ch) * S + t % S] - mean;
+                q += d * d;
+            }
+            q = hl_cuda_block_sum(q);
+            invstd = 1 / sqrt((M ? q / (double)M : 0) + eps);
+            if (threadIdx.x == 0 && rmean.p && M > 1) {  /* PyTorch: unbiased running var */
+                rmean.set(ch, (1 - momentum) * rmean.get(ch) + momentum * mean);
+                rvar.set(ch, (1 - momentum) * rvar.get(ch) + momentum * (q / (double)(M - 1)));
+            }
+        } else {
+            mean = rmean.get(ch);
+            invstd = 1 / sqrt(rvar.get(ch) + eps);
+        }
+        if (threadIdx.x == 0) {
+            stats[2 * ch] = mean;
+            stats[2 * ch + 1] = invstd;
+            if (smean.p) smean.set(ch, mean);
+            if (sinv.p) sinv.set(ch, invstd);
+        }
+    }
+}
+
+template <class T>
+__global__ void bn_apply_k(const T *x, T *y, vec<T> scale, vec<T> bias, const double *stats,
+                           int64_t C, int64_t S, int64_t n) {
+    HL_GRID_STRIDE(e, n) {
+        int64_t ch = (e / S) % C;
+        double a = (scale.p ? scale.get(ch) : 1) * stats[2 * ch + 1];
+        y[e] = (T)(((double)x[e] - stats[2 * ch]) * a + (bias.p ? bias.get(ch) : 0));
+    }
+}
+
+/* One block per channel: sum dy and sum dy (x - mean), dscale and dbias, and per channel the
+   two coefficients of dx into stats[2 ch], stats[2 ch + 1]. */
+template <class T>
+__global__ void bn_grad_stats_k(const T *dy, const T *x, vec<T> smean, vec<T> sinv,
+                                vec<T> dscale, vec<T> dbias, double *stats, int64_t N, int64_t C,
+                                int64_t S) {
+    int64_t M = N * S;
+    for (int64_t ch = blockIdx.x; ch < C; ch += gridDim.x) {
+        double mean = smean.get(ch), sdy = 0, sdyx = 0;
+        for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
+            int64_t e = ((t / S) * C + ch) * S + t % S;
+            sdy += (double)dy[e];
+            sdyx += (double)dy[e] * ((double)x[e] - mean);
+        }
+        sdy = hl_cuda_block_sum(sdy);
+        sdyx = hl_cuda_block_sum(sdyx);
+        if (threadIdx.x == 0) {
+            double invstd = sinv.get(ch);
+            if (dbias.p) dbias.set(ch, sdy);
+            if (dscale.p) dscale.set(ch, sdyx * invstd);
+            stats[2 * ch] = M ? sdy / (double)M : 0;
+            stats[2 * ch + 1] = M ? sdyx * invstd * invstd / (double)M : 0;
+        }
+    }
+}
+
+/* training: the full gradient through the batch statistics; else dx = dy * scale * invstd. */
+template <class T>
+__global__ void bn_grad_apply_k(const T *dy, const T *x, vec<T> scale, vec<T> smean,
+                                vec<T> sinv, const double *stats, T *dx, int64_t C, int64_t S,
+                                int64_t n, bool training) {
+    HL_GRID_STRIDE(e, n) {
+        int64_t ch = (e / S) % C;
+        double k = (scale.p ? scale.get(ch) : 1) * sinv.get(ch);
+        dx[e] = training ? (T)(k * ((double)dy[e] - stats[2 * ch] -
+                                    ((double)x[e] - smean.get(ch)) * stats[2 * ch + 1]))
+                         : (T)(k * (double)dy[e]);
+    }
+}
+
+template <class T>
+__global__ void ln_forward_k(const T *x, const T *g, const T *b, T *y, T *mo, T *io,
+                             int64_t rows, int64_t cols, double eps) {
+    HL_GRID_STRIDE(r, rows) {
+        const T *xr = x + r * cols;
+        T *yr = y + r * cols;
+        double s = 0, q = 0;
+        for (int64_t j = 0; j < cols; j++) s += (double)xr[j];
+        double mean = cols ? s / (double)cols : 0;
+        for (int64_t j = 0; j < cols; j++) {
+            double d = (double)xr[j] - mean;
+            q += d * d;
+        }
+        double inv = cols ? 1 / sqrt(q / (double)cols + eps) : NAN;
+        for (int64_t j = 0; j < cols; j++) {
+            double v = ((double)xr[j] - mean) * inv;
+            if (g) v *= (double)g[j];
+            if (b) v += (double)b[j];
+            yr[j] = (T)v;
+        }
+        if (mo) mo[r] = (T)mean;
+        if (io) io[r] = (T)inv;
+    }
+}
+
+template <class T>
+__global__ void ln_params_grad_k(const T *dy, const T *x, const T *mean, const T *inv, T *ds,
+                                 T *db, int64_t rows, int64_t cols) {
+    HL_GRID_STRIDE(j, cols) {
+        double as = 0, ab = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            double d = (double)dy[r * cols + j];
+            ab += d;
+            as += d * (((double)x[r * cols + j] - (double)mean[r]) * (double)inv[r]);
+        }
+        if (ds) ds[j] = (T)as;
+        if (db) db[j] = (T)ab;
+    }
+}
+
+template <class T>
+__global__ void ln_input_grad_k(const T *dy, const T *x, const T *g, const T *mean,
+                                const T *inv, T *dx, int64_t rows, int64_t cols) {
+    HL_GRID_STRIDE(r, rows) {
+        const T *dr = dy + r * cols, *xr = x + r * cols;
+        double m = (double)mean[r], iv = (double)inv[r], sg = 0, sgx = 0;
+        for (int64_t j = 0; j < cols; j++) {
+            double gj = g ? (double)dr[j] * (double)g[j] : (double)dr[j];
+            sg += gj;
+            sgx += gj * (((double)xr[j] - m) * iv);
+        }
+        double a = sg / (double)cols, b = sgx / (double)cols;
+        for (int64_t j = 0; j < cols; j++) {
+            double gj = g ? (double)dr[j] * (double)g[j] : (double)dr[j];
+            dx[r * cols + j] = (T)(iv * (gj - a - ((double)xr[j] - m) * iv * b));
+        }
+    }
+}
+
+static int64_t prod(const int64_t *shape, int from, int to) {
+    int64_t n = 1;
+    for (int i = from; i < to; i++) n *= shape[i];
+    return n;
+}
+
+/* Optional outputs of the grad kernels: i[1 + k] is the position in out[] or -1. */
+static hl_tensor *grad_out(const hl_call *c, int k) {
+    int64_t pos = c->i[1 + k];
+    return pos >= 0 ? c->out[pos] : NULL;
+}
+
+static unsigned channel_blocks(int64_t C) { return (unsigned)(C < 65535 ? C : 65535); }
+
+template <class T>
+static hl_status run_batch_norm(const hl_call *c) {
+    const hl_tensor *x = c->in[0];
+    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim), n = N * C * S;
+    if (!C) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_cuda_scratch_lock(d);
+    double *stats = (double *)hl_cuda_scratch(d, sizeof(double) * 2 * (size_t)C);
+    hl_status st = stats ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "batch_norm: out of cuda memory");
+    if (!st) {
+        auto bn_stats_kernel = bn_stats_k<T>;
+        HL_LAUNCH_COOP(bn_stats_kernel, channel_blocks(C), HL_CUDA_THREADS, 0, d->stream,
+                       (const T *)hl_cuda_ptr(x), vec_of<T>(c->in[3]), vec_of<T>(c->in[4]),
+                       vec_of<T>(c->out[1]), vec_of<T>(c->out[2]), stats, N, C, S,
+                       c->i[0] != 0, c->f[0], c->f[1]);
+        st = hl_cuda_check_launch("batch_norm");
+    }
+    if (!st && n) {
+        auto bn_apply_kernel = bn_apply_k<T>;
+        HL_LAUNCH(bn_apply_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream,
+                  (const T *)hl_cuda_ptr(x), (T *)hl_cuda_ptr(c->out[0]), vec_of<T>(c->in[1]),
+                  vec_of<T>(c->in[2]), (const double *)stats, C, S, n);
+        st = hl_cuda_check_launch("batch_norm");
+    }
+    hl_cuda_scratch_unlock(d);
+    return st;
+}
+
+template <class T>
+static hl_status run_batch_norm_grad(const hl_call *c) {
+    const hl_tensor *x = c->in[1];
+    int64_t N = x->shape[0], C = x->shape[1], S = prod(x->shape, 2, x->ndim), n = N * C * S;
+    if (!C) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_tensor *dx = grad_out(c, 0);
+    hl_cuda_scratch_lock(d);
+    double *stats = (double *)hl_cuda_scratch(d, sizeof(double) * 2 * (size_t)C);
+    hl_status st = stats ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "batch_norm_grad: out of cuda memory");
+    if (!st) {
+        auto bn_grad_stats_kernel = bn_grad_stats_k<T>;
+        HL_LAUNCH_COOP(bn_grad_stats_kernel, channel_blocks(C), HL_CUDA_THREADS, 0, d->stream,
+                       (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(x),
+                       vec_of<T>(c->in[3]), vec_of<T>(c->in[4]), vec_of<T>(grad_out(c, 1)),
+                       vec_of<T>(grad_out(c, 2)), stats, N, C, S);
+        st = hl_cuda_check_launch("batch_norm_grad");
+    }
+    if (!st && dx && n) {
+        auto bn_grad_apply_kernel = bn_grad_apply_k<T>;
+        HL_LAUNCH(bn_grad_apply_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream,
+                  (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(x),
+                  vec_of<T>(c->in[2]), vec_of<T>(c->in[3]), vec_of<T>(c->in[4]),
+                  (const double *)stats, (T *)hl_cuda_ptr(dx), C, S, n, c->i[0] != 0);
+        st = hl_cuda_check_launch("batch_norm_grad");
+    }
+    hl_cuda_scratch_unlock(d);
+    return st;
+}
+
+template <class T> static T *ptr_or_null(const hl_tensor *t) {
+    return t ? (T *)hl_cuda_ptr(t) : (T *)0;
+}
+
+template <class T>
+static hl_status run_layer_norm(const hl_call *c) {
+    const hl_tensor *x = c->in[0];
+    int axis = (int)c->i[0];
+    int64_t rows = prod(x->shape, 0, axis), cols = prod(x->shape, axis, x->ndim);
+    if (!rows) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    auto ln_forward_kernel = ln_forward_k<T>;
+    HL_LAUNCH(ln_forward_kernel, hl_cuda_blocks(rows), HL_CUDA_THREADS, 0, d->stream,
+              (const T *)hl_cuda_ptr(x), (const T *)ptr_or_null<T>(c->in[1]),
+              (const T *)ptr_or_null<T>(c->in[2]), (T *)hl_cuda_ptr(c->out[0]),
+              ptr_or_null<T>(c->out[1]), ptr_or_null<T>(c->out[2]), rows, cols, c->f[0]);
+    return hl_cuda_check_launch("layer_norm");
+}
+
+template <class T>
+static hl_status run_layer_norm_grad(const hl_call *c) {
+    const hl_tensor *x = c->in[1];
+    int axis = (int)c->i[0];
+    int64_t rows = prod(x->shape, 0, axis), cols = prod(x->shape, axis, x->ndim);
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_tensor *dx = grad_out(c, 0), *ds = grad_out(c, 1), *db = grad_out(c, 2);
+    const T *dy = (const T *)hl_cuda_ptr(c->in[0]), *xp = (const T *)hl_cuda_ptr(x);
+    const T *mean = (const T *)hl_cuda_ptr(c->in[3]), *inv = (const T *)hl_cuda_ptr(c->in[4]);
+    if ((ds || db) && cols) {  /* first: they read x and dy, which dx may overwrite */
+        auto ln_params_grad_kernel = ln_params_grad_k<T>;
+        HL_LAUNCH(ln_params_grad_kernel, hl_cuda_blocks(cols), HL_CUDA_THREADS, 0, d->stream,
+                  dy, xp, mean, inv, ptr_or_null<T>(ds), ptr_or_null<T>(db), rows, cols);
+        hl_status st = hl_cuda_check_launch("layer_norm_grad");
+        if (st) return st;
+    }
+    if (!dx || !rows) return HL_OK;
+    auto ln_input_grad_kernel = ln_input_grad_k<T>;
+    HL_LAUNCH(ln_input_grad_kernel, hl_cuda_blocks(rows), HL_CUDA_THREADS, 0, d->stream, dy, xp,
+              (const T *)ptr_or_null<T>(c->in[2]), mean, inv, (T *)hl_cuda_ptr(dx), rows, cols);
+    return hl_cuda_check_launch("layer_norm_grad");
+}
+
+#define FLOAT_FAMILY(family, which)                                                          \
+    extern "C" hl_status hl_cuda_##family(const hl_call *c) {                                \
+        hl_dtype dt = c->in[which]->dtype;                                                   \
+        if (dt == HL_F32) return run_##family<float>(c);                                     \
+        if (dt == HL_F64) return run_##family<double>(c);                                    \
+        return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op),          \
+                       HL_DESC(c->in[which]));                                               \
+    }
+FLOAT_FAMILY(batch_norm, 0)
+FLOAT_FAMILY(batch_norm_grad, 1)
+FLOAT_FAMILY(layer_norm, 0)
+FLOAT_FAMILY(layer_norm_grad, 1)

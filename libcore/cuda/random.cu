@@ -1,0 +1,114 @@
+/*
+ * random.cu - the random family on CUDA: Philox 4x32-10 (kernel_scalar.h, the CPU's one
+ * definition) with the CPU's word layout (cpu/random.c, api/random.c), so a draw with the same (seed, offset) gives the same
+ * 32-bit words on both devices, hence the same numbers (uniform and bernoulli bit for bit;
+ * normal up to the last bits of the device's log, sin and cos). One thread per counter block.
+ */
+#include "convert.cuh"
+#include "../src/kernel_scalar.h"
+
+/* u in [0, 1) onto [low, high), never reaching high (the CPU's scale_float/scale_double). */
+template <class T>
+__device__ static inline T scale(double u, double low, double high) {
+    T lo = (T)low, hi = (T)high;
+    double range = high - low;
+    double v = isfinite(range) ? low + range * u : low * (1.0 - u) + high * u;
+    T r = (T)v;
+    if (r >= hi) r = nextafter(hi, lo);
+    if (r < lo) r = lo;
+    return r;
+}
+
+enum { R_UNIFORM, R_NORMAL, R_BERNOULLI };
+
+template <class T>
+__global__ void random_float_k(T *out, int64_t n, uint64_t seed, uint64_t offset, int kind,
+                               double a, double b) {
+    const int per = sizeof(T) == 4 ? 4 : 2;
+    int64_t nblocks = (n + per - 1) / per;
+    HL_GRID_STRIDE(blk, nblocks) {
+        uint32_t w[4];
+        T vals[4];
+        hl_philox_block(seed, offset, (uint64_t)blk, w);
+        if (sizeof(T) == 4) {
+            if (kind == R_UNIFORM) {
+                for (int k = 0; k < 4; k++) vals[k] = scale<T>(hl_u24(w[k]), a, b);
+            } else {
+                for (int h = 0; h < 2; h++) {
+                    float u1 = (float)hl_u24_open0(w[2 * h]), u2 = (float)hl_u24(w[2 * h + 1]);
+                    float r = sqrtf(-2.0f * logf(u1)), t = (float)6.283185307179586476925 * u2;
+                    vals[2 * h] = (T)((float)a + (float)b * (r * cosf(t)));
+                    vals[2 * h + 1] = (T)((float)a + (float)b * (r * sinf(t)));
+                }
+            }
+        } else {
+            if (kind == R_UNIFORM) {
+                for (int k = 0; k < 2; k++) vals[k] = scale<T>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
+            } else {
+                double u1 = hl_u53_open0(w[0], w[1]), u2 = hl_u53(w[2], w[3]);
+                double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2;
+                vals[0] = (T)(a + b * (r * cos(t)));
+                vals[1] = (T)(a + b * (r * sin(t)));
+            }
+        }
+        int64_t first = blk * per, cnt = n - first < per ? n - first : per;
+        for (int64_t k = 0; k < cnt; k++) out[first + k] = vals[k];
+    }
+}
+
+/* 1 (in the tensor's dtype: `one`) where word / 2^32 < p, else 0. */
+template <class T>
+__global__ void bernoulli_k(T *out, int64_t n, uint64_t seed, uint64_t offset, double p, T one) {
+    int64_t nblocks = (n + 3) / 4;
+    HL_GRID_STRIDE(blk, nblocks) {
+        uint32_t w[4];
+        hl_philox_block(seed, offset, (uint64_t)blk, w);
+        int64_t first = blk * 4, cnt = n - first < 4 ? n - first : 4;
+        for (int64_t k = 0; k < cnt; k++) out[first + k] = (double)w[k] * 0x1p-32 < p ? one : (T)0;
+    }
+}
+
+template <class T>
+static hl_status run_bernoulli(hl_cuda_device *d, hl_tensor *dst, int64_t n, uint64_t seed,
+                               uint64_t offset, double p) {
+    uint64_t bits = hl_cuda_value_bits(dst->dtype, 1.0);
+    T one;
+    memcpy(&one, &bits, sizeof one);
+    auto bernoulli_kernel = bernoulli_k<T>;
+    HL_LAUNCH(bernoulli_kernel, hl_cuda_blocks((n + 3) / 4), HL_CUDA_THREADS, 0, d->stream,
+              (T *)hl_cuda_ptr(dst), n, seed, offset, p, one);
+    return hl_cuda_check_launch("random_bernoulli");
+}
+
+/* out[0] = dst (contiguous); i[0] = seed, i[1] = offset; f = the distribution's parameters. */
+extern "C" hl_status hl_cuda_random(const hl_call *c) {
+    hl_tensor *dst = c->out[0];
+    int64_t n = hl_cuda_numel(dst);
+    if (n == 0) return HL_OK;
+    uint64_t seed, offset;
+    memcpy(&seed, &c->i[0], sizeof seed);
+    memcpy(&offset, &c->i[1], sizeof offset);
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    if (c->op == HL_OP_RANDOM_BERNOULLI) {
+        switch (hl_cuda_dtype_size(dst->dtype)) {
+            case 1: return run_bernoulli<uint8_t>(d, dst, n, seed, offset, c->f[0]);
+            case 2: return run_bernoulli<uint16_t>(d, dst, n, seed, offset, c->f[0]);
+            case 4: return run_bernoulli<uint32_t>(d, dst, n, seed, offset, c->f[0]);
+            default: return run_bernoulli<uint64_t>(d, dst, n, seed, offset, c->f[0]);
+        }
+    }
+    int kind = c->op == HL_OP_RANDOM_UNIFORM ? R_UNIFORM : R_NORMAL;
+    const char *op = HL_OPNAME(c->op);
+    if (dst->dtype == HL_F32) {
+        auto random_kernel = random_float_k<float>;
+        HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 3) / 4), HL_CUDA_THREADS, 0, d->stream,
+                  (float *)hl_cuda_ptr(dst), n, seed, offset, kind, c->f[0], c->f[1]);
+    } else if (dst->dtype == HL_F64) {
+        auto random_kernel = random_float_k<double>;
+        HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 1) / 2), HL_CUDA_THREADS, 0, d->stream,
+                  (double *)hl_cuda_ptr(dst), n, seed, offset, kind, c->f[0], c->f[1]);
+    } else {
+        return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
+    }
+    return hl_cuda_check_launch(op);
+}
