@@ -26,21 +26,23 @@ class AdaGrad(Optimizer):
             initial_accumulator_value, "AdaGrad", "initial_accumulator_value")
         self.eps = check_positive(eps, "AdaGrad", "eps")
 
-    def _update(self, param, grad, slots, lr):
-        if not slots:
-            slots["step"] = 0
-            slots["sum"] = ops.full_like(param, self.initial_accumulator_value)
-        slots["step"] += 1
+    def _host_update(self, slots, lr):
+        t = slots["step"] = slots.get("step", 0) + 1
+        return {"neg_clr": -(lr / (1.0 + (t - 1) * self.lr_decay))}
+
+    def _update(self, param, grad, slots, values):
+        s = slots.get("sum")
+        if s is None:
+            s = self._new_slot(slots, "sum",
+                               lambda: ops.full_like(param, self.initial_accumulator_value))
         if self.weight_decay:
             grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        clr = lr / (1.0 + (slots["step"] - 1) * self.lr_decay)
-        s = slots["sum"]
         tmp = ops.mul(grad, grad)
         ops.add(s, tmp, out=s)
         ops.sqrt(s, out=tmp)
         ops.add(tmp, self.eps, out=tmp)
         ops.true_divide(grad, tmp, out=tmp)
-        ops.mul(tmp, -clr, out=tmp)
+        ops.mul(tmp, values["neg_clr"], out=tmp)
         ops.add(param, tmp, out=param)
 
 

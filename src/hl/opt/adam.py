@@ -35,22 +35,24 @@ class Adam(Optimizer):
         self.weight_decay = check_nonnegative(weight_decay, self.name, "weight_decay")
         self.amsgrad = bool(amsgrad)
 
-    def _update(self, param, grad, slots, lr):
+    def _host_update(self, slots, lr):
+        t = slots["step"] = slots.get("step", 0) + 1
+        values = {"neg_step_size": -(lr / (1.0 - self.beta_1 ** t)),
+                  "bias_correction2_sqrt": math.sqrt(1.0 - self.beta_2 ** t)}
+        if self.weight_decay and self.decoupled:
+            values["decay_factor"] = 1.0 - lr * self.weight_decay
+        return values
+
+    def _update(self, param, grad, slots, values):
         b1, b2 = self.beta_1, self.beta_2
-        if not slots:
-            slots["step"] = 0
-            slots["exp_avg"] = ops.zeros_like(param)
-            slots["exp_avg_sq"] = ops.zeros_like(param)
-            if self.amsgrad:
-                slots["max_exp_avg_sq"] = ops.zeros_like(param)
-        slots["step"] += 1
-        t = slots["step"]
+        zeros = lambda: ops.zeros_like(param)  # noqa: E731
+        m = self._slot(slots, "exp_avg", zeros)
+        v = self._slot(slots, "exp_avg_sq", zeros)
         if self.weight_decay:
             if self.decoupled:
-                ops.mul(param, 1.0 - lr * self.weight_decay, out=param)
+                ops.mul(param, values["decay_factor"], out=param)
             else:
                 grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        m, v = slots["exp_avg"], slots["exp_avg_sq"]
         tmp = ops.sub(grad, m)
         ops.mul(tmp, 1.0 - b1, out=tmp)
         ops.add(m, tmp, out=m)
@@ -58,18 +60,15 @@ class Adam(Optimizer):
         ops.mul(grad, grad, out=tmp)
         ops.mul(tmp, 1.0 - b2, out=tmp)
         ops.add(v, tmp, out=v)
-        if self.amsgrad:
-            vmax = slots.get("max_exp_avg_sq")
-            if vmax is None:  # amsgrad switched on after a checkpoint without it
-                vmax = slots["max_exp_avg_sq"] = ops.zeros_like(param)
+        if self.amsgrad:  # (created here also when amsgrad is switched on after a checkpoint)
+            vmax = self._slot(slots, "max_exp_avg_sq", zeros)
             ops.maximum(vmax, v, out=vmax)
             v = vmax
-        step_size = lr / (1.0 - b1 ** t)
         denom = ops.sqrt(v, out=tmp)
-        ops.true_divide(denom, math.sqrt(1.0 - b2 ** t), out=denom)
+        ops.true_divide(denom, values["bias_correction2_sqrt"], out=denom)
         ops.add(denom, self.eps, out=denom)
         ops.true_divide(m, denom, out=denom)
-        ops.mul(denom, -step_size, out=denom)
+        ops.mul(denom, values["neg_step_size"], out=denom)
         ops.add(param, denom, out=param)
 
 

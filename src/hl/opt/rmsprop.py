@@ -28,24 +28,21 @@ class RMSProp(Optimizer):
         self.momentum = check_nonnegative(momentum, "RMSProp", "momentum")
         self.centered = bool(centered)
 
-    def _slot(self, slots, name, param):
-        s = slots.get(name)
-        if s is None:
-            s = slots[name] = ops.zeros_like(param)
-        return s
-
-    def _update(self, param, grad, slots, lr):
-        a = self.alpha
+    def _host_update(self, slots, lr):
         slots["step"] = slots.get("step", 0) + 1
+        return {"neg_lr": -lr}
+
+    def _update(self, param, grad, slots, values):
+        a = self.alpha
         if self.weight_decay:
             grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        sq = self._slot(slots, "square_avg", param)
+        sq = self._slot(slots, "square_avg", lambda: ops.zeros_like(param))
         ops.mul(sq, a, out=sq)
         tmp = ops.mul(grad, grad)
         ops.mul(tmp, 1.0 - a, out=tmp)
         ops.add(sq, tmp, out=sq)
         if self.centered:
-            ga = self._slot(slots, "grad_avg", param)
+            ga = self._slot(slots, "grad_avg", lambda: ops.zeros_like(param))
             ops.sub(grad, ga, out=tmp)
             ops.mul(tmp, 1.0 - a, out=tmp)
             ops.add(ga, tmp, out=ga)
@@ -57,12 +54,12 @@ class RMSProp(Optimizer):
         ops.add(avg, self.eps, out=avg)
         ops.true_divide(grad, avg, out=avg)  # g / avg
         if self.momentum > 0:
-            buf = self._slot(slots, "momentum_buffer", param)
+            buf = self._slot(slots, "momentum_buffer", lambda: ops.zeros_like(param))
             ops.mul(buf, self.momentum, out=buf)
             ops.add(buf, avg, out=buf)
-            ops.mul(buf, -lr, out=tmp)
+            ops.mul(buf, values["neg_lr"], out=tmp)
         else:
-            ops.mul(avg, -lr, out=tmp)
+            ops.mul(avg, values["neg_lr"], out=tmp)
         ops.add(param, tmp, out=param)
 
 

@@ -28,18 +28,18 @@ class SGD(Optimizer):
             raise errors.ValueError(f"SGD: Nesterov momentum needs momentum > 0 and dampening "
                                     f"0, got momentum={momentum!r}, dampening={dampening!r}")
 
-    def _update(self, param, grad, slots, lr):
+    def _update(self, param, grad, slots, values):
         d = grad
         if self.weight_decay:
             d = ops.add(grad, ops.mul(param, self.weight_decay))
         if self.momentum:
             buf = slots.get("momentum_buffer")
-            if buf is None:
-                buf = slots["momentum_buffer"] = ops.empty_like(param)
-                buf.copy_(d)  # a copy: grad may be a broadcast view shared with others
+            if buf is None:  # a copy: grad may be a broadcast view shared with others
+                buf = self._new_slot(slots, "momentum_buffer", lambda: ops.empty_like(param))
+                buf.copy_(d)
             else:
                 ops.mul(buf, self.momentum, out=buf)
                 step = d if self.dampening == 0 else ops.mul(d, 1.0 - self.dampening)
                 ops.add(buf, step, out=buf)
             d = ops.add(d, ops.mul(buf, self.momentum)) if self.nesterov else buf
-        ops.add(param, ops.mul(d, -lr), out=param)
+        ops.add(param, ops.mul(d, values["neg_lr"]), out=param)

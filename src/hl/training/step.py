@@ -97,7 +97,8 @@ def overrides_step(model):
     """True when the model's class defines its own train_one_batch (fit then trains through
     it, SINGA style)."""
     from .trainer import Trainer
-    return type(model).train_one_batch is not Trainer.train_one_batch
+    step = type(model).train_one_batch
+    return getattr(step, "__wrapped__", step) is not Trainer.train_one_batch
 
 
 def takes_sample_weight(fn):
