@@ -178,8 +178,10 @@ class PlanCache:
                 second(outputs)
         except Exception as e:  # noqa: BLE001 - any failure: abandon, then try eagerly
             recording.abandon()
-            entry.eager_reason = _reason(e)
             out = self._eager(fn, args, second, None)  # a real error raises here, as eagerly
+            if getattr(e, "transient", False):
+                return out  # this step made what the next recording needs
+            entry.eager_reason = _reason(e)
             warnings.warn(f"graph mode: {self.what} runs eagerly for this input signature: "
                           f"{entry.eager_reason}", stacklevel=4)
             return out

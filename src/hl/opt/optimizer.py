@@ -194,9 +194,13 @@ class Optimizer:
 
     def _restore_counts(self, saved):
         self.step_count = saved[0]
-        for key, counts in saved[1].items():
-            if key in self._slots:
-                self._slots[key].update(counts)
+        for key, slots in self._slots.items():
+            counts = saved[1].get(key, {})
+            for name in self.count_slots:
+                if name in counts:
+                    slots[name] = counts[name]
+                else:
+                    slots.pop(name, None)
 
     def _slot(self, slots, name, make):
         """The slot `name`, created by make() on first use."""
@@ -208,7 +212,8 @@ class Optimizer:
         would put its initialisation into every replay: graph mode runs that step eagerly."""
         if _core.recording():
             raise errors.GraphBreak(f"{self.name}: the optimiser slot {name!r} would be "
-                                    f"created while a plan is recorded", op=f"{self.name} slot")
+                                    f"created while a plan is recorded", op=f"{self.name} slot",
+                                    transient=True)
         self._version += 1
         s = slots[name] = make()
         return s

@@ -154,15 +154,22 @@ class TrainStep:
             value = scalar(loss, f"{type(model).__name__}.train_one_batch")
             self.skipped = False
         else:
-            out, loss = forward_loss(model, x, y, None if sw is None else to_tensor(sw))
+            runner = graph_runner(model)
+            sw_t = None if sw is None else to_tensor(sw)
+            if runner is None:
+                out, loss = forward_loss(model, x, y, sw_t)
+                finish = lambda run: model.optim.backward_and_update(loss) if run else None  # noqa: E731
+            else:  # the forward and the update are two plans: the update waits for the loss
+                (out, loss), finish = runner.run(
+                    "fit", lambda x_, y_, sw_: forward_loss(model, x_, y_, sw_), (x, y, sw_t),
+                    second=lambda outputs: model.optim.backward_and_update(outputs[1]))
             value = float(loss.item())
             self.tracker.update(value, len_of(batch), out, batch.y, sw)
             logs = self.tracker.logs()
             # on several ranks the logs are the whole batch's, so all ranks skip together
             self.skipped = not math.isfinite(logs["loss"] if getattr(self.tracker, "global_",
                                                                      False) else value)
-            if not self.skipped:
-                model.optim.backward_and_update(loss)
+            finish(not self.skipped)
             return logs
         self.tracker.update(value, len_of(batch), out, batch.y, sw)
         return self.tracker.logs()
@@ -183,20 +190,49 @@ def test_step(model, tracker, batch):
     """evaluate's step: forward and loss without recording gradients."""
     if batch.global_size is not None and len_of(batch) == 0:
         return tracker.logs()  # this rank's slice is empty; the others' values still count
-    with no_grad():
-        x, y = to_tensors(batch.x), to_tensor(batch.y)
-        sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight)
-        out, loss = forward_loss(model, x, y, sw)
-        tracker.update(float(loss.item()), len_of(batch), out, batch.y, batch.sample_weight)
+    x, y = to_tensors(batch.x), to_tensor(batch.y)
+    sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight)
+    runner = graph_runner(model)
+    if runner is None:
+        out, loss = _no_grad_forward_loss(model, x, y, sw)
+    else:
+        out, loss = runner.run("evaluate", _no_grad_forward_loss, (model, x, y, sw))
+    tracker.update(float(loss.item()), len_of(batch), out, batch.y, batch.sample_weight)
     return tracker.logs()
 
 
-def predict_step(model, x):
+def _no_grad_forward_loss(model, x, y, sw):
     with no_grad():
-        out = forward(model, to_tensors(x))
+        return forward_loss(model, x, y, sw)
+
+
+def _no_grad_forward(model, x):
+    with no_grad():
+        return forward(model, x)
+
+
+def predict_step(model, x):
+    runner = graph_runner(model)
+    if runner is None:
+        out = _no_grad_forward(model, to_tensors(x))
+        copy = False
+    else:  # a plan's outputs are written again by its next replay: keep copies
+        out = runner.run("predict", _no_grad_forward, (model, to_tensors(x)))
+        copy = True
     if isinstance(out, (tuple, list)):
-        return [o.numpy() for o in out]
-    return out.numpy()
+        return [_host(o, copy) for o in out]
+    return _host(out, copy)
+
+
+def _host(t, copy):
+    a = t.numpy()
+    return a.copy() if copy else a
+
+
+def graph_runner(model):
+    """The model's graph-mode runner (hl.model.graph_mode) when graph mode is on, else None."""
+    get = getattr(model, "_graph_runner", None)
+    return get() if get is not None else None
 
 
 def len_of(batch):
