@@ -6,6 +6,7 @@ Per update (t counts the parameter's updates from 1; g = grad + weight_decay * p
     param -= clr * g / (sqrt(s) + eps)
 """
 from .. import ops
+from . import rules
 from ._checks import check_nonnegative, check_positive
 from .optimizer import Optimizer
 
@@ -35,15 +36,11 @@ class AdaGrad(Optimizer):
         if s is None:
             s = self._new_slot(slots, "sum",
                                lambda: ops.full_like(param, self.initial_accumulator_value))
-        if self.weight_decay:
-            grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        tmp = ops.mul(grad, grad)
-        ops.add(s, tmp, out=s)
-        ops.sqrt(s, out=tmp)
-        ops.add(tmp, self.eps, out=tmp)
-        ops.true_divide(grad, tmp, out=tmp)
-        ops.mul(tmp, values["neg_clr"], out=tmp)
-        ops.add(param, tmp, out=param)
+        grad = rules.with_l2(grad, param, self.weight_decay)
+        tmp = rules.accumulate_square(s, grad)
+        denom = rules.rms(s, self.eps, out=tmp)
+        ops.true_divide(grad, denom, out=denom)
+        rules.descend(param, denom, values["neg_clr"], out=denom)
 
 
 Adagrad = AdaGrad  # PyTorch's spelling

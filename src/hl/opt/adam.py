@@ -11,6 +11,7 @@ Adam's weight_decay is L2 (g = g + wd * param first); AdamW's is decoupled
 import math
 
 from .. import ops
+from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
 
@@ -44,32 +45,22 @@ class Adam(Optimizer):
         return values
 
     def _update(self, param, grad, slots, values):
-        b1, b2 = self.beta_1, self.beta_2
         zeros = lambda: ops.zeros_like(param)  # noqa: E731
         m = self._slot(slots, "exp_avg", zeros)
         v = self._slot(slots, "exp_avg_sq", zeros)
-        if self.weight_decay:
-            if self.decoupled:
-                ops.mul(param, values["decay_factor"], out=param)
-            else:
-                grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        tmp = ops.sub(grad, m)
-        ops.mul(tmp, 1.0 - b1, out=tmp)
-        ops.add(m, tmp, out=m)
-        ops.mul(v, b2, out=v)
-        ops.mul(grad, grad, out=tmp)
-        ops.mul(tmp, 1.0 - b2, out=tmp)
-        ops.add(v, tmp, out=v)
+        if self.weight_decay and self.decoupled:
+            ops.mul(param, values["decay_factor"], out=param)
+        elif self.weight_decay:
+            grad = rules.with_l2(grad, param, self.weight_decay)
+        tmp = rules.lerp(m, grad, 1.0 - self.beta_1)
+        rules.ema_square(v, grad, self.beta_2, scratch=tmp)
         if self.amsgrad:  # (created here also when amsgrad is switched on after a checkpoint)
             vmax = self._slot(slots, "max_exp_avg_sq", zeros)
             ops.maximum(vmax, v, out=vmax)
             v = vmax
-        denom = ops.sqrt(v, out=tmp)
-        ops.true_divide(denom, values["bias_correction2_sqrt"], out=denom)
-        ops.add(denom, self.eps, out=denom)
+        denom = rules.rms(v, self.eps, out=tmp, correction=values["bias_correction2_sqrt"])
         ops.true_divide(m, denom, out=denom)
-        ops.mul(denom, values["neg_step_size"], out=denom)
-        ops.add(param, denom, out=param)
+        rules.descend(param, denom, values["neg_step_size"], out=denom)
 
 
 class AdamW(Adam):

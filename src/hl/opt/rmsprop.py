@@ -7,6 +7,7 @@ Per update (g = grad + weight_decay * param):
     otherwise:    param -= lr * g / avg
 """
 from .. import ops
+from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
 
@@ -33,34 +34,22 @@ class RMSProp(Optimizer):
         return {"neg_lr": -lr}
 
     def _update(self, param, grad, slots, values):
-        a = self.alpha
-        if self.weight_decay:
-            grad = ops.add(grad, ops.mul(param, self.weight_decay))
-        sq = self._slot(slots, "square_avg", lambda: ops.zeros_like(param))
-        ops.mul(sq, a, out=sq)
-        tmp = ops.mul(grad, grad)
-        ops.mul(tmp, 1.0 - a, out=tmp)
-        ops.add(sq, tmp, out=sq)
+        zeros = lambda: ops.zeros_like(param)  # noqa: E731
+        grad = rules.with_l2(grad, param, self.weight_decay)
+        sq = self._slot(slots, "square_avg", zeros)
+        tmp = rules.ema_square(sq, grad, self.alpha)
         if self.centered:
-            ga = self._slot(slots, "grad_avg", lambda: ops.zeros_like(param))
-            ops.sub(grad, ga, out=tmp)
-            ops.mul(tmp, 1.0 - a, out=tmp)
-            ops.add(ga, tmp, out=ga)
+            ga = self._slot(slots, "grad_avg", zeros)
+            rules.lerp(ga, grad, 1.0 - self.alpha, scratch=tmp)
             ops.mul(ga, ga, out=tmp)
-            avg = ops.sub(sq, tmp, out=tmp)
-            ops.sqrt(avg, out=avg)
+            avg = rules.rms(ops.sub(sq, tmp, out=tmp), self.eps, out=tmp)
         else:
-            avg = ops.sqrt(sq, out=tmp)
-        ops.add(avg, self.eps, out=avg)
+            avg = rules.rms(sq, self.eps, out=tmp)
         ops.true_divide(grad, avg, out=avg)  # g / avg
         if self.momentum > 0:
-            buf = self._slot(slots, "momentum_buffer", lambda: ops.zeros_like(param))
-            ops.mul(buf, self.momentum, out=buf)
-            ops.add(buf, avg, out=buf)
-            ops.mul(buf, values["neg_lr"], out=tmp)
-        else:
-            ops.mul(avg, values["neg_lr"], out=tmp)
-        ops.add(param, tmp, out=param)
+            avg = rules.heavy_ball(self._slot(slots, "momentum_buffer", zeros), avg,
+                                   self.momentum)
+        rules.descend(param, avg, values["neg_lr"], out=tmp)
 
 
 RMSprop = RMSProp  # PyTorch's spelling

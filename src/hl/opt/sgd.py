@@ -1,6 +1,7 @@
 """Stochastic gradient descent with momentum, Nesterov momentum, dampening and L2 weight
 decay: torch.optim.SGD's update, step for step."""
 from .. import errors, ops
+from . import rules
 from ._checks import check_nonnegative
 from .optimizer import Optimizer
 
@@ -29,17 +30,14 @@ class SGD(Optimizer):
                                     f"0, got momentum={momentum!r}, dampening={dampening!r}")
 
     def _update(self, param, grad, slots, values):
-        d = grad
-        if self.weight_decay:
-            d = ops.add(grad, ops.mul(param, self.weight_decay))
+        d = rules.with_l2(grad, param, self.weight_decay)
         if self.momentum:
             buf = slots.get("momentum_buffer")
             if buf is None:  # a copy: grad may be a broadcast view shared with others
                 buf = self._new_slot(slots, "momentum_buffer", lambda: ops.empty_like(param))
                 buf.copy_(d)
             else:
-                ops.mul(buf, self.momentum, out=buf)
                 step = d if self.dampening == 0 else ops.mul(d, 1.0 - self.dampening)
-                ops.add(buf, step, out=buf)
+                rules.heavy_ball(buf, step, self.momentum)
             d = ops.add(d, ops.mul(buf, self.momentum)) if self.nesterov else buf
-        ops.add(param, ops.mul(d, values["neg_lr"]), out=param)
+        rules.descend(param, d, values["neg_lr"])
