@@ -188,11 +188,15 @@ class Optimizer:
         """While a plan is recorded: registers (once) how to undo this recording's changes to
         the Python state, should the recording be abandoned."""
         if _core.recording():
-            saved = (self.step_count, {k: {n: v for n, v in s.items() if n in self.count_slots}
-                                       for k, s in self._slots.items()})
-            on_abort_once(self, lambda: self._restore_counts(saved))
+            saved = self._python_state()
+            on_abort_once(self, lambda: self._set_python_state(saved))
 
-    def _restore_counts(self, saved):
+    def _python_state(self):
+        """The Python values a step changes: the step count and the per-parameter counts."""
+        return (self.step_count, {k: {n: v for n, v in s.items() if n in self.count_slots}
+                                  for k, s in self._slots.items()})
+
+    def _set_python_state(self, saved):
         self.step_count = saved[0]
         for key, slots in self._slots.items():
             counts = saved[1].get(key, {})

@@ -1,22 +1,18 @@
 """v2's plain descent: the Momentum rule and the step every rule but Adam's ends with."""
 from .. import ops
-from ._rule_base import V2Optimizer, _slot
-
-def _decayed(grad, param, decay):
-    """g + decay * w, a new tensor."""
-    return ops.add(grad, ops.mul(param, decay)) if decay else ops.mul(grad, 1.0)
+from ..opt import rules
+from ._rule_base import V2Optimizer, _zeros
 
 
-def _descend(param, direction, slots, lr, momentum):
+def _descend(opt, param, direction, slots, values, momentum):
     """v2's sgdUpdate: mom = momentum * mom - lr * direction; w += mom (without momentum,
     w -= lr * direction). direction is overwritten."""
-    ops.mul(direction, -lr, out=direction)
-    if momentum:
-        mom = _slot(slots, "momentum", param)
-        ops.mul(mom, momentum, out=mom)
-        ops.add(mom, direction, out=mom)
-        direction = mom
-    ops.add(param, direction, out=param)
+    if not momentum:
+        rules.descend(param, direction, values["neg_lr"], out=direction)
+        return
+    ops.mul(direction, values["neg_lr"], out=direction)
+    mom = rules.heavy_ball(opt._slot(slots, "momentum", _zeros(param)), direction, momentum)
+    ops.add(param, mom, out=param)
 
 
 class MomentumRule(V2Optimizer):
@@ -25,5 +21,6 @@ class MomentumRule(V2Optimizer):
 
     method = "momentum"
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
-        _descend(param, _decayed(grad, param, decay), slots, lr, momentum)
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
+        _descend(self, param, rules.with_l2(grad, param, decay, fresh=True), slots, values,
+                 momentum)
