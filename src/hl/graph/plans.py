@@ -43,7 +43,7 @@ def _flatten(x, leaves, spec):
     if isinstance(x, (list, tuple)):
         return (type(x).__name__,) + tuple(_flatten(v, leaves, spec) for v in x)
     if isinstance(x, dict):
-        return ("D",) + tuple((k, _flatten(x[k], leaves, spec)) for k in sorted(x))
+        return ("D",) + tuple((k, _flatten(v, leaves, spec)) for k, v in x.items())
     try:
         hash(x)
     except TypeError:
@@ -62,7 +62,7 @@ def _rebuild(x, slots):
     if isinstance(x, (list, tuple)):
         return type(x)(_rebuild(v, slots) for v in x)
     if isinstance(x, dict):
-        return {k: _rebuild(x[k], slots) for k in x}
+        return {k: _rebuild(v, slots) for k, v in x.items()}  # the order _flatten took
     return x
 
 
