@@ -90,3 +90,43 @@ def test_outputs_are_copies_that_later_steps_do_not_change(rng):
         kept.append(m(hl.tensor(x), hl.tensor(y))[1])
     values = [float(v) for v in kept]
     assert len(set(values)) == 5
+
+
+class TorchStyle(hl.Module):
+    """PyTorch's loop inside train_one_batch: zero_grad, backward, clip_grad_norm, step."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1 = hl.layers.Linear(16)
+        self.l2 = hl.layers.Linear(4)
+
+    def forward(self, x):
+        return self.l2(hl.tanh(self.l1(x)))
+
+    def train_one_batch(self, x, y):
+        self.optim.zero_grad()
+        loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+        loss.backward()
+        hl.opt.clip_grad_norm(list(self.get_params().values()), 0.5)
+        self.optim.step()
+        return loss
+
+
+def test_pytorch_style_step_equals_eager(rng):
+    models = []
+    for graph in (False, True):
+        hl.manual_seed(0)
+        m = TorchStyle()
+        m.compile([hl.Placeholder((8, 12))], is_train=True)
+        m.optim = hl.opt.AdamW(lr=hl.opt.StepDecay(0.01, 7, 0.5),
+                               params=list(m.get_params().values()))
+        m.graph(graph)
+        models.append(m)
+    eager, graph = models
+    for i, (x, y) in enumerate(batches(rng, 30)):
+        le = eager.train_one_batch(hl.tensor(x), hl.tensor(y))
+        lg = graph.train_one_batch(hl.tensor(x), hl.tensor(y))
+        assert float(lg) == float(le), f"step {i}"
+    for k, v in params(eager).items():
+        np.testing.assert_array_equal(params(graph)[k], v, err_msg=k)
+    assert stats(graph)["replayed"] == 28

@@ -24,26 +24,27 @@ from collections import OrderedDict
 import numpy as np
 
 from .. import _core, errors
-from .._tensor import Tensor, _wrap, tensor
+from .._tensor import Tensor, _fill, tensor
 from . import recording
 
 DEFAULT_SIZE = 8
 
 
-def _flatten(x, leaves, spec):
-    """Tensors and arrays of a nested argument go to leaves; spec gets a hashable picture of
-    the structure with the leaves' signatures in place."""
+def _flatten(x, leaves):
+    """Tensors and arrays of a nested argument go to leaves; returns a hashable picture of
+    the structure with each leaf's signature (shape, dtype, device) in its place and the
+    other values themselves (they are constants of a plan)."""
     if isinstance(x, Tensor):
         leaves.append(x)
-        return ("T", x.shape, x.dtype.code, _core.device_of(x._h))
+        return ("T", type(x), x.shape, x.dtype.code, _core.device_of(x._h), x.requires_grad)
     if isinstance(x, np.ndarray):
         leaves.append(x)
         dt = np.float32 if x.dtype == np.float64 else x.dtype  # as hl.training.to_tensor
         return ("A", x.shape, np.dtype(dt).str)
     if isinstance(x, (list, tuple)):
-        return (type(x).__name__,) + tuple(_flatten(v, leaves, spec) for v in x)
+        return (type(x).__name__,) + tuple(_flatten(v, leaves) for v in x)
     if isinstance(x, dict):
-        return ("D",) + tuple((k, _flatten(v, leaves, spec)) for k, v in x.items())
+        return ("D",) + tuple((k, _flatten(v, leaves)) for k, v in x.items())
     try:
         hash(x)
     except TypeError:
@@ -68,9 +69,11 @@ def _rebuild(x, slots):
 
 def _slot_for(leaf):
     """A new tensor of the leaf's signature: the plan's input slot."""
-    if isinstance(leaf, Tensor):
+    if isinstance(leaf, Tensor):  # of the leaf's class (SINGA's Tensor...) and flags
         h = _core.empty(leaf.shape, leaf.dtype.code, *_core.device_of(leaf._h))
-        return _wrap(h, leaf.dtype)
+        slot = _fill(object.__new__(type(leaf)), h, leaf.dtype)
+        slot.requires_grad, slot.stores_grad = leaf.requires_grad, leaf.stores_grad
+        return slot
     return tensor(np.ascontiguousarray(leaf.astype(np.float32) if leaf.dtype == np.float64
                                        else leaf))
 
@@ -145,7 +148,7 @@ class PlanCache:
         update of a non-finite loss); the caller must call finish once."""
         leaves = []
         try:
-            sig = (key, _flatten(args, leaves, None))
+            sig = (key, _flatten(args, leaves))
         except _Unhashable as e:
             return self._eager(fn, args, second, f"an argument of type {e} (not hashable)")
         entry = self.entries.get(sig)

@@ -253,9 +253,7 @@ class Optimizer:
         if self.params is not None:
             pairs = [(p, p.grad) for p in self.params if p.grad is not None]
             self._update_all(pairs)
-        self._note_recording()
-        self._advance_step()
-        on_replay(self._advance_step)
+        self._count_step()
 
     def _update_all(self, pairs):
         if self.clip_norm is None:
@@ -278,7 +276,12 @@ class Optimizer:
                 self.update(p, g)
         else:
             self._update_all(list(_backward(loss, dy)))
-        self._advance_step()  # not self.step(): PyTorch-style it would update from .grad again
+        self._count_step()  # not self.step(): PyTorch-style it would update from .grad again
+
+    def _count_step(self):
+        """step_count += 1, also at each replay of a recorded step."""
+        self._note_recording()
+        self._advance_step()
         on_replay(self._advance_step)
 
     def _advance_step(self):
