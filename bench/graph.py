@@ -17,8 +17,8 @@ import argparse
 import statistics
 import sys
 
-from _common import report, run_worker, setup, time_steps
-from train import MODELS, _status_kib, hl_model, torch_model
+from _common import report, run_worker, setup
+from train import MODELS, hl_model, measure, torch_step_fn
 
 LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
 
@@ -50,27 +50,6 @@ def hl_step_fn(name, batch, shape, graph):
     return lambda: model.train_one_batch(x, y)
 
 
-def torch_step_fn(name, batch, shape, compiled):
-    import numpy as np
-    import torch
-    torch.manual_seed(0)
-    model = torch_model(name)
-    rng = np.random.default_rng(0)
-    x = torch.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
-    y = torch.tensor(rng.integers(0, 10, batch).astype(np.int64))
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-    return torch.compile(step) if compiled else step
-
-
 def worker(lib, name, steps, warmup, threads):
     if lib.startswith("hl"):
         import hl
@@ -82,14 +61,7 @@ def worker(lib, name, steps, warmup, threads):
         if threads:
             torch.set_num_threads(threads)
         step = torch_step_fn(name, *MODELS[name][:2], compiled=lib == "torch-compile")
-    rss0 = _status_kib("VmRSS")
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM, the peak resident set, to the current size
-    except OSError:
-        pass
-    times = time_steps(step, steps, warmup)
-    return {"times": times, "mem_mib": (_status_kib("VmHWM") - rss0) / 1024.0}
+    return measure(step, steps, warmup)
 
 
 def run(args):
