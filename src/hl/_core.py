@@ -226,6 +226,31 @@ def from_numpy(arr, dtype_code, kind=0, index=0):
     return h
 
 
+# ---- graph mode's host-read guard ---------------------------------------------------------
+
+_plan_tls = threading.local()
+
+
+def set_recording(on):
+    """hl.graph marks the thread while it records a plan (around plan_begin / plan_end)."""
+    _plan_tls.on = bool(on)
+
+
+def recording():
+    """True while graph mode records a plan on this thread (values of tensors written by
+    recorded calls do not exist yet: reading them on the host is refused)."""
+    return getattr(_plan_tls, "on", False)
+
+
+def refuse_host_read(what):
+    """Raises hl.errors.GraphBreak when `what` (a host read) happens while recording."""
+    if getattr(_plan_tls, "on", False):
+        raise errors.GraphBreak(
+            f"{what}: reading a tensor's values on the host while a plan is being recorded "
+            f"(graph mode) would read values not computed yet; graph mode runs such a step "
+            f"eagerly", op=what)
+
+
 def to_device(h, kind, index):
     p = _new_out("hl_tensor *[1]")
     check(lib.hl_tensor_to_device(h, (kind, index), p))
@@ -345,35 +370,15 @@ def fill(h, value):
 
 # ---- plans (graph mode at the C level) --------------------------------------------------
 
-_plan_tls = threading.local()
-
-
-def recording():
-    """True while a plan is being recorded on this thread (values of tensors written by
-    recorded calls do not exist yet: reading them on the host is refused)."""
-    return getattr(_plan_tls, "on", False)
-
-
-def refuse_host_read(what):
-    """Raises hl.errors.GraphBreak when `what` (a host read) happens while recording."""
-    if getattr(_plan_tls, "on", False):
-        raise errors.GraphBreak(
-            f"{what}: reading a tensor's values on the host while a plan is being recorded "
-            f"(graph mode) would read values not computed yet; graph mode runs such a step "
-            f"eagerly", op=what)
-
-
 def plan_begin():
     """Starts recording: until plan_end(), core entry points called on this thread check their
     arguments, allocate their outputs and append a call record instead of running."""
     check(lib.hl_plan_begin())
-    _plan_tls.on = True
 
 
 def plan_end():
     """Stops recording and returns the plan, an opaque handle released when collected."""
     p = _new_out("hl_plan *[1]")
-    _plan_tls.on = False
     check(lib.hl_plan_end(p))
     return _gc(p[0], lib.hl_plan_release)
 

@@ -35,14 +35,16 @@ def current():
 
 def begin():
     rec = Recording()
-    _tls.recording = rec
     _core.plan_begin()
+    _tls.recording = rec
+    _core.set_recording(True)
     return rec
 
 
 def end():
     """Stops recording; returns the core plan."""
     _tls.recording = None
+    _core.set_recording(False)
     return _core.plan_end()
 
 
@@ -52,6 +54,7 @@ def abandon():
     rec = current()
     _tls.recording = None
     if _core.recording():
+        _core.set_recording(False)
         _core.plan_end()
     if rec is not None:
         for fn in reversed(rec.abort_hooks):

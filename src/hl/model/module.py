@@ -111,10 +111,12 @@ class Module(Trainer, Layer):
             raise errors.ValueError(f"compile: jit_compile must be True, False or 'auto', got "
                                     f"{jit_compile!r}")
         self._compile_training(optimizer, loss, metrics)
+        # Module.graph by name: a subclass may hold something else under "graph" (ONNXModel's
+        # ONNX graph)
         if use_graph or jit_compile is True:
-            self.graph(True, graph_alg == "sequence")
+            Module.graph(self, True, graph_alg == "sequence")
         elif inputs is not None or jit_compile is False:
-            self.graph(False)
+            Module.graph(self, False)
         if inputs is None:
             return self
         if not isinstance(inputs, (list, tuple)):
