@@ -6,6 +6,7 @@ Per update (t counts the parameter's updates from 1; g = grad + weight_decay * p
     param -= clr * g / (sqrt(s) + eps)
 """
 from .. import ops
+from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative, check_positive
 from .optimizer import Optimizer
@@ -39,7 +40,7 @@ class AdaGrad(Optimizer):
         grad = rules.with_l2(grad, param, self.weight_decay)
         tmp = rules.accumulate_square(s, grad)
         denom = rules.rms(s, self.eps, out=tmp)
-        ops.true_divide(grad, denom, out=denom)
+        F.true_divide(grad, denom, out=denom)
         rules.descend(param, denom, values["neg_clr"], out=denom)
 
 

@@ -7,6 +7,7 @@ Per update (g = grad + weight_decay * param):
     otherwise:    param -= lr * g / avg
 """
 from .. import ops
+from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
@@ -41,11 +42,11 @@ class RMSProp(Optimizer):
         if self.centered:
             ga = self._slot(slots, "grad_avg", zeros)
             rules.lerp(ga, grad, 1.0 - self.alpha, scratch=tmp)
-            ops.mul(ga, ga, out=tmp)
-            avg = rules.rms(ops.sub(sq, tmp, out=tmp), self.eps, out=tmp)
+            F.mul(ga, ga, out=tmp)
+            avg = rules.rms(F.sub(sq, tmp, out=tmp), self.eps, out=tmp)
         else:
             avg = rules.rms(sq, self.eps, out=tmp)
-        ops.true_divide(grad, avg, out=avg)  # g / avg
+        F.true_divide(grad, avg, out=avg)  # g / avg
         if self.momentum > 0:
             avg = rules.heavy_ball(self._slot(slots, "momentum_buffer", zeros), avg,
                                    self.momentum)

@@ -8,30 +8,30 @@ Python scalar into a 0-d tensor of the operand's dtype. ``scratch`` is a tensor 
 parameter's shape the piece may write its temporary into (None: a new one); the temporary is
 returned for the caller to reuse.
 """
-from .. import ops
+from ..autograd import functional as F
 
 
 def with_l2(grad, param, rate, fresh=False):
     """grad + rate * param, the L2-decayed gradient (a new tensor). Without decay, grad itself,
     or with ``fresh`` a copy (for a caller that writes into the result)."""
     if rate:
-        return ops.add(grad, ops.mul(param, rate))
-    return ops.mul(grad, 1.0) if fresh else grad
+        return F.add(grad, F.mul(param, rate))
+    return F.mul(grad, 1.0) if fresh else grad
 
 
 def lerp(avg, x, weight, scratch=None):
     """avg += weight * (x - avg): PyTorch's exponential average (its lerp)."""
-    tmp = ops.sub(x, avg, out=scratch)
-    ops.mul(tmp, weight, out=tmp)
-    ops.add(avg, tmp, out=avg)
+    tmp = F.sub(x, avg, out=scratch)
+    F.mul(tmp, weight, out=tmp)
+    F.add(avg, tmp, out=avg)
     return tmp
 
 
 def ema(avg, x, decay, scratch=None):
     """avg = decay * avg + (1 - decay) * x: v2's exponential average."""
-    ops.mul(avg, decay, out=avg)
-    tmp = ops.mul(x, 1.0 - decay, out=scratch)
-    ops.add(avg, tmp, out=avg)
+    F.mul(avg, decay, out=avg)
+    tmp = F.mul(x, 1.0 - decay, out=scratch)
+    F.add(avg, tmp, out=avg)
     return tmp
 
 
@@ -39,39 +39,39 @@ def ema_square(avg, grad, decay, scratch=None, weight=None):
     """avg = decay * avg + weight * grad^2, weight = 1 - decay unless given (v2's first batch
     gives 1)."""
     w = 1.0 - decay if weight is None else weight
-    ops.mul(avg, decay, out=avg)
-    sq = ops.mul(grad, grad, out=scratch)
+    F.mul(avg, decay, out=avg)
+    sq = F.mul(grad, grad, out=scratch)
     if w != 1.0:
-        ops.mul(sq, w, out=sq)
-    ops.add(avg, sq, out=avg)
+        F.mul(sq, w, out=sq)
+    F.add(avg, sq, out=avg)
     return sq
 
 
 def accumulate_square(total, grad, scratch=None):
     """total += grad^2 (AdaGrad's sum)."""
-    sq = ops.mul(grad, grad, out=scratch)
-    ops.add(total, sq, out=total)
+    sq = F.mul(grad, grad, out=scratch)
+    F.add(total, sq, out=total)
     return sq
 
 
 def heavy_ball(buf, x, momentum):
     """buf = momentum * buf + x."""
-    ops.mul(buf, momentum, out=buf)
-    ops.add(buf, x, out=buf)
+    F.mul(buf, momentum, out=buf)
+    F.add(buf, x, out=buf)
     return buf
 
 
 def rms(avg, eps, out=None, correction=None):
     """sqrt(avg) (divided by correction, when given) + eps: the denominator of the adaptive
     rules."""
-    d = ops.sqrt(avg, out=out)
+    d = F.sqrt(avg, out=out)
     if correction is not None:
-        ops.true_divide(d, correction, out=d)
-    ops.add(d, eps, out=d)
+        F.true_divide(d, correction, out=d)
+    F.add(d, eps, out=d)
     return d
 
 
 def descend(param, direction, scale, out=None):
     """param += scale * direction (scale is minus the step size)."""
-    step = ops.mul(direction, scale, out=out)
-    ops.add(param, step, out=param)
+    step = F.mul(direction, scale, out=out)
+    F.add(param, step, out=param)

@@ -1,6 +1,7 @@
 """Stochastic gradient descent with momentum, Nesterov momentum, dampening and L2 weight
 decay: torch.optim.SGD's update, step for step."""
 from .. import errors, ops
+from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative
 from .optimizer import Optimizer
@@ -37,7 +38,7 @@ class SGD(Optimizer):
                 buf = self._new_slot(slots, "momentum_buffer", lambda: ops.empty_like(param))
                 buf.copy_(d)
             else:
-                step = d if self.dampening == 0 else ops.mul(d, 1.0 - self.dampening)
+                step = d if self.dampening == 0 else F.mul(d, 1.0 - self.dampening)
                 rules.heavy_ball(buf, step, self.momentum)
-            d = ops.add(d, ops.mul(buf, self.momentum)) if self.nesterov else buf
+            d = F.add(d, F.mul(buf, self.momentum)) if self.nesterov else buf
         rules.descend(param, d, values["neg_lr"])

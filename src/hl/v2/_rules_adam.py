@@ -1,7 +1,7 @@
 """v2's Adam and Adamax (they ignore the schedule, L2 decay and momentum, as v2 did)."""
 import math
 
-from .. import ops
+from ..autograd import functional as F
 from ..opt import rules
 from ._rule_base import V2Optimizer, _zeros
 
@@ -34,7 +34,7 @@ class AdamRule(_AdamBase):
         tmp = rules.ema(m, grad, self.beta1)
         rules.ema_square(v, grad, self.beta2, scratch=tmp)
         denom = rules.rms(v, self.epsilon, out=tmp)
-        ops.true_divide(m, denom, out=denom)
+        F.true_divide(m, denom, out=denom)
         rules.descend(param, denom, values["neg_alpha"], out=denom)
 
 
@@ -52,8 +52,8 @@ class AdamaxRule(_AdamBase):
         m = self._slot(slots, "moment", _zeros(param))
         tmp = rules.ema(m, grad, self.beta1)
         u = self._slot(slots, "inf_norm", _zeros(param))
-        ops.mul(u, self.beta2, out=u)
-        ops.maximum(u, ops.abs(grad), out=u)
-        denom = ops.where(ops.greater(u, 0.0), u, 1.0)  # u = 0 only where m = 0 too
-        ops.true_divide(m, denom, out=tmp)
+        F.mul(u, self.beta2, out=u)
+        F.maximum(u, F.abs(grad), out=u)
+        denom = F.where(F.greater(u, 0.0), u, 1.0)  # u = 0 only where m = 0 too
+        F.true_divide(m, denom, out=tmp)
         rules.descend(param, tmp, values["neg_step"], out=tmp)

@@ -1,5 +1,5 @@
 """v2's rules with a per-element rate r: AdaGrad, DecayedAdaGrad, RMSProp, AdaDelta."""
-from .. import ops
+from ..autograd import functional as F
 from ..opt import rules
 from ._rule_base import V2Optimizer, _zeros
 from ._rules_sgd import _descend
@@ -15,7 +15,7 @@ class _AdaptiveRule(V2Optimizer):
 
     def _finish(self, param, grad, slots, values, momentum, decay, rate):
         direction = rules.with_l2(grad, param, decay, fresh=True)
-        ops.mul(direction, rate, out=direction)
+        F.mul(direction, rate, out=direction)
         _descend(self, param, direction, slots, values, momentum)
         return rate
 
@@ -37,8 +37,8 @@ class AdaGradRule(_AdaptiveRule):
     def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
         s = self._slot(slots, "sum", _zeros(param))
         rate = rules.accumulate_square(s, grad)
-        ops.add(s, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        F.add(s, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
@@ -51,8 +51,8 @@ class DecayedAdaGradRule(_AdaptiveRule):
 
     def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
         s, rate = self._decayed_square_sum(slots, "mean_square", param, grad)
-        ops.add(s, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        F.add(s, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
@@ -67,10 +67,10 @@ class RMSPropRule(_AdaptiveRule):
         s, rate = self._decayed_square_sum(slots, "mean_square", param, grad)
         f = self._slot(slots, "mean_grad", _zeros(param))
         rules.ema(f, grad, self.rho, scratch=rate)
-        ops.mul(f, f, out=rate)
-        ops.sub(s, rate, out=rate)
-        ops.add(rate, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        F.mul(f, f, out=rate)
+        F.sub(s, rate, out=rate)
+        F.add(rate, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
@@ -86,10 +86,10 @@ class AdaDeltaRule(_AdaptiveRule):
         s = self._slot(slots, "mean_square", _zeros(param))
         u = self._slot(slots, "mean_square_update", _zeros(param))
         sq = rules.ema_square(s, grad, rho)
-        rate = ops.add(u, eps)
-        ops.add(s, eps, out=sq)
-        ops.true_divide(rate, sq, out=rate)
-        ops.sqrt(rate, out=rate)
-        ops.mul(grad, rate, out=sq)
+        rate = F.add(u, eps)
+        F.add(s, eps, out=sq)
+        F.true_divide(rate, sq, out=rate)
+        F.sqrt(rate, out=rate)
+        F.mul(grad, rate, out=sq)
         rules.ema_square(u, sq, rho, scratch=sq)
         return self._finish(param, grad, slots, values, momentum, decay, rate)

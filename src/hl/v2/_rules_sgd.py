@@ -1,5 +1,5 @@
 """v2's plain descent: the Momentum rule and the step every rule but Adam's ends with."""
-from .. import ops
+from ..autograd import functional as F
 from ..opt import rules
 from ._rule_base import V2Optimizer, _zeros
 
@@ -10,9 +10,9 @@ def _descend(opt, param, direction, slots, values, momentum):
     if not momentum:
         rules.descend(param, direction, values["neg_lr"], out=direction)
         return
-    ops.mul(direction, values["neg_lr"], out=direction)
+    F.mul(direction, values["neg_lr"], out=direction)
     mom = rules.heavy_ball(opt._slot(slots, "momentum", _zeros(param)), direction, momentum)
-    ops.add(param, mom, out=param)
+    F.add(param, mom, out=param)
 
 
 class MomentumRule(V2Optimizer):
