@@ -134,7 +134,8 @@ def torch_model(name):
                          *blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10))
 
 
-def torch_step_fn(name, batch, shape):
+def torch_step_fn(name, batch, shape, compiled=False):
+    """PyTorch's training step; compiled: through torch.compile (bench/graph.py)."""
     import numpy as np
     import torch
     torch.manual_seed(0)
@@ -152,7 +153,7 @@ def torch_step_fn(name, batch, shape):
         loss.backward()
         opt.step()
         return loss
-    return step
+    return torch.compile(step) if compiled else step
 
 
 # ---- measuring --------------------------------------------------------------------------
@@ -177,7 +178,11 @@ def worker(lib, name, steps, warmup, threads):
             torch.set_num_threads(threads)
         make = torch_step_fn
     batch, shape, _ = MODELS[name]
-    step = make(name, batch, shape)
+    return measure(make(name, batch, shape), steps, warmup)
+
+
+def measure(step, steps, warmup):
+    """The step times and the growth of the peak resident set while stepping."""
     rss0 = _status_kib("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:

@@ -25,6 +25,7 @@ LAYERS = [
     ("the cffi binding of libcore", ["hl._core"]),
     ("devices", ["hl.devices"]),
     ("tensors", ["hl._tensor"]),
+    ("graph mode's plan cache and recording hooks", ["hl.graph"]),
     ("ops and autograd", ["hl.ops", "hl.autograd"]),
     ("losses, metrics, optimisers, data sets", ["hl.losses", "hl.metrics", "hl.opt", "hl.data"]),
     ("states and weight files", ["hl.checkpoint"]),

@@ -6,6 +6,7 @@ inside them. Every core call returns a status; ``check`` turns a failure into th
 ``hl.errors`` exception carrying the core's message (which names the op, shapes and dtypes).
 """
 import os
+import threading
 
 import numpy as np
 import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
@@ -224,11 +225,20 @@ def numpy_view(h, np_dtype):
 
 def read(h, np_dtype):
     """A new numpy array with the tensor's values (works for any device)."""
+    refuse_host_read("read")
     c = contiguous(h)
     out = np.empty(shape(c), dtype=np_dtype)
     if out.size:
         check(lib.hl_tensor_read(c, ffi.from_buffer(out), out.nbytes))
     return out
+
+
+def write(h, arr):
+    """Copies arr (C-ordered, of the tensor's numpy dtype and size) into the tensor's memory
+    at once, also while a plan is being recorded: graph mode sets its inputs and its per-step
+    values (learning rates, step counts) this way before each replay."""
+    if arr.size:
+        check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))
 
 
 def from_numpy(arr, dtype_code, kind=0, index=0):
@@ -239,6 +249,31 @@ def from_numpy(arr, dtype_code, kind=0, index=0):
     if arr.size:
         check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))
     return h
+
+
+# ---- graph mode's host-read guard ---------------------------------------------------------
+
+_plan_tls = threading.local()
+
+
+def set_recording(on):
+    """hl.graph marks the thread while it records a plan (around plan_begin / plan_end)."""
+    _plan_tls.on = bool(on)
+
+
+def recording():
+    """True while graph mode records a plan on this thread (values of tensors written by
+    recorded calls do not exist yet: reading them on the host is refused)."""
+    return getattr(_plan_tls, "on", False)
+
+
+def refuse_host_read(what):
+    """Raises hl.errors.GraphBreak when `what` (a host read) happens while recording."""
+    if getattr(_plan_tls, "on", False):
+        raise errors.GraphBreak(
+            f"{what}: reading a tensor's values on the host while a plan is being recorded "
+            f"(graph mode) would read values not computed yet; graph mode runs such a step "
+            f"eagerly", op=what)
 
 
 def to_device(h, kind, index):

@@ -110,6 +110,7 @@ class Tensor:
         tensor on another device."""
         if self._dtype is _dt.bfloat16 and _dt.bfloat16.np is None:
             raise errors.DTypeError("numpy has no bfloat16 without the ml_dtypes package")
+        _core.refuse_host_read("numpy()")
         kind = _core.device_of(self._h)[0]
         if kind == 0:
             return _core.numpy_view(self._h, self._dtype.np)
@@ -133,12 +134,15 @@ class Tensor:
             raise errors.ValueError(
                 f"item(): only a tensor with one element converts to a Python scalar, "
                 f"this one has shape {self.shape}")
+        _core.refuse_host_read("item()")
         return self.numpy().reshape(()).item()
 
     def __float__(self):
+        _core.refuse_host_read("float(tensor)")
         return float(self.item())
 
     def __int__(self):
+        _core.refuse_host_read("int(tensor)")
         return int(self.item())
 
     def __index__(self):
@@ -151,6 +155,7 @@ class Tensor:
             raise errors.ValueError(
                 f"the truth value of a tensor of shape {self.shape} is ambiguous; "
                 f"use .any() or .all()")
+        _core.refuse_host_read("bool(tensor)")
         return bool(self.item())
 
     def to(self, *args, **kwargs):

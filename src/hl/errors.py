@@ -33,6 +33,19 @@ class UnsupportedError(HLError, NotImplementedError):
     """A valid request that this build cannot carry out."""
 
 
+class GraphBreak(UnsupportedError):
+    """Something a plan cannot record met while recording one (graph mode): a read of a
+    tensor's values on the host (``.numpy()``, ``.item()``, ``float(t)``), an op whose output
+    shape depends on the data (nonzero, unique). Graph mode catches it and runs the step
+    eagerly; ``.op`` names what broke the recording. ``transient``: only this step must run
+    eagerly (an optimiser creating its slots); the next one is recorded again."""
+
+    def __init__(self, message, op=None, transient=False):
+        super().__init__(message)
+        self.op = op
+        self.transient = transient
+
+
 class MemoryError(HLError, MemoryError):  # noqa: A001
     """An allocation failed."""
 

@@ -109,12 +109,12 @@ def test_compile_with_real_tensors_also_builds():
     assert model.fc.W.shape == (8, 10)
 
 
-def test_compile_refuses_graph_mode_and_bad_arguments():
+def test_compile_switches_graph_mode_and_refuses_bad_arguments():
     model = CNN()
-    with pytest.raises(hl.errors.UnsupportedError, match="graph mode is not yet supported"):
-        model.compile([hl.Placeholder((2, 1, 28, 28))], use_graph=True)
-    with pytest.raises(hl.errors.UnsupportedError):
-        model.graph(True)
+    model.compile([hl.Placeholder((2, 1, 28, 28))], use_graph=True)  # tests/graph/ for more
+    assert model.graph_mode
+    model.graph(False)
+    assert not model.graph_mode
     with pytest.raises(hl.errors.ValueError, match="graph_alg must be"):
         model.compile([hl.Placeholder((2, 1, 28, 28))], graph_alg="fast")
     with pytest.raises(hl.errors.ValueError, match=r"input 0 is a list; pass hl.Placeholder"):

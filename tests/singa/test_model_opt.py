@@ -95,19 +95,32 @@ def test_save_states_writes_singas_checkpoint(tmp_path):
     assert m2.load_states(str(tmp_path / "hl.zip")) == {}
 
 
-def test_graph_mode_runs_eagerly_with_one_warning():
-    device._state["warned"] = False
-    m = Net()
-    m.set_optimizer(opt.SGD(lr=0.1))
-    with pytest.warns(UserWarning, match="eagerly"):
-        m.compile([tensor.Tensor((2, 1, 8, 8))], is_train=True, use_graph=True, sequential=True)
-    assert m.graph_mode and m.sequential
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        m.graph(True, False)
-        out, ls = m(tensor.Tensor((2, 1, 8, 8)).gaussian(0, 1),
-                    tensor.from_numpy(np.array([1, 2], np.int32)))
-    assert out.shape == (2, 10)
+def test_graph_mode_replays_train_one_batch_as_eager():
+    """SINGA's graph mode (compile(use_graph=True)) records train_one_batch once and replays
+    it: the same losses and weights as eager, bit for bit, with SINGA's own optimiser and an
+    ExponentialDecay schedule (read at each replay)."""
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((2, 1, 8, 8)).astype(np.float32),
+             np.array(rng.integers(0, 10, 2), np.int32)) for _ in range(8)]
+    runs = []
+    for graph in (False, True):
+        hl.manual_seed(0)
+        m = Net()
+        m.set_optimizer(opt.SGD(lr=opt.ExponentialDecay(0.1, 2, 0.5), momentum=0.9))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            m.compile([tensor.Tensor((2, 1, 8, 8))], is_train=True, use_graph=graph,
+                      sequential=True)
+            losses = [float(tensor.to_numpy(m(tensor.from_numpy(x), tensor.from_numpy(y))[1])
+                            .reshape(-1)[0]) for x, y in data]
+        assert m.graph_mode is graph and m.sequential
+        runs.append((m, losses))
+    (me, le), (mg, lg) = runs
+    assert lg == le
+    assert mg.optimizer.step_count == me.optimizer.step_count == 8
+    for k, v in me.get_states().items():
+        np.testing.assert_array_equal(mg.get_states()[k].numpy(), v.numpy(), err_msg=k)
+    assert mg._graph_runner().stats()["train_one_batch"]["replayed"] == 6
 
 
 # ---- optimisers: SINGA's update rules --------------------------------------------------------

@@ -35,6 +35,7 @@ from ..autograd.placeholder import standing_in_for
 from ..layers.layer import Layer, _layers_in
 from ..opt.optimizer import Optimizer
 from ..training.trainer import Trainer
+from .graph_mode import GraphRunner, graph_step, runner_of
 
 
 class Module(Trainer, Layer):
@@ -69,19 +70,34 @@ class Module(Trainer, Layer):
             return False
         return True
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "train_one_batch" in cls.__dict__:  # a SINGA-style step runs on plans in graph mode
+            cls.train_one_batch = graph_step(cls.__dict__["train_one_batch"])
+
+    def __getstate__(self):
+        """Plans hold core handles and are rebuilt on use: they are never pickled."""
+        state = self.__dict__.copy()
+        state.pop("_graph", None)
+        return state
+
     def compile(self, inputs=None, is_train=True, use_graph=False, graph_alg="sequence",
-                sequential=None, *, optimizer=None, loss=None, metrics=None):
+                sequential=None, *, optimizer=None, loss=None, metrics=None,
+                jit_compile=None):
         """Two compiles in one call, either or both:
 
         SINGA's: ``compile([x], is_train=True, use_graph=False, graph_alg='sequence')``
         creates every parameter by running forward once on `inputs`: hl.Placeholder objects
         (shapes only: nothing is computed or allocated but the parameters) or real tensors,
         and puts the module in training mode when is_train (see __call__).
-        ``sequential`` is SINGA's released spelling of ``graph_alg``.
+        ``sequential`` is SINGA's released spelling of ``graph_alg``. ``use_graph=True``
+        switches graph mode on (see graph()).
 
         Keras's: ``compile(optimizer='adam', loss='cross_entropy', metrics=['accuracy'])``
         (names or objects; see hl/training/config.py) prepares fit. Positionally,
-        ``compile('adam', 'mse')`` reads as Keras's optimizer and loss."""
+        ``compile('adam', 'mse')`` reads as Keras's optimizer and loss. Keras's
+        ``jit_compile=True`` is graph mode (the same switch as use_graph); Keras's default
+        'auto' and False leave the mode as it is."""
         if isinstance(inputs, (str, Optimizer)):  # Keras's compile(optimizer, loss)
             if optimizer is not None:
                 raise errors.ValueError("compile: the optimizer is given twice")
@@ -93,11 +109,16 @@ class Module(Trainer, Layer):
         if graph_alg not in ("sequence", "topological"):
             raise errors.ValueError(f"compile: graph_alg must be 'sequence' or 'topological', "
                                     f"got {graph_alg!r}")
-        if use_graph:
-            raise errors.UnsupportedError(
-                "compile(use_graph=True): graph mode is not yet supported (it comes with its "
-                "own issue); compile with use_graph=False to run eagerly")
+        if jit_compile not in (None, "auto", True, False):
+            raise errors.ValueError(f"compile: jit_compile must be True, False or 'auto', got "
+                                    f"{jit_compile!r}")
         self._compile_training(optimizer, loss, metrics)
+        # Module.graph by name: a subclass may hold something else under "graph" (ONNXModel's
+        # ONNX graph)
+        if use_graph or jit_compile is True:
+            Module.graph(self, True, graph_alg == "sequence")
+        elif inputs is not None or jit_compile is False:
+            Module.graph(self, False)
         if inputs is None:
             return self
         if not isinstance(inputs, (list, tuple)):
@@ -112,15 +133,28 @@ class Module(Trainer, Layer):
             Layer.__call__(self, *inputs)
         d = self.__dict__
         d["_compiled"] = True
-        d["graph_mode"] = False
         d["_input_shapes"] = [tuple(x.shape) for x in inputs]
         return self
 
     def graph(self, mode=True, sequential=True):
-        """SINGA's switch for graph mode: not yet supported, so mode=True raises."""
+        """SINGA's switch for graph mode. On, train_one_batch, fit, evaluate, predict and
+        train_on_batch run as recorded plans: per input signature the first step runs
+        eagerly, the second is recorded, later ones replay the plan in one core call.
+        ``sequential=False`` is SINGA's 'topological' order (today the same records in
+        recorded order: the results are identical). See docs/training.md, graph mode."""
+        d = self.__dict__
+        d["graph_mode"] = bool(mode)
+        d["sequential"] = bool(sequential)
+        d.pop("_graph", None)  # a new switch starts with no plans
         if mode:
-            raise errors.UnsupportedError("graph mode is not yet supported; run eagerly "
-                                          "(graph(False))")
+            d["_graph"] = GraphRunner(self, bool(sequential))
+        return self
+
+    train_one_batch = graph_step(Trainer.train_one_batch)
+
+    def _graph_runner(self):
+        """fit / evaluate / predict ask here whether to run their steps on plans."""
+        return runner_of(self)
 
     # ---- Keras's model API ------------------------------------------------------------
 
@@ -201,3 +235,4 @@ def _module_init(module):
     d = module.__dict__
     d["_compiled"] = False
     d["stop_training"] = False
+    d["graph_mode"] = False

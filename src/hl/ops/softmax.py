@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _core, errors
 from .. import dtypes as _dt
-from ._util import Tensor, _wrap, as_tensor, into
+from ._util import Tensor, _wrap, as_tensor, into, scalar_like
 
 __all__ = ["softmax_forward", "log_softmax_forward", "softmax_grad", "log_softmax_grad",
            "softmax_cross_entropy_forward", "softmax_cross_entropy_grad"]
@@ -87,13 +87,27 @@ def _total(t):
     return r if r.dtype is t.dtype else r.astype(t.dtype)
 
 
-def _count(target, ignore_index, loss_numel):
+def _count(target, ignore_index, loss_numel, like):
     """How many samples count towards a 'mean': those whose label is not ignore_index
-    (every sample for probability targets)."""
+    (every sample for probability targets). An int, read on the host; while graph mode
+    records a plan, a 0-d tensor of like's dtype counted on the device, so the plan counts
+    each replay's labels (the division then gives the same bits: both are the exact count in
+    like's dtype; 0 / 0 is the NaN of a batch whose samples are all ignored)."""
     if not target.dtype.is_integer or target.is_meta:  # meta: no labels, only shapes matter
         return loss_numel
+    if _core.recording():
+        from .elementwise import binary
+        kept = binary("ne", target, scalar_like(int(ignore_index), target.dtype, target))
+        return _total(kept.astype(like.dtype))
     labels = target.cpu().numpy()
     return int(labels.size - np.count_nonzero(labels == ignore_index))
+
+
+def _mean_of(total, n):
+    """total / n for _count's n (a NaN when no sample counts, as PyTorch)."""
+    if isinstance(n, Tensor):
+        return total / n
+    return total / float(n) if n else total * float("nan")
 
 
 def softmax_cross_entropy_forward(logits, target, ignore_index=-100, reduction="mean",
@@ -119,8 +133,7 @@ def softmax_cross_entropy_forward(logits, target, ignore_index=-100, reduction="
     if reduction == "sum":
         loss = _total(loss)
     elif reduction == "mean":
-        n = _count(target, ignore_index, loss.size)
-        loss = _total(loss) / float(n) if n else _total(loss) * float("nan")
+        loss = _mean_of(_total(loss), _count(target, ignore_index, loss.size, loss))
     if not return_log_prob:
         return loss
     lp = _wrap(lp_h)
@@ -149,8 +162,8 @@ def softmax_cross_entropy_grad(log_prob, target, dloss, ignore_index=-100, reduc
             raise errors.ShapeError(f"{op}: with reduction={reduction!r} dloss must be a "
                                     f"scalar, got shape {dloss.shape}")
         if reduction == "mean":
-            n = _count(target, ignore_index, int(np.prod(sample_shape)))
-            dloss = dloss / float(n) if n else dloss * float("nan")
+            dloss = _mean_of(dloss, _count(target, ignore_index, int(np.prod(sample_shape)),
+                                           dloss))
         dloss = dloss.reshape(*([1] * len(sample_shape))).expand(*sample_shape)
     g = _wrap(_core.call("softmax_cross_entropy_grad", log_prob._h, target._h, dloss._h,
                          int(ignore_index), _core.OUT))

@@ -6,9 +6,10 @@ Per update (t counts the parameter's updates from 1; g = grad + weight_decay * p
     param -= clr * g / (sqrt(s) + eps)
 """
 from .. import ops
+from ..autograd import functional as F
+from . import rules
 from ._checks import check_nonnegative, check_positive
 from .optimizer import Optimizer
-from ..autograd import functional as F
 
 
 class AdaGrad(Optimizer):
@@ -27,22 +28,20 @@ class AdaGrad(Optimizer):
             initial_accumulator_value, "AdaGrad", "initial_accumulator_value")
         self.eps = check_positive(eps, "AdaGrad", "eps")
 
-    def _update(self, param, grad, slots, lr):
-        if not slots:
-            slots["step"] = 0
-            slots["sum"] = ops.full_like(param, self.initial_accumulator_value)
-        slots["step"] += 1
-        if self.weight_decay:
-            grad = F.add(grad, F.mul(param, self.weight_decay))
-        clr = lr / (1.0 + (slots["step"] - 1) * self.lr_decay)
-        s = slots["sum"]
-        tmp = F.mul(grad, grad)
-        F.add(s, tmp, out=s)
-        F.sqrt(s, out=tmp)
-        F.add(tmp, self.eps, out=tmp)
-        F.true_divide(grad, tmp, out=tmp)
-        F.mul(tmp, -clr, out=tmp)
-        F.add(param, tmp, out=param)
+    def _host_update(self, slots, lr):
+        t = slots["step"] = slots.get("step", 0) + 1
+        return {"neg_clr": -(lr / (1.0 + (t - 1) * self.lr_decay))}
+
+    def _update(self, param, grad, slots, values):
+        s = slots.get("sum")
+        if s is None:
+            s = self._new_slot(slots, "sum",
+                               lambda: ops.full_like(param, self.initial_accumulator_value))
+        grad = rules.with_l2(grad, param, self.weight_decay)
+        tmp = rules.accumulate_square(s, grad)
+        denom = rules.rms(s, self.eps, out=tmp)
+        F.true_divide(grad, denom, out=denom)
+        rules.descend(param, denom, values["neg_clr"], out=denom)
 
 
 Adagrad = AdaGrad  # PyTorch's spelling

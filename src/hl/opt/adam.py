@@ -11,9 +11,10 @@ Adam's weight_decay is L2 (g = g + wd * param first); AdamW's is decoupled
 import math
 
 from .. import ops
+from ..autograd import functional as F
+from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
-from ..autograd import functional as F
 
 
 class Adam(Optimizer):
@@ -36,42 +37,31 @@ class Adam(Optimizer):
         self.weight_decay = check_nonnegative(weight_decay, self.name, "weight_decay")
         self.amsgrad = bool(amsgrad)
 
-    def _update(self, param, grad, slots, lr):
-        b1, b2 = self.beta_1, self.beta_2
-        if not slots:
-            slots["step"] = 0
-            slots["exp_avg"] = ops.zeros_like(param)
-            slots["exp_avg_sq"] = ops.zeros_like(param)
-            if self.amsgrad:
-                slots["max_exp_avg_sq"] = ops.zeros_like(param)
-        slots["step"] += 1
-        t = slots["step"]
-        if self.weight_decay:
-            if self.decoupled:
-                F.mul(param, 1.0 - lr * self.weight_decay, out=param)
-            else:
-                grad = F.add(grad, F.mul(param, self.weight_decay))
-        m, v = slots["exp_avg"], slots["exp_avg_sq"]
-        tmp = F.sub(grad, m)
-        F.mul(tmp, 1.0 - b1, out=tmp)
-        F.add(m, tmp, out=m)
-        F.mul(v, b2, out=v)
-        F.mul(grad, grad, out=tmp)
-        F.mul(tmp, 1.0 - b2, out=tmp)
-        F.add(v, tmp, out=v)
-        if self.amsgrad:
-            vmax = slots.get("max_exp_avg_sq")
-            if vmax is None:  # amsgrad switched on after a checkpoint without it
-                vmax = slots["max_exp_avg_sq"] = ops.zeros_like(param)
+    def _host_update(self, slots, lr):
+        t = slots["step"] = slots.get("step", 0) + 1
+        values = {"neg_step_size": -(lr / (1.0 - self.beta_1 ** t)),
+                  "bias_correction2_sqrt": math.sqrt(1.0 - self.beta_2 ** t)}
+        if self.weight_decay and self.decoupled:
+            values["decay_factor"] = 1.0 - lr * self.weight_decay
+        return values
+
+    def _update(self, param, grad, slots, values):
+        zeros = lambda: ops.zeros_like(param)  # noqa: E731
+        m = self._slot(slots, "exp_avg", zeros)
+        v = self._slot(slots, "exp_avg_sq", zeros)
+        if self.weight_decay and self.decoupled:
+            F.mul(param, values["decay_factor"], out=param)
+        elif self.weight_decay:
+            grad = rules.with_l2(grad, param, self.weight_decay)
+        tmp = rules.lerp(m, grad, 1.0 - self.beta_1)
+        rules.ema_square(v, grad, self.beta_2, scratch=tmp)
+        if self.amsgrad:  # (created here also when amsgrad is switched on after a checkpoint)
+            vmax = self._slot(slots, "max_exp_avg_sq", zeros)
             F.maximum(vmax, v, out=vmax)
             v = vmax
-        step_size = lr / (1.0 - b1 ** t)
-        denom = F.sqrt(v, out=tmp)
-        F.true_divide(denom, math.sqrt(1.0 - b2 ** t), out=denom)
-        F.add(denom, self.eps, out=denom)
+        denom = rules.rms(v, self.eps, out=tmp, correction=values["bias_correction2_sqrt"])
         F.true_divide(m, denom, out=denom)
-        F.mul(denom, -step_size, out=denom)
-        F.add(param, denom, out=param)
+        rules.descend(param, denom, values["neg_step_size"], out=denom)
 
 
 class AdamW(Adam):

@@ -35,16 +35,18 @@ import weakref
 
 import numpy as np
 
-from .. import errors, ops
+from .. import _core, errors, ops
 from .._tensor import Tensor, as_tensor
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph.recording import StepValues, on_abort_once, on_replay
 from .clip import _clip_coefficient
 from ._checks import check_nonnegative
 from .schedules import as_schedule
 
 _SCHEDULE_PREFIX = "lr_schedule."
+_PER_STEP = ("step_count", "_version", "_unnamed")
 
 
 class Optimizer:
@@ -53,6 +55,7 @@ class Optimizer:
 
     slot_names = ()
     count_slots = ()  # slots that are plain integer counts, not tensors
+    per_step_attrs = ()  # attributes that change every step (not configuration)
 
     def __init__(self, lr, params=None, clip_norm=None):
         self.lr = lr  # through the property: a float, a schedule or a callable
@@ -62,6 +65,8 @@ class Optimizer:
                                     f"{clip_norm!r}")
         self.clip_norm = None if clip_norm is None else float(clip_norm)
         self._slots = {}      # key -> {slot name: Tensor or int}
+        self._step_values = {}  # key -> StepValues: per-step values a recorded plan reads
+        self._version = 0     # bumped when slots are created or replaced (plans then re-record)
         self._unchecked = set()  # keys whose slots came from set_states, checked on first use
         self._keys = {}       # id(param) -> (weakref to param, key)
         self._owners = {}     # key -> weakref to the param that has it
@@ -157,7 +162,74 @@ class Optimizer:
         grad = self._gradient_of(param, grad)
         with no_grad():
             key = self._key(param)
-            self._update(param, grad, self._slots_of(key, param), self.lr)
+            slots = self._slots_of(key, param)
+            self._note_recording()
+            values = self._host_update(slots, self.lr)
+            step_values = self._step_values.get(key)
+            if step_values is None:
+                step_values = self._step_values[key] = StepValues()
+            self._update(param, grad, slots,
+                         {k: step_values.get(k, v, param) for k, v in values.items()})
+            on_replay(lambda: self._replay_update(key))
+
+    def _replay_update(self, key):
+        """The host side of one recorded update, before a replay: advances the counts as the
+        eager update would and writes this step's values where the plan reads them."""
+        step_values = self._step_values[key]
+        for k, v in self._host_update(self._slots[key], self.lr).items():
+            step_values.set(k, v)
+
+    def _host_update(self, slots, lr):
+        """The Python side of one parameter's update: advances its counts (count_slots) and
+        returns the per-step values the device side reads ({name: float}), computed in
+        double precision exactly as the eager arithmetic always did."""
+        return {"neg_lr": -lr}
+
+    def _note_recording(self):
+        """While a plan is recorded: registers (once) how to undo this recording's changes to
+        the Python state, should the recording be abandoned."""
+        if _core.recording():
+            saved = self._python_state()
+            on_abort_once(self, lambda: self._set_python_state(saved))
+
+    def _python_state(self):
+        """The Python values a step changes: the step count and the per-parameter counts."""
+        return (self.step_count, {k: {n: v for n, v in s.items() if n in self.count_slots}
+                                  for k, s in self._slots.items()})
+
+    def _set_python_state(self, saved):
+        self.step_count = saved[0]
+        for key, slots in self._slots.items():
+            counts = saved[1].get(key, {})
+            for name in self.count_slots:
+                if name in counts:
+                    slots[name] = counts[name]
+                else:
+                    slots.pop(name, None)
+
+    def _slot(self, slots, name, make):
+        """The slot `name`, created by make() on first use."""
+        s = slots.get(name)
+        return s if s is not None else self._new_slot(slots, name, make)
+
+    def _new_slot(self, slots, name, make):
+        """Creates a slot (make() builds its tensor). Creating one while a plan is recorded
+        would put its initialisation into every replay: graph mode runs that step eagerly."""
+        if _core.recording():
+            raise errors.GraphBreak(f"{self.name}: the optimiser slot {name!r} would be "
+                                    f"created while a plan is recorded", op=f"{self.name} slot",
+                                    transient=True)
+        self._version += 1
+        s = slots[name] = make()
+        return s
+
+    def graph_stamp(self):
+        """What a recorded plan depends on besides tensors: the optimiser's configuration
+        (hyperparameters are constants in a plan; the lr is not) and its slots' version."""
+        return (self._version,) + tuple(
+            (k, v) for k, v in self.__dict__.items()
+            if type(v) in (int, float, bool, type(None)) and k not in _PER_STEP
+            and k not in self.per_step_attrs)
 
     def _gradient_of(self, param, grad):
         """grad as a tensor of param's shape and dtype (a mismatched shape raises)."""
@@ -169,7 +241,10 @@ class Optimizer:
                 f"{tuple(grad.shape)}, the parameter {tuple(param.shape)}")
         return grad.astype(param.dtype) if grad.dtype is not param.dtype else grad
 
-    def _update(self, param, grad, slots, lr):
+    def _update(self, param, grad, slots, values):
+        """The device side: writes param and the slot tensors in place. ``values`` holds what
+        _host_update returned, as Python floats eagerly or as 0-d tensors (read at replay)
+        while a plan is being recorded."""
         raise NotImplementedError
 
     def step(self):
@@ -179,7 +254,7 @@ class Optimizer:
         if self.params is not None:
             pairs = [(p, p.grad) for p in self.params if p.grad is not None]
             self._update_all(pairs)
-        self.step_count += 1
+        self._count_step()
 
     def _update_all(self, pairs):
         if self.clip_norm is None:
@@ -202,7 +277,16 @@ class Optimizer:
                 self.update(p, g)
         else:
             self._update_all(list(_backward(loss, dy)))
-        self.step_count += 1  # not self.step(): PyTorch-style it would update from .grad again
+        self._count_step()  # not self.step(): PyTorch-style it would update from .grad again
+
+    def _count_step(self):
+        """step_count += 1, also at each replay of a recorded step."""
+        self._note_recording()
+        self._advance_step()
+        on_replay(self._advance_step)
+
+    def _advance_step(self):
+        self.step_count += 1
 
     def __call__(self, loss, dy=None):
         """``opt(loss)``: SINGA's shorthand for ``backward_and_update(loss)``."""
@@ -238,6 +322,7 @@ class Optimizer:
                         f"{tuple(v.shape)}, the parameter {key} {tuple(param.shape)}")
                 slots[name] = as_tensor(v, dtype=param.dtype, device=param.device)
         self._unchecked.discard(key)
+        self._version += 1
 
     # ---- states -----------------------------------------------------------------------
 
@@ -281,6 +366,7 @@ class Optimizer:
         self.step_count = int(states["step"])
         self._slots = slots
         self._unchecked = set(slots)
+        self._version += 1
 
     def __repr__(self):
         return f"{self.name}(lr={self.schedule!r}, step={self.step_count})"
@@ -293,6 +379,7 @@ class Optimizer:
         state = self.__dict__.copy()
         state["_keys"] = [(ref(), key) for ref, key in self._keys.values() if ref() is not None]
         del state["_owners"]
+        state.pop("_step_values", None)  # derived per-step values: rebuilt on use
         return state
 
     def __setstate__(self, state):
@@ -313,6 +400,8 @@ class Optimizer:
             raise errors.ValueError(f"{type(self).__name__}: a pickled optimiser's slots must "
                                     f"map parameter names to {{slot name: tensor}}")
         self.__dict__.update(state)
+        self._step_values = {}
+        self._version = getattr(self, "_version", 0) + 1
         self._unchecked = set(self._slots)  # every slot's shape is checked before its use
         self._keys, self._owners = {}, {}
         for param, key in pairs:

@@ -7,9 +7,10 @@ Per update (g = grad + weight_decay * param):
     otherwise:    param -= lr * g / avg
 """
 from .. import ops
+from ..autograd import functional as F
+from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
-from ..autograd import functional as F
 
 
 class RMSProp(Optimizer):
@@ -29,42 +30,27 @@ class RMSProp(Optimizer):
         self.momentum = check_nonnegative(momentum, "RMSProp", "momentum")
         self.centered = bool(centered)
 
-    def _slot(self, slots, name, param):
-        s = slots.get(name)
-        if s is None:
-            s = slots[name] = ops.zeros_like(param)
-        return s
-
-    def _update(self, param, grad, slots, lr):
-        a = self.alpha
+    def _host_update(self, slots, lr):
         slots["step"] = slots.get("step", 0) + 1
-        if self.weight_decay:
-            grad = F.add(grad, F.mul(param, self.weight_decay))
-        sq = self._slot(slots, "square_avg", param)
-        F.mul(sq, a, out=sq)
-        tmp = F.mul(grad, grad)
-        F.mul(tmp, 1.0 - a, out=tmp)
-        F.add(sq, tmp, out=sq)
+        return {"neg_lr": -lr}
+
+    def _update(self, param, grad, slots, values):
+        zeros = lambda: ops.zeros_like(param)  # noqa: E731
+        grad = rules.with_l2(grad, param, self.weight_decay)
+        sq = self._slot(slots, "square_avg", zeros)
+        tmp = rules.ema_square(sq, grad, self.alpha)
         if self.centered:
-            ga = self._slot(slots, "grad_avg", param)
-            F.sub(grad, ga, out=tmp)
-            F.mul(tmp, 1.0 - a, out=tmp)
-            F.add(ga, tmp, out=ga)
+            ga = self._slot(slots, "grad_avg", zeros)
+            rules.lerp(ga, grad, 1.0 - self.alpha, scratch=tmp)
             F.mul(ga, ga, out=tmp)
-            avg = F.sub(sq, tmp, out=tmp)
-            F.sqrt(avg, out=avg)
+            avg = rules.rms(F.sub(sq, tmp, out=tmp), self.eps, out=tmp)
         else:
-            avg = F.sqrt(sq, out=tmp)
-        F.add(avg, self.eps, out=avg)
+            avg = rules.rms(sq, self.eps, out=tmp)
         F.true_divide(grad, avg, out=avg)  # g / avg
         if self.momentum > 0:
-            buf = self._slot(slots, "momentum_buffer", param)
-            F.mul(buf, self.momentum, out=buf)
-            F.add(buf, avg, out=buf)
-            F.mul(buf, -lr, out=tmp)
-        else:
-            F.mul(avg, -lr, out=tmp)
-        F.add(param, tmp, out=param)
+            avg = rules.heavy_ball(self._slot(slots, "momentum_buffer", zeros), avg,
+                                   self.momentum)
+        rules.descend(param, avg, values["neg_lr"], out=tmp)
 
 
 RMSprop = RMSProp  # PyTorch's spelling

@@ -1,9 +1,10 @@
 """Stochastic gradient descent with momentum, Nesterov momentum, dampening and L2 weight
 decay: torch.optim.SGD's update, step for step."""
 from .. import errors, ops
+from ..autograd import functional as F
+from . import rules
 from ._checks import check_nonnegative
 from .optimizer import Optimizer
-from ..autograd import functional as F
 
 
 class SGD(Optimizer):
@@ -29,18 +30,15 @@ class SGD(Optimizer):
             raise errors.ValueError(f"SGD: Nesterov momentum needs momentum > 0 and dampening "
                                     f"0, got momentum={momentum!r}, dampening={dampening!r}")
 
-    def _update(self, param, grad, slots, lr):
-        d = grad
-        if self.weight_decay:
-            d = F.add(grad, F.mul(param, self.weight_decay))
+    def _update(self, param, grad, slots, values):
+        d = rules.with_l2(grad, param, self.weight_decay)
         if self.momentum:
             buf = slots.get("momentum_buffer")
-            if buf is None:
-                buf = slots["momentum_buffer"] = ops.empty_like(param)
-                buf.copy_(d)  # a copy: grad may be a broadcast view shared with others
+            if buf is None:  # a copy: grad may be a broadcast view shared with others
+                buf = self._new_slot(slots, "momentum_buffer", lambda: ops.empty_like(param))
+                buf.copy_(d)
             else:
-                F.mul(buf, self.momentum, out=buf)
                 step = d if self.dampening == 0 else F.mul(d, 1.0 - self.dampening)
-                F.add(buf, step, out=buf)
+                rules.heavy_ball(buf, step, self.momentum)
             d = F.add(d, F.mul(buf, self.momentum)) if self.nesterov else buf
-        F.add(param, F.mul(d, -lr), out=param)
+        rules.descend(param, d, values["neg_lr"])

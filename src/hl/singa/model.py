@@ -17,11 +17,10 @@
     m.eval(); out = m(tx)        # evaluation mode: forward
 
 ``save_states`` writes SINGA's checkpoint zip by default (``format="hl"`` for hl's);
-``load_states`` reads either. Graph mode (``use_graph=True``, ``graph(True)``) runs eagerly
-for now, with a warning once (docs/singa.md).
+``load_states`` reads either. Graph mode (``use_graph=True``, ``graph(True)``) runs
+train_one_batch as a recorded plan (hl.Module.graph; docs/training.md).
 """
 from .. import model as _model
-from .device import graph_mode_note
 from . import autograd as _autograd
 from . import layer as _layer
 from .tensor import _py
@@ -40,12 +39,10 @@ class Model(_layer.Layer, _model.Module):
     def compile(self, inputs, is_train=True, use_graph=False, sequential=False):
         """Creates every parameter by running forward once on `inputs` (tensors or
         placeholders), and sets training or evaluation mode."""
-        if use_graph:
-            graph_mode_note()
-        _model.Module.compile(self, list(inputs), is_train=is_train, use_graph=False,
+        _model.Module.compile(self, list(inputs), is_train=is_train, use_graph=use_graph,
                               sequential=sequential)
         self.train(is_train)
-        self.__dict__.update(graph_mode=bool(use_graph), sequential=bool(sequential))
+        self.graph(use_graph, sequential)
         return self
 
     def train(self, mode=True):
@@ -58,9 +55,7 @@ class Model(_layer.Layer, _model.Module):
         return self.train(False)
 
     def graph(self, mode=True, sequential=False):
-        if mode:
-            graph_mode_note()
-        self.__dict__.update(graph_mode=bool(mode), sequential=bool(sequential))
+        return _model.Module.graph(self, mode, sequential)
 
     def __call__(self, *xs, **kwargs):
         """In training mode one ``train_one_batch`` step, in evaluation mode ``forward``."""

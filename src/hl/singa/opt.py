@@ -140,7 +140,7 @@ class _Singa:
         self.apply(param.name, param, grad)
 
     def step(self):
-        self.step_count += 1
+        self._count_step()
 
     def get_states(self):
         states = _opt.Optimizer.get_states(self)

@@ -112,6 +112,7 @@ def builtin_step(method):
 def overrides_step(model):
     """True when the model's class defines its own train_one_batch (fit then trains through
     it, SINGA style)."""
+    # graph mode's wrapper (hl.model.graph_mode.graph_step) keeps the marker: functools.wraps
     return not getattr(type(model).train_one_batch, "hl_builtin_step", False)
 
 
@@ -171,16 +172,22 @@ class TrainStep:
             value = scalar(loss, f"{type(model).__name__}.train_one_batch")
             self.skipped = False
         else:
-            out, loss = forward_loss(model, x, y, None if sw is None else
-                                     to_tensor(sw, self.device))
+            runner = graph_runner(model)
+            sw_t = None if sw is None else to_tensor(sw, self.device)
+            if runner is None:
+                out, loss = forward_loss(model, x, y, sw_t)
+                finish = lambda run: model.optim.backward_and_update(loss) if run else None  # noqa: E731
+            else:  # the forward and the update are two plans: the update waits for the loss
+                (out, loss), finish = runner.run(
+                    "fit", lambda x_, y_, sw_: forward_loss(model, x_, y_, sw_), (x, y, sw_t),
+                    second=lambda outputs: model.optim.backward_and_update(outputs[1]))
             value = float(loss.item())
             self.tracker.update(value, len_of(batch), out, batch.y, sw)
             logs = self.tracker.logs()
             # on several ranks the logs are the whole batch's, so all ranks skip together
             self.skipped = not math.isfinite(logs["loss"] if getattr(self.tracker, "global_",
                                                                      False) else value)
-            if not self.skipped:
-                model.optim.backward_and_update(loss)
+            finish(not self.skipped)
             return logs
         self.tracker.update(value, len_of(batch), out, batch.y, sw)
         return self.tracker.logs()
@@ -201,21 +208,53 @@ def test_step(model, tracker, batch):
     """evaluate's step: forward and loss without recording gradients."""
     if batch.global_size is not None and len_of(batch) == 0:
         return tracker.logs()  # this rank's slice is empty; the others' values still count
-    with no_grad():
-        device = model_device(model)
-        x, y = to_tensors(batch.x, device), to_tensor(batch.y, device)
-        sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight, device)
-        out, loss = forward_loss(model, x, y, sw)
-        tracker.update(float(loss.item()), len_of(batch), out, batch.y, batch.sample_weight)
+    device = model_device(model)
+    x, y = to_tensors(batch.x, device), to_tensor(batch.y, device)
+    sw = None if batch.sample_weight is None else to_tensor(batch.sample_weight, device)
+    runner = graph_runner(model)
+    if runner is None:
+        out, loss = _no_grad_forward_loss(model, x, y, sw)
+    else:
+        out, loss = runner.run("evaluate", _no_grad_forward_loss, (model, x, y, sw))
+    tracker.update(float(loss.item()), len_of(batch), out, batch.y, batch.sample_weight)
     return tracker.logs()
 
 
-def predict_step(model, x):
+def _no_grad_forward_loss(model, x, y, sw):
     with no_grad():
-        out = forward(model, to_tensors(x, model_device(model)))
+        return forward_loss(model, x, y, sw)
+
+
+def _no_grad_forward(model, x):
+    with no_grad():
+        return forward(model, x)
+
+
+def predict_step(model, x):
+    runner = graph_runner(model)
+    x = to_tensors(x, model_device(model))
+    if runner is None:
+        out = _no_grad_forward(model, x)
+        copy = False
+    else:  # a plan's outputs are written again by its next replay: keep copies
+        out = runner.run("predict", _no_grad_forward, (model, x))
+        copy = True
     if isinstance(out, (tuple, list)):
-        return [host(o) for o in out]
-    return host(out)
+        return [_host(o, copy) for o in out]
+    return _host(out, copy)
+
+
+def _host(t, copy):
+    """host(t), copied where it would be a view of a CPU plan's output (the next replay
+    writes over it); other devices' results are copies already."""
+    a = host(t)
+    return a.copy() if copy and t.device.kind == "cpu" else a
+
+
+def graph_runner(model):
+    """The model's graph-mode runner (hl.model.graph_mode) when graph mode is on, else None."""
+    get = getattr(model, "_graph_runner", None)
+    return get() if get is not None else None
 
 
 def len_of(batch):

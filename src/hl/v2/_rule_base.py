@@ -21,10 +21,11 @@ import math
 import numbers
 import warnings
 
-from .. import errors, ops
+from .. import _core, errors, ops
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from .lr_schedule import LearningRateSchedule
 from .model_average import AverageWindow
@@ -83,6 +84,7 @@ class V2Optimizer(Optimizer):
     follows_schedule = True  # False: v2 used learning_rate, whatever the schedule
     applies_l2 = True        # False: v2's rule ignored the L2 rate (Adam, Adamax)
     has_rate_vector = False  # the rule has a per-element rate r (v2's PARAMETER_LEARNING_RATE)
+    per_step_attrs = ("num_samples", "pass_id", "_in_batch", "_batch_lr", "_warned_empty_batch")
 
     def __init__(self, schedule, param_configs=None, decay_rate=0.0, momentum=0.0,
                  gradient_clipping_threshold=0.0, model_average=None, params=None):
@@ -139,6 +141,7 @@ class V2Optimizer(Optimizer):
             raise errors.ValueError(
                 f"{self.name}.start_batch: the previous batch is still open; end it with "
                 f"finish_batch() (backward_and_update ends its batch itself)")
+        self._note_recording()
         if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or \
                 batch_size < 0:
             raise errors.ValueError(f"{self.name}.start_batch: batch_size must be an integer "
@@ -149,6 +152,7 @@ class V2Optimizer(Optimizer):
         if self.average is not None:
             self.average.start_batch()
         self._in_batch = True
+        on_replay(lambda: self.start_batch(batch_size))  # inside a recorded step
 
     def _ensure_batch(self):
         if self._in_batch:
@@ -164,11 +168,17 @@ class V2Optimizer(Optimizer):
     def finish_batch(self):
         """Closes the batch: the model average adds the new values, step_count advances."""
         self._ensure_batch()
+        self._note_recording()
+        if self.average is not None and _core.recording():
+            raise errors.GraphBreak(f"{self.name}: model averaging decides per batch which "
+                                    f"sums move (v2's windows), which a plan cannot record",
+                                    op="v2 model averaging")
         if self.average is not None:
             self._accumulate_average()
             self.average.finish_batch()
         self.step_count += 1
         self._in_batch = False
+        on_replay(self.finish_batch)  # inside a recorded step
 
     def step(self):
         """hl's name for finish_batch (SINGA style: update each parameter, then step())."""
@@ -241,27 +251,63 @@ class V2Optimizer(Optimizer):
             slots = self._slots_of(key, param)
             if self.average is not None:
                 self._average_slots(slots, param)  # before the update: see there
-            lr = self._batch_lr * s.lr
+            self._note_recording()
+            step_values = self._step_values.get(key)
+            if step_values is None:
+                step_values = self._step_values[key] = StepValues()
+            values = {k: step_values.get(k, v, param)
+                      for k, v in self._host_values(s).items()}
             decay = s.decay if (self.applies_l2 and not s.l1) else 0.0
-            rate = self._update(param, grad, slots, lr, s.momentum, decay)
+            rate = self._update(param, grad, slots, values, s.momentum, decay)
             if s.l1:
-                self._regularize(param, lr, s, rate)
+                self._regularize(param, values, s, rate)
+            on_replay(lambda: self._replay_update(key))
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
+    def _python_state(self):
+        return (super()._python_state(), self.num_samples, self.pass_id, self._in_batch,
+                self._batch_lr, self.average.get_states() if self.average else None)
+
+    def _set_python_state(self, saved):
+        base, self.num_samples, self.pass_id, self._in_batch, self._batch_lr, avg = saved
+        super()._set_python_state(base)
+        if avg is not None:
+            self.average.set_states(avg)
+
+    def _replay_update(self, key):
+        step_values = self._step_values[key]
+        for k, v in self._host_values(self._settings(key)).items():
+            step_values.set(k, v)
+
+    def _host_values(self, s):
+        """The per-step values of one parameter's update (settings s), computed in double
+        precision on the host: the rule's own (_rule_values) and the L1 regulariser's."""
+        lr = self._batch_lr * s.lr
+        values = self._rule_values(lr)
+        if s.l1:
+            values["l1"] = lr * s.l1
+            if s.decay:
+                values["l2"] = lr * s.decay
+                values["l2_factor"] = 1.0 / (1.0 + lr * s.decay)
+        return values
+
+    def _rule_values(self, lr):
+        return {"neg_lr": -lr}
+
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
         """The rule: writes param and slots in place; returns the per-element rate r (the
-        rules that have one) for the L1 regulariser."""
+        rules that have one) for the L1 regulariser. ``values``: what _rule_values gave,
+        as floats or, while a plan is recorded, 0-d tensors."""
         raise NotImplementedError
 
-    def _regularize(self, param, lr, s, rate):
+    def _regularize(self, param, values, s, rate):
         """v2's regulariser, applied after the update when the parameter has an L1 rate."""
         r = rate if self.has_rate_vector else None
-        lam = lr * s.l1 if r is None else F.mul(r, lr * s.l1)
+        lam = values["l1"] if r is None else F.mul(r, values["l1"])
         shrunk = F.maximum(F.sub(F.abs(param), lam), 0.0)
         F.mul(F.sign(param), shrunk, out=param)
         if s.decay:
-            scale = lr * s.decay
-            factor = (1.0 / (1.0 + scale) if r is None
-                      else F.reciprocal(F.add(F.mul(r, scale), 1.0)))
+            factor = (values["l2_factor"] if r is None
+                      else F.reciprocal(F.add(F.mul(r, values["l2"]), 1.0)))
             F.mul(param, factor, out=param)
 
     # ---- model averaging --------------------------------------------------------------
@@ -389,8 +435,5 @@ class V2Optimizer(Optimizer):
 
 # ---- for the rules ------------------------------------------------------------------
 
-def _slot(slots, name, param):
-    s = slots.get(name)
-    if s is None:
-        s = slots[name] = ops.zeros_like(param)
-    return s
+def _zeros(param):
+    return lambda: ops.zeros_like(param)

@@ -1,7 +1,9 @@
 """v2's rules with a per-element rate r: AdaGrad, DecayedAdaGrad, RMSProp, AdaDelta."""
-from ._rule_base import V2Optimizer, _slot
-from ._rules_sgd import _decayed, _descend
 from ..autograd import functional as F
+from ..opt import rules
+from ._rule_base import V2Optimizer, _zeros
+from ._rules_sgd import _descend
+
 
 class _AdaptiveRule(V2Optimizer):
     has_rate_vector = True
@@ -11,11 +13,18 @@ class _AdaptiveRule(V2Optimizer):
         self.rho = float(rho)
         self.epsilon = float(epsilon)
 
-    def _finish(self, param, grad, slots, lr, momentum, decay, rate):
-        direction = _decayed(grad, param, decay)
+    def _finish(self, param, grad, slots, values, momentum, decay, rate):
+        direction = rules.with_l2(grad, param, decay, fresh=True)
         F.mul(direction, rate, out=direction)
-        _descend(param, direction, slots, lr, momentum)
+        _descend(self, param, direction, slots, values, momentum)
         return rate
+
+    def _decayed_square_sum(self, slots, name, param, grad):
+        """s = rho * s + g^2 on v2's first batch, rho * s + (1 - rho) * g^2 after (a plan is
+        never recorded on the first batch: that one runs eagerly); returns a scratch."""
+        s = self._slot(slots, name, _zeros(param))
+        first = self.step_count == 0
+        return s, rules.ema_square(s, grad, self.rho, weight=1.0 if first else None)
 
 
 class AdaGradRule(_AdaptiveRule):
@@ -25,24 +34,12 @@ class AdaGradRule(_AdaptiveRule):
     rule_slots = ("sum",)
     follows_schedule = False
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
-        s = _slot(slots, "sum", param)
-        rate = F.mul(grad, grad)
-        F.add(s, rate, out=s)
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
+        s = self._slot(slots, "sum", _zeros(param))
+        rate = rules.accumulate_square(s, grad)
         F.add(s, self.epsilon, out=rate)
         F.rsqrt(rate, out=rate)
-        return self._finish(param, grad, slots, lr, momentum, decay, rate)
-
-
-def _decayed_square_sum(s, grad, rho, first):
-    """s = rho * s + g^2 on v2's first batch, rho * s + (1 - rho) * g^2 after; returns a
-    scratch tensor."""
-    sq = F.mul(grad, grad)
-    if not first:
-        F.mul(sq, 1.0 - rho, out=sq)
-    F.mul(s, rho, out=s)
-    F.add(s, sq, out=s)
-    return sq
+        return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
 class DecayedAdaGradRule(_AdaptiveRule):
@@ -52,12 +49,11 @@ class DecayedAdaGradRule(_AdaptiveRule):
     method = "decayed_adagrad"
     rule_slots = ("mean_square",)
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
-        s = _slot(slots, "mean_square", param)
-        rate = _decayed_square_sum(s, grad, self.rho, self.step_count == 0)
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
+        s, rate = self._decayed_square_sum(slots, "mean_square", param, grad)
         F.add(s, self.epsilon, out=rate)
         F.rsqrt(rate, out=rate)
-        return self._finish(param, grad, slots, lr, momentum, decay, rate)
+        return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
 class RMSPropRule(_AdaptiveRule):
@@ -67,18 +63,15 @@ class RMSPropRule(_AdaptiveRule):
     method = "rmsprop"
     rule_slots = ("mean_square", "mean_grad")
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
-        s = _slot(slots, "mean_square", param)
-        f = _slot(slots, "mean_grad", param)
-        rate = _decayed_square_sum(s, grad, self.rho, self.step_count == 0)
-        F.mul(f, self.rho, out=f)
-        F.mul(grad, 1.0 - self.rho, out=rate)
-        F.add(f, rate, out=f)
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
+        s, rate = self._decayed_square_sum(slots, "mean_square", param, grad)
+        f = self._slot(slots, "mean_grad", _zeros(param))
+        rules.ema(f, grad, self.rho, scratch=rate)
         F.mul(f, f, out=rate)
         F.sub(s, rate, out=rate)
         F.add(rate, self.epsilon, out=rate)
         F.rsqrt(rate, out=rate)
-        return self._finish(param, grad, slots, lr, momentum, decay, rate)
+        return self._finish(param, grad, slots, values, momentum, decay, rate)
 
 
 class AdaDeltaRule(_AdaptiveRule):
@@ -88,18 +81,15 @@ class AdaDeltaRule(_AdaptiveRule):
     method = "adadelta"
     rule_slots = ("mean_square", "mean_square_update")
 
-    def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
+    def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
         rho, eps = self.rho, self.epsilon
-        s = _slot(slots, "mean_square", param)
-        u = _slot(slots, "mean_square_update", param)
-        sq = _decayed_square_sum(s, grad, rho, False)
+        s = self._slot(slots, "mean_square", _zeros(param))
+        u = self._slot(slots, "mean_square_update", _zeros(param))
+        sq = rules.ema_square(s, grad, rho)
         rate = F.add(u, eps)
         F.add(s, eps, out=sq)
         F.true_divide(rate, sq, out=rate)
         F.sqrt(rate, out=rate)
         F.mul(grad, rate, out=sq)
-        F.mul(sq, sq, out=sq)
-        F.mul(sq, 1.0 - rho, out=sq)
-        F.mul(u, rho, out=u)
-        F.add(u, sq, out=u)
-        return self._finish(param, grad, slots, lr, momentum, decay, rate)
+        rules.ema_square(u, sq, rho, scratch=sq)
+        return self._finish(param, grad, slots, values, momentum, decay, rate)

@@ -66,10 +66,12 @@ def _check_reader(reader, what):
 
 
 class SGD:
-    """``SGD(cost, parameters, update_equation, extra_layers=None, is_local=True)``."""
+    """``SGD(cost, parameters, update_equation, extra_layers=None, is_local=True)``.
+    hl adds ``use_graph=True``: training steps run as recorded plans (hl's graph mode; the
+    EndForwardBackward event then fires before the plan that computes the gradients)."""
 
     def __init__(self, cost, parameters, update_equation, extra_layers=None, is_local=True,
-                 pserver_spec=None, use_etcd=True):
+                 pserver_spec=None, use_etcd=True, use_graph=False):
         costs = check_layers(cost, "paddle.trainer.SGD")
         for c in costs:
             if not c.op.is_cost:
@@ -94,6 +96,8 @@ class SGD:
         self._network = Network(costs + extras, parameters)
         self._optimizer = update_equation.build(parameters.configs())
         self._network.optim = self._optimizer  # what hl callbacks find as model.optimizer
+        if use_graph:
+            self._network.graph(True)
         self._graph_data = {op.name for op in topological(costs + extras) if op.is_data}
 
     @property
@@ -203,19 +207,25 @@ class _TrainStep:
         start = getattr(opt, "start_batch", None)
         if start is not None:
             start(n)
-        values = Layer.__call__(net, self.feeder.values(arrays))
-        total, reported = _total_cost(values, t._costs)
+        runner = net._graph_runner()
+        if runner is None:
+            values, total, reported, last = _forward(net, t._costs, self.feeder.values(arrays))
+            update = lambda run: self._update(total) if run else None  # noqa: E731
+        else:
+            (values, total, reported, last), update = runner.run(
+                "v2 train", lambda feeds: _forward(net, t._costs, feeds),
+                (self.feeder.values(arrays),),
+                second=lambda outputs: self._update(outputs[1], fire=False))
+            net.__dict__["last_values"] = last  # this signature's tensors, now filled
         value = self.last_cost = float(reported.item())
         self.skipped = not math.isfinite(value)
         for e, whole in zip(self.batch_evals, self.pass_evals):
             e.reset()
             e.update(net.last_values)
             whole.absorb(e)
-        if not self.skipped:
-            pairs = list(backward(total))
+        if runner is not None and not self.skipped:
             self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
-            for p, g in pairs:
-                opt.update(p, g)
+        update(not self.skipped)
         finish = getattr(opt, "finish_batch", None)
         if finish is not None:
             finish()
@@ -224,6 +234,25 @@ class _TrainStep:
         logs = {"loss": value / n}
         logs.update(_metrics(self.batch_evals))
         return logs
+
+
+    def _update(self, total, fire=True):
+        """Backward from the summed cost and the optimiser's update of each parameter (with
+        v2's EndForwardBackward event between them when fire)."""
+        net, opt = self.trainer._network, self.trainer._optimizer
+        pairs = list(backward(total))
+        if fire:
+            self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
+        for p, g in pairs:
+            opt.update(p, g)
+
+
+def _forward(net, costs, feeds):
+    """The forward over the costs' subgraph: (values, summed cost, reported cost, the
+    network's last_values)."""
+    values = Layer.__call__(net, feeds)
+    total, reported = _total_cost(values, costs)
+    return values, total, reported, net.last_values
 
 
 class _EventBridge(Callback):

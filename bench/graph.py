@@ -1,0 +1,138 @@
+"""Graph mode: a training step replayed as a recorded plan, beside hl eager, PyTorch eager and
+torch.compile (inductor, CPU), same model, same batch, same run.
+
+    python bench/graph.py                         # every model
+    python bench/graph.py --only mlp1 --steps 200
+    python bench/graph.py --no-compile            # leave torch.compile out (slow to compile)
+
+Models (bench/train.py's): MLP 784-512-512-10 at batch 1 (per-step overhead), the MNIST CNN at
+batch 64, a CIFAR ResNet-18 at batch 32. Each step is forward, softmax cross-entropy, backward
+and SGD with momentum, on fixed random data; hl's step is a Module's train_one_batch, compiled
+with use_graph=True for the graph figure (the warm-up covers graph mode's eager first step and
+its recorded second). Each (library, model) pair runs in a process of its own, twice round the
+libraries; the figure is the median step time over both processes' timed steps. Memory: the
+growth of the process's peak resident set over its size before the first step (as train.py).
+"""
+import argparse
+import statistics
+import sys
+
+from _common import report, run_worker, setup
+from train import MODELS, hl_model, measure, torch_step_fn
+
+LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
+
+
+def hl_step_fn(name, batch, shape, graph):
+    import numpy as np
+    import hl
+
+    class Net(hl.Module):
+        def __init__(self):
+            super().__init__()
+            self.net = hl_model(name)
+            self.optim = hl.opt.SGD(lr=0.01, momentum=0.9)
+
+        def forward(self, x):
+            return self.net(x)
+
+        def train_one_batch(self, x, y):
+            loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+            self.optim.backward_and_update(loss)
+            return loss
+
+    hl.manual_seed(0)
+    model = Net()
+    rng = np.random.default_rng(0)
+    x = hl.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
+    y = hl.tensor(rng.integers(0, 10, batch).astype(np.int64))
+    model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph)
+    return lambda: model.train_one_batch(x, y)
+
+
+def worker(lib, name, steps, warmup, threads):
+    if lib.startswith("hl"):
+        import hl
+        if threads:
+            hl.set_num_threads(threads)
+        step = hl_step_fn(name, *MODELS[name][:2], graph=lib == "hl-graph")
+    else:
+        import torch
+        if threads:
+            torch.set_num_threads(threads)
+        step = torch_step_fn(name, *MODELS[name][:2], compiled=lib == "torch-compile")
+    return measure(step, steps, warmup)
+
+
+def run(args):
+    libs = [lib for lib in LIBS if not (args.no_compile and lib == "torch-compile")]
+    try:
+        import torch  # noqa: F401
+    except Exception:  # noqa: BLE001 - without torch, hl's figures alone
+        libs = [lib for lib in libs if lib.startswith("hl")]
+        print("torch is not importable: hl's figures only")
+    names = [n.strip() for n in args.only.split(",")] if args.only else ["mlp1", "cnn",
+                                                                         "resnet18"]
+    print(f"threads: {args.threads or 'default'}   timed steps per process: {args.steps} "
+          f"(after {args.warmup} warm-up), two processes per library; median ms per step")
+    head = (f"{'model':30} " + " ".join(f"{lib:>13}" for lib in libs) +
+            f" {'graph/eager':>11} {'graph/torch':>11}   {'MiB eager':>9} {'graph':>7}")
+    print(head)
+    print("-" * len(head))
+    for name in names:
+        res = {lib: {"times": [], "mem": []} for lib in libs}
+        for _ in range(2):
+            for lib in libs:
+                r = run_worker(__file__, ["--worker", lib, "--only", name, "--steps",
+                                          args.steps, "--warmup", args.warmup] +
+                               (["--threads", args.threads] if args.threads else []),
+                               f"{name}, {lib}") if lib != "torch-compile" else \
+                    _optional(name, lib, args)
+                if r is None:
+                    continue
+                res[lib]["times"] += r["times"]
+                res[lib]["mem"].append(r["mem_mib"])
+        t = {lib: statistics.median(v["times"]) for lib, v in res.items() if v["times"]}
+        mem = {lib: max(v["mem"]) for lib, v in res.items() if v["mem"]}
+        line = f"{MODELS[name][2]:30} " + " ".join(
+            f"{t[lib] * 1e3:13.3f}" if lib in t else f"{'failed':>13}" for lib in libs)
+        speed = t["hl-eager"] / t["hl-graph"]
+        vs_torch = f"{t['torch'] / t['hl-graph']:11.2f}" if "torch" in t else f"{'-':>11}"
+        line += f" {speed:11.2f} {vs_torch}   {mem['hl-eager']:9.1f} {mem['hl-graph']:7.1f}"
+        print(line, flush=True)
+    print("graph/eager: hl eager's step time over graph mode's (higher is faster); "
+          "graph/torch: PyTorch eager's over graph mode's")
+
+
+def _optional(name, lib, args):
+    """torch.compile may not work on a machine (no C++ compiler, an unsupported op): then
+    its column says so and the rest of the table stands."""
+    try:
+        return run_worker(__file__, ["--worker", lib, "--only", name, "--steps", args.steps,
+                                     "--warmup", max(args.warmup, 3)] +
+                          (["--threads", args.threads] if args.threads else []),
+                          f"{name}, {lib}")
+    except SystemExit as e:
+        print(f"  ({lib} failed on {name}: {str(e).splitlines()[-1][:120]})")
+        return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", help="comma-separated models: mlp1, cnn, resnet18")
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    setup(args.threads)
+    if args.worker:
+        report(worker(args.worker, args.only, args.steps, args.warmup, args.threads))
+        return 0
+    run(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

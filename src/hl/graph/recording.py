@@ -1,0 +1,113 @@
+"""What Python code does while a plan is being recorded, beyond the core calls the plan keeps.
+
+A recorded step runs its Python once; each replay runs only the core calls. Python state that
+a step changes (an optimiser's step count, Adam's per-parameter counts) and the per-step values
+derived from it (the learning rate of this step, bias corrections) therefore register here:
+- ``on_replay(fn)``: fn runs before every later replay, in registration order, so the host
+  side of each update advances exactly as an eager step would and writes this step's values
+  into the 0-d tensors the plan reads (see ``StepValues``);
+- ``on_abort(fn)``: fn runs when the recording is abandoned (a GraphBreak: the step then runs
+  eagerly), to put back the Python state the abandoned recording advanced.
+Outside a recording both are no-ops, so eager code calls them unconditionally.
+"""
+import threading
+
+import numpy as np
+
+from .. import _core
+
+_tls = threading.local()
+
+
+class Recording:
+    """The Python side of one plan being recorded on this thread."""
+
+    def __init__(self):
+        self.replay_hooks = []
+        self.abort_hooks = []
+        self.touched = set()  # ids of objects that registered an abort hook already
+
+
+def current():
+    """The Recording in progress on this thread, or None."""
+    return getattr(_tls, "recording", None)
+
+
+def begin():
+    rec = Recording()
+    _core.plan_begin()
+    _tls.recording = rec
+    _core.set_recording(True)
+    return rec
+
+
+def end():
+    """Stops recording; returns the core plan."""
+    _tls.recording = None
+    _core.set_recording(False)
+    return _core.plan_end()
+
+
+def abandon():
+    """Stops a recording that failed: the partial plan is dropped, abort hooks run (last
+    registered first)."""
+    rec = current()
+    _tls.recording = None
+    if _core.recording():
+        _core.set_recording(False)
+        _core.plan_end()
+    if rec is not None:
+        for fn in reversed(rec.abort_hooks):
+            fn()
+
+
+def on_replay(fn):
+    rec = current()
+    if rec is not None:
+        rec.replay_hooks.append(fn)
+
+
+def on_abort_once(owner, fn):
+    """Registers fn (restoring owner's Python state) once per recording and owner."""
+    rec = current()
+    if rec is not None and id(owner) not in rec.touched:
+        rec.touched.add(id(owner))
+        rec.abort_hooks.append(fn)
+
+
+class StepValues:
+    """0-d tensors for values that change from step to step (learning rates, bias
+    corrections), one per name, so that a plan reads this step's value at replay rather than
+    the value baked in when it was recorded.
+
+    ``get(name, value, like)`` returns the Python float itself when no plan is being recorded
+    (eager arithmetic is unchanged: hl turns a Python scalar into a 0-d tensor of the
+    operand's dtype, exactly what is written here), and while recording the named tensor
+    holding value, of like's dtype and device. ``set(name, value)`` writes a later step's value.
+    """
+
+    __slots__ = ("_tensors",)
+
+    def __init__(self):
+        self._tensors = {}
+
+    def get(self, name, value, like):
+        if not _core.recording():
+            return value
+        t = self._tensors.get(name)
+        if t is None or t.dtype is not like.dtype or t.device != like.device:
+            from .._tensor import tensor
+            t = self._tensors[name] = tensor(np.array(value, like.dtype.np), device=like.device)
+        self.set(name, value)
+        return t
+
+    def set(self, name, value):
+        t = self._tensors[name]
+        with np.errstate(over="ignore", invalid="ignore"):
+            _core.write(t._h, np.array(value, dtype=np.float64).astype(t.dtype.np))
+
+    def __getstate__(self):  # derived values: never saved
+        return {}
+
+    def __setstate__(self, state):
+        self._tensors = {}

@@ -1,0 +1,54 @@
+"""Small models for the graph-mode tests: each test builds an eager twin and a graph twin from
+the same seed and compares them (graph mode must reproduce eager exactly)."""
+import numpy as np
+
+import hl
+
+
+class MLP(hl.Module):
+    """A SINGA-style model: its own train_one_batch (graph mode wraps it)."""
+
+    def __init__(self, optim, hidden=16, classes=4, dropout=0.0, batchnorm=False):
+        super().__init__()
+        self.l1 = hl.layers.Linear(hidden)
+        self.bn = hl.layers.BatchNorm1d(hidden) if batchnorm else None
+        self.drop = hl.layers.Dropout(dropout)
+        self.l2 = hl.layers.Linear(classes)
+        self.loss_fn = hl.losses.SoftmaxCrossEntropy()
+        self.optim = optim
+
+    def forward(self, x):
+        h = self.l1(x)
+        if self.bn is not None:
+            h = self.bn(h)
+        return self.l2(self.drop(hl.relu(h)))
+
+    def train_one_batch(self, x, y):
+        out = self.forward(x)
+        loss = self.loss_fn(out, y)
+        self.optim.backward_and_update(loss)
+        return out, loss
+
+
+def twins(make_optim, seed=0, **kwargs):
+    """(eager, graph) models with identical initial weights, compiled for batches of 8x12."""
+    out = []
+    for graph in (False, True):
+        hl.manual_seed(seed)
+        m = MLP(make_optim(), **kwargs)
+        m.compile([hl.Placeholder((8, 12))], is_train=True, use_graph=graph)
+        out.append(m)
+    return out
+
+
+def batches(rng, n, batch=8, features=12, classes=4):
+    return [(rng.standard_normal((batch, features)).astype(np.float32),
+             rng.integers(0, classes, batch)) for _ in range(n)]
+
+
+def params(model):
+    return {k: v.numpy().copy() for k, v in model.get_states().items()}
+
+
+def stats(model, what="train_one_batch"):
+    return model._graph_runner().stats()[what]
