@@ -42,6 +42,12 @@
 #include "conv.h"
 #include "parallel.h"
 
+#define T float
+#define SFX f32
+#include "conv_epilogue_impl.h"
+#undef T
+#undef SFX
+
 /* Below this many channels on either side the products are too thin to gain. */
 enum { MIN_CHANNELS = 16 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
@@ -255,7 +261,8 @@ static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t coun
 HL_CLONES
 static void output_run(const float *restrict m, int64_t ms, int64_t len, const wgeom *g,
                        int64_t ty, int64_t tx0, float b, float *restrict ybuf,
-                       float *restrict plane) {
+                       float *restrict plane, const conv_epilogue *epi,
+                       const float *rplane) {
     float *y00 = ybuf, *y01 = ybuf + len, *y10 = ybuf + 2 * len, *y11 = ybuf + 3 * len;
     for (int64_t j = 0; j < len; j++) {
         float s0[4], s1[4];
@@ -282,21 +289,25 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
             out[2 * j + 1] = c[j];
         }
         if (full < len) out[2 * full] = a[full];
+        if (epi)  /* the fused epilogue, while the row is in cache */
+            conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + 2 * tx0 : NULL,
+                                  2 * full + (full < len));
     }
 }
 
 /* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]. */
 static void output_block(const wgeom *g, const float *M, int64_t es, int64_t t0,
-                         int64_t count, const float *bias, float *y, float *work,
-                         int64_t work_per_thread) {
+                         int64_t count, const float *bias, const conv_epilogue *epi, float *y,
+                         float *work, int64_t work_per_thread) {
     const int64_t C = g->c_out;
 #pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
     for (int64_t co = 0; co < C; co++) {
         float *ybuf = work + hl_thread_num() * work_per_thread;
         const float b = bias ? bias[co] : 0;
         RUNS(g, t0, count, u) {
-            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf,
-                       y + (u.n * C + co) * g->oh * g->ow);
+            const int64_t plane = (u.n * C + co) * g->oh * g->ow;
+            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf, y + plane,
+                       epi, epi && epi->res ? (const float *)epi->res + plane : NULL);
         }
     }
 }
@@ -392,7 +403,8 @@ static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *s
    which reads and writes memory in sequence (read the other way round, a 512 x 512 kernel
    took 3 ms), and the products read the transformed kernel transposed when turned. */
 static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
-                          bool turned, const float *bias, float *y) {
+                          bool turned, const float *bias, const conv_epilogue *epi,
+                          float *y) {
     const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
     const int64_t us = entry_stride(C0 * C1);
     const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
@@ -412,17 +424,17 @@ static hl_status convolve(const char *op, const wgeom *g, const float *x, const 
         const int64_t count = HL_MIN(tb, g->tiles - t0);
         input_block(g, x, t0, count, V, vs, work, wpt);
         batched_gemm(turned, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
-        output_block(g, M, ms, t0, count, bias, y, work, wpt);
+        output_block(g, M, ms, t0, count, bias, epi, y, work, wpt);
     }
     scratch_put(&s);
     return HL_OK;
 }
 
 hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *w,
-                              const float *bias, float *y) {
+                              const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
-    return convolve("conv", &g, x, w, false, bias, y);
+    return convolve("conv", &g, x, w, false, bias, epi, y);
 }
 
 /* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
@@ -431,7 +443,7 @@ hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const flo
                                  const float *bias, float *dx) {
     const wgeom g = wgeom_make(cg->n, cg->c_out, cg->oh, cg->ow, cg->c_in, cg->h, cg->w,
                                2 - cg->pt, 2 - cg->pl);
-    return convolve("conv_grad_input", &g, dy, w, true, bias, dx);
+    return convolve("conv_grad_input", &g, dy, w, true, bias, NULL, dx);
 }
 
 /* ---- grad_weight ------------------------------------------------------------------------- */
