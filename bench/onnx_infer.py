@@ -102,7 +102,10 @@ def op_times(lib, run, target, feeds, repeat):
     session, remade here with its profiler on (so the timed runs ran without it)."""
     best, kind = {}, {}
     if lib == "hl":
-        for node in target.nodes:
+        # the nodes that run: the graph's, and those that fusion made at prepare()
+        program = target.model.program
+        nodes = {id(n): n for n in list(target.nodes) + list(program.fused_nodes or [])}
+        for node in nodes.values():
             def timed(n, *xs, _handler=node.handler):
                 t0 = time.perf_counter()
                 ys = _handler(n, *xs)
