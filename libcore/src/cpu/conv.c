@@ -127,7 +127,7 @@ hl_status hl_cpu_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
-    if (x->dtype == HL_F32 && hl_winograd_fits(&g) &&
+    if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));

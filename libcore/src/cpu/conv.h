@@ -56,6 +56,8 @@ static inline void scratch_put(scratch *b) {
 
 /* Winograd F(2x2, 3x3), float32 (winograd.c). `fits` says whether a call may take it. */
 bool hl_winograd_fits(const conv_geom *g);
+/* Whether a forward call has tiles enough to repay transforming the kernels. */
+bool hl_winograd_pays_forward(const conv_geom *g);
 /* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
    cancellation would round at its own scale (winograd.c, "Precision"). */
 bool hl_winograd_weights_ok(const float *w, int64_t n);

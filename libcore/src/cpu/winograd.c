@@ -17,7 +17,8 @@
  *                dimension is the tiles, then a 4x4 -> 3x3 transform per (c_out, c_in)
  * Tiles go in blocks whose transformed data stays a few MiB. Results differ from im2col's by
  * rounding only (the sums are ordered differently); float64, which the gradient checks use,
- * keeps im2col. HL_WINOGRAD=0 in the environment turns this path off, for comparisons.
+ * keeps im2col. HL_WINOGRAD=0 in the environment turns this path off, for comparisons;
+ * HL_WINOGRAD=1 takes it for forward calls with few tiles too (hl_winograd_pays_forward).
  *
  * Precision. The transforms add and subtract the taps of a kernel (U = G g G^T mixes all 9)
  * and the products are taken back apart by A^T . A; what cancels there is rounded at the
@@ -50,6 +51,11 @@
 
 /* Below this many channels on either side the products are too thin to gain. */
 enum { MIN_CHANNELS = 16 };
+/* A forward pass transforms all C_out x C_in kernels (16 values each) every call, a cost
+   that only many tiles repay: ResNet-18's 512-channel 7x7 layers at batch 1 (16 tiles) took
+   8.0 ms by Winograd and 4.7 ms by im2col + sgemm, its 256-channel 14x14 ones (49 tiles)
+   3.4 ms either way, one thread (docs/performance.md, onnx_infer). */
+enum { MIN_FORWARD_TILES = 32 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
    MIN_BLOCK_TILES tiles (the products of wide layers are slow below that). Within those
    bounds the size hardly shows: ResNet-18 training steps took the same time, within the
@@ -90,6 +96,12 @@ bool hl_winograd_fits(const conv_geom *g) {
     if (g->n == 0 || g->oh == 0 || g->ow == 0 || g->h == 0 || g->w == 0) return false;
     const char *env = getenv("HL_WINOGRAD");
     return !(env && env[0] == '0' && env[1] == '\0');
+}
+
+bool hl_winograd_pays_forward(const conv_geom *g) {
+    const int64_t tiles = g->n * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+    const char *env = getenv("HL_WINOGRAD");  /* 1: wherever it fits, for tests */
+    return tiles >= MIN_FORWARD_TILES || (env && env[0] == '1' && env[1] == '\0');
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
