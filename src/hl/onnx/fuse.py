@@ -160,6 +160,7 @@ def conv_epilogues(nodes, graph, constants, device, skip):
         fused.handler = run_fused_conv
         fused.fused_chain = chain
         fused.epilogue = act
+        fused.fused_geometry = {}
         absorbed.update(id(n) for n in chain)
         at[id(chain[-1])] = fused
     if not at:
@@ -184,29 +185,52 @@ def last_uses(nodes, graph):
 
 
 def run_fused_conv(n, x, w, b=None, r=None):
-    """The handler of a FusedConv node (conv_epilogues)."""
+    """The handler of a FusedConv node (conv_epilogues). The geometry of each input signature
+    is worked out (and checked) once and kept on the node."""
     from .. import ops
     from ..autograd import is_grad_enabled
+    operands = (x, w, b, r)
+    if is_grad_enabled() and any(t is not None and t.requires_grad for t in operands):
+        return _run_chain(n, x, w, b, r)  # conv_fused has no gradient
+    key = tuple(None if t is None else (t.shape, t.dtype.name) for t in operands)
+    cache = n.fused_geometry
+    geometry = cache.get(key, _UNKNOWN)
+    if geometry is _UNKNOWN:
+        geometry = _fused_geometry(n, x, w, b, r)
+        if len(cache) < GEOMETRIES:
+            cache[key] = geometry
+    if geometry is None:  # the absorbed nodes, one after another
+        return _run_chain(n, x, w, b, r)
+    return ops.conv_fused(x, w, b, r, **geometry)
+
+
+# How many input signatures a FusedConv node keeps the geometry of.
+GEOMETRIES = 8
+_UNKNOWN = object()
+
+
+def _fused_geometry(n, x, w, b, r):
+    """conv_fused's keyword arguments for these operands, or None where the kernel cannot
+    take them (a dtype the core does not compute, more than 2 spatial axes, a residual that
+    broadcasts). Raises the Conv's own errors for a bad input."""
     from .ops.nn import _check_conv, _pads, _strides_dilations
     conv = n.fused_chain[0]
     group = conv.attr("group", 1)
     nd = _check_conv(conv, x, w, group)
-    fast = x.dtype.name in ("float32", "float64") and nd <= 2 and \
-        all(t is None or t.dtype == x.dtype for t in (w, b, r)) and \
-        not (is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, w, b, r)))
-    if fast:
-        strides, dil = _strides_dilations(conv, nd)
-        pads = _pads(conv, x.shape[2:], w.shape[2:], strides, dil)
-        if r is not None:
-            spatial = [(size + p0 + p1 - d * (k - 1) - 1) // s + 1 for size, (p0, p1), k, s, d
-                       in zip(x.shape[2:], pads, w.shape[2:], strides, dil)]
-            fast = tuple(r.shape) == (x.shape[0], w.shape[0], *spatial)
-    if not fast:  # the absorbed nodes, one after another
-        return _run_chain(n, x, w, b, r)
+    if x.dtype.name not in ("float32", "float64") or nd > 2 or \
+            any(t is not None and t.dtype != x.dtype for t in (w, b, r)):
+        return None
+    strides, dil = _strides_dilations(conv, nd)
+    pads = _pads(conv, x.shape[2:], w.shape[2:], strides, dil)
+    if r is not None:
+        spatial = [(size + p0 + p1 - d * (k - 1) - 1) // s + 1 for size, (p0, p1), k, s, d
+                   in zip(x.shape[2:], pads, w.shape[2:], strides, dil)]
+        if tuple(r.shape) != (x.shape[0], w.shape[0], *spatial):
+            return None
     act, alpha, beta = n.epilogue
     padding = tuple(p[0] for p in pads) + tuple(p[1] for p in pads)  # ONNX order
-    return ops.conv_fused(x, w, b, r, stride=strides, padding=padding, dilation=dil,
-                          groups=group, act=act, alpha=alpha, beta=beta)
+    return dict(stride=strides, padding=padding, dilation=dil, groups=group, act=act,
+                alpha=alpha, beta=beta)
 
 
 def _run_chain(n, x, w, b, r):
