@@ -14,6 +14,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hl
 from hl import errors
@@ -170,3 +172,29 @@ def test_residual_may_be_a_view_and_the_output_may_not_overlap_it():
     got = run_fused(x, w, b, view, geometry, "relu", 0, 0)
     np.testing.assert_array_equal(got, run_unfused(x, w, b, big[:, :, :, ::2], geometry,
                                                    "relu", 0, 0))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(0, 2), c=st.integers(1, 4), h=st.integers(1, 7), w=st.integers(1, 7),
+       k=st.integers(1, 4), co_per_group=st.integers(1, 3), groups=st.integers(1, 2),
+       stride=st.integers(1, 3), pad=st.integers(0, 3), residual=st.booleans(),
+       act=st.sampled_from(ACTS), seed=st.integers(0, 2**16))
+def test_any_geometry_gives_the_unfused_answer_or_the_same_error(n, c, h, w, k, co_per_group,
+                                                                  groups, stride, pad, residual,
+                                                                  act, seed):
+    """Random sizes, including empty batches, kernels larger than the padded input and
+    channel counts that do not divide: conv_fused answers exactly as conv + add + act, or
+    both raise an hl error (never a crash)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c * groups, h, w)).astype(np.float32)
+    wt = rng.standard_normal((co_per_group * groups, c, k, k)).astype(np.float32)
+    geometry = (stride, pad, groups)
+    try:
+        want = run_unfused(x, wt, None, None, geometry, *act)
+    except errors.HLError as e:
+        with pytest.raises(type(e)):
+            run_fused(x, wt, None, None, geometry, *act)
+        return
+    r = rng.standard_normal(want.shape).astype(np.float32) if residual else None
+    want = run_unfused(x, wt, None, r, geometry, *act)
+    np.testing.assert_array_equal(run_fused(x, wt, None, r, geometry, *act), want)
