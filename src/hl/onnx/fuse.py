@@ -168,22 +168,6 @@ def conv_epilogues(nodes, graph, constants, device, skip):
     return [at.get(id(n), n) for n in nodes if id(n) not in absorbed or id(n) in at]
 
 
-def last_uses(nodes, graph):
-    """{value name: index of the last node of ``nodes`` that reads it} (graph outputs live to
-    the end), as Graph.last_use is for the graph's own list."""
-    from .graph import _subgraph_free_names
-    last = {}
-    for node in nodes:
-        for name in node.inputs:
-            if name:
-                last[name] = node.index
-        for name in _subgraph_free_names(node.proto):
-            last[name] = node.index
-    for out in graph.outputs:
-        last[out.name] = len(graph.nodes)
-    return last
-
-
 def run_fused_conv(n, x, w, b=None, r=None):
     """The handler of a FusedConv node (conv_epilogues). The geometry of each input signature
     is worked out (and checked) once and kept on the node."""

@@ -10,7 +10,7 @@ import numpy as np
 from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
-from .graph import Graph, elem_type_name
+from .graph import Graph, elem_type_name, last_uses
 from .load import MALFORMED
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
@@ -45,7 +45,7 @@ class Program:
                                          self.folded | self.fused_skip)
             if nodes is not None:  # fused nodes read values later than the graph's nodes
                 self.fused_nodes = nodes
-                self.fused_last_use = _fuse.last_uses(nodes, graph)
+                self.fused_last_use = last_uses(nodes, graph)
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
                               for n in node.outputs if n}
