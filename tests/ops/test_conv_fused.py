@@ -198,3 +198,9 @@ def test_any_geometry_gives_the_unfused_answer_or_the_same_error(n, c, h, w, k, 
     r = rng.standard_normal(want.shape).astype(np.float32) if residual else None
     want = run_unfused(x, wt, None, r, geometry, *act)
     np.testing.assert_array_equal(run_fused(x, wt, None, r, geometry, *act), want)
+
+
+def test_meta_tensors_get_the_output_shape():
+    x, w = hl.zeros((2, 3, 8, 8), device="meta"), hl.zeros((4, 3, 3, 3), device="meta")
+    y = hl.ops.conv_fused(x, w, None, hl.zeros((2, 4, 6, 6), device="meta"), act="relu")
+    assert tuple(y.shape) == (2, 4, 6, 6) and str(y.device) == "meta"
