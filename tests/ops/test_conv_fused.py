@@ -204,3 +204,12 @@ def test_meta_tensors_get_the_output_shape():
     x, w = hl.zeros((2, 3, 8, 8), device="meta"), hl.zeros((4, 3, 3, 3), device="meta")
     y = hl.ops.conv_fused(x, w, None, hl.zeros((2, 4, 6, 6), device="meta"), act="relu")
     assert tuple(y.shape) == (2, 4, 6, 6) and str(y.device) == "meta"
+
+
+def test_refuses_to_drop_a_gradient():
+    x = hl.randn(1, 2, 5, 5, requires_grad=True)
+    w = hl.randn(3, 2, 3, 3)
+    with pytest.raises(errors.UnsupportedError, match="conv_fused: an inference kernel"):
+        hl.conv_fused(x, w, act="relu")
+    with hl.no_grad():
+        assert hl.conv_fused(x, w, act="relu").shape == (1, 3, 3, 3)
