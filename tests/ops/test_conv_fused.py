@@ -49,18 +49,18 @@ def ref_act(y, act, alpha, beta):
 
 
 def unfused(x, w, b, r, stride, padding, groups, act, alpha, beta):
-    conv = hl.ops.conv1d if x.ndim == 3 else hl.ops.conv2d
+    conv = hl.conv1d if x.ndim == 3 else hl.conv2d
     y = conv(x, w, b, stride=stride, padding=padding, groups=groups)
     if r is not None:
-        y = hl.ops.add(y, r)
+        y = hl.add(y, r)
     if act == "relu":
-        return hl.ops.relu(y)
+        return hl.relu(y)
     if act == "clip":
-        return hl.ops.clip(y, alpha, beta)
+        return hl.clip(y, alpha, beta)
     if act == "leaky_relu":
-        return hl.ops.leaky_relu(y, alpha)
+        return hl.leaky_relu(y, alpha)
     if act == "hard_sigmoid":
-        return hl.ops.hard_sigmoid(y, alpha, beta)
+        return hl.hard_sigmoid(y, alpha, beta)
     return y
 
 
@@ -78,7 +78,7 @@ def operands(path, dtype, residual, seed=0):
 
 def run_fused(x, w, b, r, geometry, act, alpha, beta):
     stride, padding, groups = geometry
-    return hl.ops.conv_fused(x, w, b, r, stride=stride, padding=padding, groups=groups,
+    return hl.conv_fused(x, w, b, r, stride=stride, padding=padding, groups=groups,
                              act=act, alpha=alpha, beta=beta).numpy()
 
 
@@ -153,16 +153,16 @@ def test_bad_arguments_name_the_op_and_the_shapes():
     w = hl.tensor(np.ones((3, 2, 3, 3), np.float32))
     with pytest.raises(errors.ShapeError, match=r"conv_fused: the residual must have the "
                                                 r"output's shape \(1, 3, 3, 3\)"):
-        hl.ops.conv_fused(x, w, residual=hl.tensor(np.ones((1, 3, 1, 1), np.float32)))
+        hl.conv_fused(x, w, residual=hl.tensor(np.ones((1, 3, 1, 1), np.float32)))
     with pytest.raises(errors.DTypeError, match=r"conv_fused: the residual is \(1, 3, 3, 3\) "
                                                 r"float64 but the other operands are float32"):
-        hl.ops.conv_fused(x, w, residual=hl.tensor(np.ones((1, 3, 3, 3), np.float64)))
+        hl.conv_fused(x, w, residual=hl.tensor(np.ones((1, 3, 3, 3), np.float64)))
     with pytest.raises(errors.ValueError, match="conv_fused: act must be one of"):
-        hl.ops.conv_fused(x, w, act="gelu")
+        hl.conv_fused(x, w, act="gelu")
     with pytest.raises(errors.ShapeError, match="conv_fused: expected a 3-D"):
-        hl.ops.conv_fused(hl.tensor(np.ones((5, 5), np.float32)), w)
+        hl.conv_fused(hl.tensor(np.ones((5, 5), np.float32)), w)
     with pytest.raises(errors.ShapeError, match="conv_fused: input"):
-        hl.ops.conv_fused(x, hl.tensor(np.ones((3, 4, 3, 3), np.float32)))
+        hl.conv_fused(x, hl.tensor(np.ones((3, 4, 3, 3), np.float32)))
 
 
 def test_residual_may_be_a_view_and_the_output_may_not_overlap_it():
@@ -202,7 +202,7 @@ def test_any_geometry_gives_the_unfused_answer_or_the_same_error(n, c, h, w, k, 
 
 def test_meta_tensors_get_the_output_shape():
     x, w = hl.zeros((2, 3, 8, 8), device="meta"), hl.zeros((4, 3, 3, 3), device="meta")
-    y = hl.ops.conv_fused(x, w, None, hl.zeros((2, 4, 6, 6), device="meta"), act="relu")
+    y = hl.conv_fused(x, w, None, hl.zeros((2, 4, 6, 6), device="meta"), act="relu")
     assert tuple(y.shape) == (2, 4, 6, 6) and str(y.device) == "meta"
 
 

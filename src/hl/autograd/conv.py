@@ -22,8 +22,8 @@ __all__ = ["conv1d", "conv2d", "conv_fused", "conv_transpose1d", "conv_transpose
 
 _GRAD_INPUT = {1: ops.conv1d_grad_input, 2: ops.conv2d_grad_input}
 _GRAD_WEIGHT = {1: ops.conv1d_grad_weight, 2: ops.conv2d_grad_weight}
-_CONV = {1: ops.conv1d, 2: ops.conv2d}
-_CONV_T = {1: ops.conv_transpose1d, 2: ops.conv_transpose2d}
+_CONV = {1: ops.conv1d_forward, 2: ops.conv2d_forward}
+_CONV_T = {1: ops.conv_transpose1d_forward, 2: ops.conv_transpose2d_forward}
 
 
 def _check_operands(n, x, w, op, transposed):
@@ -79,7 +79,7 @@ class Conv(Function):
         args = (self.stride, self.pads, self.dilation, self.groups)
         dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
         dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
-        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
 
 
@@ -118,7 +118,7 @@ class ConvTranspose(Function):
         # window of that convolution reaches past).
         dx = _CONV[self.n](dy, self.w, None, *args) if nx else None
         dw = _GRAD_WEIGHT[self.n](self.x, dy, self.w_shape, *args) if nw else None
-        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
 
 
@@ -157,12 +157,12 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
 
 def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, groups=1,
                act="none", alpha=0.0, beta=0.0):
-    """hl.ops.conv_fused (act(conv(x, w, b) + residual) in one pass, for inference). It has no
+    """hl.ops.conv_fused_forward (act(conv(x, w, b) + residual) in one pass, for inference). It has no
     gradient: where one would be recorded it refuses, rather than drop it silently."""
     if is_grad_enabled() and any(getattr(t, "requires_grad", False)
                                  for t in (x, w, b, residual)):
         raise errors.UnsupportedError(
             "conv_fused: an inference kernel without a gradient, called on tensors that "
             "require one; use conv2d (or conv1d), add and the activation, or hl.no_grad()")
-    return ops.conv_fused(x, w, b, residual, stride=stride, padding=padding,
+    return ops.conv_fused_forward(x, w, b, residual, stride=stride, padding=padding,
                           dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta)

@@ -13,7 +13,11 @@ import copy
 
 import numpy as np
 
+from ..autograd import functional as F
+from ..autograd import is_grad_enabled
+from .ops._spatial import pads_for, strides_dilations
 from .ops._util import const
+from .ops.conv import _check_conv
 
 
 def conv_batchnorm(graph, constants, folded):
@@ -101,7 +105,7 @@ ACTIVATIONS = {"Relu": _relu, "LeakyRelu": _leaky_relu, "HardSigmoid": _hard_sig
 
 def conv_epilogues(nodes, graph, constants, device, skip):
     """Conv, then Add of another value, then an activation (each step optional, at least one
-    present) become one node that runs hl.ops.conv_fused: the residual add and the activation
+    present) become one node that runs hl.conv_fused: the residual add and the activation
     applied while each output is in cache, instead of two more passes over the activations.
 
     ``nodes`` is the program's node list (BatchNormalization already folded), ``skip`` the
@@ -171,8 +175,6 @@ def conv_epilogues(nodes, graph, constants, device, skip):
 def run_fused_conv(n, x, w, b=None, r=None):
     """The handler of a FusedConv node (conv_epilogues). The geometry of each input signature
     is worked out (and checked) once and kept on the node."""
-    from .. import ops
-    from ..autograd import is_grad_enabled
     operands = (x, w, b, r)
     if is_grad_enabled() and any(t is not None and t.requires_grad for t in operands):
         return _run_chain(n, x, w, b, r)  # conv_fused has no gradient
@@ -185,7 +187,7 @@ def run_fused_conv(n, x, w, b=None, r=None):
             cache[key] = geometry
     if geometry is None:  # the absorbed nodes, one after another
         return _run_chain(n, x, w, b, r)
-    return ops.conv_fused(x, w, b, r, **geometry)
+    return F.conv_fused(x, w, b, r, **geometry)
 
 
 # How many input signatures a FusedConv node keeps the geometry of.
@@ -197,15 +199,14 @@ def _fused_geometry(n, x, w, b, r):
     """conv_fused's keyword arguments for these operands, or None where the kernel cannot
     take them (a dtype the core does not compute, more than 2 spatial axes, a residual that
     broadcasts). Raises the Conv's own errors for a bad input."""
-    from .ops.nn import _check_conv, _pads, _strides_dilations
     conv = n.fused_chain[0]
     group = conv.attr("group", 1)
     nd = _check_conv(conv, x, w, group)
     if x.dtype.name not in ("float32", "float64") or nd > 2 or \
             any(t is not None and t.dtype != x.dtype for t in (w, b, r)):
         return None
-    strides, dil = _strides_dilations(conv, nd)
-    pads = _pads(conv, x.shape[2:], w.shape[2:], strides, dil)
+    strides, dil = strides_dilations(conv, nd)
+    pads = pads_for(conv, x.shape[2:], w.shape[2:], strides, dil)
     if r is not None:
         spatial = [(size + p0 + p1 - d * (k - 1) - 1) // s + 1 for size, (p0, p1), k, s, d
                    in zip(x.shape[2:], pads, w.shape[2:], strides, dil)]

@@ -1,6 +1,7 @@
-"""Convolution: conv1d/conv2d (stride, padding incl. 'same'/'valid' and asymmetric pads,
-dilation, groups, bias), their transposes, and the two backward kernels (gradient with
-respect to the input and to the weight) that the autograd layer calls.
+"""The convolution kernels: conv1d/conv2d forward (stride, padding incl. 'same'/'valid' and
+asymmetric pads, dilation, groups, bias), their transposes, and the two backward kernels
+(gradient with respect to the input and to the weight). The ops users call (hl.conv2d...)
+are defined once, with their gradients, in hl.autograd.conv.
 
 Layouts are PyTorch's and ONNX's: x is (N, C_in, L) or (N, C_in, H, W); a conv weight is
 (C_out, C_in / groups, k...); a transposed-conv weight is (C_in, C_out / groups, k...).
@@ -11,12 +12,12 @@ import operator
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
-__all__ = ["conv1d", "conv2d", "conv_fused", "conv_transpose1d", "conv_transpose2d",
-           "conv1d_grad_input", "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight",
-           "CONV_ACTIVATIONS"]
+__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_transpose1d_forward",
+           "conv_transpose2d_forward", "conv1d_grad_input",
+           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "CONV_ACTIVATIONS"]
 
-# The activations conv_fused applies after its residual add (HL_CONV_ACT_* in hl_core.h),
-# with what alpha and beta mean for each.
+# The activations conv_fused_forward applies after its residual add (HL_CONV_ACT_* in
+# hl_core.h), with what alpha and beta mean for each.
 CONV_ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2, "leaky_relu": 3, "hard_sigmoid": 4}
 
 
@@ -109,13 +110,13 @@ def _conv(n, x, w, b, stride, padding, dilation, groups, op):
                             _core.OUT), x._dtype)
 
 
-def conv1d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv1d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution (cross-correlation) of x (N, C_in, L) with w (C_out, C_in / groups, k),
     plus b (C_out) when given. padding: int, 2 ints (begin, end), 'same' or 'valid'."""
     return _conv(1, x, w, b, stride, padding, dilation, groups, "conv1d")
 
 
-def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation) of x (N, C_in, H, W) with w (C_out, C_in / groups,
     kh, kw), plus b (C_out) when given, as torch.nn.functional.conv2d.
 
@@ -124,8 +125,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv(2, x, w, b, stride, padding, dilation, groups, "conv2d")
 
 
-def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, groups=1,
-               act="none", alpha=0.0, beta=0.0):
+def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilation=1,
+                       groups=1, act="none", alpha=0.0, beta=0.0):
     """act(conv(x, w, b) + residual) in one pass over the output, for inference (no
     gradient): what an ONNX Conv followed by Add and Relu/Clip/LeakyRelu/HardSigmoid computes,
     with each output finished while it is in cache. x is 3-D or 4-D as in conv1d/conv2d;
@@ -167,7 +168,7 @@ def _conv_transpose(n, x, w, b, stride, padding, output_padding, groups, dilatio
                             output_padding, int(groups), _core.OUT), x._dtype)
 
 
-def conv_transpose1d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+def conv_transpose1d_forward(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 1-D convolution of x (N, C_in, L) with w (C_in, C_out / groups, k), as
     torch.nn.functional.conv_transpose1d (the gradient of conv1d with respect to its input)."""
@@ -175,7 +176,7 @@ def conv_transpose1d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
                            "conv_transpose1d")
 
 
-def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+def conv_transpose2d_forward(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 2-D convolution of x (N, C_in, H, W) with w (C_in, C_out / groups, kh, kw),
     as torch.nn.functional.conv_transpose2d. padding may also be 4 ints in ONNX order."""
