@@ -3,6 +3,7 @@
     python bench/onnx_infer.py                          # ResNet-18, MobileNetV2, BERT, GPT-2
     python bench/onnx_infer.py --only resnet18,gpt2 --batches 1 --repeat 5
     python bench/onnx_infer.py --models DIR --threads 2
+    python bench/onnx_infer.py --threads 1 --clock cpu     # a loaded host: CPU seconds
 
 The models are shared/onnx-zoo/make_zoo.py's real sizes (ImageNet ResNet-18 and MobileNetV2
 at 224x224, BERT-base question answering at 128 tokens, GPT-2 small at 64 tokens), opset 17,
@@ -14,11 +15,21 @@ Both sides run the same file on the same inputs: hl through hl.onnx.prepare(path
 onnxruntime through an InferenceSession with its default graph optimisations and
 intra_op_num_threads = --threads, inter_op_num_threads = 1; hl with hl.set_num_threads. Each
 (library, model, batch) runs in a process of its own (another library's idle threads would
-otherwise spin on the cores, see docs/performance.md), twice round the libraries (hl, ort, hl,
-ort); the figure is the median latency over both processes' timed runs, after warm-up runs.
+otherwise spin on the cores, see docs/performance.md), twice round the libraries (hl, ort, torch,
+hl, ort, torch); the figure is the median latency over both processes' timed runs, after warm-up runs.
 The first run's outputs of each side are compared: the "max err" column is the largest
 |hl - ort| / (1 + |ort|), a check that the two compute the same thing. "load s": seconds from
 the path to a ready model (hl.onnx.prepare; InferenceSession), the faster of the two processes.
+
+A third column runs the same model in PyTorch eager mode (torch.inference_mode, the same
+threads): make_zoo.py's builder with the seed the file was exported with, so the same
+weights; its outputs are checked against onnxruntime's as hl's are ("max err" is the larger
+of the two). It needs torchvision and transformers; without them the column reads "-".
+
+--clock cpu times each run by the process's CPU time instead of the wall clock. With
+--threads 1 on a host that other work loads, that is the figure the load does not inflate
+(a run's wall time there mostly waits for a core); with more threads it would count waiting
+threads' spinning, so it is refused.
 
 --profile adds, per model and batch, the time by operator type on each side (the sum over
 nodes of each node's fastest run): hl's by timing every node's handler, onnxruntime's from its
@@ -44,6 +55,9 @@ MODELS = {  # name: (sequence length for text models, or None for images; descri
     "bert_squad": (128, "BERT-base QA, 128 tokens"),
     "gpt2": (64, "GPT-2 small, 64 tokens"),
 }
+
+
+LIBS = ("hl", "ort", "torch")  # each in processes of its own, in this order
 
 
 def model_path(folder, name):
@@ -102,7 +116,10 @@ def op_times(lib, run, target, feeds, repeat):
     session, remade here with its profiler on (so the timed runs ran without it)."""
     best, kind = {}, {}
     if lib == "hl":
-        for node in target.nodes:
+        # the nodes that run: the graph's, and those that fusion made at prepare()
+        program = target.model.program
+        nodes = {id(n): n for n in list(target.nodes) + list(program.fused_nodes or [])}
+        for node in nodes.values():
             def timed(n, *xs, _handler=node.handler):
                 t0 = time.perf_counter()
                 ys = _handler(n, *xs)
@@ -136,11 +153,40 @@ def op_times(lib, run, target, feeds, repeat):
     return out
 
 
-def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False):
+def torch_model(name, feeds):
+    """make_zoo.py's PyTorch model for ``name`` with the weights of the exported file (its
+    builder, seed 0 as make_zoo.py exports), and its arguments from ``feeds``; or None when
+    torchvision / transformers are missing."""
+    import torch
+    sys.path.insert(0, ZOO)
+    try:
+        import make_zoo
+        build, specs, _, _ = make_zoo.zoo(True)[name]
+        torch.manual_seed(0)
+        model = make_zoo.randomise(build(), 0)
+    except ImportError as e:
+        return f"no PyTorch column: {e} (make_zoo.py from {ZOO}; set HL_ONNX_ZOO)"
+    return model, [torch.from_numpy(feeds[spec[0]]) for spec in specs]
+
+
+def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False,
+           clock="wall"):
     import numpy as np
     feeds = make_feeds(path, name, batch)
     t0 = time.perf_counter()
-    if lib == "hl":
+    if lib == "torch":
+        import torch
+        torch.set_num_threads(threads)
+        made = torch_model(name, feeds)
+        if isinstance(made, str):
+            return {"times": [], "load_s": 0.0, "why": made}
+        model, args = made
+
+        def run():
+            with torch.inference_mode():
+                out = model(*args)
+            return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
+    elif lib == "hl":
         import hl
         import hl.onnx
         hl.set_num_threads(threads)
@@ -163,13 +209,14 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False)
         np.savez(save, *[np.asarray(o) for o in outs])
     for _ in range(warmup - 1):
         run()
+    now = time.process_time if clock == "cpu" else time.perf_counter
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0 = now()
         run()
-        times.append(time.perf_counter() - t0)
+        times.append(now() - t0)
     result = {"times": times, "load_s": load_s}
-    if profile:
+    if profile and lib != "torch":
         result["ops"] = op_times(lib, run, rep if lib == "hl" else (so, path), feeds,
                                  min(repeat, 5))
     return result
@@ -178,7 +225,15 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False)
 def max_err(a_file, b_file):
     import numpy as np
     with np.load(a_file) as a, np.load(b_file) as b:
+        if sorted(a.files) != sorted(b.files) or \
+                any(a[k].shape != b[k].shape for k in b.files):
+            return float("inf")  # not the same outputs at all
         return max(float(np.max(np.abs(a[k] - b[k]) / (1 + np.abs(b[k])))) for k in b.files)
+
+
+# A run whose outputs differ more from onnxruntime's than this fails the benchmark: a faster
+# wrong answer is no result (float32 sums in another order stay near 1e-5 on these models).
+AGREE = 1e-3
 
 
 def run(args):
@@ -188,40 +243,51 @@ def run(args):
         sys.exit(f"unknown models {unknown}; choose from {list(MODELS)}")
     ensure_models(args.models, names)
     batches = [int(b) for b in args.batches.split(",")]
+    what = "CPU ms per run (process time)" if args.clock == "cpu" else "latency in ms"
     print(f"threads: {args.threads}   timed runs per process: {args.repeat} (after "
-          f"{args.warmup} warm-up), two processes per library; latency in ms, median (min)")
+          f"{args.warmup} warm-up), two processes per library; {what}, median (min)")
     head = (f"{'model':27} {'batch':>5} {'hl ms':>16} {'ort ms':>16} {'hl/ort':>7} "
-            f"{'max err':>8} {'load s hl/ort':>13}")
+            f"{'torch ms':>9} {'hl/torch':>8} {'max err':>8} {'load s hl/ort':>13}")
     print(head)
     print("-" * len(head))
-    ratios = []
+    ratios, notes = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for batch in batches:
-                res = {lib: {"times": [], "load": []} for lib in ("hl", "ort")}
+                res = {lib: {"times": [], "load": []} for lib in LIBS}
                 saved = {}
                 for round_ in range(2):
-                    for lib in ("hl", "ort"):
+                    for lib in LIBS:
                         save = os.path.join(tmp, f"{lib}.npz") if round_ == 0 else ""
                         cmd = ["--worker", lib, "--only", name, "--batches", batch,
                                "--models", args.models, "--repeat", args.repeat,
                                "--warmup", args.warmup, "--threads", args.threads,
-                               "--save", save]
+                               "--save", save, "--clock", args.clock]
                         if args.profile and round_ == 0:
                             cmd.append("--profile")
                         r = run_worker(__file__, cmd, f"{name} batch {batch}, {lib}")
                         res[lib]["times"] += r["times"]
                         res[lib]["load"].append(r["load_s"])
-                        if save:
+                        if save and r["times"]:
                             saved[lib] = save
                         if "ops" in r:
                             res[lib]["ops"] = r["ops"]
-                err = max_err(saved["hl"], saved["ort"])
-                med = {k: statistics.median(v["times"]) * 1e3 for k, v in res.items()}
-                low = {k: min(v["times"]) * 1e3 for k, v in res.items()}
+                        if r.get("why") and r["why"] not in notes:
+                            notes.append(r["why"])
+                            print(r["why"], flush=True)
+                errs = {lib: max_err(saved[lib], saved["ort"]) for lib in saved if lib != "ort"}
+                bad = {lib: e for lib, e in errs.items() if not e <= AGREE}
+                if bad:
+                    sys.exit(f"{name} batch {batch}: outputs differ from onnxruntime's by "
+                             f"{bad} (more than {AGREE})")
+                med = {k: statistics.median(v["times"]) * 1e3 for k, v in res.items() if v["times"]}
+                low = {k: min(v["times"]) * 1e3 for k, v in res.items() if v["times"]}
                 ratios.append(med["hl"] / med["ort"])
+                torch_cols = (f"{med['torch']:9.1f} {med['hl'] / med['torch']:8.2f}"
+                              if "torch" in med else f"{'-':>9} {'-':>8}")
                 print(f"{MODELS[name][1]:27} {batch:5d} {med['hl']:8.1f} ({low['hl']:5.1f})"
-                      f" {med['ort']:8.1f} ({low['ort']:5.1f}) {ratios[-1]:7.2f} {err:8.1e}"
+                      f" {med['ort']:8.1f} ({low['ort']:5.1f}) {ratios[-1]:7.2f} {torch_cols}"
+                      f" {max(errs.values()):8.1e}"
                       f" {min(res['hl']['load']):6.2f}/{min(res['ort']['load']):<6.2f}", flush=True)
                 if args.profile:
                     print_ops(res["hl"]["ops"], res["ort"]["ops"])
@@ -251,14 +317,19 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--profile", action="store_true",
                     help="also print the time by operator type on each side")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time runs by the wall clock (latency) or the process's CPU time "
+                         "(with --threads 1 only: what a loaded host does not inflate)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--save", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        ap.error("--clock cpu needs --threads 1 (it would count idle threads' spinning)")
     setup(args.threads)
     if args.worker:
         r = worker(args.worker, model_path(args.models, args.only), args.only,
                    int(args.batches), args.repeat, args.warmup, args.threads, args.save,
-                   args.profile)
+                   args.profile, args.clock)
         report(r)
         return 0
     run(args)

@@ -217,6 +217,23 @@ hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, in
 hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
                   const int64_t *stride, const int64_t *pads, const int64_t *dilation,
                   int64_t groups, hl_tensor **out);
+/* Activations a fused convolution applies to its outputs (hl_conv_fused). */
+enum {
+    HL_CONV_ACT_NONE = 0,
+    HL_CONV_ACT_RELU = 1,          /* max(x, 0) */
+    HL_CONV_ACT_CLIP = 2,          /* min(max(x, alpha), beta) */
+    HL_CONV_ACT_LEAKY_RELU = 3,    /* x >= 0 ? x : alpha * x */
+    HL_CONV_ACT_HARD_SIGMOID = 4   /* max(0, min(1, alpha * x + beta)) */
+};
+/* act(conv(x, w, bias) + residual), with every output finished while it is in cache (the
+   inference epilogue ONNX importers fuse: Conv + Add + Relu and the like). residual may be
+   NULL, else it has the output's shape and dtype; act is one of HL_CONV_ACT_*, with alpha
+   and beta as listed there. The other arguments are hl_conv's. The result equals hl_conv,
+   then hl_add, then the activation's own op, NaN and infinities included. */
+hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                        const hl_tensor *residual, const int64_t *stride, const int64_t *pads,
+                        const int64_t *dilation, int64_t groups, int act, double alpha,
+                        double beta, hl_tensor **out);
 /* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,
                              const int64_t *stride, const int64_t *pads,

@@ -126,6 +126,7 @@
     X(MATMUL, matmul, matmul) \
     X(GEMM, gemm, gemm) \
     X(CONV, conv, conv) \
+    X(CONV_FUSED, conv_fused, conv) \
     X(CONV_GRAD_INPUT, conv_grad_input, conv_grad_input) \
     X(CONV_GRAD_WEIGHT, conv_grad_weight, conv_grad_weight) \
     X(MAX_POOL, max_pool, pool) \

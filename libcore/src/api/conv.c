@@ -8,6 +8,9 @@
  *   i[0] groups, i[1..2] stride (h, w), i[3..4] dilation (h, w), i[5..6] pads at the start
  *   (top, left), i[7..8] pads at the end (bottom, right).
  *   conv:             in {x, w, bias?}  out {y}
+ *   conv_fused:       in {x, w, bias?, residual?} out {y}; i[9] the activation
+ *                     (HL_CONV_ACT_*), i[10] whether a bias, i[11] whether a residual is
+ *                     given; f[0..1] the activation's alpha and beta
  *   conv_grad_input:  in {dy, w, bias?} out {dx}  (bias is added to dx: conv_transpose)
  *   conv_grad_weight: in {dy, x}        out {dw}
  * The kernels take spatial sizes from the tensors: for conv_grad_input they loop over dy's
@@ -133,9 +136,17 @@ static hl_status check_bias(const char *op, const hl_tensor *bias, int64_t chann
 
 /* Prepares *out (contiguous, not overlapping the inputs), makes contiguous 4-D views of the
    inputs and submits the record. On failure *out is restored to caller. */
+/* What conv_fused adds to the record (i[9..11], f[0..1]); NULL for the other ops. */
+typedef struct {
+    int act;
+    double alpha, beta;
+    bool bias, residual;
+} fused_attrs;
+
 static hl_status submit(const char *opname, int op, const conv_attrs *a,
                         const hl_tensor *const *ins, int n_in, hl_dtype dtype, hl_device dev,
-                        int ndim, const int64_t *oshape, hl_tensor **out) {
+                        int ndim, const int64_t *oshape, const fused_attrs *fu,
+                        hl_tensor **out) {
     hl_tensor *caller = *out;
     hl_status st = hl_out_prepare(opname, out, dtype, dev, ndim, oshape);
     if (st) return st;
@@ -167,6 +178,13 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
                      .i = {a->groups, a->stride[0], a->stride[1], a->dil[0], a->dil[1], a->pb[0],
                            a->pb[1], a->pe[0], a->pe[1]}};
         for (int k = 0; k < n_in; k++) c.in[k] = held[k];
+        if (fu) {
+            c.i[9] = fu->act;
+            c.i[10] = fu->bias;
+            c.i[11] = fu->residual;
+            c.f[0] = fu->alpha;
+            c.f[1] = fu->beta;
+        }
         st = hl_submit(&c);
     }
     for (int k = 0; k < n_in; k++) hl_tensor_release(held[k]);
@@ -175,15 +193,22 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
     return st;
 }
 
-hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
-                  const int64_t *stride, const int64_t *pads, const int64_t *dilation,
-                  int64_t groups, hl_tensor **out) {
-    const char *op = "conv";
+/* conv and conv_fused (fu NULL for conv). */
+static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const hl_tensor *w,
+                            const hl_tensor *bias, const hl_tensor *residual,
+                            const int64_t *stride, const int64_t *pads,
+                            const int64_t *dilation, int64_t groups, const fused_attrs *fu,
+                            hl_tensor **out) {
     if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
     int S = 2;
     hl_device dev = {HL_DEVICE_CPU, 0};
-    hl_status st = check_lead(op, HL_OP_CONV, "input", x, &S, &dev);
+    hl_status st = check_lead(op, code, "input", x, &S, &dev);
     if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
+    /* Other backends run the conv family's records as plain convolutions: until one reads
+       the epilogue (i[9..11]), a fused call there is refused rather than answered wrong. */
+    if (fu && dev.kind != HL_DEVICE_CPU && dev.kind != HL_DEVICE_META)
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s: runs on the CPU only, got %s; use conv, add "
+                       "and the activation", op, hl_desc(x));
     if (w->ndim != x->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_out, C_in / groups%s) for input "
                        "%s, got %s", op, S == 1 ? ", k" : ", kh, kw", hl_desc(x), hl_desc(w));
@@ -211,8 +236,39 @@ hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
     if ((st = out_sizes(op, &a, x->shape + 2, w->shape + 2, oshape + 2)) ||
         (st = check_gemm_sizes(op, w->shape[1], w->shape + 2, S, c_out / groups, oshape + 2)))
         return st;
-    const hl_tensor *ins[3] = {x, w, bias};
-    return submit(op, HL_OP_CONV, &a, ins, bias ? 3 : 2, x->dtype, dev, x->ndim, oshape, out);
+    const hl_tensor *ins[4] = {x, w};
+    int n_in = 2;
+    if (bias) ins[n_in++] = bias;
+    if (residual) {
+        if ((st = check_tensor(op, "the residual", residual, dev, x->dtype))) return st;
+        bool same = residual->ndim == x->ndim;
+        for (int d = 0; same && d < x->ndim; d++) same = residual->shape[d] == oshape[d];
+        if (!same)
+            return hl_fail(HL_ERR_SHAPE, "%s: the residual must have the output's shape %s, got "
+                           "%s", op, hl_shape_str(x->ndim, oshape), hl_desc(residual));
+        ins[n_in++] = residual;
+    }
+    return submit(op, code, &a, ins, n_in, x->dtype, dev, x->ndim, oshape, fu, out);
+}
+
+hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                  const int64_t *stride, const int64_t *pads, const int64_t *dilation,
+                  int64_t groups, hl_tensor **out) {
+    return conv_entry("conv", HL_OP_CONV, x, w, bias, NULL, stride, pads, dilation, groups,
+                      NULL, out);
+}
+
+hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
+                        const hl_tensor *residual, const int64_t *stride, const int64_t *pads,
+                        const int64_t *dilation, int64_t groups, int act, double alpha,
+                        double beta, hl_tensor **out) {
+    const char *op = "conv_fused";
+    if (act < HL_CONV_ACT_NONE || act > HL_CONV_ACT_HARD_SIGMOID)
+        return hl_fail(HL_ERR_VALUE, "%s: act must be one of HL_CONV_ACT_* (0 none, 1 relu, "
+                       "2 clip, 3 leaky_relu, 4 hard_sigmoid), got %d", op, act);
+    const fused_attrs fu = {act, alpha, beta, bias != NULL, residual != NULL};
+    return conv_entry(op, HL_OP_CONV_FUSED, x, w, bias, residual, stride, pads, dilation,
+                      groups, &fu, out);
 }
 
 /* Shared by conv_grad_input and conv_transpose: dy (N, C_out, out...) and w (C_out,
@@ -261,7 +317,7 @@ static hl_status grad_input(const char *op, const hl_tensor *dy, const hl_tensor
         return st;
     const hl_tensor *ins[3] = {dy, w, bias};
     return submit(op, HL_OP_CONV_GRAD_INPUT, a, ins, bias ? 3 : 2, dy->dtype, dev, S + 2, xs,
-                  out);
+                  NULL, out);
 }
 
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,
@@ -318,7 +374,8 @@ hl_status hl_conv_grad_weight(const hl_tensor *dy, const hl_tensor *x, const int
                            hl_shape_str(S, ws + 2), hl_shape_str(S, osz), hl_desc(dy));
     if ((st = check_gemm_sizes(op, ws[1], ws + 2, S, ws[0] / groups, osz))) return st;
     const hl_tensor *ins[2] = {dy, x};
-    return submit(op, HL_OP_CONV_GRAD_WEIGHT, &a, ins, 2, dy->dtype, dev, S + 2, ws, out);
+    return submit(op, HL_OP_CONV_GRAD_WEIGHT, &a, ins, 2, dy->dtype, dev, S + 2, ws, NULL,
+                  out);
 }
 
 hl_status hl_conv_transpose(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,

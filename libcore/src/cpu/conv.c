@@ -20,6 +20,8 @@
 #include <cblas.h>
 
 #include "../core.h"
+#include <math.h>
+
 #include "conv.h"
 #include "out_range.h"
 
@@ -107,20 +109,33 @@ static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
 #undef SFX
 #undef CBLAS_GEMM
 
+/* conv and conv_fused (whose record says which optional inputs it has, api/conv.c). */
 hl_status hl_cpu_conv(const hl_call *c) {
-    const hl_tensor *x = c->in[0], *w = c->in[1], *b = c->n_in > 2 ? c->in[2] : NULL;
+    const hl_tensor *x = c->in[0], *w = c->in[1], *b = NULL;
+    conv_epilogue epi = {HL_CONV_ACT_NONE, 0, 0, NULL};
+    if (c->op == HL_OP_CONV_FUSED) {
+        int k = 2;
+        if (c->i[10]) b = c->in[k++];
+        if (c->i[11]) epi.res = hl_ptr(c->in[k++]);
+        epi.act = (int)c->i[9];
+        epi.alpha = c->f[0];
+        epi.beta = c->f[1];
+    } else if (c->n_in > 2) {
+        b = c->in[2];
+    }
+    const conv_epilogue *e = conv_epilogue_active(&epi) ? &epi : NULL;
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
-    if (x->dtype == HL_F32 && hl_winograd_fits(&g) &&
+    if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
-                                   b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
+                                   b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
     if (x->dtype == HL_F64)
         return conv_forward_f64(&g, (const double *)hl_ptr(x), (const double *)hl_ptr(w),
-                                b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(y));
+                                b ? (const double *)hl_ptr(b) : NULL, e, (double *)hl_ptr(y));
     return conv_forward_f32(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
-                            b ? (const float *)hl_ptr(b) : NULL, (float *)hl_ptr(y));
+                            b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
 }
 
 hl_status hl_cpu_conv_grad_input(const hl_call *c) {

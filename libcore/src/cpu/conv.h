@@ -20,6 +20,20 @@ typedef struct {
     int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
 } conv_geom;
 
+/* What conv_fused does to each output after its bias, while the output is still in cache
+   (api/conv.c): adds the residual (an array shaped like y, or NULL) at the same position,
+   then applies the activation act (HL_CONV_ACT_*, hl_core.h) with parameters alpha, beta.
+   Plain conv calls pass NULL or an epilogue with act NONE and no residual. */
+typedef struct {
+    int act;
+    double alpha, beta;
+    const void *res;
+} conv_epilogue;
+
+static inline bool conv_epilogue_active(const conv_epilogue *e) {
+    return e && (e->act != HL_CONV_ACT_NONE || e->res);
+}
+
 /* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {
     hl_storage *s;
@@ -42,11 +56,13 @@ static inline void scratch_put(scratch *b) {
 
 /* Winograd F(2x2, 3x3), float32 (winograd.c). `fits` says whether a call may take it. */
 bool hl_winograd_fits(const conv_geom *g);
+/* Whether a forward call has tiles enough to repay transforming the kernels. */
+bool hl_winograd_pays_forward(const conv_geom *g);
 /* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
    cancellation would round at its own scale (winograd.c, "Precision"). */
 bool hl_winograd_weights_ok(const float *w, int64_t n);
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
-                              const float *bias, float *y);
+                              const float *bias, const conv_epilogue *epi, float *y);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
                                  const float *bias, float *dx);
 hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,

@@ -7,6 +7,8 @@
 #define CONV_CAT(a, b) CONV_CAT2(a, b)
 #define FN(name) CONV_CAT(name, SFX)
 
+#include "conv_epilogue_impl.h"
+
 /* Work below this many elements runs on one thread: a parallel region costs more. */
 #ifndef CONV_PAR_MIN
 #define CONV_PAR_MIN 32768
@@ -107,7 +109,7 @@ static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m,
 
 /* y[n0 + nl, grp * cg_out + co, :] = buf[co, nl * P : (nl + 1) * P] + bias. */
 static void FN(scatter)(const conv_geom *g, const T *buf, int64_t n0, int64_t m, int64_t grp,
-                        const T *bias, T *y) {
+                        const T *bias, const conv_epilogue *epi, T *y) {
     const int64_t P = g->P, cg = g->cg_out;
 #pragma omp parallel for collapse(2) schedule(static) if (cg * m * P > CONV_PAR_MIN)
     for (int64_t nl = 0; nl < m; nl++)
@@ -117,6 +119,7 @@ static void FN(scatter)(const conv_geom *g, const T *buf, int64_t n0, int64_t m,
             const T *restrict s = buf + co * m * P + nl * P;
             const T b = bias ? bias[ch] : 0;
             for (int64_t p = 0; p < P; p++) d[p] = s[p] + b;
+            if (epi) FN(conv_epilogue_at)(epi, y, ((n0 + nl) * g->c_out + ch) * P, P);
         }
 }
 
@@ -196,22 +199,32 @@ static void FN(depthwise_plane)(const conv_geom *g, const T *restrict xp, const 
 }
 
 static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
-                                    T *y) {
+                                    const conv_epilogue *epi, T *y) {
     const int64_t planes = g->n * g->c_out;
 #pragma omp parallel for schedule(static) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
         FN(depthwise_plane)(g, x + (n * g->c_in + ci) * g->h * g->w, w + co * g->kh * g->kw,
                             bias ? bias[co] : (T)0, y + pl * g->P);
+        if (epi) FN(conv_epilogue_at)(epi, y, pl * g->P, g->P);
     }
     return HL_OK;
 }
 
+/* The epilogue over a group's rows of a one-sample tile that a product has just written:
+   cg channels of pt positions from off, P apart. */
+static void FN(epilogue_tile)(const conv_epilogue *epi, T *y, int64_t off, int64_t cg,
+                              int64_t pt, int64_t P) {
+#pragma omp parallel for schedule(static) if (cg * pt > CONV_PAR_MIN)
+    for (int64_t co = 0; co < cg; co++) FN(conv_epilogue_at)(epi, y, off + co * P, pt);
+}
+
+/* y = conv(x, w) + bias, then the epilogue (NULL: none) while each tile is in cache. */
 static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, const T *bias,
-                                  T *y) {
+                                  const conv_epilogue *epi, T *y) {
     const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
     if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
-    if (g->cg_in == 1 && g->groups > 1) return FN(conv_depthwise)(g, x, w, bias, y);
+    if (g->cg_in == 1 && g->groups > 1) return FN(conv_depthwise)(g, x, w, bias, epi, y);
     const bool pw = FN(direct)(g);
     const tiling t = pw ? (tiling){1, g->oh} : plan_tiles(g, sizeof(T), 2);
     scratch sc, sb;
@@ -228,11 +241,12 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
                 const T *B = FN(columns)(g, pw, x, n0, m, oy0, r, grp, cols);
                 const T *A = w + grp * cg * K;
                 if (m == 1) {
-                    FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0,
-                             y + (n0 * CO + grp * cg) * P + oy0 * g->ow, P);
+                    const int64_t off = (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                    FN(gemm)(false, false, cg, pt, K, A, K, B, pt, bias ? 1 : 0, y + off, P);
+                    if (epi) FN(epilogue_tile)(epi, y, off, cg, pt, P);
                 } else {
                     FN(gemm)(false, false, cg, m * P, K, A, K, B, m * P, 0, obuf, m * P);
-                    FN(scatter)(g, obuf, n0, m, grp, bias, y);
+                    FN(scatter)(g, obuf, n0, m, grp, bias, epi, y);
                 }
             }
         }

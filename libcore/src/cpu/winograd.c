@@ -17,7 +17,8 @@
  *                dimension is the tiles, then a 4x4 -> 3x3 transform per (c_out, c_in)
  * Tiles go in blocks whose transformed data stays a few MiB. Results differ from im2col's by
  * rounding only (the sums are ordered differently); float64, which the gradient checks use,
- * keeps im2col. HL_WINOGRAD=0 in the environment turns this path off, for comparisons.
+ * keeps im2col. HL_WINOGRAD=0 in the environment turns this path off, for comparisons;
+ * HL_WINOGRAD=1 takes it for forward calls with few tiles too (hl_winograd_pays_forward).
  *
  * Precision. The transforms add and subtract the taps of a kernel (U = G g G^T mixes all 9)
  * and the products are taken back apart by A^T . A; what cancels there is rounded at the
@@ -42,8 +43,19 @@
 #include "conv.h"
 #include "parallel.h"
 
+#define T float
+#define SFX f32
+#include "conv_epilogue_impl.h"
+#undef T
+#undef SFX
+
 /* Below this many channels on either side the products are too thin to gain. */
 enum { MIN_CHANNELS = 16 };
+/* A forward pass transforms all C_out x C_in kernels (16 values each) every call, a cost
+   that only many tiles repay: ResNet-18's 512-channel 7x7 layers at batch 1 (16 tiles) took
+   8.0 ms by Winograd and 4.7 ms by im2col + sgemm, its 256-channel 14x14 ones (49 tiles)
+   3.4 ms either way, one thread (docs/performance.md, onnx_infer). */
+enum { MIN_FORWARD_TILES = 32 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
    MIN_BLOCK_TILES tiles (the products of wide layers are slow below that). Within those
    bounds the size hardly shows: ResNet-18 training steps took the same time, within the
@@ -84,6 +96,12 @@ bool hl_winograd_fits(const conv_geom *g) {
     if (g->n == 0 || g->oh == 0 || g->ow == 0 || g->h == 0 || g->w == 0) return false;
     const char *env = getenv("HL_WINOGRAD");
     return !(env && env[0] == '0' && env[1] == '\0');
+}
+
+bool hl_winograd_pays_forward(const conv_geom *g) {
+    const int64_t tiles = g->n * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
+    const char *env = getenv("HL_WINOGRAD");  /* 1: wherever it fits, for tests */
+    return tiles >= MIN_FORWARD_TILES || (env && env[0] == '1' && env[1] == '\0');
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
@@ -255,7 +273,8 @@ static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t coun
 HL_CLONES
 static void output_run(const float *restrict m, int64_t ms, int64_t len, const wgeom *g,
                        int64_t ty, int64_t tx0, float b, float *restrict ybuf,
-                       float *restrict plane) {
+                       float *restrict plane, const conv_epilogue *epi,
+                       const float *rplane) {
     float *y00 = ybuf, *y01 = ybuf + len, *y10 = ybuf + 2 * len, *y11 = ybuf + 3 * len;
     for (int64_t j = 0; j < len; j++) {
         float s0[4], s1[4];
@@ -282,21 +301,25 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
             out[2 * j + 1] = c[j];
         }
         if (full < len) out[2 * full] = a[full];
+        if (epi)  /* the fused epilogue, while the row is in cache */
+            conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + 2 * tx0 : NULL,
+                                  2 * full + (full < len));
     }
 }
 
 /* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]. */
 static void output_block(const wgeom *g, const float *M, int64_t es, int64_t t0,
-                         int64_t count, const float *bias, float *y, float *work,
-                         int64_t work_per_thread) {
+                         int64_t count, const float *bias, const conv_epilogue *epi, float *y,
+                         float *work, int64_t work_per_thread) {
     const int64_t C = g->c_out;
 #pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
     for (int64_t co = 0; co < C; co++) {
         float *ybuf = work + hl_thread_num() * work_per_thread;
         const float b = bias ? bias[co] : 0;
         RUNS(g, t0, count, u) {
-            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf,
-                       y + (u.n * C + co) * g->oh * g->ow);
+            const int64_t plane = (u.n * C + co) * g->oh * g->ow;
+            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf, y + plane,
+                       epi, epi && epi->res ? (const float *)epi->res + plane : NULL);
         }
     }
 }
@@ -392,7 +415,8 @@ static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *s
    which reads and writes memory in sequence (read the other way round, a 512 x 512 kernel
    took 3 ms), and the products read the transformed kernel transposed when turned. */
 static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
-                          bool turned, const float *bias, float *y) {
+                          bool turned, const float *bias, const conv_epilogue *epi,
+                          float *y) {
     const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
     const int64_t us = entry_stride(C0 * C1);
     const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
@@ -412,17 +436,17 @@ static hl_status convolve(const char *op, const wgeom *g, const float *x, const 
         const int64_t count = HL_MIN(tb, g->tiles - t0);
         input_block(g, x, t0, count, V, vs, work, wpt);
         batched_gemm(turned, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
-        output_block(g, M, ms, t0, count, bias, y, work, wpt);
+        output_block(g, M, ms, t0, count, bias, epi, y, work, wpt);
     }
     scratch_put(&s);
     return HL_OK;
 }
 
 hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *w,
-                              const float *bias, float *y) {
+                              const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
-    return convolve("conv", &g, x, w, false, bias, y);
+    return convolve("conv", &g, x, w, false, bias, epi, y);
 }
 
 /* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
@@ -431,7 +455,7 @@ hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const flo
                                  const float *bias, float *dx) {
     const wgeom g = wgeom_make(cg->n, cg->c_out, cg->oh, cg->ow, cg->c_in, cg->h, cg->w,
                                2 - cg->pt, 2 - cg->pl);
-    return convolve("conv_grad_input", &g, dy, w, true, bias, dx);
+    return convolve("conv_grad_input", &g, dy, w, true, bias, NULL, dx);
 }
 
 /* ---- grad_weight ------------------------------------------------------------------------- */

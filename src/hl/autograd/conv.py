@@ -16,8 +16,9 @@ from .. import errors, ops
 from ..ops.conv import _ints, conv_pads
 from ._nn import as_input, check_rank, window_out
 from .function import Function
+from .mode import is_grad_enabled
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
+__all__ = ["conv1d", "conv2d", "conv_fused", "conv_transpose1d", "conv_transpose2d"]
 
 _GRAD_INPUT = {1: ops.conv1d_grad_input, 2: ops.conv2d_grad_input}
 _GRAD_WEIGHT = {1: ops.conv1d_grad_weight, 2: ops.conv2d_grad_weight}
@@ -152,3 +153,16 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
     op = "conv_transpose2d"
     return _call(ConvTranspose(2, stride, padding, output_padding, groups, dilation, op),
                  x, w, b, op)
+
+
+def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, groups=1,
+               act="none", alpha=0.0, beta=0.0):
+    """hl.ops.conv_fused_forward (act(conv(x, w, b) + residual) in one pass, for inference). It has no
+    gradient: where one would be recorded it refuses, rather than drop it silently."""
+    if is_grad_enabled() and any(getattr(t, "requires_grad", False)
+                                 for t in (x, w, b, residual)):
+        raise errors.UnsupportedError(
+            "conv_fused: an inference kernel without a gradient, called on tensors that "
+            "require one; use conv2d (or conv1d), add and the activation, or hl.no_grad()")
+    return ops.conv_fused_forward(x, w, b, residual, stride=stride, padding=padding,
+                          dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta)

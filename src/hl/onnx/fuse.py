@@ -13,7 +13,11 @@ import copy
 
 import numpy as np
 
+from ..autograd import functional as F
+from ..autograd import is_grad_enabled
+from .ops._spatial import pads_for, strides_dilations
 from .ops._util import const
+from .ops.conv import _check_conv
 
 
 def conv_batchnorm(graph, constants, folded):
@@ -60,3 +64,176 @@ def conv_batchnorm(graph, constants, folded):
         replace[conv.index] = fused
         skip.add(bn.index)
     return replace, skip, new_constants
+
+
+# ---- convolution epilogues -------------------------------------------------------------------
+
+# Activations a fused convolution applies, each as (act, alpha, beta) from its node, or None
+# where the node's parameters are not constants.
+def _relu(node, constants):
+    return "relu", 0.0, 0.0
+
+
+def _leaky_relu(node, constants):
+    return "leaky_relu", float(node.attr("alpha", 0.01)), 0.0
+
+
+def _hard_sigmoid(node, constants):
+    return "hard_sigmoid", float(node.attr("alpha", 0.2)), float(node.attr("beta", 0.5))
+
+
+def _clip(node, constants):
+    big = float(np.finfo(np.float32).max)
+    if node.opset < 11:
+        return "clip", float(node.attr("min", -big)), float(node.attr("max", big))
+    bounds = []
+    for i, default in ((1, -np.inf), (2, np.inf)):
+        name = node.inputs[i] if len(node.inputs) > i else ""
+        if not name:
+            bounds.append(default)
+            continue
+        t = constants.get(name)
+        if t is None or t.numel() != 1:
+            return None
+        bounds.append(float(t.numpy().reshape(())))
+    return ("clip", *bounds)
+
+
+ACTIVATIONS = {"Relu": _relu, "LeakyRelu": _leaky_relu, "HardSigmoid": _hard_sigmoid,
+               "Clip": _clip}
+
+
+def conv_epilogues(nodes, graph, constants, device, skip):
+    """Conv, then Add of another value, then an activation (each step optional, at least one
+    present) become one node that runs hl.conv_fused: the residual add and the activation
+    applied while each output is in cache, instead of two more passes over the activations.
+
+    ``nodes`` is the program's node list (BatchNormalization already folded), ``skip`` the
+    indices of the nodes that do not run (folded constants, absorbed BatchNormalization),
+    which the returned list leaves out. The fused node
+    takes the place of the last node it absorbs (by then every value it reads exists) and
+    keeps the absorbed nodes: a call that the kernel cannot take (a residual that broadcasts,
+    a dtype the core does not compute, gradients wanted) runs them one after another. Only on
+    the CPU (other backends have no conv_fused kernel). Returns the new list, or None when
+    nothing fused."""
+    if getattr(device, "kind", "cpu") != "cpu":
+        return None
+    nodes = [n for n in nodes if n.index not in skip]
+    readers = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name:
+                readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.outputs}
+
+    absorbed, at = set(), {}
+
+    def only_reader(name):
+        """The one node that reads name, if name is read once, is no graph output and its
+        reader is not yet in another chain (two convolutions may feed one Add)."""
+        rs = readers.get(name, [])
+        ok = len(rs) == 1 and name not in outputs and id(rs[0]) not in absorbed
+        return rs[0] if ok else None
+
+    for conv in nodes:
+        if conv.op_type != "Conv" or len([o for o in conv.outputs if o]) != 1 or \
+                len(conv.inputs) < 2 or conv.inputs[1] not in constants:
+            continue
+        chain, residual, act = [conv], "", ("none", 0.0, 0.0)
+        y = conv.outputs[0]
+        nxt = only_reader(y)
+        if nxt is not None and nxt.op_type == "Add" and len(nxt.inputs) == 2 and \
+                nxt.inputs.count(y) == 1 and all(nxt.inputs):
+            residual = nxt.inputs[1] if nxt.inputs[0] == y else nxt.inputs[0]
+            chain.append(nxt)
+            y = nxt.outputs[0]
+            nxt = only_reader(y)
+        if nxt is not None and nxt.op_type in ACTIVATIONS and nxt.inputs[0] == y:
+            got = ACTIVATIONS[nxt.op_type](nxt, constants)
+            if got is not None:
+                act = got
+                chain.append(nxt)
+        if len(chain) == 1:
+            continue
+        fused = copy.copy(conv)
+        fused.op_type = "FusedConv"
+        fused.name = "+".join(n.name for n in chain)
+        fused.inputs = (conv.inputs + [""] * 3)[:3] + [residual]
+        fused.outputs = [chain[-1].outputs[0]]
+        fused.index = chain[-1].index
+        fused.handler = run_fused_conv
+        fused.fused_chain = chain
+        fused.epilogue = act
+        fused.fused_geometry = {}
+        absorbed.update(id(n) for n in chain)
+        at[id(chain[-1])] = fused
+    if not at:
+        return None
+    return [at.get(id(n), n) for n in nodes if id(n) not in absorbed or id(n) in at]
+
+
+def run_fused_conv(n, x, w, b=None, r=None):
+    """The handler of a FusedConv node (conv_epilogues). The geometry of each input signature
+    is worked out (and checked) once and kept on the node."""
+    operands = (x, w, b, r)
+    if is_grad_enabled() and any(t is not None and t.requires_grad for t in operands):
+        return _run_chain(n, x, w, b, r)  # conv_fused has no gradient
+    key = tuple(None if t is None else (t.shape, t.dtype.name) for t in operands)
+    cache = n.fused_geometry
+    geometry = cache.get(key, _UNKNOWN)
+    if geometry is _UNKNOWN:
+        geometry = _fused_geometry(n, x, w, b, r)
+        if len(cache) < GEOMETRIES:
+            cache[key] = geometry
+    if geometry is None:  # the absorbed nodes, one after another
+        return _run_chain(n, x, w, b, r)
+    return F.conv_fused(x, w, b, r, **geometry)
+
+
+# How many input signatures a FusedConv node keeps the geometry of.
+GEOMETRIES = 8
+_UNKNOWN = object()
+
+
+def _fused_geometry(n, x, w, b, r):
+    """conv_fused's keyword arguments for these operands, or None where the kernel cannot
+    take them (a dtype the core does not compute, more than 2 spatial axes, a residual that
+    broadcasts). Raises the Conv's own errors for a bad input."""
+    conv = n.fused_chain[0]
+    group = conv.attr("group", 1)
+    nd = _check_conv(conv, x, w, group)
+    if x.dtype.name not in ("float32", "float64") or nd > 2 or \
+            any(t is not None and t.dtype != x.dtype for t in (w, b, r)):
+        return None
+    strides, dil = strides_dilations(conv, nd)
+    pads = pads_for(conv, x.shape[2:], w.shape[2:], strides, dil)
+    if r is not None:
+        spatial = [(size + p0 + p1 - d * (k - 1) - 1) // s + 1 for size, (p0, p1), k, s, d
+                   in zip(x.shape[2:], pads, w.shape[2:], strides, dil)]
+        if tuple(r.shape) != (x.shape[0], w.shape[0], *spatial):
+            return None
+    act, alpha, beta = n.epilogue
+    padding = tuple(p[0] for p in pads) + tuple(p[1] for p in pads)  # ONNX order
+    return dict(stride=strides, padding=padding, dilation=dil, groups=group, act=act,
+                alpha=alpha, beta=beta)
+
+
+def _run_chain(n, x, w, b, r):
+    chain = n.fused_chain
+    conv = chain[0]
+    y = conv.handler(conv, x, w, *([b] if b is not None else []))
+    for node in chain[1:]:
+        xs = []
+        for name in node.inputs:
+            if name == "":
+                xs.append(None)
+            elif name in (conv.outputs[0], *(m.outputs[0] for m in chain[1:])):
+                xs.append(y)
+            elif name == n.inputs[3]:
+                xs.append(r)
+            else:  # a constant parameter (Clip's bounds), from the values of the run
+                xs.append(n.scope[name])
+        y = node.handler(node, *xs)
+        if isinstance(y, (tuple, list)):
+            y = y[0]
+    return y

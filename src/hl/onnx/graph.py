@@ -124,16 +124,7 @@ class Graph:
         return names
 
     def _last_uses(self):
-        last = {}
-        for node in self.nodes:
-            for name in node.inputs:
-                if name:
-                    last[name] = node.index
-            for name in _subgraph_free_names(node.proto):
-                last[name] = node.index
-        for out in self.outputs:
-            last[out.name] = len(self.nodes)
-        return last
+        return last_uses(self.nodes, self)
 
     def free_names(self):
         """Names this graph reads from an enclosing scope."""
@@ -146,6 +137,21 @@ class Graph:
             used |= _subgraph_free_names(n.proto)
         used |= {o.name for o in self.outputs}
         return used - made
+
+
+def last_uses(nodes, graph):
+    """{value name: index of the last node of ``nodes`` (an order of graph's nodes, or of
+    nodes made from them) that reads it}; graph outputs live past the end."""
+    last = {}
+    for node in nodes:
+        for name in node.inputs:
+            if name:
+                last[name] = node.index
+        for name in _subgraph_free_names(node.proto):
+            last[name] = node.index
+    for out in graph.outputs:
+        last[out.name] = len(graph.nodes)
+    return last
 
 
 def _read_initializer(t):

@@ -11,7 +11,7 @@ from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
 from ..autograd.mode import trace_state as _trace
-from .graph import Graph
+from .graph import Graph, last_uses
 from .types import elem_type_name
 from .load import MALFORMED
 
@@ -34,7 +34,7 @@ class Program:
         _place(graph, device)
         if fold:
             self._fold()
-        self.fused_nodes, self.fused_skip = None, set()
+        self.fused_nodes, self.fused_skip, self.fused_last_use = None, set(), None
         if fuse:
             from . import fuse as _fuse
             replace, self.fused_skip, extra = _fuse.conv_batchnorm(graph, self.constants,
@@ -42,6 +42,12 @@ class Program:
             if replace:
                 self.constants.update(extra)
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
+            nodes = _fuse.conv_epilogues(self.fused_nodes or graph.nodes, graph,
+                                         self.constants, device,
+                                         self.folded | self.fused_skip)
+            if nodes is not None:  # fused nodes read values later than the graph's nodes
+                self.fused_nodes = nodes
+                self.fused_last_use = last_uses(nodes, graph)
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
                               for n in node.outputs if n}
@@ -88,10 +94,11 @@ class Program:
         if params:
             values.update(params)
         values.update(feeds)
-        skip = self.folded
+        skip, last_use = self.folded, self.graph.last_use
         if self.fused_nodes is not None and stop is None and not keep and not keep_all \
                 and not training:
             nodes, skip = self.fused_nodes, self.folded | self.fused_skip
+            last_use = self.fused_last_use or last_use
         else:  # intermediates asked for: the graph as written, so each keeps its meaning
             nodes = self.graph.nodes if stop is None else self.graph.nodes[:stop + 1]
         keep = set(keep) | {o.name for o in self.graph.outputs}
@@ -105,9 +112,9 @@ class Program:
             if known is not None:  # the same shapes as before: reuse the shape arithmetic
                 values.update(known)
                 return run_nodes(nodes, values, training, skip | self.shape_nodes,
-                                 self.graph.last_use, keep, eval_nodes)
+                                 last_use, keep, eval_nodes)
         outputs = self.shape_outputs if signature is not None else set()
-        values = run_nodes(nodes, values, training, skip, self.graph.last_use,
+        values = run_nodes(nodes, values, training, skip, last_use,
                            None if keep_all else keep | outputs, eval_nodes)
         if signature is not None:
             # copy, change, swap: another thread may be reading or iterating the cache

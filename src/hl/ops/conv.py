@@ -12,9 +12,13 @@ import operator
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
-__all__ = ["conv1d_forward", "conv2d_forward", "conv_transpose1d_forward",
+__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_transpose1d_forward",
            "conv_transpose2d_forward", "conv1d_grad_input",
-           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight"]
+           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "CONV_ACTIVATIONS"]
+
+# The activations conv_fused_forward applies after its residual add (HL_CONV_ACT_* in
+# hl_core.h), with what alpha and beta mean for each.
+CONV_ACTIVATIONS = {"none": 0, "relu": 1, "clip": 2, "leaky_relu": 3, "hard_sigmoid": 4}
 
 
 _LIMIT = 1 << 62  # beyond int64 in C; the core refuses anything above 2**31 anyway
@@ -119,6 +123,35 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     padding: an int, (ph, pw) symmetric, (top, left, bottom, right) in ONNX order, 'valid', or
     'same' (asymmetric when needed, the extra row/column at the end)."""
     return _conv(2, x, w, b, stride, padding, dilation, groups, "conv2d")
+
+
+def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilation=1,
+                       groups=1, act="none", alpha=0.0, beta=0.0):
+    """act(conv(x, w, b) + residual) in one pass over the output, for inference (no
+    gradient): what an ONNX Conv followed by Add and Relu/Clip/LeakyRelu/HardSigmoid computes,
+    with each output finished while it is in cache. x is 3-D or 4-D as in conv1d/conv2d;
+    residual (optional) has the output's shape exactly; act is a key of CONV_ACTIVATIONS:
+    'clip' bounds to [alpha, beta], 'leaky_relu' has slope alpha, 'hard_sigmoid' is
+    max(0, min(1, alpha * x + beta)). The answer is bit for bit conv, add, then the
+    activation's own op (NaN included)."""
+    op = "conv_fused"
+    x, w = _tensor(x, op, "input"), _tensor(w, op, "weight")
+    if x.ndim not in (3, 4):
+        raise errors.ShapeError(f"{op}: expected a 3-D (N, C, L) or 4-D (N, C, H, W) input, "
+                                f"got shape {tuple(x.shape)}")
+    code = CONV_ACTIVATIONS.get(act)
+    if code is None:
+        raise errors.ValueError(f"{op}: act must be one of {sorted(CONV_ACTIVATIONS)}, got "
+                                f"{act!r}")
+    n = x.ndim - 2
+    stride = _ints(stride, n, "stride", op)
+    dilation = _ints(dilation, n, "dilation", op)
+    kernel = list(w.shape[2:]) if w.ndim == n + 2 else [1] * n
+    pads = conv_pads(padding, n, list(x.shape[2:]), kernel, stride, dilation, op)
+    bh = None if b is None else _tensor(b, op, "bias")._h
+    rh = None if residual is None else _tensor(residual, op, "residual")._h
+    return _wrap(_core.call("conv_fused", x._h, w._h, bh, rh, stride, pads, dilation,
+                            int(groups), code, float(alpha), float(beta), _core.OUT), x._dtype)
 
 
 def _conv_transpose(n, x, w, b, stride, padding, output_padding, groups, dilation, op):

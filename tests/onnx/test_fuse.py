@@ -1,0 +1,140 @@
+"""Inference fusions of hl/onnx/fuse.py: convolution epilogues (Conv [+ BatchNormalization]
++ Add + Relu/Clip/LeakyRelu/HardSigmoid run as one conv_fused node).
+
+Each graph runs three ways: prepare()'d (fused), with all_outputs (the graph as written,
+node by node) and in onnxruntime. Tolerance against onnxruntime: rtol 1e-5, atol 1e-5
+(float32 sums in another order); fused against the graph as written: equal up to the BN
+folding's rounding (rtol 1e-5), and exactly equal where no BN is folded.
+"""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import hl
+import hl.onnx
+
+from ._models import ort_run
+
+pytest.importorskip("onnxruntime")
+
+RNG = np.random.default_rng(0)
+
+
+def _init(name, shape, scale=0.3):
+    return numpy_helper.from_array((RNG.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _model(nodes, inits, outputs=("y",), channels=4, opset=17):
+    graph = helper.make_graph(
+        nodes, "fuse", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                      ["n", channels, 9, 9])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, ["n", "c", "h", "w"])
+         for o in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _fused_kinds(rep):
+    nodes = rep.model.program.fused_nodes or []
+    return sorted((n.epilogue[0], bool(n.inputs[3])) for n in nodes if n.op_type == "FusedConv")
+
+
+def _check(model, batches=(1, 3)):
+    rep = hl.onnx.prepare(model)
+    for n in batches:
+        x = RNG.standard_normal((n, 4, 9, 9)).astype(np.float32)
+        got = rep.run([x])
+        written = rep.run([x], all_outputs=True)
+        want = ort_run(model, {"x": x})
+        for g, o, w in zip(got, model.graph.output, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(g, written[o.name], rtol=1e-5, atol=1e-6)
+    return rep
+
+
+def _bn(prefix, x, y, c=4):
+    inits = [_init(f"{prefix}_s", (c,)), _init(f"{prefix}_b", (c,)), _init(f"{prefix}_m", (c,)),
+             numpy_helper.from_array(RNG.uniform(0.5, 2, c).astype(np.float32), f"{prefix}_v")]
+    node = helper.make_node("BatchNormalization", [x] + [i.name for i in inits], [y])
+    return node, inits
+
+
+def test_resnet_block_two_convs_one_add_relu():
+    """conv-bn-relu-conv-bn, plus a 1x1 shortcut conv-bn, added, then Relu: one of the two
+    convolutions takes the Add and the Relu (the other keeps its BN folding only)."""
+    bn1, i1 = _bn("bn1", "c1", "b1")
+    bn2, i2 = _bn("bn2", "c2", "b2")
+    bn3, i3 = _bn("bn3", "c3", "b3")
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]), bn1,
+             helper.make_node("Relu", ["b1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]), bn2,
+             helper.make_node("Conv", ["x", "w3"], ["c3"]), bn3,
+             helper.make_node("Add", ["b2", "b3"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    inits = [_init("w1", (4, 4, 3, 3)), _init("w2", (4, 4, 3, 3)), _init("w3", (4, 4, 1, 1))]
+    rep = _check(_model(nodes, inits + i1 + i2 + i3))
+    assert _fused_kinds(rep) == [("relu", False), ("relu", True)]
+
+
+@pytest.mark.parametrize("opset", [9, 17])
+def test_mobilenet_clip_and_a_residual_add_without_activation(opset):
+    if opset >= 11:
+        clip = helper.make_node("Clip", ["c1", "lo", "hi"], ["r1"])
+        consts = [numpy_helper.from_array(np.array(0, np.float32), "lo"),
+                  numpy_helper.from_array(np.array(6, np.float32), "hi")]
+    else:
+        clip = helper.make_node("Clip", ["c1"], ["r1"], min=0.0, max=6.0)
+        consts = []
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1], group=4),
+             clip,
+             helper.make_node("Conv", ["r1", "w2"], ["c2"]),
+             helper.make_node("Add", ["x", "c2"], ["y"])]
+    inits = [_init("w1", (4, 1, 3, 3), 3), _init("b1", (4,)), _init("w2", (4, 4, 1, 1))]
+    rep = _check(_model(nodes, inits + consts, opset=opset))
+    assert _fused_kinds(rep) == [("clip", False), ("none", True)]
+
+
+@pytest.mark.parametrize("op,attrs,act", [("LeakyRelu", {"alpha": 0.2}, "leaky_relu"),
+                                          ("HardSigmoid", {"alpha": 0.3, "beta": 0.4},
+                                           "hard_sigmoid"),
+                                          ("Relu", {}, "relu")])
+def test_activations(op, attrs, act):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             helper.make_node(op, ["c"], ["y"], **attrs)]
+    rep = _check(_model(nodes, [_init("w", (4, 4, 3, 3), 2)]))
+    assert _fused_kinds(rep) == [(act, False)]
+
+
+def test_a_broadcasting_add_runs_the_absorbed_nodes():
+    """Add of a (1, C, 1, 1) constant is absorbed, but the kernel takes only a residual of
+    the output's shape: that call runs conv, add and relu one after another."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "shift"], ["s"]),
+             helper.make_node("Relu", ["s"], ["y"])]
+    rep = _check(_model(nodes, [_init("w", (4, 4, 3, 3)), _init("shift", (1, 4, 1, 1))]))
+    assert _fused_kinds(rep) == [("relu", True)]
+
+
+def test_values_read_twice_or_returned_are_not_fused_away():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"]),
+             helper.make_node("Conv", ["x", "w"], ["d"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["d"], ["e"]),
+             helper.make_node("Sigmoid", ["d"], ["f"]),
+             helper.make_node("Add", ["e", "f"], ["z"])]
+    model = _model(nodes, [_init("w", (4, 4, 3, 3))], outputs=("y", "c", "z"))
+    rep = _check(model)
+    assert _fused_kinds(rep) == []
+
+
+def test_fused_results_equal_the_graph_as_written_exactly_without_batchnorm():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c", "x"], ["s"]),
+             helper.make_node("Clip", ["s", "", "hi"], ["y"])]
+    hi = numpy_helper.from_array(np.array(0.5, np.float32), "hi")
+    rep = hl.onnx.prepare(_model(nodes, [_init("w", (4, 4, 3, 3)), hi]))
+    assert _fused_kinds(rep) == [("clip", True)]
+    x = RNG.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    (got,) = rep.run([x])
+    np.testing.assert_array_equal(got, rep.run([x], all_outputs=True)["y"])
+    assert np.isnan(got).any()
