@@ -22,6 +22,12 @@ typedef struct hl_storage {
     hl_device device;
     int refcount;        /* atomic */
     struct hl_storage *next_free;  /* link while the block sits in the allocator's cache */
+    /* The number of the plan recording whose calls write this storage last (0: none): its
+       values do not exist until that plan runs, so host reads are refused while recording. */
+    uint64_t written_by;
+    /* Set when a plan placed this storage in its arena (plan/memory.c): data points into the
+       arena, which this storage holds a reference to, and owns no block of its own. */
+    struct hl_storage *arena_owner;
 } hl_storage;
 
 struct hl_tensor {
@@ -172,7 +178,13 @@ hl_status hl_check_device(const char *op, hl_device d, const hl_tensor *t);
 hl_status hl_broadcast_shapes(const char *op, int na, const int64_t *a, int nb,
                               const int64_t *b, int *nout, int64_t *out);
 
-bool hl_plan_recording(void);
+/* Appends the call to the plan recorded on this thread (plan/record.c). */
+hl_status hl_plan_record(const hl_call *c);
+/* Runs one call now on its device's backend (dispatch.c). */
+hl_status hl_run_call(const hl_call *c);
+/* Gives s's block back to the allocator and points s at arena bytes [offset, offset + s's
+   size) instead; s holds a reference to the arena from then on (alloc.c). */
+void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
 
 /* ---- numbers ---- */
 

@@ -54,6 +54,14 @@ def memory_stats(device=None):
     return _core.memory_stats(d.code, d.index)
 
 
+def reset_peak_memory_stats(device=None):
+    """Restarts memory_stats()['peak'] from the bytes in use now (PyTorch's name), so that
+    the peak of what follows (a few training steps after warm-up) can be read alone."""
+    from . import _core
+    d = globals()["device"](device)
+    _core.reset_peak_memory_stats(d.code, d.index)
+
+
 def empty_cache(device=None):
     """Returns the allocator's cached blocks to the system (or the GPU driver)."""
     from . import _core

@@ -1,0 +1,319 @@
+/*
+ * plan/memory.c - planned memory: before a plan's first replay, every storage that only the
+ * plan holds and whose first use in the plan overwrites it whole (an intermediate) gets bytes
+ * in one arena per device kind, at an offset chosen best-fit over the calls in order, so that
+ * tensors whose lifetimes do not overlap share memory (ggml-alloc's and onnxruntime's memory
+ * pattern). An element-wise call whose input dies at that call writes its output over the
+ * input (same size and layout). Everything the caller still holds (outputs, parameters,
+ * optimiser slots, input slots, constants written before recording) keeps its own storage.
+ *
+ * "Only the plan holds it" is read from reference counts: a storage qualifies when every
+ * tensor struct viewing it is referenced only by the plan's records and the storage is
+ * referenced only by those structs. Nothing outside the plan can reach such a storage later.
+ */
+#include <stdlib.h>
+
+#include "plan.h"
+
+enum { ALIGN = 64 };
+
+/* ---- a pointer -> index map (open addressing, linear probing) ---- */
+
+typedef struct { const void *key; int64_t val; } map_slot;
+typedef struct { map_slot *tab; int64_t mask; } ptr_map;
+
+static bool map_init(ptr_map *m, int64_t n) {
+    int64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    m->tab = calloc((size_t)cap, sizeof *m->tab);
+    m->mask = cap - 1;
+    return m->tab != NULL;
+}
+
+/* The value of key, or -1 after inserting it with value -1 (the caller sets it). */
+static int64_t *map_at(ptr_map *m, const void *key) {
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    for (int64_t i = (int64_t)(h >> 20) & m->mask;; i = (i + 1) & m->mask) {
+        if (m->tab[i].key == key) return &m->tab[i].val;
+        if (!m->tab[i].key) {
+            m->tab[i].key = key;
+            m->tab[i].val = -1;
+            return &m->tab[i].val;
+        }
+    }
+}
+
+/* ---- what the plan knows of each storage ---- */
+
+typedef struct {
+    hl_storage *s;
+    int64_t first, last;   /* times of first and last use (see call_time) */
+    int n_structs;         /* distinct tensor structs of the plan viewing it */
+    bool only_plan;        /* every one of them is referenced by the plan alone */
+    bool written_whole_first;
+    bool planned, handed_on; /* handed_on: its bytes went to an in-place output */
+    int64_t size, offset;
+} store_info;
+
+typedef struct { int64_t refs, store; } tensor_info;
+
+/* Calls of a fused group run at once: they all happen at the group's first call. */
+static int64_t call_time(const hl_plan *p, int64_t i) {
+    return p->group_of && p->group_of[i] >= 0 ? hl_plan_group_start(p, p->group_of[i]) : i;
+}
+
+static bool covers_storage(const hl_tensor *t) {
+    return t->offset == 0 && hl_tensor_is_contiguous(t) &&
+           (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
+static bool same_view(const hl_tensor *a, const hl_tensor *b) {
+    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
+           hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
+}
+
+/* Ops whose kernel reads element i of each input before writing element i of the output, with
+   the output's dtype: their output may take an input's memory. */
+#define IN_PLACE_ROW(NAME, ...) [HL_OP_##NAME] = true,
+static const bool element_wise_same_dtype[HL_OP_COUNT] = {
+    HL_UNARY_FLOAT_OPS(IN_PLACE_ROW) HL_UNARY_NUMERIC_OPS(IN_PLACE_ROW)
+    HL_BINARY_ARITH_OPS(IN_PLACE_ROW)
+};
+#undef IN_PLACE_ROW
+
+/* ---- best-fit placement in a growing arena ---- */
+
+typedef struct { int64_t off, size; } chunk;
+typedef struct { chunk *free; int64_t n, cap, top; } arena_plan;
+
+static int64_t arena_take(arena_plan *a, int64_t size) {
+    int64_t best = -1;
+    for (int64_t k = 0; k < a->n; k++)
+        if (a->free[k].size >= size && (best < 0 || a->free[k].size < a->free[best].size))
+            best = k;
+    if (best >= 0) {
+        int64_t off = a->free[best].off;
+        a->free[best].off += size;
+        a->free[best].size -= size;
+        if (!a->free[best].size) {
+            memmove(&a->free[best], &a->free[best + 1], sizeof(chunk) * (a->n - best - 1));
+            a->n--;
+        }
+        return off;
+    }
+    /* none fits: grow the arena, starting inside a free chunk that ends at the top */
+    if (a->n && a->free[a->n - 1].off + a->free[a->n - 1].size == a->top) {
+        int64_t off = a->free[--a->n].off;
+        a->top = off + size;
+        return off;
+    }
+    int64_t off = a->top;
+    a->top += size;
+    return off;
+}
+
+static bool arena_give(arena_plan *a, int64_t off, int64_t size) {
+    int64_t k = 0;
+    while (k < a->n && a->free[k].off < off) k++;
+    bool join_prev = k > 0 && a->free[k - 1].off + a->free[k - 1].size == off;
+    bool join_next = k < a->n && off + size == a->free[k].off;
+    if (join_prev && join_next) {
+        a->free[k - 1].size += size + a->free[k].size;
+        memmove(&a->free[k], &a->free[k + 1], sizeof(chunk) * (a->n - k - 1));
+        a->n--;
+    } else if (join_prev) {
+        a->free[k - 1].size += size;
+    } else if (join_next) {
+        a->free[k].off = off;
+        a->free[k].size += size;
+    } else {
+        if (a->n == a->cap) {
+            int64_t cap = a->cap ? 2 * a->cap : 16;
+            chunk *grown = realloc(a->free, sizeof *grown * cap);
+            if (!grown) return false;
+            a->free = grown;
+            a->cap = cap;
+        }
+        memmove(&a->free[k + 1], &a->free[k], sizeof(chunk) * (a->n - k));
+        a->free[k] = (chunk){off, size};
+        a->n++;
+    }
+    return true;
+}
+
+/* ---- the analysis ---- */
+
+typedef struct {
+    ptr_map tensors, stores;
+    tensor_info *t;
+    store_info *s;
+    const hl_tensor **t_ptr;
+    int64_t nt, ns;
+    arena_plan arenas[HL_DEVICE_KINDS];
+    int arena_index[HL_DEVICE_KINDS];   /* the device index each kind's arena serves, or -1 */
+    int64_t *order;                     /* storages by first use, then by last use */
+} planner;
+
+static void planner_free(planner *pl) {
+    free(pl->tensors.tab);
+    free(pl->stores.tab);
+    free(pl->t);
+    free(pl->s);
+    free(pl->t_ptr);
+    free(pl->order);
+    for (int d = 0; d < HL_DEVICE_KINDS; d++) free(pl->arenas[d].free);
+}
+
+static hl_status scan(const hl_plan *p, planner *pl) {
+    int64_t total = 0;
+    for (int64_t i = 0; i < p->n; i++) total += p->calls[i].n_in + p->calls[i].n_out;
+    pl->t = malloc(sizeof *pl->t * (total + 1));
+    pl->s = malloc(sizeof *pl->s * (total + 1));
+    pl->t_ptr = malloc(sizeof *pl->t_ptr * (total + 1));
+    if (!pl->t || !pl->s || !pl->t_ptr || !map_init(&pl->tensors, total) ||
+        !map_init(&pl->stores, total))
+        return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    for (int64_t i = 0; i < p->n; i++) {
+        const hl_call *c = &p->calls[i];
+        int64_t time = call_time(p, i);
+        for (int k = 0; k < c->n_in + c->n_out; k++) {
+            hl_tensor *t = hl_call_tensor(c, k);
+            int64_t *ti = map_at(&pl->tensors, t);
+            if (*ti < 0) {
+                *ti = pl->nt++;
+                int64_t *si = map_at(&pl->stores, t->storage);
+                if (*si < 0) {
+                    *si = pl->ns++;
+                    pl->s[*si] = (store_info){.s = t->storage, .first = time, .last = time,
+                                              .only_plan = true, .offset = -1,
+                                              .written_whole_first = k >= c->n_in &&
+                                                                     covers_storage(t)};
+                }
+                pl->s[*si].n_structs++;
+                pl->t[*ti] = (tensor_info){0, *si};
+                pl->t_ptr[*ti] = t;
+            }
+            tensor_info *info = &pl->t[*ti];
+            info->refs++;
+            store_info *si = &pl->s[info->store];
+            if (time < si->first) si->first = time;  /* a group's input read at its start */
+            if (time > si->last) si->last = time;
+        }
+    }
+    for (int64_t k = 0; k < pl->nt; k++)
+        if (__atomic_load_n(&pl->t_ptr[k]->refcount, __ATOMIC_ACQUIRE) != pl->t[k].refs)
+            pl->s[pl->t[k].store].only_plan = false;
+    return HL_OK;
+}
+
+static bool plannable(planner *pl, store_info *si) {
+    hl_storage *s = si->s;
+    const hl_backend *be = hl_backend_for(s->device);
+    if (!si->only_plan || !si->written_whole_first || !s->data || s->arena_owner ||
+        !s->nbytes || !be || !be->has_memory ||
+        __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != si->n_structs)
+        return false;
+    int *index = &pl->arena_index[s->device.kind];
+    if (*index < 0) *index = s->device.index;
+    return *index == s->device.index;
+}
+
+/* The input of call c whose memory its output o may take, or NULL. */
+static store_info *in_place_source(const hl_plan *p, planner *pl, const hl_call *c,
+                                   const hl_tensor *o, int64_t time) {
+    if (!element_wise_same_dtype[c->op] || (p->options & HL_PLAN_NO_IN_PLACE)) return NULL;
+    if (p->group_of && p->group_of[time] >= 0) return NULL;
+    for (int k = 0; k < c->n_in; k++) {
+        const hl_tensor *x = hl_call_in(c, k);
+        store_info *si = &pl->s[*map_at(&pl->stores, x->storage)];
+        if (!si->planned || si->handed_on || si->last != time || si->size != pl->s[*map_at(
+                &pl->stores, o->storage)].size || !same_view(x, o))
+            continue;
+        bool all_same = true;  /* the other operand may be the same memory, seen alike */
+        for (int j = 0; j < c->n_in; j++)
+            if (hl_call_in(c, j)->storage == x->storage && !same_view(hl_call_in(c, j), o))
+                all_same = false;
+        if (all_same) return si;
+    }
+    return NULL;
+}
+
+static hl_status place(hl_plan *p, planner *pl) {
+    pl->order = malloc(sizeof *pl->order * 2 * (pl->ns + 1));
+    if (!pl->order) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    int64_t *by_first = pl->order, *by_last = pl->order + pl->ns, n = 0;
+    for (int64_t k = 0; k < pl->ns; k++)
+        if (plannable(pl, &pl->s[k])) {
+            pl->s[k].planned = true;
+            pl->s[k].size = ((int64_t)pl->s[k].s->nbytes + ALIGN - 1) / ALIGN * ALIGN;
+            by_first[n++] = k;
+        }
+    /* counting order by time: first uses and last uses, each ascending */
+    int64_t *count = calloc((size_t)p->n + 1, sizeof *count);
+    if (!count) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    memcpy(by_last, by_first, sizeof *by_first * n);
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t *list = pass ? by_last : by_first;
+        int64_t *sorted = malloc(sizeof *sorted * (n + 1));
+        if (!sorted) { free(count); return hl_fail(HL_ERR_MEMORY, "plan: out of memory"); }
+        memset(count, 0, sizeof *count * (p->n + 1));
+        for (int64_t k = 0; k < n; k++) count[pass ? pl->s[list[k]].last : pl->s[list[k]].first]++;
+        for (int64_t t = 0, run = 0; t <= p->n; t++) { int64_t c = count[t]; count[t] = run; run += c; }
+        for (int64_t k = 0; k < n; k++)
+            sorted[count[pass ? pl->s[list[k]].last : pl->s[list[k]].first]++] = list[k];
+        memcpy(list, sorted, sizeof *sorted * n);
+        free(sorted);
+    }
+    free(count);
+    /* walk the calls: outputs first used here get bytes, then storages last used here give
+       theirs back (so an output never shares with an input of its own call, unless in place) */
+    int64_t f = 0, l = 0;
+    for (int64_t time = 0; time < p->n; time++) {
+        for (; f < n && pl->s[by_first[f]].first == time; f++) {
+            store_info *si = &pl->s[by_first[f]];
+            arena_plan *a = &pl->arenas[si->s->device.kind];
+            const hl_call *c = &p->calls[time];
+            store_info *src = NULL;
+            for (int k = 0; k < c->n_out; k++)
+                if (c->out[k]->storage == si->s) src = in_place_source(p, pl, c, c->out[k], time);
+            if (src) {
+                si->offset = src->offset;
+                src->handed_on = true;
+                p->in_place_count++;
+            } else {
+                si->offset = arena_take(a, si->size);
+            }
+        }
+        for (; l < n && pl->s[by_last[l]].last == time; l++) {
+            store_info *si = &pl->s[by_last[l]];
+            if (!si->handed_on && !arena_give(&pl->arenas[si->s->device.kind], si->offset, si->size))
+                return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+        }
+    }
+    /* the arenas, then every planned storage moved into its own */
+    for (int d = 0; d < HL_DEVICE_KINDS; d++) {
+        if (!pl->arenas[d].top) continue;
+        hl_device dev = {d, pl->arena_index[d]};
+        hl_status st = hl_storage_new(dev, (size_t)pl->arenas[d].top, &p->arenas[d]);
+        if (st) return hl_fail(st, "plan: allocating its arena of %lld bytes: %s",
+                               (long long)pl->arenas[d].top, hl_last_error());
+        p->arena_bytes += pl->arenas[d].top;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        store_info *si = &pl->s[by_first[k]];
+        hl_storage_move_to_arena(si->s, p->arenas[si->s->device.kind], (size_t)si->offset);
+        p->planned_count++;
+        p->planned_bytes += si->size;
+    }
+    return HL_OK;
+}
+
+hl_status hl_plan_plan_memory(hl_plan *p) {
+    planner pl;
+    memset(&pl, 0, sizeof pl);
+    for (int d = 0; d < HL_DEVICE_KINDS; d++) pl.arena_index[d] = -1;
+    hl_status st = scan(p, &pl);
+    if (!st) st = place(p, &pl);
+    planner_free(&pl);
+    return st;
+}

@@ -1,0 +1,66 @@
+/*
+ * plan/plan.h - the plan struct and what its files share. A plan is the list of calls recorded
+ * on one thread between hl_plan_begin and hl_plan_end (record.c), replayed by hl_plan_run
+ * (replay.c), with inputs bound by slot (bind.c), intermediates placed in one arena (memory.c)
+ * and chains of element-wise calls run as one pass (fuse.c).
+ */
+#ifndef HL_PLAN_PRIVATE_H
+#define HL_PLAN_PRIVATE_H
+
+#include <stdlib.h>
+
+#include "../core.h"
+
+/* An input slot: a tensor declared with hl_plan_input while recording. Binding a tensor to the
+   slot redirects every tensor struct of the plan that views the slot's storage (the slot's
+   tensor itself and views made of it while recording, such as a flatten) to the bound
+   tensor's storage, at the same relative offsets. */
+typedef struct {
+    hl_tensor *t;            /* the tensor declared (the plan holds a reference) */
+    hl_storage *home;        /* its storage when declared (held): target of a copying bind */
+    int64_t home_offset;     /* t->offset when declared */
+    hl_tensor **aliases;     /* plan tensors whose storage was home (t among them), held */
+    int64_t *alias_offsets;  /* their offsets minus home_offset */
+    int n_aliases;
+} plan_slot;
+
+/* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
+typedef struct plan_group plan_group;
+
+struct hl_plan {
+    hl_call *calls;
+    int64_t n, cap;
+    uint64_t id;             /* this recording's number (hl_storage.written_by) */
+    plan_slot *slots;
+    int64_t n_slots, cap_slots;
+    /* Set up before the first replay (replay.c): kernels resolved, memory planned. */
+    bool prepared;
+    hl_kernel *kernels;      /* per call */
+    hl_storage *arenas[HL_DEVICE_KINDS];  /* one per device kind that has planned tensors */
+    int64_t arena_bytes, planned_bytes, planned_count, in_place_count;
+    /* fuse.c: per call, the index of its fused group or -1; groups run in their first call */
+    int *group_of;
+    plan_group *groups;
+    int64_t n_groups, fused_calls;
+    int options;             /* HL_PLAN_NO_* bits */
+    int busy;                /* atomic: a replay is running */
+};
+
+/* record.c: the number of the plan being recorded on this thread (0: none). */
+uint64_t hl_plan_recording_id(void);
+
+/* memory.c: places the plan's intermediates in arenas (at the first replay). */
+hl_status hl_plan_plan_memory(hl_plan *p);
+/* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */
+hl_status hl_plan_fuse(hl_plan *p);
+/* Runs group g; *last is the index of its last call. */
+hl_status hl_plan_run_group(hl_plan *p, int64_t g, int64_t *last);
+void hl_plan_free_groups(hl_plan *p);
+int64_t hl_plan_group_start(const hl_plan *p, int64_t g);
+
+/* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
+static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
+    return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
+}
+
+#endif /* HL_PLAN_PRIVATE_H */
