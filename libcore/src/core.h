@@ -186,6 +186,33 @@ hl_status hl_run_call(const hl_call *c);
    size) instead; s holds a reference to the arena from then on (alloc.c). */
 void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
 
+/* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
+
+enum { HL_FUSED_MAX_STEPS = 16, HL_FUSED_MAX_OPERANDS = 16, HL_FUSED_MAX_SCRATCH = 8 };
+
+/* A chain of element-wise calls run as one pass over the elements: the pass walks the first
+   operand's shape in short runs, and each run goes through every step in order, intermediates
+   that only the chain reads staying in small scratch buffers (never in memory). Each step is
+   the call's own row function, so results are bit for bit those of the calls one by one. */
+typedef struct {
+    int op, n_in;
+    /* arg[0] the output, arg[1..n_in] the inputs: an operand index >= 0, or -1 - s for
+       scratch buffer s */
+    int arg[3];
+    const double *params;  /* the call's f[] (alpha, beta of unary ops) */
+} hl_fused_step;
+
+typedef struct {
+    hl_dtype dtype;        /* every step's */
+    int n_steps, n_operands;
+    const hl_tensor *operands[HL_FUSED_MAX_OPERANDS];  /* [0] an output of the pass's shape */
+    hl_fused_step steps[HL_FUSED_MAX_STEPS];
+} hl_fused;
+
+/* 1 when the CPU has a row function for element-wise op in dtype d. */
+int hl_cpu_fusible(int op, hl_dtype d);
+hl_status hl_cpu_fused_run(const hl_fused *f);
+
 /* ---- numbers ---- */
 
 float hl_half_to_float(uint16_t h);

@@ -71,9 +71,10 @@ static hl_plan *record_chain(hl_tensor *x, hl_tensor **y, int64_t *slot, int opt
 
 static void test_record_replay_and_memory(void) {
     enum { N = 4096 };
-    hl_tensor *x = filled(N, -2, 4.0f / N), *y = NULL, *y_plain = NULL;
-    int64_t slot = -1, slot_plain = -1;
+    hl_tensor *x = filled(N, -2, 4.0f / N), *y = NULL, *y_plain = NULL, *y_unfused = NULL;
+    int64_t slot = -1, slot_plain = -1, slot_unfused = -1;
     hl_plan *plan = record_chain(x, &y, &slot, 0);
+    hl_plan *unfused = record_chain(x, &y_unfused, &slot_unfused, HL_PLAN_NO_FUSION);
     hl_plan *plain = record_chain(x, &y_plain, &slot_plain,
                                   HL_PLAN_NO_MEMORY | HL_PLAN_NO_FUSION);
     CHECK(slot == 0 && hl_plan_num_inputs(plan) == 1 && hl_plan_size(plan) == 6);
@@ -98,29 +99,39 @@ static void test_record_replay_and_memory(void) {
         hl_tensor *batch = filled(N, (float)round - 3, 6.0f / N);
         CHECK(hl_plan_bind(plan, slot, batch) == HL_OK);
         CHECK(hl_plan_bind(plain, slot_plain, batch) == HL_OK);
+        CHECK(hl_plan_bind(unfused, slot_unfused, batch) == HL_OK);
+        CHECK(hl_plan_run(unfused) == HL_OK);
         CHECK(hl_tensor_shares_storage(x, batch));  /* bound without a copy */
         CHECK(hl_plan_run(plan) == HL_OK && hl_plan_run(plain) == HL_OK);
         const float *got = hl_tensor_data(y), *ref = hl_tensor_data(y_plain);
-        const float *in = hl_tensor_data(batch);
+        const float *in = hl_tensor_data(batch), *got2 = hl_tensor_data(y_unfused);
         int exact = 1, close = 1;
         for (int i = 0; i < N; i++) {
             exact &= memcmp(&got[i], &ref[i], sizeof(float)) == 0;
+            exact &= memcmp(&got2[i], &ref[i], sizeof(float)) == 0;
             close &= fabsf(got[i] - chain_ref(in[i])) <= 1e-5f * (1 + fabsf(chain_ref(in[i])));
         }
         CHECK(exact && close);
         hl_tensor_release(batch);
     }
     CHECK(hl_memory_stats(CPU, &in_use1, NULL, NULL) == HL_OK);
-    hl_plan_info info, plain_info;
+    hl_plan_info info, plain_info, unfused_info;
     CHECK(hl_plan_stats(plan, &info) == HL_OK && hl_plan_stats(plain, &plain_info) == HL_OK);
-    /* five N-float intermediates planned; in place, they fit in one block of the arena */
-    CHECK(info.prepared && info.planned_tensors == 5);
-    CHECK(info.arena_bytes == N * 4 && info.in_place + info.fused_calls >= 4);
+    CHECK(hl_plan_stats(unfused, &unfused_info) == HL_OK);
+    /* five N-float intermediates: fused, they never reach memory; unfused, they are written
+       in place, all in one block of the arena */
+    CHECK(info.prepared && info.planned_tensors == 5 && info.fused_groups == 1);
+    CHECK(info.fused_calls == 6 && info.arena_bytes <= 64);
+    CHECK(unfused_info.planned_tensors == 5 && unfused_info.fused_groups == 0);
+    CHECK(unfused_info.arena_bytes == N * 4 && unfused_info.in_place == 4);
     CHECK(plain_info.prepared && plain_info.planned_tensors == 0 && plain_info.arena_bytes == 0);
-    CHECK(in_use1 <= in_use0 - 3 * N * 4);
+    /* nine intermediates' blocks went back, less the last batch, which the slots still view */
+    CHECK(in_use1 == in_use0 - 8 * N * 4 + 64);
     CHECK(hl_plan_set_options(plan, 0) == HL_ERR_VALUE);  /* after the first run */
     hl_plan_release(plan);
     hl_plan_release(plain);
+    hl_plan_release(unfused);
+    hl_tensor_release(y_unfused);
     hl_tensor_release(x);
     hl_tensor_release(y);
     hl_tensor_release(y_plain);

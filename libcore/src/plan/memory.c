@@ -43,6 +43,15 @@ static int64_t *map_at(ptr_map *m, const void *key) {
     }
 }
 
+/* The value of key, or -1 when it is absent (nothing is inserted). */
+static int64_t map_find(const ptr_map *m, const void *key) {
+    uint64_t h = (uint64_t)(uintptr_t)key * 0x9E3779B97F4A7C15ull;
+    for (int64_t i = (int64_t)(h >> 20) & m->mask;; i = (i + 1) & m->mask) {
+        if (m->tab[i].key == key) return m->tab[i].val;
+        if (!m->tab[i].key) return -1;
+    }
+}
+
 /* ---- what the plan knows of each storage ---- */
 
 typedef struct {
@@ -72,14 +81,6 @@ static bool same_view(const hl_tensor *a, const hl_tensor *b) {
            hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
 }
 
-/* Ops whose kernel reads element i of each input before writing element i of the output, with
-   the output's dtype: their output may take an input's memory. */
-#define IN_PLACE_ROW(NAME, ...) [HL_OP_##NAME] = true,
-static const bool element_wise_same_dtype[HL_OP_COUNT] = {
-    HL_UNARY_FLOAT_OPS(IN_PLACE_ROW) HL_UNARY_NUMERIC_OPS(IN_PLACE_ROW)
-    HL_BINARY_ARITH_OPS(IN_PLACE_ROW)
-};
-#undef IN_PLACE_ROW
 
 /* ---- best-fit placement in a growing arena ---- */
 
@@ -221,7 +222,7 @@ static bool plannable(planner *pl, store_info *si) {
 /* The input of call c whose memory its output o may take, or NULL. */
 static store_info *in_place_source(const hl_plan *p, planner *pl, const hl_call *c,
                                    const hl_tensor *o, int64_t time) {
-    if (!element_wise_same_dtype[c->op] || (p->options & HL_PLAN_NO_IN_PLACE)) return NULL;
+    if (!hl_plan_element_wise(c->op) || (p->options & HL_PLAN_NO_IN_PLACE)) return NULL;
     if (p->group_of && p->group_of[time] >= 0) return NULL;
     for (int k = 0; k < c->n_in; k++) {
         const hl_tensor *x = hl_call_in(c, k);
@@ -242,12 +243,19 @@ static hl_status place(hl_plan *p, planner *pl) {
     pl->order = malloc(sizeof *pl->order * 2 * (pl->ns + 1));
     if (!pl->order) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
     int64_t *by_first = pl->order, *by_last = pl->order + pl->ns, n = 0;
+    ptr_map fused_away;
+    if (!map_init(&fused_away, p->n_fused_away))
+        return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    for (int64_t k = 0; k < p->n_fused_away; k++) *map_at(&fused_away, p->fused_away[k]) = k;
     for (int64_t k = 0; k < pl->ns; k++)
         if (plannable(pl, &pl->s[k])) {
             pl->s[k].planned = true;
-            pl->s[k].size = ((int64_t)pl->s[k].s->nbytes + ALIGN - 1) / ALIGN * ALIGN;
+            /* a fused pass keeps it in scratch: it needs no bytes */
+            bool away = map_find(&fused_away, pl->s[k].s) >= 0;
+            pl->s[k].size = away ? 0 : ((int64_t)pl->s[k].s->nbytes + ALIGN - 1) / ALIGN * ALIGN;
             by_first[n++] = k;
         }
+    free(fused_away.tab);
     /* counting order by time: first uses and last uses, each ascending */
     int64_t *count = calloc((size_t)p->n + 1, sizeof *count);
     if (!count) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
@@ -276,7 +284,9 @@ static hl_status place(hl_plan *p, planner *pl) {
             store_info *src = NULL;
             for (int k = 0; k < c->n_out; k++)
                 if (c->out[k]->storage == si->s) src = in_place_source(p, pl, c, c->out[k], time);
-            if (src) {
+            if (!si->size) {
+                si->offset = 0;
+            } else if (src) {
                 si->offset = src->offset;
                 src->handed_on = true;
                 p->in_place_count++;
@@ -286,11 +296,15 @@ static hl_status place(hl_plan *p, planner *pl) {
         }
         for (; l < n && pl->s[by_last[l]].last == time; l++) {
             store_info *si = &pl->s[by_last[l]];
-            if (!si->handed_on && !arena_give(&pl->arenas[si->s->device.kind], si->offset, si->size))
+            if (si->size && !si->handed_on && !arena_give(&pl->arenas[si->s->device.kind], si->offset, si->size))
                 return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
         }
     }
     /* the arenas, then every planned storage moved into its own */
+    for (int64_t k = 0; k < n; k++) {  /* storages without bytes still point into an arena */
+        arena_plan *a = &pl->arenas[pl->s[by_first[k]].s->device.kind];
+        if (!a->top) a->top = ALIGN;
+    }
     for (int d = 0; d < HL_DEVICE_KINDS; d++) {
         if (!pl->arenas[d].top) continue;
         hl_device dev = {d, pl->arena_index[d]};

@@ -42,6 +42,8 @@ struct hl_plan {
     int *group_of;
     plan_group *groups;
     int64_t n_groups, fused_calls;
+    hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
+    int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */
     int busy;                /* atomic: a replay is running */
 };
@@ -57,6 +59,9 @@ hl_status hl_plan_fuse(hl_plan *p);
 hl_status hl_plan_run_group(hl_plan *p, int64_t g, int64_t *last);
 void hl_plan_free_groups(hl_plan *p);
 int64_t hl_plan_group_start(const hl_plan *p, int64_t g);
+/* Unary and binary ops whose output has their inputs' dtype, read element i of each input
+   and write element i of the output: they fuse, and may write over an input. */
+bool hl_plan_element_wise(int op);
 
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
