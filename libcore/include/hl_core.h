@@ -382,7 +382,8 @@ void hl_plan_release(hl_plan *plan);
 /* 1 while a plan is being recorded on this thread. */
 int hl_plan_recording(void);
 /* While recording: declares t, a tensor from outside the plan, as input slot *slot (numbered
-   from 0 in declaration order). */
+   from 0 in declaration order). Until the recording ends its values count as not computed yet
+   (host reads fail): they are not the values later replays will read. */
 hl_status hl_plan_input(hl_tensor *t, int64_t *slot);
 int64_t hl_plan_num_inputs(const hl_plan *plan);
 /* Makes the next replays read t in place of the slot's tensor: t must have the slot's shape,

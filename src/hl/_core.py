@@ -391,6 +391,11 @@ def plan_run(plan):
     check(lib.hl_plan_run(plan))
 
 
+def handle_address(h):
+    """The address of the C tensor behind handle h (stable while anything holds it)."""
+    return int(ffi.cast("uintptr_t", h))
+
+
 def plan_size(plan):
     """The number of calls in the plan."""
     return lib.hl_plan_size(plan)

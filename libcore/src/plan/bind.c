@@ -51,6 +51,10 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
         return hl_fail(HL_ERR_VALUE, "plan_bind: the plan is running on another thread");
     if (t->storage == x->storage && t->offset == x->offset && same_layout(x, t)) return HL_OK;
+    if (t->storage == s->home && same_layout(x, t)) {  /* back to the slot's own memory */
+        redirect(s, s->home, t->offset);
+        return HL_OK;
+    }
     /* Memory the plan writes (one of its outputs fed back) would be overwritten while the
        replay still reads it: those values are copied. */
     if (same_layout(x, t) && t->storage->written_by != p->id && !t->storage->arena_owner) {

@@ -179,6 +179,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
         int64_t time = call_time(p, i);
         for (int k = 0; k < c->n_in + c->n_out; k++) {
             hl_tensor *t = hl_call_tensor(c, k);
+            if (!t) continue;  /* an optional input not given */
             int64_t *ti = map_at(&pl->tensors, t);
             if (*ti < 0) {
                 *ti = pl->nt++;
@@ -226,13 +227,15 @@ static store_info *in_place_source(const hl_plan *p, planner *pl, const hl_call 
     if (p->group_of && p->group_of[time] >= 0) return NULL;
     for (int k = 0; k < c->n_in; k++) {
         const hl_tensor *x = hl_call_in(c, k);
+        if (!x) continue;
         store_info *si = &pl->s[*map_at(&pl->stores, x->storage)];
         if (!si->planned || si->handed_on || si->last != time || si->size != pl->s[*map_at(
                 &pl->stores, o->storage)].size || !same_view(x, o))
             continue;
         bool all_same = true;  /* the other operand may be the same memory, seen alike */
         for (int j = 0; j < c->n_in; j++)
-            if (hl_call_in(c, j)->storage == x->storage && !same_view(hl_call_in(c, j), o))
+            if (hl_call_in(c, j) && hl_call_in(c, j)->storage == x->storage &&
+                !same_view(hl_call_in(c, j), o))
                 all_same = false;
         if (all_same) return si;
     }

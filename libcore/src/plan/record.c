@@ -37,7 +37,7 @@ static hl_status collect_aliases(hl_plan *p, plan_slot *s) {
         const hl_call *c = &p->calls[i];
         for (int k = 0; k < c->n_in + c->n_out; k++) {
             hl_tensor *t = hl_call_tensor(c, k);
-            if (t->storage != s->home) continue;
+            if (!t || t->storage != s->home) continue;  /* optional inputs may be NULL */
             bool seen = false;
             for (int a = 0; a < s->n_aliases && !seen; a++) seen = s->aliases[a] == t;
             if (seen) continue;
@@ -97,6 +97,9 @@ hl_status hl_plan_input(hl_tensor *t, int64_t *slot) {
     s->home = t->storage;
     __atomic_add_fetch(&s->home->refcount, 1, __ATOMIC_RELAXED);
     s->home_offset = t->offset;
+    /* Its values while recording are not those of the replays: reading them now (to decide
+       something in Python) would bake this batch into the plan, so the guard refuses it. */
+    t->storage->written_by = p->id;
     *slot = p->n_slots++;
     return HL_OK;
 }
@@ -121,7 +124,7 @@ hl_status hl_plan_record(const hl_call *c) {
     for (int k = 0; k < c->n_in; k++) hl_tensor_retain((hl_tensor *)hl_call_in(r, k));
     for (int k = 0; k < c->n_out; k++) {
         hl_tensor_retain(r->out[k]);
-        r->out[k]->storage->written_by = p->id;  /* no value until the plan runs */
+        if (r->out[k]) r->out[k]->storage->written_by = p->id;  /* no value until it runs */
     }
     p->n++;
     return HL_OK;
