@@ -398,7 +398,7 @@ enum {
     HL_PLAN_NO_MEMORY = 1,   /* intermediates keep their own storage */
     HL_PLAN_NO_IN_PLACE = 2, /* planned memory, but no element-wise op writes over its input */
     HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
-    HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order, independent branches concurrently */
+    HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
     HL_PLAN_OPTION_MASK = 15
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);

@@ -78,20 +78,26 @@ def test_optimised_replay_is_bitwise_the_plain_one(options):
     np.testing.assert_array_equal(results[0], results[1])
 
 
-def test_memory_is_planned_and_shared():
+@pytest.mark.parametrize("fusion", [False, True])
+def test_memory_is_planned_and_shared(fusion):
     w1, b1, w2 = _weights(64, 256, 8)
     x = _t(RNG.standard_normal((128, 64), dtype=np.float32))
     plan, _, y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    if not fusion:
+        _core.plan_set_options(plan, _core.PLAN_NO_FUSION)
     before = hl.memory_stats()["in_use"]
     _core.plan_run(plan)
     stats = _core.plan_stats(plan)
     after = hl.memory_stats()["in_use"]
-    # eleven (128, 256) intermediates at most two of which are alive at once
+    # the (128, 256) intermediates: x @ w1, + b1, relu, * 0.5, tanh, * 2, - 1, h * h, neg,
+    # exp, + h; at most two alive at once (h is read twice)
     hidden = 128 * 256 * 4
-    assert stats["prepared"] == 1 and stats["planned_tensors"] >= 8
-    assert stats["planned_bytes"] >= 8 * hidden
+    assert stats["prepared"] == 1 and stats["planned_tensors"] >= 10, stats
     assert stats["arena_bytes"] <= 2 * hidden + 128 * 8 * 4 + 4096, stats
-    assert stats["in_place"] >= 4, stats
+    if fusion:  # one pass from + b1 to + h: its intermediates never reach memory
+        assert stats["fused_groups"] == 1 and stats["fused_calls"] == 10, stats
+    else:
+        assert stats["planned_bytes"] >= 10 * hidden and stats["in_place"] >= 6, stats
     assert after < before - 5 * hidden  # the intermediates' own blocks went back
     want = _mlp_numpy(x.numpy(), w1.numpy(), b1.numpy(), w2.numpy())
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
@@ -262,3 +268,39 @@ def test_reset_peak_memory_stats():
     t = hl.empty((1 << 18,), dtype="float32")
     assert hl.memory_stats()["peak"] >= s["in_use"] + (1 << 20)
     del t
+
+
+# ---- graph_alg='topological' ---------------------------------------------------------------
+
+def test_topological_order_gives_exactly_the_sequence_results():
+    """Two independent branches, and a tensor read, written in place, then read again (the
+    order between those three must hold)."""
+    rng = np.random.default_rng(7)
+    x_np = rng.standard_normal((8, 16)).astype(np.float32)
+    w_np = rng.standard_normal((16, 16)).astype(np.float32)
+    results = []
+    for options in (0, _core.PLAN_TOPOLOGICAL, _core.PLAN_TOPOLOGICAL | _core.PLAN_NO_FUSION):
+        x, w = _t(x_np), _t(w_np)
+
+        def step():
+            left = hl.tanh(x @ w) * 2.0          # branch 1 reads w
+            right = hl.exp(x * 0.1).sum(axis=1)  # branch 2, independent of w
+            w.copy_(w + 1.0)                     # then w changes in place
+            again = (x @ w).sum(axis=1)          # and is read again
+            return left.sum(axis=1) + right + again
+
+        plan, _, y = _record(step)
+        _core.plan_set_options(plan, options)
+        outs = []
+        for _ in range(2):
+            _core.plan_run(plan)
+            outs.append(y.numpy().copy())
+        results.append((outs, w.numpy().copy()))
+    for outs, w_after in results[1:]:
+        np.testing.assert_array_equal(outs[0], results[0][0][0])
+        np.testing.assert_array_equal(outs[1], results[0][0][1])
+        np.testing.assert_array_equal(w_after, results[0][1])
+    w1 = w_np + 1
+    want = (np.tanh(x_np @ w_np) * 2).sum(1) + np.exp(x_np * 0.1).sum(1) + (x_np @ w1).sum(1)
+    np.testing.assert_allclose(results[0][0][0], want, rtol=1e-4)
+    np.testing.assert_allclose(results[0][1], w_np + 2, rtol=1e-6)

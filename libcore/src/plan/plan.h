@@ -1,8 +1,9 @@
 /*
  * plan/plan.h - the plan struct and what its files share. A plan is the list of calls recorded
  * on one thread between hl_plan_begin and hl_plan_end (record.c), replayed by hl_plan_run
- * (replay.c), with inputs bound by slot (bind.c), intermediates placed in one arena (memory.c)
- * and chains of element-wise calls run as one pass (fuse.c).
+ * (replay.c), with inputs bound by slot (bind.c), intermediates placed in one arena (memory.c),
+ * chains of element-wise calls run as one pass (fuse.c) and, for graph_alg='topological',
+ * calls in dependency order (order.c).
  */
 #ifndef HL_PLAN_PRIVATE_H
 #define HL_PLAN_PRIVATE_H
@@ -51,6 +52,8 @@ struct hl_plan {
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
 
+/* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
+hl_status hl_plan_order_topologically(hl_plan *p);
 /* memory.c: places the plan's intermediates in arenas (at the first replay). */
 hl_status hl_plan_plan_memory(hl_plan *p);
 /* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */

@@ -25,7 +25,8 @@ static hl_status resolve_kernels(hl_plan *p) {
 }
 
 static hl_status prepare(hl_plan *p) {
-    hl_status st = resolve_kernels(p);
+    hl_status st = p->options & HL_PLAN_TOPOLOGICAL ? hl_plan_order_topologically(p) : HL_OK;
+    if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
     if (!st && !(p->options & HL_PLAN_NO_MEMORY)) st = hl_plan_plan_memory(p);
     if (st) {
