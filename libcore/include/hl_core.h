@@ -405,6 +405,7 @@ hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
     int64_t calls, inputs, prepared;
     int64_t arena_bytes;       /* bytes of the plan's arenas */
+    int64_t alive_peak_bytes;  /* most planned bytes alive at one call (arena_bytes' floor) */
     int64_t planned_tensors;   /* storages placed in an arena */
     int64_t planned_bytes;     /* their bytes, before sharing */
     int64_t in_place;          /* element-wise calls writing over their input */

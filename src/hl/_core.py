@@ -401,7 +401,8 @@ def plan_size(plan):
     return lib.hl_plan_size(plan)
 
 
-_PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "arena_bytes", "planned_tensors",
+_PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "arena_bytes", "alive_peak_bytes",
+                     "planned_tensors",
                      "planned_bytes", "in_place", "fused_groups", "fused_calls")
 
 

@@ -1,9 +1,9 @@
 /*
  * plan/memory.c - planned memory: before a plan's first replay, every storage that only the
  * plan holds and whose first use in the plan overwrites it whole (an intermediate) gets bytes
- * in one arena per device kind, at an offset chosen best-fit over the calls in order, so that
- * tensors whose lifetimes do not overlap share memory (ggml-alloc's and onnxruntime's memory
- * pattern). An element-wise call whose input dies at that call writes its output over the
+ * in one arena per device kind, at offsets chosen greedily by size (largest first, each in
+ * the best-fitting gap left by the placed tensors whose lifetimes overlap its own: TFLite's and
+ * onnxruntime's memory pattern), so that tensors whose lifetimes do not overlap share memory. An element-wise call whose input dies at that call writes its output over the
  * input (same size and layout). Everything the caller still holds (outputs, parameters,
  * optimiser slots, input slots, constants written before recording) keeps its own storage.
  *
@@ -82,63 +82,52 @@ static bool same_view(const hl_tensor *a, const hl_tensor *b) {
 }
 
 
-/* ---- best-fit placement in a growing arena ---- */
+/* ---- placement: greedy by size ---- */
 
-typedef struct { int64_t off, size; } chunk;
-typedef struct { chunk *free; int64_t n, cap, top; } arena_plan;
+/* A block: storages that share bytes because each writes over the one before in place. */
+typedef struct {
+    int64_t first, last, size, offset;
+    int kind;        /* device kind: blocks of other kinds never meet */
+} block;
 
-static int64_t arena_take(arena_plan *a, int64_t size) {
-    int64_t best = -1;
-    for (int64_t k = 0; k < a->n; k++)
-        if (a->free[k].size >= size && (best < 0 || a->free[k].size < a->free[best].size))
-            best = k;
-    if (best >= 0) {
-        int64_t off = a->free[best].off;
-        a->free[best].off += size;
-        a->free[best].size -= size;
-        if (!a->free[best].size) {
-            memmove(&a->free[best], &a->free[best + 1], sizeof(chunk) * (a->n - best - 1));
-            a->n--;
-        }
-        return off;
-    }
-    /* none fits: grow the arena, starting inside a free chunk that ends at the top */
-    if (a->n && a->free[a->n - 1].off + a->free[a->n - 1].size == a->top) {
-        int64_t off = a->free[--a->n].off;
-        a->top = off + size;
-        return off;
-    }
-    int64_t off = a->top;
-    a->top += size;
-    return off;
+static int by_size_desc(const void *a, const void *b) {
+    const block *x = *(const block *const *)a, *y = *(const block *const *)b;
+    if (x->size != y->size) return x->size < y->size ? 1 : -1;
+    return x->first < y->first ? -1 : x->first > y->first;
 }
 
-static bool arena_give(arena_plan *a, int64_t off, int64_t size) {
-    int64_t k = 0;
-    while (k < a->n && a->free[k].off < off) k++;
-    bool join_prev = k > 0 && a->free[k - 1].off + a->free[k - 1].size == off;
-    bool join_next = k < a->n && off + size == a->free[k].off;
-    if (join_prev && join_next) {
-        a->free[k - 1].size += size + a->free[k].size;
-        memmove(&a->free[k], &a->free[k + 1], sizeof(chunk) * (a->n - k - 1));
-        a->n--;
-    } else if (join_prev) {
-        a->free[k - 1].size += size;
-    } else if (join_next) {
-        a->free[k].off = off;
-        a->free[k].size += size;
-    } else {
-        if (a->n == a->cap) {
-            int64_t cap = a->cap ? 2 * a->cap : 16;
-            chunk *grown = realloc(a->free, sizeof *grown * cap);
-            if (!grown) return false;
-            a->free = grown;
-            a->cap = cap;
+static int by_offset(const void *a, const void *b) {
+    const block *x = *(const block *const *)a, *y = *(const block *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Largest blocks first, each at the best-fitting gap among the placed blocks whose lifetimes
+   overlap its own (TFLite's and onnxruntime's "greedy by size"): within a few percent of the
+   largest total of bytes alive at one call on the networks measured. Returns each kind's top. */
+static bool place_blocks(block *blocks, int64_t n, int64_t *top) {
+    block **order = malloc(sizeof *order * (n + 1)), **near = malloc(sizeof *near * (n + 1));
+    if (!order || !near) { free(order); free(near); return false; }
+    for (int64_t k = 0; k < n; k++) order[k] = &blocks[k];
+    qsort(order, (size_t)n, sizeof *order, by_size_desc);
+    for (int64_t k = 0; k < n; k++) {
+        block *b = order[k];
+        int64_t m = 0;
+        for (int64_t j = 0; j < k; j++) {
+            block *o = order[j];
+            if (o->kind == b->kind && o->first <= b->last && b->first <= o->last) near[m++] = o;
         }
-        memmove(&a->free[k + 1], &a->free[k], sizeof(chunk) * (a->n - k));
-        a->free[k] = (chunk){off, size};
-        a->n++;
+        qsort(near, (size_t)m, sizeof *near, by_offset);
+        int64_t at = 0, best = -1, best_gap = INT64_MAX;
+        for (int64_t j = 0; j < m; j++) {
+            int64_t gap = near[j]->offset - at;
+            if (gap >= b->size && gap < best_gap) { best = at; best_gap = gap; }
+            at = HL_MAX(at, near[j]->offset + near[j]->size);
+        }
+        b->offset = best >= 0 ? best : at;
+        top[b->kind] = HL_MAX(top[b->kind], b->offset + b->size);
     }
+    free(order);
+    free(near);
     return true;
 }
 
@@ -150,7 +139,7 @@ typedef struct {
     store_info *s;
     const hl_tensor **t_ptr;
     int64_t nt, ns;
-    arena_plan arenas[HL_DEVICE_KINDS];
+    int64_t top[HL_DEVICE_KINDS];       /* bytes of each kind's arena */
     int arena_index[HL_DEVICE_KINDS];   /* the device index each kind's arena serves, or -1 */
     int64_t *order;                     /* storages by first use, then by last use */
 } planner;
@@ -162,7 +151,6 @@ static void planner_free(planner *pl) {
     free(pl->s);
     free(pl->t_ptr);
     free(pl->order);
-    for (int d = 0; d < HL_DEVICE_KINDS; d++) free(pl->arenas[d].free);
 }
 
 static hl_status scan(const hl_plan *p, planner *pl) {
@@ -243,11 +231,10 @@ static store_info *in_place_source(const hl_plan *p, planner *pl, const hl_call 
 }
 
 static hl_status place(hl_plan *p, planner *pl) {
-    pl->order = malloc(sizeof *pl->order * 2 * (pl->ns + 1));
-    if (!pl->order) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
-    int64_t *by_first = pl->order, *by_last = pl->order + pl->ns, n = 0;
-    ptr_map fused_away;
-    if (!map_init(&fused_away, p->n_fused_away))
+    pl->order = malloc(sizeof *pl->order * (pl->ns + 1));
+    int64_t *by_first = pl->order, n = 0;
+    ptr_map fused_away = {0};
+    if (!pl->order || !map_init(&fused_away, p->n_fused_away))
         return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
     for (int64_t k = 0; k < p->n_fused_away; k++) *map_at(&fused_away, p->fused_away[k]) = k;
     for (int64_t k = 0; k < pl->ns; k++)
@@ -259,62 +246,77 @@ static hl_status place(hl_plan *p, planner *pl) {
             by_first[n++] = k;
         }
     free(fused_away.tab);
-    /* counting order by time: first uses and last uses, each ascending */
+    /* by first use (counting sort over times) */
     int64_t *count = calloc((size_t)p->n + 1, sizeof *count);
-    if (!count) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
-    memcpy(by_last, by_first, sizeof *by_first * n);
-    for (int pass = 0; pass < 2; pass++) {
-        int64_t *list = pass ? by_last : by_first;
-        int64_t *sorted = malloc(sizeof *sorted * (n + 1));
-        if (!sorted) { free(count); return hl_fail(HL_ERR_MEMORY, "plan: out of memory"); }
-        memset(count, 0, sizeof *count * (p->n + 1));
-        for (int64_t k = 0; k < n; k++) count[pass ? pl->s[list[k]].last : pl->s[list[k]].first]++;
-        for (int64_t t = 0, run = 0; t <= p->n; t++) { int64_t c = count[t]; count[t] = run; run += c; }
-        for (int64_t k = 0; k < n; k++)
-            sorted[count[pass ? pl->s[list[k]].last : pl->s[list[k]].first]++] = list[k];
-        memcpy(list, sorted, sizeof *sorted * n);
-        free(sorted);
+    int64_t *sorted = malloc(sizeof *sorted * (n + 1));
+    block *blocks = malloc(sizeof *blocks * (n + 1));
+    int64_t *block_of = malloc(sizeof *block_of * (pl->ns + 1));
+    if (!count || !sorted || !blocks || !block_of) {
+        free(count); free(sorted); free(blocks); free(block_of);
+        return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
     }
-    free(count);
-    /* walk the calls: outputs first used here get bytes, then storages last used here give
-       theirs back (so an output never shares with an input of its own call, unless in place) */
-    int64_t f = 0, l = 0;
-    for (int64_t time = 0; time < p->n; time++) {
-        for (; f < n && pl->s[by_first[f]].first == time; f++) {
-            store_info *si = &pl->s[by_first[f]];
-            arena_plan *a = &pl->arenas[si->s->device.kind];
-            const hl_call *c = &p->calls[time];
-            store_info *src = NULL;
-            for (int k = 0; k < c->n_out; k++)
-                if (c->out[k]->storage == si->s) src = in_place_source(p, pl, c, c->out[k], time);
-            if (!si->size) {
-                si->offset = 0;
-            } else if (src) {
-                si->offset = src->offset;
-                src->handed_on = true;
-                p->in_place_count++;
-            } else {
-                si->offset = arena_take(a, si->size);
-            }
-        }
-        for (; l < n && pl->s[by_last[l]].last == time; l++) {
-            store_info *si = &pl->s[by_last[l]];
-            if (si->size && !si->handed_on && !arena_give(&pl->arenas[si->s->device.kind], si->offset, si->size))
-                return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    for (int64_t k = 0; k < n; k++) count[pl->s[by_first[k]].first]++;
+    for (int64_t t = 0, run = 0; t <= p->n; t++) { int64_t c = count[t]; count[t] = run; run += c; }
+    for (int64_t k = 0; k < n; k++) sorted[count[pl->s[by_first[k]].first]++] = by_first[k];
+    memcpy(by_first, sorted, sizeof *sorted * n);
+    /* blocks: an output written in place over an input that dies at that call joins the
+       input's block, which then lives until the output's last use */
+    int64_t nb = 0;
+    for (int64_t k = 0; k < n; k++) {
+        store_info *si = &pl->s[by_first[k]];
+        int64_t time = si->first;
+        const hl_call *c = &p->calls[time];
+        store_info *src = NULL;
+        if (si->size)
+            for (int j = 0; j < c->n_out; j++)
+                if (c->out[j] && c->out[j]->storage == si->s)
+                    src = in_place_source(p, pl, c, c->out[j], time);
+        if (src) {
+            int64_t b = block_of[src - pl->s];
+            block_of[si - pl->s] = b;
+            blocks[b].last = HL_MAX(blocks[b].last, si->last);
+            src->handed_on = true;
+            p->in_place_count++;
+        } else if (si->size) {
+            block_of[si - pl->s] = nb;
+            blocks[nb++] = (block){si->first, si->last, si->size, 0, si->s->device.kind};
+        } else {
+            block_of[si - pl->s] = -1;
         }
     }
-    /* the arenas, then every planned storage moved into its own */
-    for (int64_t k = 0; k < n; k++) {  /* storages without bytes still point into an arena */
-        arena_plan *a = &pl->arenas[pl->s[by_first[k]].s->device.kind];
-        if (!a->top) a->top = ALIGN;
+    bool ok = place_blocks(blocks, nb, pl->top);
+    /* the most bytes alive at one call: no placement can do with less */
+    int64_t *alive = calloc((size_t)p->n + 2, sizeof *alive);
+    if (alive) {
+        for (int64_t b = 0; b < nb; b++) {
+            alive[blocks[b].first] += blocks[b].size;
+            alive[blocks[b].last + 1] -= blocks[b].size;
+        }
+        for (int64_t t = 0, sum = 0; t <= p->n; t++) {
+            sum += alive[t];
+            p->alive_peak_bytes = HL_MAX(p->alive_peak_bytes, sum);
+        }
+        free(alive);
+    }
+    for (int64_t k = 0; k < n; k++) {
+        int64_t b = block_of[by_first[k]];
+        pl->s[by_first[k]].offset = b >= 0 ? blocks[b].offset : 0;
+    }
+    free(count); free(sorted); free(blocks); free(block_of);
+    if (!ok) return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
+    /* the arenas (storages without bytes still point into one), then every planned storage
+       moved into its own */
+    for (int64_t k = 0; k < n; k++) {
+        int64_t *top = &pl->top[pl->s[by_first[k]].s->device.kind];
+        if (!*top) *top = ALIGN;
     }
     for (int d = 0; d < HL_DEVICE_KINDS; d++) {
-        if (!pl->arenas[d].top) continue;
+        if (!pl->top[d]) continue;
         hl_device dev = {d, pl->arena_index[d]};
-        hl_status st = hl_storage_new(dev, (size_t)pl->arenas[d].top, &p->arenas[d]);
+        hl_status st = hl_storage_new(dev, (size_t)pl->top[d], &p->arenas[d]);
         if (st) return hl_fail(st, "plan: allocating its arena of %lld bytes: %s",
-                               (long long)pl->arenas[d].top, hl_last_error());
-        p->arena_bytes += pl->arenas[d].top;
+                               (long long)pl->top[d], hl_last_error());
+        p->arena_bytes += pl->top[d];
     }
     for (int64_t k = 0; k < n; k++) {
         store_info *si = &pl->s[by_first[k]];

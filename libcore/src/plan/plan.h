@@ -38,7 +38,7 @@ struct hl_plan {
     bool prepared;
     hl_kernel *kernels;      /* per call */
     hl_storage *arenas[HL_DEVICE_KINDS];  /* one per device kind that has planned tensors */
-    int64_t arena_bytes, planned_bytes, planned_count, in_place_count;
+    int64_t arena_bytes, planned_bytes, planned_count, in_place_count, alive_peak_bytes;
     /* fuse.c: per call, the index of its fused group or -1; groups run in their first call */
     int *group_of;
     plan_group *groups;

@@ -94,6 +94,7 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->inputs = p->n_slots;
     info->prepared = p->prepared;
     info->arena_bytes = p->arena_bytes;
+    info->alive_peak_bytes = p->alive_peak_bytes;
     info->planned_tensors = p->planned_count;
     info->planned_bytes = p->planned_bytes;
     info->in_place = p->in_place_count;
