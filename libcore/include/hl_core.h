@@ -368,10 +368,12 @@ hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, do
 /* Between hl_plan_begin() and hl_plan_end() on a thread, op entry points check their
    arguments, allocate their outputs and append a record to the plan instead of running.
    hl_plan_run() replays the records in order, in one call. Before the first replay the plan
-   looks its kernels up once, fuses chains of element-wise calls into one pass and places every
+   looks its kernels up once and fuses chains of element-wise calls into one pass; that first
+   replay also measures the kernels' work buffers, and before the second the plan places every
    intermediate that only the plan holds (nothing outside it has a reference: outputs, inputs,
    parameters and optimiser slots the caller keeps are left alone) in one arena per device,
-   reusing memory between tensors whose lifetimes do not overlap. A plan replays on one thread
+   reusing memory between tensors whose lifetimes do not overlap, kernels' work buffers
+   included. A plan replays on one thread
    at a time (a second concurrent hl_plan_run fails). */
 
 hl_status hl_plan_begin(void);
@@ -406,6 +408,8 @@ typedef struct {
     int64_t calls, inputs, prepared;
     int64_t arena_bytes;       /* bytes of the plan's arenas */
     int64_t alive_peak_bytes;  /* most planned bytes alive at one call (arena_bytes' floor) */
+    int64_t scratch_bytes;     /* kernels' work buffers placed in the arena, all calls */
+    int64_t memory_planned;    /* 1 from the second replay: the first measures the calls */
     int64_t planned_tensors;   /* storages placed in an arena */
     int64_t planned_bytes;     /* their bytes, before sharing */
     int64_t in_place;          /* element-wise calls writing over their input */

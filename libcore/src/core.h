@@ -186,6 +186,14 @@ hl_status hl_run_call(const hl_call *c);
    size) instead; s holds a reference to the arena from then on (alloc.c). */
 void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
 
+/* ---- kernel scratch in a plan's arena ---- */
+
+/* A kernel's work buffer of nbytes for the call a plan is replaying on this thread: a pointer
+   into the plan's arena (where the memory plan gave this call its scratch), or NULL, and then
+   the kernel allocates as usual. While a plan measures its calls (its first replay), the
+   request is counted toward the call's scratch. plan/scratch.c. */
+void *hl_plan_scratch(size_t nbytes);
+
 /* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
 
 enum { HL_FUSED_MAX_STEPS = 16, HL_FUSED_MAX_OPERANDS = 16, HL_FUSED_MAX_SCRATCH = 8 };

@@ -199,9 +199,11 @@ static void test_arena_sharing(void) {
         h = k == 7 ? NULL : next;
     }
     CHECK(hl_plan_end(&plan) == HL_OK);
-    CHECK(hl_plan_run(plan) == HL_OK);
+    CHECK(hl_plan_run(plan) == HL_OK);  /* measures the calls */
     hl_plan_info info;
-    CHECK(hl_plan_stats(plan, &info) == HL_OK);
+    CHECK(hl_plan_stats(plan, &info) == HL_OK && info.prepared && !info.memory_planned);
+    CHECK(hl_plan_run(plan) == HL_OK);  /* plans memory, then runs */
+    CHECK(hl_plan_stats(plan, &info) == HL_OK && info.memory_planned);
     CHECK(info.planned_tensors == 7 && info.in_place == 0);
     CHECK(info.arena_bytes == 2 * 64 * 64 * 4);  /* two alive at any call */
     const float *out = hl_tensor_data(y);

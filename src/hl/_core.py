@@ -401,14 +401,15 @@ def plan_size(plan):
     return lib.hl_plan_size(plan)
 
 
-_PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "arena_bytes", "alive_peak_bytes",
-                     "planned_tensors",
+_PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
+                     "alive_peak_bytes", "scratch_bytes", "planned_tensors",
                      "planned_bytes", "in_place", "fused_groups", "fused_calls")
 
 
 def plan_stats(plan):
-    """What the plan did before its first replay: arena bytes, planned tensors, in-place
-    calls, fused groups (all zero until it has run once)."""
+    """What the plan did before its replays: fused groups (from the first), the memory plan
+    (arena bytes, planned tensors, in-place calls, kernel scratch: from the second; the first
+    measures the kernels' work buffers)."""
     info = _new_out("hl_plan_info *")
     check(lib.hl_plan_stats(plan, info))
     return {name: getattr(info, name) for name in _PLAN_INFO_FIELDS}

@@ -20,7 +20,8 @@ typedef struct {
     int64_t K, P;               /* column rows (cg_in * kh * kw) and positions (oh * ow) */
 } conv_geom;
 
-/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
+/* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
+   the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {
     hl_storage *s;
 } scratch;
@@ -29,6 +30,7 @@ static inline hl_status scratch_get(const char *op, scratch *b, size_t nbytes, v
     b->s = NULL;
     *data = NULL;
     if (nbytes == 0) return HL_OK;
+    if ((*data = hl_plan_scratch(nbytes))) return HL_OK;
     hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
     if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
     *data = b->s->data;

@@ -88,6 +88,7 @@ static bool same_view(const hl_tensor *a, const hl_tensor *b) {
 typedef struct {
     int64_t first, last, size, offset;
     int kind;        /* device kind: blocks of other kinds never meet */
+    int64_t call;    /* a call's kernel scratch: that call; storages: -1 */
 } block;
 
 static int by_size_desc(const void *a, const void *b) {
@@ -249,7 +250,7 @@ static hl_status place(hl_plan *p, planner *pl) {
     /* by first use (counting sort over times) */
     int64_t *count = calloc((size_t)p->n + 1, sizeof *count);
     int64_t *sorted = malloc(sizeof *sorted * (n + 1));
-    block *blocks = malloc(sizeof *blocks * (n + 1));
+    block *blocks = malloc(sizeof *blocks * (n + p->n + 1));  /* tensors, then scratch */
     int64_t *block_of = malloc(sizeof *block_of * (pl->ns + 1));
     if (!count || !sorted || !blocks || !block_of) {
         free(count); free(sorted); free(blocks); free(block_of);
@@ -279,12 +280,26 @@ static hl_status place(hl_plan *p, planner *pl) {
             p->in_place_count++;
         } else if (si->size) {
             block_of[si - pl->s] = nb;
-            blocks[nb++] = (block){si->first, si->last, si->size, 0, si->s->device.kind};
+            blocks[nb++] = (block){si->first, si->last, si->size, 0, si->s->device.kind, -1};
         } else {
             block_of[si - pl->s] = -1;
         }
     }
+    /* each call's kernel scratch, measured by the first replay: alive for that call only */
+    int64_t first_scratch = nb;
+    for (int64_t i = 0; p->scratch_need && i < p->n; i++)
+        if (p->scratch_need[i] > 0) {
+            if (pl->arena_index[HL_DEVICE_CPU] < 0) pl->arena_index[HL_DEVICE_CPU] = 0;
+            if (pl->arena_index[HL_DEVICE_CPU] != 0) continue;
+            int64_t t = call_time(p, i);
+            blocks[nb++] = (block){t, t, p->scratch_need[i], 0, HL_DEVICE_CPU, i};
+        }
     bool ok = place_blocks(blocks, nb, pl->top);
+    for (int64_t b = first_scratch; ok && b < nb; b++) {
+        p->scratch_offset[blocks[b].call] = blocks[b].offset;
+        p->scratch_kind[blocks[b].call] = HL_DEVICE_CPU;
+        p->scratch_bytes += blocks[b].size;
+    }
     /* the most bytes alive at one call: no placement can do with less */
     int64_t *alive = calloc((size_t)p->n + 2, sizeof *alive);
     if (alive) {

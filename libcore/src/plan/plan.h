@@ -39,6 +39,7 @@ struct hl_plan {
     hl_kernel *kernels;      /* per call */
     hl_storage *arenas[HL_DEVICE_KINDS];  /* one per device kind that has planned tensors */
     int64_t arena_bytes, planned_bytes, planned_count, in_place_count, alive_peak_bytes;
+    int64_t scratch_bytes;   /* kernel scratch placed in the arena (all calls together) */
     /* fuse.c: per call, the index of its fused group or -1; groups run in their first call */
     int *group_of;
     plan_group *groups;
@@ -46,6 +47,11 @@ struct hl_plan {
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */
+    /* scratch.c: the first replay measures each call's kernel scratch (measuring), the memory
+       plan gives it arena bytes (offset -1: none) */
+    bool measuring, memory_planned;
+    int64_t *scratch_need, *scratch_offset;
+    int *scratch_kind;
     int busy;                /* atomic: a replay is running */
 };
 
@@ -54,6 +60,8 @@ uint64_t hl_plan_recording_id(void);
 
 /* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
 hl_status hl_plan_order_topologically(hl_plan *p);
+/* scratch.c: runs call i, its kernel scratch measured or served from the arena. */
+hl_status hl_plan_run_call(hl_plan *p, int64_t i);
 /* memory.c: places the plan's intermediates in arenas (at the first replay). */
 hl_status hl_plan_plan_memory(hl_plan *p);
 /* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */

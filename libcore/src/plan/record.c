@@ -162,6 +162,9 @@ void hl_plan_release(hl_plan *p) {
     hl_plan_free_groups(p);
     free(p->slots);
     free(p->kernels);
+    free(p->scratch_need);
+    free(p->scratch_offset);
+    free(p->scratch_kind);
     free(p->calls);
     free(p);
 }

@@ -28,7 +28,15 @@ static hl_status prepare(hl_plan *p) {
     hl_status st = p->options & HL_PLAN_TOPOLOGICAL ? hl_plan_order_topologically(p) : HL_OK;
     if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
-    if (!st && !(p->options & HL_PLAN_NO_MEMORY)) st = hl_plan_plan_memory(p);
+    if (!st && !(p->options & HL_PLAN_NO_MEMORY)) {
+        p->scratch_need = calloc((size_t)p->n + 1, sizeof *p->scratch_need);
+        p->scratch_offset = malloc(sizeof *p->scratch_offset * (p->n + 1));
+        p->scratch_kind = calloc((size_t)p->n + 1, sizeof *p->scratch_kind);
+        if (!p->scratch_need || !p->scratch_offset || !p->scratch_kind)
+            st = hl_fail(HL_ERR_MEMORY, "plan_run: out of memory");
+        for (int64_t i = 0; !st && i < p->n; i++) p->scratch_offset[i] = -1;
+        p->measuring = true;  /* this first replay measures kernel scratch */
+    }
     if (st) {
         free(p->kernels);
         p->kernels = NULL;
@@ -51,7 +59,7 @@ static hl_status replay(hl_plan *p) {
             i = last;
             continue;
         }
-        st = p->kernels[i](c);
+        st = hl_plan_run_call(p, i);
         if (st) return st;
         if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
             c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
@@ -70,7 +78,13 @@ hl_status hl_plan_run(hl_plan *p) {
         return hl_fail(HL_ERR_VALUE, "plan_run: the plan is already running on another "
                        "thread; a plan replays on one thread at a time");
     hl_status st = p->prepared ? HL_OK : prepare(p);
+    /* the memory plan, with the scratch the first replay measured, before the second */
+    if (!st && p->prepared && !p->measuring && p->scratch_need && !p->memory_planned) {
+        st = hl_plan_plan_memory(p);
+        p->memory_planned = true;
+    }
     if (!st) st = replay(p);
+    if (!st && p->measuring) p->measuring = false;
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return st;
 }
@@ -95,6 +109,8 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->prepared = p->prepared;
     info->arena_bytes = p->arena_bytes;
     info->alive_peak_bytes = p->alive_peak_bytes;
+    info->scratch_bytes = p->scratch_bytes;
+    info->memory_planned = p->memory_planned;
     info->planned_tensors = p->planned_count;
     info->planned_bytes = p->planned_bytes;
     info->in_place = p->in_place_count;
