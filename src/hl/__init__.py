@@ -48,7 +48,8 @@ def cuda_available():
 
 
 def memory_stats(device=None):
-    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
+    """Bytes in use by tensors (graph-mode plans' arenas included), held in the allocator's
+    cache, and the peak in use since start or reset_peak_memory_stats()."""
     from . import _core
     d = globals()["device"](device)
     return _core.memory_stats(d.code, d.index)

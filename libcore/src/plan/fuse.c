@@ -26,11 +26,6 @@ static const bool keeps_dtype[HL_OP_COUNT] = {
 
 bool hl_plan_element_wise(int op) { return op >= 0 && op < HL_OP_COUNT && keeps_dtype[op]; }
 
-static bool same_view(const hl_tensor *a, const hl_tensor *b) {
-    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
-           hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
-}
-
 static bool fusible(const hl_call *c) {
     if (!hl_plan_element_wise(c->op) || c->n_out != 1 || c->in_many) return false;
     const hl_tensor *o = c->out[0];
@@ -50,7 +45,7 @@ static bool views_agree(const hl_plan *p, int64_t first, int64_t i) {
             for (int b = 0; b < d->n_in + d->n_out; b++) {
                 const hl_tensor *u = hl_call_tensor(d, b);
                 bool written = a >= c->n_in || b >= d->n_in;
-                if (written && t->storage == u->storage && !same_view(t, u)) return false;
+                if (written && t->storage == u->storage && !hl_same_view(t, u)) return false;
             }
         }
     }
@@ -71,9 +66,7 @@ static int operand_of(hl_fused *f, const hl_tensor *t) {
    it once and whole before reading it. */
 static bool stays_in_scratch(const hl_plan *p, int64_t first, int64_t last, int64_t k) {
     const hl_tensor *o = p->calls[k].out[0];
-    if (__atomic_load_n(&o->storage->refcount, __ATOMIC_ACQUIRE) != 1 || o->offset != 0 ||
-        !hl_tensor_is_contiguous(o) ||
-        (size_t)hl_tensor_numel(o) * hl_dtype_size(o->dtype) != o->storage->nbytes)
+    if (__atomic_load_n(&o->storage->refcount, __ATOMIC_ACQUIRE) != 1 || !hl_covers_storage(o))
         return false;
     int refs = 0;
     for (int64_t j = first; j <= last; j++) {

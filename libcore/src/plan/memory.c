@@ -71,17 +71,6 @@ static int64_t call_time(const hl_plan *p, int64_t i) {
     return p->group_of && p->group_of[i] >= 0 ? hl_plan_group_start(p, p->group_of[i]) : i;
 }
 
-static bool covers_storage(const hl_tensor *t) {
-    return t->offset == 0 && hl_tensor_is_contiguous(t) &&
-           (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype) == t->storage->nbytes;
-}
-
-static bool same_view(const hl_tensor *a, const hl_tensor *b) {
-    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
-           hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
-}
-
-
 /* ---- placement: greedy by size ---- */
 
 /* A block: storages that share bytes because each writes over the one before in place. */
@@ -178,7 +167,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
                     pl->s[*si] = (store_info){.s = t->storage, .first = time, .last = time,
                                               .only_plan = true, .offset = -1,
                                               .written_whole_first = k >= c->n_in &&
-                                                                     covers_storage(t)};
+                                                                     hl_covers_storage(t)};
                 }
                 pl->s[*si].n_structs++;
                 pl->t[*ti] = (tensor_info){0, *si};
@@ -219,12 +208,12 @@ static store_info *in_place_source(const hl_plan *p, planner *pl, const hl_call 
         if (!x) continue;
         store_info *si = &pl->s[*map_at(&pl->stores, x->storage)];
         if (!si->planned || si->handed_on || si->last != time || si->size != pl->s[*map_at(
-                &pl->stores, o->storage)].size || !same_view(x, o))
+                &pl->stores, o->storage)].size || !hl_same_view(x, o))
             continue;
         bool all_same = true;  /* the other operand may be the same memory, seen alike */
         for (int j = 0; j < c->n_in; j++)
             if (hl_call_in(c, j) && hl_call_in(c, j)->storage == x->storage &&
-                !same_view(hl_call_in(c, j), o))
+                !hl_same_view(hl_call_in(c, j), o))
                 all_same = false;
         if (all_same) return si;
     }

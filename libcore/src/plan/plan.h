@@ -79,4 +79,16 @@ static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
     return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
 }
 
+/* The same view of the same dtype: element i of one is element i of the other. */
+static inline bool hl_same_view(const hl_tensor *a, const hl_tensor *b) {
+    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
+           hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
+}
+
+/* t is contiguous from its storage's first byte to its last: writing t writes it whole. */
+static inline bool hl_covers_storage(const hl_tensor *t) {
+    return t->offset == 0 && hl_tensor_is_contiguous(t) &&
+           (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
 #endif /* HL_PLAN_PRIVATE_H */
