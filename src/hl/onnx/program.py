@@ -10,7 +10,9 @@ import numpy as np
 from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import is_grad_enabled, no_grad
-from .graph import Graph, elem_type_name
+from ..autograd.mode import trace_state as _trace
+from .graph import Graph
+from .types import elem_type_name
 from .load import MALFORMED
 from .planned import PlanCache
 
@@ -87,7 +89,7 @@ class Program:
         (no gradient, no intermediates asked for) replay a plan per input signature
         (planned.py)."""
         if not training and stop is None and not keep and not keep_all and \
-                _no_gradient(feeds, params):
+                _trace.tracer is None and _no_gradient(feeds, params):
             return self.plans.run(feeds, params, lambda f: self._run(f, params),
                                   [o.name for o in self.graph.outputs])
         return self._run(feeds, params, training, stop, keep, keep_all, eval_nodes)
@@ -152,6 +154,7 @@ def _place(graph, device):
 def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_nodes=()):
     """Runs ``nodes`` in order over ``values`` (name -> Tensor, updated in place). Values
     read for the last time are dropped unless in ``keep`` (keep=None keeps everything)."""
+    tracer = _trace.tracer  # hl.onnx.to_onnx tracing a model that holds this graph
     for node in nodes:
         if node.index in folded:
             continue
@@ -159,7 +162,11 @@ def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_no
         node.training = training and node.index not in eval_nodes
         node.scope = values
         try:
-            ys = node.handler(node, *xs)
+            if tracer is None:
+                ys = node.handler(node, *xs)
+            else:  # the ops a node runs are exported under the node's own name
+                with tracer.scope(node.name):
+                    ys = node.handler(node, *xs)
         except errors.HLError as e:
             if str(e).startswith("ONNX node"):
                 raise
