@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .. import errors, ops
+from .. import errors
 from .._tensor import tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
@@ -33,6 +33,7 @@ from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
 from .world import init
+from ..autograd import functional as F
 
 SINGA_THRESHOLD = 2097152
 
@@ -136,7 +137,7 @@ class DistOpt(Optimizer):
     def update(self, param, grad):
         """SINGA's update after an all_reduce (a sum): divides by world_size, then updates."""
         with no_grad():
-            grad = ops.mul(grad, 1.0 / self.world_size)
+            grad = F.mul(grad, 1.0 / self.world_size)
         self.opt.update(param, grad)
 
     @property
@@ -181,7 +182,7 @@ class DistOpt(Optimizer):
         if self.world is None or self.world.size == 1:
             pairs = list(_backward(loss, dy))
             if clip is not None:
-                pairs = [(p, ops.clip(g, -clip, clip)) for p, g in pairs]
+                pairs = [(p, F.clip(g, -clip, clip)) for p, g in pairs]
             self.opt._update_all(pairs)
             self.opt.step_count += 1
             return
@@ -201,7 +202,7 @@ class DistOpt(Optimizer):
                     f"backward_and_update)")
             if clip is not None:
                 with no_grad():
-                    g = ops.clip(g, -clip, clip)
+                    g = F.clip(g, -clip, clip)
             reducer.add(p, g, scale)
         self._apply(reducer.finish())
 
