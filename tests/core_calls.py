@@ -135,6 +135,12 @@ CALLS = [
     ("plan_run: NULL", lambda t: lib.hl_plan_run(NULL), "plan_run"),
     ("plan_end: nothing recorded", lambda t: lib.hl_plan_end(ffi.new("hl_plan *[1]")), "no plan"),
     ("plan_end: NULL out", lambda t: lib.hl_plan_end(NULL), "plan_end"),
+    ("plan_input: NULL", lambda t: lib.hl_plan_input(NULL, ffi.new("int64_t *")), "plan_input"),
+    ("plan_input: not recording", lambda t: lib.hl_plan_input(t, ffi.new("int64_t *")), "no plan is being recorded"),
+    ("plan_bind: NULL plan", lambda t: lib.hl_plan_bind(NULL, 0, t), "plan_bind"),
+    ("plan_set_options: NULL", lambda t: lib.hl_plan_set_options(NULL, 0), "plan_set_options"),
+    ("plan_stats: NULL", lambda t: lib.hl_plan_stats(NULL, ffi.new("hl_plan_info *")), "plan_stats"),
+    ("tensor_check_host_read: NULL", lambda t: lib.hl_tensor_check_host_read(NULL), "tensor"),
     # ---- the other families: NULL everything (each must check before it dereferences);
     # their messages are theirs to word, so any message will do ----
     ("reduce: invalid op", lambda t: lib.hl_reduce(-1, t, 0, NULL, 0, _out()), ""),

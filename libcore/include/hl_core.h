@@ -114,6 +114,8 @@ const char *hl_backend_unavailable_reason(int kind);
 /* Records why a backend of this kind is absent (the Python side that looks for libhlcuda
    says which file is missing); the reason shows in every DeviceError about such a device. */
 void hl_backend_set_unavailable_reason(int kind, const char *why);
+/* Restarts the high-water mark from the bytes in use now (PyTorch's reset_peak_memory_stats). */
+hl_status hl_memory_reset_peak(hl_device device);
 
 /* ---- tensors ------------------------------------------------------------------------------------ */
 
@@ -390,13 +392,59 @@ hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, do
 /* ---- plans (graph mode) ---------------------------------------------------------------------- */
 /* Between hl_plan_begin() and hl_plan_end() on a thread, op entry points check their
    arguments, allocate their outputs and append a record to the plan instead of running.
-   hl_plan_run() replays the records in order, in one call. */
+   hl_plan_run() replays the records in order, in one call. Before the first replay the plan
+   looks its kernels up once and fuses chains of element-wise calls into one pass; that first
+   replay also measures the kernels' work buffers, and before the second the plan places every
+   intermediate that only the plan holds (nothing outside it has a reference: outputs, inputs,
+   parameters and optimiser slots the caller keeps are left alone) in one arena per device,
+   reusing memory between tensors whose lifetimes do not overlap, kernels' work buffers
+   included. A plan replays on one thread
+   at a time (a second concurrent hl_plan_run fails). */
 
 hl_status hl_plan_begin(void);
 hl_status hl_plan_end(hl_plan **out);
 hl_status hl_plan_run(hl_plan *plan);
 int64_t hl_plan_size(const hl_plan *plan);
 void hl_plan_release(hl_plan *plan);
+/* 1 while a plan is being recorded on this thread. */
+int hl_plan_recording(void);
+/* While recording: declares t, a tensor from outside the plan, as input slot *slot (numbered
+   from 0 in declaration order). Until the recording ends its values count as not computed yet
+   (host reads fail): they are not the values later replays will read. */
+hl_status hl_plan_input(hl_tensor *t, int64_t *slot);
+int64_t hl_plan_num_inputs(const hl_plan *plan);
+/* Makes the next replays read t in place of the slot's tensor: t must have the slot's shape,
+   dtype and device (else a ShapeError/DTypeError/DeviceError naming the slot and both shapes).
+   With the same strides nothing is copied: the plan's tensors viewing the slot's memory (the
+   slot's tensor itself, as the caller sees it, included) are pointed at t's storage; otherwise,
+   or when t is memory the plan writes, t's values are copied into the slot's own memory. */
+hl_status hl_plan_bind(hl_plan *plan, int64_t slot, hl_tensor *t);
+/* Options, set before the first replay: turn the plan's optimisations off one by one (tests
+   compare against the plain replay) or choose the dependency-order scheduler. */
+enum {
+    HL_PLAN_NO_MEMORY = 1,   /* intermediates keep their own storage */
+    HL_PLAN_NO_IN_PLACE = 2, /* planned memory, but no element-wise op writes over its input */
+    HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
+    HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
+    HL_PLAN_OPTION_MASK = 15
+};
+hl_status hl_plan_set_options(hl_plan *plan, int options);
+typedef struct {
+    int64_t calls, inputs, prepared;
+    int64_t arena_bytes;       /* bytes of the plan's arenas */
+    int64_t alive_peak_bytes;  /* most planned bytes alive at one call (arena_bytes' floor) */
+    int64_t scratch_bytes;     /* kernels' work buffers placed in the arena, all calls */
+    int64_t memory_planned;    /* 1 from the second replay: the first measures the calls */
+    int64_t planned_tensors;   /* storages placed in an arena */
+    int64_t planned_bytes;     /* their bytes, before sharing */
+    int64_t in_place;          /* element-wise calls writing over their input */
+    int64_t fused_groups, fused_calls;
+} hl_plan_info;
+hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
+/* Fails with HL_ERR_UNSUPPORTED when t's values are to be computed by the plan being recorded
+   on this thread (they do not exist yet); every host read (hl_tensor_read, numpy views in the
+   bindings) asks this first. */
+hl_status hl_tensor_check_host_read(const hl_tensor *t);
 
 /* HL_CDEF_END */
 

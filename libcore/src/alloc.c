@@ -116,9 +116,13 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     s->device = device;
     s->refcount = 1;
     s->next_free = NULL;
+    s->written_by = 0;
+    s->arena_owner = NULL;
     *out = s;
     return HL_OK;
 }
+
+static void give_back_block(hl_storage *s);
 
 void hl_storage_release(hl_storage *s) {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
@@ -126,6 +130,18 @@ void hl_storage_release(hl_storage *s) {
         free(s);
         return;
     }
+    if (s->arena_owner) {  /* its bytes belong to a plan's arena */
+        hl_storage *arena = s->arena_owner;
+        free(s);
+        hl_storage_release(arena);
+        return;
+    }
+    give_back_block(s);
+}
+
+/* Returns s's block to its device's cache (or frees it) and, when it is not cached, the
+   record s itself. */
+static void give_back_block(hl_storage *s) {
     device_pool *pool = pool_for(s->device);
     size_t block = 0;
     int cls = size_class(s->nbytes ? s->nbytes : 1, &block);
@@ -147,6 +163,39 @@ void hl_storage_release(hl_storage *s) {
         hl_backend_for(s->device)->raw_free(s->data, s->device.index);
         free(s);
     }
+}
+
+/* The block goes back to the cache through a copy of the record (the cache keeps the record
+   it is given), so that s itself lives on over the arena. */
+void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset) {
+    hl_storage *old = malloc(sizeof *old);
+    if (old) {
+        *old = *s;
+        old->refcount = 0;
+        old->arena_owner = NULL;
+        give_back_block(old);
+    } else {  /* no record to cache it with: free the bytes */
+        device_pool *pool = pool_for(s->device);
+        pthread_mutex_lock(&pool->lock);
+        pool->in_use -= (int64_t)s->block_bytes;
+        pthread_mutex_unlock(&pool->lock);
+        hl_backend_for(s->device)->raw_free(s->data, s->device.index);
+    }
+    __atomic_add_fetch(&arena->refcount, 1, __ATOMIC_RELAXED);
+    s->arena_owner = arena;
+    s->data = (char *)arena->data + offset;
+    s->block_bytes = 0;
+}
+
+hl_status hl_memory_reset_peak(hl_device device) {
+    const hl_backend *be = hl_backend_for(device);
+    if (be && !be->has_memory) return HL_OK;
+    device_pool *pool = pool_for(device);
+    if (!pool || !be) return hl_fail(HL_ERR_DEVICE, "reset_peak: no backend serves that device");
+    pthread_mutex_lock(&pool->lock);
+    pool->peak = pool->in_use;
+    pthread_mutex_unlock(&pool->lock);
+    return HL_OK;
 }
 
 hl_status hl_memory_stats(hl_device device, int64_t *in_use, int64_t *cached, int64_t *peak) {

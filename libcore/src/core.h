@@ -22,6 +22,12 @@ typedef struct hl_storage {
     hl_device device;
     int refcount;        /* atomic */
     struct hl_storage *next_free;  /* link while the block sits in the allocator's cache */
+    /* The number of the plan recording whose calls write this storage last (0: none): its
+       values do not exist until that plan runs, so host reads are refused while recording. */
+    uint64_t written_by;
+    /* Set when a plan placed this storage in its arena (plan/memory.c): data points into the
+       arena, which this storage holds a reference to, and owns no block of its own. */
+    struct hl_storage *arena_owner;
 } hl_storage;
 
 struct hl_tensor {
@@ -172,7 +178,48 @@ hl_status hl_check_device(const char *op, hl_device d, const hl_tensor *t);
 hl_status hl_broadcast_shapes(const char *op, int na, const int64_t *a, int nb,
                               const int64_t *b, int *nout, int64_t *out);
 
-bool hl_plan_recording(void);
+/* Appends the call to the plan recorded on this thread (plan/record.c). */
+hl_status hl_plan_record(const hl_call *c);
+/* Runs one call now on its device's backend (dispatch.c). */
+hl_status hl_run_call(const hl_call *c);
+/* Gives s's block back to the allocator and points s at arena bytes [offset, offset + s's
+   size) instead; s holds a reference to the arena from then on (alloc.c). */
+void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
+
+/* ---- kernel scratch in a plan's arena ---- */
+
+/* A kernel's work buffer of nbytes for the call a plan is replaying on this thread: a pointer
+   into the plan's arena (where the memory plan gave this call its scratch), or NULL, and then
+   the kernel allocates as usual. While a plan measures its calls (its first replay), the
+   request is counted toward the call's scratch. plan/scratch.c. */
+void *hl_plan_scratch(size_t nbytes);
+
+/* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
+
+enum { HL_FUSED_MAX_STEPS = 16, HL_FUSED_MAX_OPERANDS = 16, HL_FUSED_MAX_SCRATCH = 8 };
+
+/* A chain of element-wise calls run as one pass over the elements: the pass walks the first
+   operand's shape in short runs, and each run goes through every step in order, intermediates
+   that only the chain reads staying in small scratch buffers (never in memory). Each step is
+   the call's own row function, so results are bit for bit those of the calls one by one. */
+typedef struct {
+    int op, n_in;
+    /* arg[0] the output, arg[1..n_in] the inputs: an operand index >= 0, or -1 - s for
+       scratch buffer s */
+    int arg[3];
+    const double *params;  /* the call's f[] (alpha, beta of unary ops) */
+} hl_fused_step;
+
+typedef struct {
+    hl_dtype dtype;        /* every step's */
+    int n_steps, n_operands;
+    const hl_tensor *operands[HL_FUSED_MAX_OPERANDS];  /* [0] an output of the pass's shape */
+    hl_fused_step steps[HL_FUSED_MAX_STEPS];
+} hl_fused;
+
+/* 1 when the CPU has a row function for element-wise op in dtype d. */
+int hl_cpu_fusible(int op, hl_dtype d);
+hl_status hl_cpu_fused_run(const hl_fused *f);
 
 /* ---- numbers ---- */
 

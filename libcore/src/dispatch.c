@@ -1,6 +1,6 @@
 /*
  * dispatch.c - op names, the backend registry, hl_submit (run a call now or record it into
- * the current plan), plans, threads, and the output/argument checks entry points share.
+ * the current plan: plan/), threads, and the output/argument checks entry points share.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -127,34 +127,9 @@ int hl_get_num_threads(void) {
     return num_threads ? num_threads : 1;
 }
 
-/* ---- plans ---- */
+/* ---- running a call ---- */
 
-struct hl_plan {
-    hl_call *calls;
-    int64_t n, cap;
-};
-
-static _Thread_local hl_plan *recording;
-
-bool hl_plan_recording(void) { return recording != NULL; }
-
-hl_status hl_plan_begin(void) {
-    if (recording) return hl_fail(HL_ERR_VALUE, "plan_begin: a plan is already being recorded");
-    recording = calloc(1, sizeof *recording);
-    return recording ? HL_OK : hl_fail(HL_ERR_MEMORY, "plan_begin: out of memory");
-}
-
-hl_status hl_plan_end(hl_plan **out) {
-    if (!out) return hl_fail(HL_ERR_VALUE, "plan_end: output pointer is NULL");
-    if (!recording) return hl_fail(HL_ERR_VALUE, "plan_end: no plan is being recorded");
-    *out = recording;
-    recording = NULL;
-    return HL_OK;
-}
-
-int64_t hl_plan_size(const hl_plan *p) { return p ? p->n : 0; }
-
-static hl_status run_now(const hl_call *c) {
+hl_status hl_run_call(const hl_call *c) {
     const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
     hl_device d = first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
     const hl_backend *be = hl_backend_for(d);
@@ -168,29 +143,6 @@ static hl_status run_now(const hl_call *c) {
     return k(c);
 }
 
-/* The plan keeps its own references to every tensor a call names. */
-static hl_status record(const hl_call *c) {
-    hl_plan *p = recording;
-    if (p->n == p->cap) {
-        int64_t cap = p->cap ? 2 * p->cap : 64;
-        hl_call *grown = realloc(p->calls, sizeof *grown * cap);
-        if (!grown) return hl_fail(HL_ERR_MEMORY, "plan: out of memory recording a call");
-        p->calls = grown;
-        p->cap = cap;
-    }
-    hl_call *r = &p->calls[p->n];
-    *r = *c;
-    if (c->in_many) {
-        r->in_many = malloc(sizeof *r->in_many * c->n_in);
-        if (!r->in_many) return hl_fail(HL_ERR_MEMORY, "plan: out of memory recording a call");
-        memcpy(r->in_many, c->in_many, sizeof *r->in_many * c->n_in);
-    }
-    for (int k = 0; k < c->n_in; k++) hl_tensor_retain((hl_tensor *)hl_call_in(r, k));
-    for (int k = 0; k < c->n_out; k++) hl_tensor_retain(r->out[k]);
-    p->n++;
-    return HL_OK;
-}
-
 hl_status hl_submit(const hl_call *c) {
     /* A backstop: entry points check the tensors they are given with their own op's name, so
        this only fires if one forgot; a kernel writing through a broadcast view would hit
@@ -199,31 +151,7 @@ hl_status hl_submit(const hl_call *c) {
         hl_status st = hl_check_writable(hl_op_str(c->op), "the output", c->out[k]);
         if (st) return st;
     }
-    return recording ? record(c) : run_now(c);
-}
-
-hl_status hl_plan_run(hl_plan *p) {
-    if (!p) return hl_fail(HL_ERR_VALUE, "plan_run: plan is NULL");
-    for (int64_t i = 0; i < p->n; i++) {
-        hl_call *c = &p->calls[i];
-        hl_status st = run_now(c);
-        if (st) return st;
-        if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
-            c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
-    }
-    return HL_OK;
-}
-
-void hl_plan_release(hl_plan *p) {
-    if (!p) return;
-    for (int64_t i = 0; i < p->n; i++) {
-        hl_call *c = &p->calls[i];
-        for (int k = 0; k < c->n_in; k++) hl_tensor_release((hl_tensor *)hl_call_in(c, k));
-        for (int k = 0; k < c->n_out; k++) hl_tensor_release(c->out[k]);
-        free(c->in_many);
-    }
-    free(p->calls);
-    free(p);
+    return hl_plan_recording() ? hl_plan_record(c) : hl_run_call(c);
 }
 
 /* ---- shared checks ---- */

@@ -163,6 +163,7 @@ hl_status hl_tensor_write(hl_tensor *dst, const void *src, size_t nbytes) {
 hl_status hl_tensor_read(const hl_tensor *src, void *dst, size_t nbytes) {
     hl_status st = check_host_copy("tensor_read", src, dst, nbytes);
     if (!st) st = check_has_memory("tensor_read", src);
+    if (!st) st = hl_tensor_check_host_read(src);
     if (st || !nbytes) return st;
     const hl_backend *be = hl_backend_for(src->storage->device);
     return be->memcpy(dst, hl_ptr(src), nbytes, 1, src->storage->device.index);

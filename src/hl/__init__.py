@@ -9,7 +9,8 @@ See README.md for the tour and docs/ for the design.
 from . import errors
 from ._core import version as _version
 from .devices import (Device, cpu, cuda, cuda_available, device, empty_cache,
-                      get_default_device, memory_stats, set_default_device)
+                      get_default_device, memory_stats, reset_peak_memory_stats,
+                      set_default_device)
 from .dtypes import (DType, bfloat16, bool_, dtype, float16, float32, float64, int32, int64,
                      uint8)
 from ._tensor import Tensor, as_tensor, from_numpy, tensor

@@ -142,6 +142,10 @@ def empty_cache(kind, index):
     check(lib.hl_memory_empty_cache((kind, index)))
 
 
+def reset_peak_memory_stats(kind, index):
+    check(lib.hl_memory_reset_peak((kind, index)))
+
+
 # ---- tensors ----------------------------------------------------------------------------
 
 def empty(shape, dtype_code, kind=0, index=0):
@@ -215,6 +219,7 @@ def numpy_view(h, np_dtype):
     """A numpy array over a CPU tensor's memory (no copy). np_dtype is the numpy dtype."""
     if lib.hl_tensor_numel(h) == 0:
         return np.empty(shape(h), dtype=np_dtype)
+    check(lib.hl_tensor_check_host_read(h))  # a value a plan being recorded will compute
     if lib.hl_tensor_data(h) == _NULL:
         raise errors.DeviceError("numpy_view: the tensor is not in host memory")
     arr = np.asarray(_ArrayView(h, np_dtype))
@@ -394,10 +399,19 @@ def fill(h, value):
 
 
 # ---- plans (graph mode at the C level) --------------------------------------------------
+# A plan records the core calls made on this thread between plan_begin() and plan_end() and
+# replays them with plan_run(). hl.graph (the Python side of graph mode) builds on these.
+
+PLAN_NO_MEMORY = lib.HL_PLAN_NO_MEMORY
+PLAN_NO_IN_PLACE = lib.HL_PLAN_NO_IN_PLACE
+PLAN_NO_FUSION = lib.HL_PLAN_NO_FUSION
+PLAN_TOPOLOGICAL = lib.HL_PLAN_TOPOLOGICAL
+
 
 def plan_begin():
     """Starts recording: until plan_end(), core entry points called on this thread check their
-    arguments, allocate their outputs and append a call record instead of running."""
+    arguments, allocate their outputs and record the call instead of running it. Reading a
+    value the recording will compute (numpy(), item()) raises UnsupportedError meanwhile."""
     check(lib.hl_plan_begin())
 
 
@@ -408,11 +422,54 @@ def plan_end():
     return _gc(p[0], lib.hl_plan_release)
 
 
+def plan_recording():
+    """True while a plan is being recorded on this thread."""
+    return bool(lib.hl_plan_recording())
+
+
+def plan_input(h):
+    """While recording: declares tensor handle h an input slot; returns the slot number."""
+    slot = _new_out("int64_t *")
+    check(lib.hl_plan_input(h, slot))
+    return slot[0]
+
+
+def plan_bind(plan, slot, h):
+    """Makes the plan's next replays read tensor h at input slot `slot` (same shape, dtype
+    and device as recorded; no copy when the strides match too)."""
+    check(lib.hl_plan_bind(plan, slot, h))
+
+
+def plan_set_options(plan, options):
+    """PLAN_* bits, before the first run: turn off planned memory, in-place writes or fusion,
+    or choose the topological scheduler."""
+    check(lib.hl_plan_set_options(plan, options))
+
+
 def plan_run(plan):
-    """Replays every recorded call in order, on the tensors they were recorded with."""
+    """Replays the plan's calls (the GIL is released while they run)."""
     check(lib.hl_plan_run(plan))
+
+
+def handle_address(h):
+    """The address of the C tensor behind handle h (stable while anything holds it)."""
+    return int(ffi.cast("uintptr_t", h))
 
 
 def plan_size(plan):
     """The number of calls in the plan."""
     return lib.hl_plan_size(plan)
+
+
+_PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
+                     "alive_peak_bytes", "scratch_bytes", "planned_tensors",
+                     "planned_bytes", "in_place", "fused_groups", "fused_calls")
+
+
+def plan_stats(plan):
+    """What the plan did before its replays: fused groups (from the first), the memory plan
+    (arena bytes, planned tensors, in-place calls, kernel scratch: from the second; the first
+    measures the kernels' work buffers)."""
+    info = _new_out("hl_plan_info *")
+    check(lib.hl_plan_stats(plan, info))
+    return {name: getattr(info, name) for name in _PLAN_INFO_FIELDS}

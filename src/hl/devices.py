@@ -152,9 +152,17 @@ def cuda_available():
 
 
 def memory_stats(device=None):
-    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
+    """Bytes in use by tensors (graph-mode plans' arenas included), held in the allocator's
+    cache, and the peak in use since start or reset_peak_memory_stats()."""
     d = _coerce(device)
     return _core.memory_stats(d.code, d.index)
+
+
+def reset_peak_memory_stats(device=None):
+    """Restarts memory_stats()['peak'] from the bytes in use now (PyTorch's name), so that
+    the peak of what follows (a few training steps after warm-up) can be read alone."""
+    d = _coerce(device)
+    _core.reset_peak_memory_stats(d.code, d.index)
 
 
 def empty_cache(device=None):

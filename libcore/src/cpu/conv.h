@@ -34,7 +34,8 @@ static inline bool conv_epilogue_active(const conv_epilogue *e) {
     return e && (e->act != HL_CONV_ACT_NONE || e->res);
 }
 
-/* Scratch memory from the caching allocator, so repeated calls do not fault fresh pages. */
+/* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
+   the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {
     hl_storage *s;
 } scratch;
@@ -43,6 +44,7 @@ static inline hl_status scratch_get(const char *op, scratch *b, size_t nbytes, v
     b->s = NULL;
     *data = NULL;
     if (nbytes == 0) return HL_OK;
+    if ((*data = hl_plan_scratch(nbytes))) return HL_OK;
     hl_status st = hl_storage_new((hl_device){HL_DEVICE_CPU, 0}, nbytes, &b->s);
     if (st) return hl_fail(st, "%s: no memory for a %zu-byte work buffer", op, nbytes);
     *data = b->s->data;

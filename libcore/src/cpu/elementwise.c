@@ -181,6 +181,14 @@ bool hl_cpu_binary_supports(int op, hl_dtype d) {
     return (unsigned)d < HL_NUM_DTYPES && binary_rows[d][op] != NULL;
 }
 
+/* The row function of a unary or binary op in dtype d (NULL when there is none): what a
+   fused pass (fused.c) runs for each of its steps. */
+hl_row_fn hl_cpu_elementwise_row(int op, hl_dtype d) {
+    tables_once();
+    if ((unsigned)d >= HL_NUM_DTYPES || op < 0 || op >= HL_OP_COUNT) return NULL;
+    return unary_rows[d][op] ? unary_rows[d][op] : binary_rows[d][op];
+}
+
 /* ---- kernels ---- */
 
 /* in[0] = x; f[0], f[1] = alpha, beta. */

@@ -11,7 +11,8 @@
 
 #include "../core.h"
 
-enum { HL_LOOP_MAX_OPS = 4 };
+/* Element-wise kernels use up to four operands; a fused pass (fused.c) up to sixteen. */
+enum { HL_LOOP_MAX_OPS = 16 };
 
 typedef struct {
     int ndim;                                   /* >= 1 after merging */
@@ -28,5 +29,8 @@ typedef void (*hl_row_fn)(char **p, const int64_t *s, int64_t n, const void *ctx
    (fewer leading axes, or size 1). */
 void hl_loop_init(hl_loop *L, int nop, const hl_tensor *const *ops);
 void hl_loop_run(const hl_loop *L, hl_row_fn fn, const void *ctx);
+
+/* elementwise.c: the row function of a unary or binary op in a dtype, or NULL. */
+hl_row_fn hl_cpu_elementwise_row(int op, hl_dtype d);
 
 #endif

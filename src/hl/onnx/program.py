@@ -9,11 +9,12 @@ import numpy as np
 
 from .. import errors
 from .._tensor import Tensor, tensor as _tensor
-from ..autograd import no_grad
+from ..autograd import is_grad_enabled, no_grad
 from ..autograd.mode import trace_state as _trace
 from .graph import Graph, last_uses
 from .types import elem_type_name
 from .load import MALFORMED
+from .planned import PlanCache
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
 SHAPE_SIGNATURES = 4
@@ -49,6 +50,7 @@ class Program:
                 self.fused_nodes = nodes
                 self.fused_last_use = last_uses(nodes, graph)
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
+        self.plans = PlanCache()
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
                               for n in node.outputs if n}
 
@@ -89,7 +91,17 @@ class Program:
             eval_nodes=()):
         """Runs the graph on ``feeds`` ({input name: Tensor}) and returns {name: Tensor} for
         the graph outputs, ``keep`` and, with keep_all, every value. Nodes whose index is in
-        ``eval_nodes`` run in inference mode even when ``training``."""
+        ``eval_nodes`` run in inference mode even when ``training``. Plain inference runs
+        (no gradient, no intermediates asked for) replay a plan per input signature
+        (planned.py)."""
+        if not training and stop is None and not keep and not keep_all and \
+                _trace.tracer is None and _no_gradient(feeds, params):
+            return self.plans.run(feeds, params, lambda f: self._run(f, params),
+                                  [o.name for o in self.graph.outputs])
+        return self._run(feeds, params, training, stop, keep, keep_all, eval_nodes)
+
+    def _run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
+             eval_nodes=()):
         values = dict(self.constants)
         if params:
             values.update(params)
@@ -126,6 +138,14 @@ class Program:
             for n in outputs - keep:
                 values.pop(n, None)
         return values
+
+
+def _no_gradient(feeds, params):
+    """No tape would be recorded: gradients are off, or nothing given asks for one."""
+    if not is_grad_enabled():
+        return True
+    given = list(feeds.values()) + list((params or {}).values())
+    return not any(t is not None and t.requires_grad for t in given)
 
 
 def _place(graph, device):

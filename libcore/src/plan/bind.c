@@ -1,0 +1,68 @@
+/*
+ * plan/bind.c - hl_plan_bind: a tensor given to an input slot is what the next replays read.
+ * When its layout matches the slot's, every plan tensor viewing the slot's memory is redirected
+ * to the bound tensor's storage (no copy); otherwise (other strides, or memory the plan itself
+ * writes) its values are copied into the slot's own memory.
+ */
+#include "plan.h"
+
+static bool same_layout(const hl_tensor *a, const hl_tensor *b) {
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] > 1 && a->strides[d] != b->strides[d]) return false;
+    return true;
+}
+
+/* Points every alias of the slot at storage s, the slot's tensor starting at element base. */
+static void redirect(plan_slot *slot, hl_storage *s, int64_t base) {
+    for (int a = 0; a < slot->n_aliases; a++) {
+        hl_tensor *t = slot->aliases[a];
+        if (t->storage != s) {
+            __atomic_add_fetch(&s->refcount, 1, __ATOMIC_RELAXED);
+            hl_storage_release(t->storage);
+            t->storage = s;
+        }
+        t->offset = base + slot->alias_offsets[a];
+    }
+}
+
+hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
+    if (!p || !t) return hl_fail(HL_ERR_VALUE, "plan_bind: plan or tensor is NULL");
+    if (slot < 0 || slot >= p->n_slots)
+        return hl_fail(HL_ERR_INDEX, "plan_bind: slot %lld is out of range: the plan has %lld "
+                       "input slot%s", (long long)slot, (long long)p->n_slots,
+                       p->n_slots == 1 ? "" : "s");
+    if (hl_plan_recording())
+        return hl_fail(HL_ERR_VALUE, "plan_bind: a plan is being recorded on this thread; bind "
+                       "inputs after hl_plan_end");
+    plan_slot *s = &p->slots[slot];
+    const hl_tensor *x = s->t;
+    if (x->ndim != t->ndim || !hl_same_shape(x, t))
+        return hl_fail(HL_ERR_SHAPE, "plan_bind: input slot %lld was recorded with shape %s, "
+                       "got %s; a plan replays one input signature (record another plan for "
+                       "this shape)", (long long)slot, hl_shape_str(x->ndim, x->shape),
+                       hl_desc(t));
+    if (x->dtype != t->dtype)
+        return hl_fail(HL_ERR_DTYPE, "plan_bind: input slot %lld was recorded as %s, got %s",
+                       (long long)slot, hl_desc(x), hl_desc(t));
+    if (!hl_same_device(x->storage->device, t->storage->device))
+        return hl_fail(HL_ERR_DEVICE, "plan_bind: input slot %lld was recorded on %s, got a "
+                       "tensor on %s", (long long)slot, hl_device_str(x->storage->device),
+                       hl_device_str(t->storage->device));
+    if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
+        return hl_fail(HL_ERR_VALUE, "plan_bind: the plan is running on another thread");
+    if (t->storage == x->storage && t->offset == x->offset && same_layout(x, t)) return HL_OK;
+    if (t->storage == s->home && same_layout(x, t)) {  /* back to the slot's own memory */
+        redirect(s, s->home, t->offset);
+        return HL_OK;
+    }
+    /* Memory the plan writes (one of its outputs fed back) would be overwritten while the
+       replay still reads it: those values are copied. */
+    if (same_layout(x, t) && t->storage->written_by != p->id && !t->storage->arena_owner) {
+        redirect(s, t->storage, t->offset);
+        return HL_OK;
+    }
+    redirect(s, s->home, s->home_offset);
+    hl_status st = hl_copy(s->t, t);
+    return st ? hl_fail(st, "plan_bind: copying into input slot %lld: %s", (long long)slot,
+                        hl_last_error()) : HL_OK;
+}

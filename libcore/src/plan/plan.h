@@ -1,0 +1,94 @@
+/*
+ * plan/plan.h - the plan struct and what its files share. A plan is the list of calls recorded
+ * on one thread between hl_plan_begin and hl_plan_end (record.c), replayed by hl_plan_run
+ * (replay.c), with inputs bound by slot (bind.c), intermediates placed in one arena (memory.c),
+ * chains of element-wise calls run as one pass (fuse.c) and, for graph_alg='topological',
+ * calls in dependency order (order.c).
+ */
+#ifndef HL_PLAN_PRIVATE_H
+#define HL_PLAN_PRIVATE_H
+
+#include <stdlib.h>
+
+#include "../core.h"
+
+/* An input slot: a tensor declared with hl_plan_input while recording. Binding a tensor to the
+   slot redirects every tensor struct of the plan that views the slot's storage (the slot's
+   tensor itself and views made of it while recording, such as a flatten) to the bound
+   tensor's storage, at the same relative offsets. */
+typedef struct {
+    hl_tensor *t;            /* the tensor declared (the plan holds a reference) */
+    hl_storage *home;        /* its storage when declared (held): target of a copying bind */
+    int64_t home_offset;     /* t->offset when declared */
+    hl_tensor **aliases;     /* plan tensors whose storage was home (t among them), held */
+    int64_t *alias_offsets;  /* their offsets minus home_offset */
+    int n_aliases;
+} plan_slot;
+
+/* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
+typedef struct plan_group plan_group;
+
+struct hl_plan {
+    hl_call *calls;
+    int64_t n, cap;
+    uint64_t id;             /* this recording's number (hl_storage.written_by) */
+    plan_slot *slots;
+    int64_t n_slots, cap_slots;
+    /* Set up before the first replay (replay.c): kernels resolved, memory planned. */
+    bool prepared;
+    hl_kernel *kernels;      /* per call */
+    hl_storage *arenas[HL_DEVICE_KINDS];  /* one per device kind that has planned tensors */
+    int64_t arena_bytes, planned_bytes, planned_count, in_place_count, alive_peak_bytes;
+    int64_t scratch_bytes;   /* kernel scratch placed in the arena (all calls together) */
+    /* fuse.c: per call, the index of its fused group or -1; groups run in their first call */
+    int *group_of;
+    plan_group *groups;
+    int64_t n_groups, fused_calls;
+    hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
+    int64_t n_fused_away, cap_fused_away;
+    int options;             /* HL_PLAN_NO_* bits */
+    /* scratch.c: the first replay measures each call's kernel scratch (measuring), the memory
+       plan gives it arena bytes (offset -1: none) */
+    bool measuring, memory_planned;
+    int64_t *scratch_need, *scratch_offset;
+    int *scratch_kind;
+    int busy;                /* atomic: a replay is running */
+};
+
+/* record.c: the number of the plan being recorded on this thread (0: none). */
+uint64_t hl_plan_recording_id(void);
+
+/* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
+hl_status hl_plan_order_topologically(hl_plan *p);
+/* scratch.c: runs call i, its kernel scratch measured or served from the arena. */
+hl_status hl_plan_run_call(hl_plan *p, int64_t i);
+/* memory.c: places the plan's intermediates in arenas (at the first replay). */
+hl_status hl_plan_plan_memory(hl_plan *p);
+/* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */
+hl_status hl_plan_fuse(hl_plan *p);
+/* Runs group g; *last is the index of its last call. */
+hl_status hl_plan_run_group(hl_plan *p, int64_t g, int64_t *last);
+void hl_plan_free_groups(hl_plan *p);
+int64_t hl_plan_group_start(const hl_plan *p, int64_t g);
+/* Unary and binary ops whose output has their inputs' dtype, read element i of each input
+   and write element i of the output: they fuse, and may write over an input. */
+bool hl_plan_element_wise(int op);
+
+/* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
+static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
+    return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
+}
+
+/* The same view of the same dtype: element i of one is element i of the other. */
+static inline bool hl_same_view(const hl_tensor *a, const hl_tensor *b) {
+    return a->dtype == b->dtype && a->offset == b->offset && a->ndim == b->ndim &&
+           hl_same_shape(a, b) && memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
+}
+
+/* t is contiguous from its storage's first byte to its last: writing t writes it whole. */
+static inline bool hl_covers_storage(const hl_tensor *t) {
+    return t->offset == 0 && hl_tensor_is_contiguous(t) &&
+           (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
+#endif /* HL_PLAN_PRIVATE_H */

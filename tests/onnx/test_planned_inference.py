@@ -1,0 +1,102 @@
+"""ONNX inference as libcore plans (hl/onnx/planned.py): from the second run of an input
+signature, prepare().run() and ONNXModel inference replay a plan with the inputs bound to its
+slots. References: onnxruntime on the same model and inputs, and the node-by-node run."""
+import threading
+import warnings
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import hl
+from hl import onnx as hl_onnx
+
+
+def _cnn(rng):
+    """Conv -> Relu -> MaxPool -> Flatten -> Gemm -> Sigmoid * 2 + 1 (a fused tail)."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3, "w")
+    b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32) * 0.1, "b")
+    fc = numpy_helper.from_array(rng.standard_normal((5, 4 * 4 * 4)).astype(np.float32) * 0.2,
+                                 "fc")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["g"], transB=1),
+             helper.make_node("Sigmoid", ["g"], ["s"]),
+             helper.make_node("Mul", ["s", "two"], ["m"]),
+             helper.make_node("Add", ["m", "one"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])], [w, b, fc, two, one])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_prepared_model_replays_a_plan_and_matches_onnxruntime():
+    rng = np.random.default_rng(8)
+    model = _cnn(rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rep = hl_onnx.prepare(model)
+    program = rep.model.program
+    results = []
+    for k in range(4):
+        x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+        (y,) = rep.run([x])
+        results.append((y.copy(), y))
+        np.testing.assert_allclose(y, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+    entries = [e for e in program.plans.entries.values() if e is not None]
+    assert len(entries) == 1 and hl._core.plan_stats(entries[0].plan)["prepared"]
+    for kept, returned in results:  # outputs are copies: later runs do not overwrite them
+        np.testing.assert_array_equal(kept, returned)
+    # another batch size is another signature: its own plan
+    for _ in range(3):
+        x = rng.standard_normal((5, 3, 8, 8)).astype(np.float32)
+        np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0], rtol=1e-5,
+                                   atol=1e-6)
+    assert len([e for e in program.plans.entries.values() if e is not None]) == 2
+
+
+def test_threads_running_one_prepared_model_get_their_own_answers():
+    rng = np.random.default_rng(9)
+    model = _cnn(rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rep = hl_onnx.prepare(model)
+    xs = [rng.standard_normal((3, 3, 8, 8)).astype(np.float32) for _ in range(8)]
+    wants = [sess.run(None, {"x": x})[0] for x in xs]
+    errors_seen = []
+
+    def work(k):
+        try:
+            for _ in range(10):
+                np.testing.assert_allclose(rep.run([xs[k]])[0], wants[k], rtol=1e-5, atol=1e-6)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors_seen.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors_seen, errors_seen[0]
+
+
+def test_a_data_dependent_node_falls_back_once_with_a_warning():
+    """NonZero's output shape depends on the values: the signature runs node by node."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("NonZero", ["r"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [1, "n"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl_onnx.prepare(model)
+    x = np.array([0, 1, 0, 2, 3, 0], np.float32)
+    assert rep.run([x])[0].tolist() == [[1, 3, 4]]
+    with pytest.warns(RuntimeWarning, match="runs node by node.*NonZero"):
+        assert rep.run([x])[0].tolist() == [[1, 3, 4]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x[0] = 5
+        assert rep.run([x])[0].tolist() == [[0, 1, 3, 4]]  # this run's values
