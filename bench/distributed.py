@@ -5,9 +5,11 @@
     python bench/distributed.py --steps 20 --repeat 2
 
 - allreduce: the gradients of a model (float32 tensors of mixed sizes totalling S MB)
-  reduced by hl's buckets (copy into 25 MB buckets, Iallreduce, wait, copy out) beside one
-  bare mpi4py ``Allreduce`` of a contiguous buffer of the same bytes, 2 ranks; the median
-  time of each and hl's throughput as a fraction of mpi4py's.
+  reduced by hl's Reducer as DistOpt drives it (gradients handed over as backward hands
+  them out, weight already in them; tensors of 1 MB and more reduced in their own memory,
+  the rest copied into a fused 25 MB bucket; wait for all) beside one bare mpi4py
+  ``Allreduce`` of a contiguous buffer of the same bytes, 2 ranks; the median time of each
+  and hl's throughput as a fraction of mpi4py's.
 - overlap: the time of one data-parallel step (DistOpt, 2 ranks) beside the same step's
   compute alone (the wrapped optimiser, 1 process, the rank's half batch, 1 thread).
 - cnn / resnet18 (bench/train.py's MNIST CNN at global batch 64 and CIFAR-size ResNet-18
@@ -55,7 +57,7 @@ def allreduce_worker(sizes_mb, repeat):
             t0 = time.perf_counter()
             reducer.start_step()
             for p, g in zip(params[::-1], grads[::-1]):
-                reducer.add(p, g, 0.5)
+                reducer.add(p, g, owned=True)
             reducer.finish()
             hl_t.append(time.perf_counter() - t0)
             world.data.Barrier()

@@ -12,11 +12,16 @@ from .mpirun import assert_close, load, load_json, needs_mpi, run
 pytestmark = needs_mpi
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_distopt_steps_equal_one_process(tmp_path, n):
+@pytest.mark.parametrize("n,solo_bytes", [(2, 0), (4, 0), (2, 1024)])
+def test_distopt_steps_equal_one_process(tmp_path, n, solo_bytes):
+    """solo_bytes=1024: both weight matrices are reduced in place in the gradients' own
+    memory (each bias in a bucket of its own between them), as large layers are by default."""
     ref, dist = tmp_path / "ref", tmp_path / "dist"
     run("distopt_steps.py", ref, "--steps", 5, "--batch", 32)
-    run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, n=n)
+    proc, _ = run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, "--solo_bytes",
+                  solo_bytes, n=n)
+    if solo_bytes:
+        assert "reduced in place: 2 of 4 buckets" in proc.stdout, proc.stdout
     expected = load(f"{ref}.npz")
     assert_close(expected, load(f"{dist}.npz"), 1e-6, f"DistOpt on {n} ranks")
     first = load(f"{dist}.rank0.npz")
