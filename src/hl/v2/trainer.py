@@ -20,12 +20,14 @@ from ..autograd.engine import backward
 from ..layers.layer import Layer
 from ..training.callbacks import Callback, CallbackList
 from ..training.data import Source
+from ..training.distributed import resolve as resolve_distribute
 from ..training.loop import Loop
 from ..training.step import mode
 from . import event as v2_event
 from .feeder import Feeder
 from .graph import check_layers, topological
 from .network import Network
+from .parallel import Shards
 from .parameters import Parameters
 
 __all__ = ["SGD"]
@@ -123,25 +125,39 @@ class SGD:
 
     # ---- training ---------------------------------------------------------------------
 
-    def train(self, reader, num_passes=1, event_handler=None, feeding=None):
+    def train(self, reader, num_passes=1, event_handler=None, feeding=None, distribute=None):
+        """``distribute=True`` (or a distribution set with hl.distribution.set_distribution)
+        trains data-parallel on the ranks mpiexec started: rank 0 reads the reader, each
+        rank trains on its slice of every batch, and the gradients are summed, so the run
+        equals one process's (hl/v2/parallel.py). Alone, it changes nothing."""
         what = "paddle.trainer.SGD.train"
         _check_reader(reader, what)
         if isinstance(num_passes, bool) or not isinstance(num_passes, int) or num_passes < 0:
             raise errors.ValueError(f"{what}: num_passes must be an integer >= 0, got "
                                     f"{num_passes!r}")
+        world = resolve_distribute(distribute, what)
+        shards = Shards(world, self._network) if world is not None else None
         handler = event_handler if event_handler is not None else (lambda e: None)
+        if shards is not None and not shards.is_main:
+            handler = lambda e: None  # noqa: E731  (rank 0 prints and writes)
         feeder = self._feeder(feeding, what)
         batches = 0
-        for i, batch in enumerate(reader()):  # every sample checked before any update
-            feeder.arrays(batch, i)
-            batches += 1
+        if shards is None or shards.is_main:
+            for i, batch in enumerate(reader()):  # every sample checked before any update
+                feeder.arrays(batch, i)
+                batches += 1
+        if shards is not None:
+            batches = shards.count(batches)
         if batches == 0:
             raise errors.ValueError(f"{what}: the reader yields no batch")
 
-        def epoch_batches(epoch):
+        def read():
             for i, batch in enumerate(reader()):
                 yield feeder.arrays(batch, i)
-        step = _TrainStep(self, feeder, handler)
+
+        def epoch_batches(epoch):
+            return read() if shards is None else shards.batches(read)
+        step = _TrainStep(self, feeder, handler, shards)
         bridge = _EventBridge(handler, step, self._optimizer)
         callbacks = CallbackList([bridge], self._network, {"epochs": num_passes,
                                                            "steps": batches})
@@ -187,8 +203,9 @@ class _TrainStep:
     """One batch: forward over the costs' subgraph, backward from the summed cost,
     EndForwardBackward, then the v2 optimiser's update of each parameter."""
 
-    def __init__(self, trainer, feeder, handler):
+    def __init__(self, trainer, feeder, handler, shards=None):
         self.trainer, self.feeder, self.handler = trainer, feeder, handler
+        self.shards = shards
         evaluators = _evaluators(trainer._network)
         self.batch_evals, self.pass_evals = _fresh(evaluators), _fresh(evaluators)
         self.pass_id, self.batch_id = 0, 0
@@ -198,21 +215,34 @@ class _TrainStep:
     def __call__(self, arrays):
         t = self.trainer
         net, opt = t._network, t._optimizer
-        first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
-        n = len(first[1] if isinstance(first, tuple) else first)
+        shards = self.shards
+        if shards is None:
+            first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
+            n = len(first[1] if isinstance(first, tuple) else first)
+        else:
+            arrays, n = shards.mine(arrays)  # None: this rank's slice is empty
         start = getattr(opt, "start_batch", None)
         if start is not None:
             start(n)
-        values = Layer.__call__(net, self.feeder.values(arrays))
-        total, reported = _total_cost(values, t._costs)
-        value = self.last_cost = float(reported.item())
+        for e in self.batch_evals:
+            e.reset()
+        total = None
+        value = 0.0
+        if arrays is not None:
+            values = Layer.__call__(net, self.feeder.values(arrays))
+            total, reported = _total_cost(values, t._costs)
+            value = float(reported.item())
+            for e in self.batch_evals:
+                e.update(net.last_values)
+        if shards is not None:
+            value = shards.total(value)
+            shards.merge(self.batch_evals)
+        self.last_cost = value
         self.skipped = not math.isfinite(value)
         for e, whole in zip(self.batch_evals, self.pass_evals):
-            e.reset()
-            e.update(net.last_values)
             whole.absorb(e)
         if not self.skipped:
-            pairs = list(backward(total))
+            pairs = list(backward(total)) if shards is None else shards.gradients(total)
             self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
             for p, g in pairs:
                 opt.update(p, g)
