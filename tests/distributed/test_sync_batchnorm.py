@@ -36,6 +36,14 @@ def test_plain_batchnorm_on_two_ranks_differs_from_one_process(tmp_path, referen
         assert_close(reference, load(f"{tmp_path / 'plain'}.npz"), 1e-3, "plain batch norm")
 
 
+@needs_mpi
+def test_fit_refuses_a_last_batch_that_leaves_a_rank_without_samples(tmp_path):
+    proc, _ = run("sync_bn.py", tmp_path / "fit", "--fit_rows", 33, n=2)  # 33 = 2 x 16 + 1
+    for r in (0, 1):
+        assert (f"rank {r}: fit: the model has SyncBatchNorm layers" in proc.stdout
+                and "has 1 rows for 2 ranks" in proc.stdout), proc.stdout
+
+
 def test_alone_it_is_batchnorm_and_convert_keeps_the_tensors():
     rng = np.random.default_rng(0)
     x = hl.tensor(rng.normal(size=(6, 3, 4, 4)))
