@@ -51,7 +51,7 @@ def test_alone_it_is_batchnorm_and_convert_keeps_the_tensors():
     bn.train()
     want = bn(x).numpy()
     scale, running = bn.scale, bn.running_mean
-    sync = hl.layers.SyncBatchNorm.convert_sync_batchnorm(bn)
+    sync = hl.distributed.SyncBatchNorm.convert_sync_batchnorm(bn)
     assert type(sync).__name__ == "SyncBatchNorm"
     assert sync.scale is scale and sync.running_mean is running  # the same tensors
     assert (sync.momentum, sync.eps) == (0.2, 1e-3)

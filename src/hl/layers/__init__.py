@@ -31,12 +31,3 @@ __all__ = ["Layer", "LoadReport", "Sequential", "Input", "SymbolicTensor", "acti
            "Swish", "Mish", "HardSigmoid", "HardSwish", "Softmax", "LogSoftmax",
            "RNN", "LSTM", "GRU", "MultiHeadAttention", "Concatenate", "Add", "Multiply",
            "Lambda", "SoftmaxCrossEntropy", "SoftMaxCrossEntropy", "MeanSquareError"]
-
-
-def __getattr__(name):
-    # SyncBatchNorm needs the MPI group (hl.distributed, a layer above this one): looked up
-    # on first use, as hl.opt.DistOpt is
-    if name == "SyncBatchNorm":
-        from ..distributed.sync_batchnorm import SyncBatchNorm
-        return SyncBatchNorm
-    raise AttributeError(f"module 'hl.layers' has no attribute {name!r}")

@@ -38,7 +38,7 @@ model = Net()
 n = hl.distributed.world_size()
 model.compile([hl.Placeholder((a.batch // n, 1, 8, 8), "float64")], is_train=True)
 if a.sync:
-    model = hl.layers.SyncBatchNorm.convert_sync_batchnorm(model)
+    model = hl.distributed.SyncBatchNorm.convert_sync_batchnorm(model)
     assert type(model.bn2).__name__ == type(model.bn1).__name__ == "SyncBatchNorm"
 if a.fit_rows:  # fit with a last batch that leaves a rank no samples: refused at the start
     model.compile(optimizer=hl.opt.SGD(lr=0.1), loss="cross_entropy")
