@@ -30,7 +30,9 @@ class Net(hl.Module):
     def train_one_batch(self, x, y):
         out = self.forward(x)
         loss = hl.losses.SoftmaxCrossEntropy()(out, y)
-        self.optim.backward_and_update(loss)
+        # small buckets: the communication thread reduces gradients while backward's
+        # SyncBatchNorm collectives run on the main thread
+        self.optim.backward_and_update(loss, threshold=64)
         return out, loss
 
 
