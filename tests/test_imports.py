@@ -22,9 +22,6 @@ KNOWN = [
      "hl.model.module", "hl.model.sequential", "hl.model.summary", "hl.opt",
      "hl.training.checks", "hl.training.config", "hl.training.distributed",
      "hl.training.step", "hl.training.trainer"},
-    {"hl.onnx.fuse", "hl.onnx.graph", "hl.onnx.node", "hl.onnx.ops", "hl.onnx.ops._util",
-     "hl.onnx.ops.elementwise", "hl.onnx.ops.index", "hl.onnx.ops.misc", "hl.onnx.ops.nn",
-     "hl.onnx.ops.reduce", "hl.onnx.ops.rnn", "hl.onnx.ops.shape", "hl.onnx.program"},
 ]
 
 

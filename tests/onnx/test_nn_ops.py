@@ -169,6 +169,34 @@ def test_average_pool_gradients_3d_and_dilated():
     np.testing.assert_allclose(y[0, 0], want, rtol=1e-12)
 
 
+
+@pytest.mark.parametrize("op, attrs, torch_call", [
+    ("MaxPool", dict(kernel_shape=[3, 2, 3], strides=[2, 1, 2], pads=[1, 0, 1, 1, 0, 1],
+                     dilations=[1, 2, 1], ceil_mode=1),
+     lambda tf, x: tf.max_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 0, 1), dilation=(1, 2, 1),
+                                 ceil_mode=True)),
+    ("AveragePool", dict(kernel_shape=[2, 3, 2], strides=[2, 2, 1], pads=[1, 1, 0, 1, 1, 0],
+                         count_include_pad=1, ceil_mode=1),
+     lambda tf, x: tf.avg_pool3d(x, (2, 3, 2), (2, 2, 1), (1, 1, 0), ceil_mode=True,
+                                 count_include_pad=True)),
+    ("LpPool", dict(kernel_shape=[2, 2, 3], strides=[1, 2, 2], p=3),
+     lambda tf, x: tf.lp_pool3d(x, 3, (2, 2, 3), stride=(1, 2, 2))),
+])
+def test_3d_pools_on_the_core_kernels_match_torch(op, attrs, torch_call):
+    # 3-D pools run as separable passes of the core's 2-D and 1-D kernels (ops/pool.py,
+    # _core_pool): values and float64 gradients against torch's own 3-D pools
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    x = _rng(33).normal(size=(2, 3, 6, 7, 5))
+    if op == "LpPool":
+        x = np.abs(x) + 0.1  # torch's lp_pool3d takes the sign of the window's sum: keep it >0
+    model = _model(op, {"x": x}, opset=19, **attrs)
+    _check_grads(model, {"x": x}, {}, lambda x: torch_call(tf, x))
+    x32 = x.astype(np.float32)
+    (y,) = hl.onnx.prepare(_model(op, {"x": x32}, opset=19, **attrs)).run([x32])
+    np.testing.assert_allclose(y, torch_call(tf, torch.tensor(x32)).numpy(), rtol=1e-5,
+                               atol=1e-6)
+
 def test_lp_pool_gradients():
     torch = pytest.importorskip("torch")
     x = _rng(32).normal(size=(2, 3, 6, 6))
@@ -364,7 +392,7 @@ def test_resize_gradients_match_interpolate(mode, coord, torch_mode, align):
 
 
 def test_resize_generic_path_matches_the_core_and_onnxruntime():
-    from hl.onnx.ops import nn
+    from hl.onnx.ops import resize as nn
     x = _rng(71).normal(size=(1, 2, 5, 6)).astype(np.float32)
     # the core only gets scales where input * scale is a whole size (with a fractional one
     # align_corners divides by it, which the core does not)
@@ -393,6 +421,42 @@ def test_resize_generic_path_matches_the_core_and_onnxruntime():
                                    sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5,
                                    err_msg=f"opset {opset} {attrs}")
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+def test_resize_nearest_runs_on_the_core_for_every_rule_and_dtype(dtype):
+    # nearest Resize by whole factors goes to the core's gather (any dtype): against
+    # onnxruntime for the four rounding rules and the coordinate modes, with scales or sizes.
+    # (Fractional factors keep the importer's index maps: where a source coordinate lands on
+    # a rounding boundary, onnxruntime's float32 and ONNX's float64 reference disagree, e.g.
+    # half_pixel, floor, 5 -> 3.)
+    ort = pytest.importorskip("onnxruntime")
+    rng = _rng(72)
+    for shape, scales in (((1, 2, 5, 6), [1, 1, 2, 3]), ((2, 1, 3, 4, 5), [1, 1, 1, 2, 4])):
+        x = (rng.normal(size=shape) * 50).astype(dtype)
+        for coord in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"):
+            for rule in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+                attrs = dict(mode="nearest", coordinate_transformation_mode=coord,
+                             nearest_mode=rule)
+                for inits in ({"roi": np.zeros(0, np.float32), "scales": np.float32(scales)},
+                              {"roi": np.zeros(0, np.float32), "scales": np.zeros(0, np.float32),
+                               "sizes": np.int64([int(s * f) for s, f in zip(shape, scales)])}):
+                    model = _model("Resize", {"x": x}, inits, opset=19, **attrs)
+                    sess = ort.InferenceSession(model.SerializeToString(),
+                                                providers=["CPUExecutionProvider"])
+                    np.testing.assert_array_equal(hl.onnx.prepare(model).run([x])[0],
+                                                  sess.run(None, {"x": x})[0],
+                                                  err_msg=f"{shape} {attrs} {list(inits)}")
+
+
+def test_resize_nearest_gradient_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = _rng(73).normal(size=(2, 3, 4, 5))
+    model = _model("Resize", {"x": x}, {"roi": np.zeros(0), "scales": np.float32([1, 1, 2.5, 0.6])},
+                   order=["x", "roi", "scales"], opset=19, mode="nearest",
+                   coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    _check_grads(model, {"x": x}, {},
+                 lambda x: torch.nn.functional.interpolate(x, scale_factor=(2.5, 0.6),
+                                                           mode="nearest"))
 
 def test_upsample_opset7_attribute_and_opset9_input():
     x = np.arange(6, dtype=np.float32).reshape(1, 1, 2, 3)

@@ -11,7 +11,7 @@ from .. import dtypes as _dt
 from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, operands, scalar_like
-from .function import Function, sum_to
+from .function import Function, sum_to, tracing
 from .mode import state as _grad
 from .placeholder import Placeholder
 
@@ -396,7 +396,8 @@ def _make_compare(name):
     plain = getattr(ops, name)
 
     def f(a, b, out=None):
-        if out is None and (a.__class__ is Placeholder or b.__class__ is Placeholder):
+        if out is None and (a.__class__ is Placeholder or b.__class__ is Placeholder
+                            or tracing(a, b)):
             a, b = _recorded_operands(a, b)
             return Compare(name)(a, b)
         return plain(a, b, out=out)

@@ -26,6 +26,15 @@ from .mode import trace_state as _trace
 from .placeholder import Placeholder, adopt, as_meta
 
 
+def tracing(*xs):
+    """True while hl.onnx.to_onnx traces a forward and one of ``xs`` is a traced tensor. Ops
+    without a gradient (comparisons, argmax, topk's positions) normally run plain; then they
+    take their Function path, so that the hook in Function.__call__ hands them to the tracer."""
+    if _trace.tracer is None:
+        return False
+    return any(isinstance(x, Tensor) and x.requires_grad for x in xs)
+
+
 class Function:
     differentiable = True  # False: shape inference only (comparisons, argmax, ...)
     needs = None   # per input: does it need a gradient (set when recording)

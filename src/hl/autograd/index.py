@@ -15,7 +15,7 @@ from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, norm_axis
 from ..ops.index import _indices
-from .function import Function
+from .function import Function, tracing
 from .placeholder import Placeholder
 from .shape import _desc, _plain, reshape
 
@@ -181,8 +181,8 @@ def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002
     if _plain(x):
         return ops.topk(x, k, axis, largest, sorted)
     v, i = TopK(int(k), axis, largest, sorted)(x)
-    if i.__class__ is Tensor:  # positions are data, not a function of x: no history
-        i = i.detach()
+    if i.__class__ is Tensor and not tracing(x):  # positions are data, not a function of x
+        i = i.detach()  # no history (to_onnx's trace keeps following them)
     return v, i
 
 

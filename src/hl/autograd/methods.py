@@ -49,12 +49,12 @@ METHODS = (
 
 
 def _method(name):
-    # the function is looked up at each call, not bound here: hl.onnx.to_onnx's tracer puts
-    # its own versions into the namespace while it traces
+    f = getattr(F, name)
+
     def method(self, *args, **kwargs):
-        return getattr(F, name)(self, *args, **kwargs)
+        return f(self, *args, **kwargs)
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = getattr(F, name).__doc__
+    method.__doc__ = f.__doc__
     return method
 
 
@@ -92,6 +92,7 @@ def _setitem(self, key, value):
 def _operator(name, reflected=False, core_op=None):
     code = _core.OPS[core_op] if core_op else None
     binary = _core.binary
+    f = getattr(F, name)
 
     def method(self, other):
         # fast path: two plain tensors of one dtype, nothing to record, straight to the core
@@ -102,16 +103,17 @@ def _operator(name, reflected=False, core_op=None):
             if reflected:
                 return _wrap(binary(code, other._h, self._h))
             return _wrap(binary(code, self._h, other._h))
-        f = getattr(F, name)  # at call time, as in _method
         return f(other, self) if reflected else f(self, other)
     method.__name__ = name
     return method
 
 
 def _in_place(name):
+    f = getattr(F, name)
+
     def method(self, other):
         _check_in_place(self, "i" + name)
-        getattr(F, name)(self, other, out=self)
+        f(self, other, out=self)
         return self  # the same object, so its name, grad and flags stay with it
     return method
 

@@ -13,7 +13,7 @@ from .._grad_state import state
 
 class _TraceState(threading.local):
     # hl.onnx.to_onnx's tracer while it traces a forward: Function.__call__ hands every op
-    # call to it (see hl/onnx/export.py). None otherwise, which costs one attribute read.
+    # call to it (see hl/onnx/export/trace.py). None otherwise, which costs one attribute read.
     tracer = None
 
 

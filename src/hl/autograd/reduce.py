@@ -16,7 +16,7 @@ from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, norm_axes, norm_axis
 from ..ops.reduce import _axis_arg, _keep_arg, _scalar_axis
-from .function import Function
+from .function import Function, tracing
 from .mode import state as _grad
 from .placeholder import Placeholder
 
@@ -415,7 +415,7 @@ def _shape_only(name, dtype):
     plain = getattr(ops, name)
 
     def f(x, *args, **kwargs):
-        if x.__class__ is not Placeholder:
+        if x.__class__ is not Placeholder and not (tracing(x) and kwargs.get("out") is None):
             return plain(x, *args, **kwargs)
         axis = args[0] if args else kwargs.get("axis", kwargs.get("dim"))
         keep = args[1] if len(args) > 1 else kwargs.get("keepdims", kwargs.get("keepdim", False))

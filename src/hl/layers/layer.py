@@ -22,6 +22,7 @@ from .. import autograd, errors
 from .. import dtypes as _dt
 from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
+from ..autograd.mode import trace_state as _trace
 from ..autograd.placeholder import initialize_inputs
 from . import initializers, symbolic
 from .keras_api import KerasLayerAPI
@@ -55,6 +56,12 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
     # ---- calling ------------------------------------------------------------------------
 
     def __call__(self, *xs, **kwargs):
+        if _trace.tracer is not None:  # hl.onnx.to_onnx: the ops inside are named after self
+            with _trace.tracer.scope(self):
+                return self._layer_call(xs, kwargs)
+        return self._layer_call(xs, kwargs)
+
+    def _layer_call(self, xs, kwargs):
         if symbolic.any_symbolic(xs, kwargs):  # the functional API: record the call
             return symbolic.record_call(self, xs, kwargs)
         if not self._built:

@@ -5,13 +5,15 @@
     m = hl.onnx.ONNXModel("model.onnx")          # a trainable hl.Module
     hl.onnx.to_onnx(model, [x], opset=17)        # export a Module (or SINGA's to_onnx([x], [y]))
 
-Files: load.py (reading and checking), graph.py (the nodes in order), node.py (what a
-handler sees), ops/ (the import table, one module per op family), program.py (folding and
-running), model.py (ONNXModel), backend.py (prepare, BackendRep, Backend), export.py and
-export_ops.py (to_onnx).
+Files: load.py (reading and checking), types.py (element types), graph.py (the nodes in
+order), node.py (what a handler sees), registry.py (the import and export tables), ops/ (one
+module per op family: its import handlers and export rules side by side), program.py
+(folding and running), control.py (If, Loop, Scan: ops that run subgraphs), model.py
+(ONNXModel), backend.py (prepare, BackendRep, Backend), export/ (to_onnx: tracing, assembling).
 """
 from .backend import Backend, BackendRep, prepare, run_model, run_node
 from .model import ONNXModel
+from . import control  # noqa: F401 - registers If, Loop, Scan, FlexAttention, Optional
 from .ops import onnx_op, supported_ops
 
 SONNXModel = ONNXModel  # SINGA's name

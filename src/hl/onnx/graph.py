@@ -8,20 +8,7 @@ from onnx import numpy_helper
 from .. import errors
 from . import ops
 from .node import Node
-
-# ONNX element types hl can hold, as numpy dtype names.
-ELEM_TYPES = {
-    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64",
-    onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.BFLOAT16: "bfloat16",
-    onnx.TensorProto.INT32: "int32", onnx.TensorProto.INT64: "int64",
-    onnx.TensorProto.UINT8: "uint8", onnx.TensorProto.BOOL: "bool",
-}
-
-
-def elem_type_name(t):
-    return onnx.TensorProto.DataType.Name(t) if t in onnx.TensorProto.DataType.values() \
-        else str(t)
-
+from .types import ELEM_TYPES, elem_type_name
 
 class ValueSpec:
     """A graph input or output: its name, element type and shape (ints, dim names, None)."""

@@ -10,7 +10,9 @@ import numpy as np
 from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
-from .graph import Graph, elem_type_name
+from ..autograd.mode import trace_state as _trace
+from .graph import Graph
+from .types import elem_type_name
 from .load import MALFORMED
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
@@ -132,6 +134,7 @@ def _place(graph, device):
 def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_nodes=()):
     """Runs ``nodes`` in order over ``values`` (name -> Tensor, updated in place). Values
     read for the last time are dropped unless in ``keep`` (keep=None keeps everything)."""
+    tracer = _trace.tracer  # hl.onnx.to_onnx tracing a model that holds this graph
     for node in nodes:
         if node.index in folded:
             continue
@@ -139,7 +142,11 @@ def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_no
         node.training = training and node.index not in eval_nodes
         node.scope = values
         try:
-            ys = node.handler(node, *xs)
+            if tracer is None:
+                ys = node.handler(node, *xs)
+            else:  # the ops a node runs are exported under the node's own name
+                with tracer.scope(node.name):
+                    ys = node.handler(node, *xs)
         except errors.HLError as e:
             if str(e).startswith("ONNX node"):
                 raise

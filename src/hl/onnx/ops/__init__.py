@@ -1,51 +1,31 @@
-"""The ONNX import table: one handler per operator type, grouped by family.
+"""The ONNX op families: each module holds one family's import handlers (ONNX node -> hl ops)
+and export rules (hl Function -> ONNX nodes) side by side, registered in hl/onnx/registry.py.
 
-A handler turns one ONNX node into hl ops:
+    arith      Add, Sub, Mul, Div, Mod, Pow, Sum/Mean/Max/Min, comparisons, logic, bitwise
+    unary      math functions and activations (SAME: the ops whose names map themselves), Clip
+    cast       Cast, CastLike, Identity, QuantizeLinear, DequantizeLinear
+    linalg     Gemm, MatMul, MatMulInteger, Det
+    conv       Conv, ConvInteger, ConvTranspose
+    pool       MaxPool, AveragePool, LpPool, global pools, MaxUnpool
+    norm       BatchNormalization, LayerNormalization, GroupNormalization, ...
+    softmax    Softmax, LogSoftmax, Hardmax, the losses, Dropout
+    resize     Resize, Upsample
+    reduce     Reduce*, ArgMax/ArgMin's export, cumulative sums
+    shape      Reshape, Flatten, Squeeze, Unsqueeze, Transpose, Expand, Tile, ...
+    slicing    Concat, Split, Slice, Pad, CenterCropPad, Col2Im, x[...]
+    creation   Shape, Size, Constant, ConstantOfShape, Range, EyeLike, Trilu
+    index      Gather*, Scatter*, OneHot, NonZero, TopK, ArgMax, Unique, CumSum, Einsum
+    rnn        LSTM, GRU, RNN
+    attention  Attention, RMSNormalization, RotaryEmbedding, SwiGLU, ...
+    random     RandomNormal, RandomUniform, Bernoulli, Multinomial
+    signal     window functions, DFT, STFT
 
-    @onnx_op("LeakyRelu")
-    def leaky_relu(n, x):
-        return F.leaky_relu(x, n.attr("alpha", 0.01))
-
-It takes the node (``n``: attributes, opset, training flag, host reads; see ``node.Node``)
-and the node's inputs as hl tensors (None for an omitted optional input), and returns a
-tensor, or a tuple for a node with several outputs (None for one it does not produce).
-It computes with ``hl.autograd.functional`` so the same code serves inference and training.
-
-Where an operator changed between opsets (an attribute that became an input), the handler
-reads ``n.opset``, or two handlers are registered with ``since=``: the newest one whose
-``since`` is at most the model's opset runs. To add an operator: write its handler in the
-family module that fits, with a test in tests/onnx, and add its export rule (export.py).
+The operators whose attributes are graphs (If, Loop, Scan, FlexAttention) run subgraphs with
+the program's runner, so they live above it, in hl/onnx/control.py. Shared helpers: _util.py
+(sizes, constants, half precision), _checks.py (dtype checks), _spatial.py (conv/pool geometry).
 """
-IMPORTERS = {}  # (domain, op_type) -> [(since_version, handler), ...], newest first
+from ..registry import lookup, onnx_op, rule_for, supported_ops
+from . import (arith, attention, cast, conv, creation, index, linalg, norm, pool,  # noqa: F401
+               random, reduce, resize, rnn, shape, signal, slicing, softmax, unary)
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
-
-
-def onnx_op(*op_types, domain="", since=1):
-    """Registers the decorated function as the handler of ``op_types`` from opset ``since``."""
-    def register(fn):
-        for op_type in op_types:
-            entries = IMPORTERS.setdefault((domain, op_type), [])
-            entries.append((since, fn))
-            entries.sort(key=lambda e: -e[0])
-        return fn
-    return register
-
-
-def lookup(domain, op_type, opset):
-    """The handler for ``op_type`` at ``opset``, or None where hl has none."""
-    if domain in DEFAULT_DOMAINS:
-        domain = ""
-    for since, fn in IMPORTERS.get((domain, op_type), ()):
-        if since <= opset:
-            return fn
-    return None
-
-
-def supported_ops(domain=""):
-    """The sorted operator types hl imports from ``domain``."""
-    return sorted(t for d, t in IMPORTERS if d == domain)
-
-
-# The families register their handlers when imported.
-from . import elementwise, nn, reduce, shape, index, rnn, misc  # noqa: E402,F401
+__all__ = ["lookup", "onnx_op", "rule_for", "supported_ops"]

@@ -3,7 +3,9 @@ import functools
 
 import numpy as np
 
+from ... import dtypes as _dt
 from ... import errors
+from ...devices import get_default_device
 from ..._tensor import tensor as _tensor
 from ...autograd import functional as F
 
@@ -100,7 +102,7 @@ def prod(values):
 
 def np_dtype_of_onnx(n, elem_type):
     """The numpy dtype for an ONNX TensorProto element type hl can hold."""
-    from ..graph import ELEM_TYPES, elem_type_name
+    from ..types import ELEM_TYPES, elem_type_name
     name = ELEM_TYPES.get(int(elem_type))
     if name is None:
         raise n.error(f"element type {elem_type_name(int(elem_type))} is not supported by hl",
@@ -108,6 +110,46 @@ def np_dtype_of_onnx(n, elem_type):
     return name
 
 
-__all__ = ["F", "HALF", "MAX_BYTES", "MAX_ELEMENTS", "axis_of", "check_shape", "const",
-           "np_dtype_of_onnx",
-           "prod", "via_float32"]
+def device_of(n, tensors=()):
+    """The device a node computes on: its first tensor input's, else the model's."""
+    for t in tensors:
+        if t is not None and hasattr(t, "device"):
+            return t.device
+    return n.device or get_default_device()
+
+
+def axes_of(n, axes, ndim, what="axes"):
+    """A list of possibly negative axes, normalised, checked for range and repeats."""
+    out = [axis_of(n, int(a), ndim, what) for a in axes]
+    if len(set(out)) != len(out):
+        raise n.error(f"{what} {list(axes)} name an axis twice", errors.ValueError)
+    return out
+
+
+def attr_or_input(n, name, t, since):
+    """An int list that is an attribute before opset ``since`` and an input from it on."""
+    if n.opset >= since:
+        return n.ints(t, name)
+    return n.attr(name)
+
+
+def hl_dtype_name(n, a, what):
+    """The dtype name of a numpy value, refused where hl cannot hold it."""
+    from ..types import ELEM_TYPES
+    name = str(np.asarray(a).dtype)
+    if name not in ELEM_TYPES.values():  # the dtypes hl holds
+        raise n.error(f"{what} has element type {name}, which hl cannot hold",
+                      errors.UnsupportedError)
+    return name
+
+
+# ---- for export rules ------------------------------------------------------------------------
+
+def float_input(g, x):
+    """x's name, cast to float32 first when it is not floating (hl's float ops do that)."""
+    return x.name if x.dtype.is_floating else g.cast(x.name, _dt.float32)
+
+
+__all__ = ["F", "HALF", "MAX_BYTES", "MAX_ELEMENTS", "attr_or_input", "axes_of", "axis_of",
+           "check_shape", "const", "device_of", "float_input", "hl_dtype_name",
+           "np_dtype_of_onnx", "prod", "via_float32"]

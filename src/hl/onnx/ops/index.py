@@ -10,19 +10,19 @@ of range could otherwise land on another, valid, element.
 float16 and bfloat16 are held but not computed with on the CPU: the handlers that compute
 (scans, reductions, comparisons) work in float32 and round the result back.
 """
+
 import numpy as np
 
 from ... import errors
-from . import onnx_op
-from ._util import HALF as _HALF, F, axis_of, check_shape, const, prod as _prod
-
+from ...autograd.index import Gather, GatherElements, ScatterElements, TopK
+from ...ops._util import norm_axis
+from ..registry import exports, onnx_op
+from ._util import axis_of, check_shape, const, F, HALF, prod
 
 
 def _wide(x):
     """x in a dtype the CPU computes with (float32 for the half types)."""
-    return F.cast(x, "float32") if x.dtype.name in _HALF else x
-
-
+    return F.cast(x, "float32") if x.dtype.name in HALF else x
 
 
 def _host_indices(n, t, what="indices"):
@@ -87,7 +87,7 @@ def gather_nd(n, x, indices):
                       f"batch_dims={b}", errors.ShapeError)
     batch, dims, rest = x.shape[:b], x.shape[b:b + k], x.shape[b + k:]
     flat = _flat_positions(_check_coords(n, idx, dims, b, x.shape), dims)
-    nb, npos = _prod(batch), _prod(dims)
+    nb, npos = prod(batch), prod(dims)
     flat = flat.reshape(nb, -1) + (np.arange(nb, dtype=np.int64) * npos)[:, None]
     y = F.gather(F.reshape(x, nb * npos, *rest), const(flat.reshape(-1), like=x), 0)
     return F.reshape(y, *batch, *idx.shape[b:-1], *rest)
@@ -142,7 +142,7 @@ def _scatter(n, x, indices, updates, axis, reduction):
         raise n.error(f"indices {tuple(indices.shape)} and updates {tuple(updates.shape)} "
                       f"must have one shape, of the rank of the data {tuple(x.shape)}",
                       errors.ShapeError)
-    if reduction in ("mul", "max", "min") and x.dtype.name in _HALF:
+    if reduction in ("mul", "max", "min") and x.dtype.name in HALF:
         y = F.scatter_elements(_wide(x), indices, _wide(updates), axis, reduction)
         return F.cast(y, x.dtype)
     return F.scatter_elements(x, indices, updates, axis, reduction)
@@ -172,9 +172,9 @@ def scatter_nd(n, x, indices, updates):
                       f"data.shape[k:], k = indices.shape[-1] <= rank)", errors.ShapeError)
     dims = x.shape[:k]
     flat = _flat_positions(_check_coords(n, idx, dims, 0, x.shape), dims).reshape(-1, 1)
-    inner = _prod(x.shape[k:])
+    inner = prod(x.shape[k:])
     pos = const(np.broadcast_to(flat, (flat.shape[0], inner)), like=x, dtype=np.int64)
-    y = _scatter(n, F.reshape(x, _prod(dims), inner), pos,
+    y = _scatter(n, F.reshape(x, prod(dims), inner), pos,
                  F.reshape(updates, flat.shape[0], inner), 0, reduction)
     return F.reshape(y, *x.shape)
 
@@ -412,7 +412,7 @@ def _contract(a, la, b, lb, out, later):
     size = {**dict(zip(la, a.shape)), **dict(zip(lb, b.shape))}
 
     def total(ls):
-        return _prod(size[lab] for lab in ls)
+        return prod(size[lab] for lab in ls)
     a = F.permute(a, *[la.index(lab) for lab in batch + a_only + summed])
     b = F.permute(b, *[lb.index(lab) for lab in batch + summed + b_only])
     a = F.reshape(a, total(batch), total(a_only), total(summed))
@@ -420,3 +420,44 @@ def _contract(a, la, b, lb, out, later):
     y = F.matmul(a, b)
     return F.reshape(y, *[size[lab] for lab in batch + a_only + b_only]), \
         batch + a_only + b_only
+
+
+# ---- export: hl Functions as ONNX nodes --------------------------------------------------
+
+
+# ---- indexing ----------------------------------------------------------------------------
+
+@exports(Gather)
+def export_gather(g, f, xs, ys):
+    (x, i), (y,) = xs, ys
+    g.op("Gather", [x.name, i.name], out=y.name, axis=norm_axis(f.axis, x.ndim, "gather"))
+
+
+@exports(GatherElements)
+def export_gather_elements(g, f, xs, ys):
+    (x, i), (y,) = xs, ys
+    g.op("GatherElements", [x.name, i.name], out=y.name,
+         axis=norm_axis(f.axis, x.ndim, "gather_elements"))
+
+
+@exports(ScatterElements)
+def export_scatter_elements(g, f, xs, ys):
+    (x, i, u), (y,) = xs, ys
+    reduction = {"sum": "add", None: "none"}.get(f.reduction, f.reduction)
+    need = {"none": 11, "add": 16, "mul": 16, "max": 18, "min": 18}.get(reduction)
+    if need is None:
+        raise g.error(f"scatter reduction {f.reduction!r} has no ONNX form")
+    if g.opset < need:
+        raise g.error(f"ScatterElements with reduction {reduction!r} needs opset {need} or "
+                      f"later (exporting opset {g.opset})")
+    g.op("ScatterElements", [x.name, i.name, u.name], out=y.name,
+         axis=norm_axis(f.axis, x.ndim, "scatter_elements"),
+         reduction=None if reduction == "none" else reduction)
+
+
+@exports(TopK)
+def export_topk(g, f, xs, ys):
+    (x,) = xs
+    g.node("TopK", [x.name, g.ints([f.k])], out=[v.name for v in ys],
+           axis=norm_axis(f.axis, x.ndim, "topk"), largest=int(bool(f.largest)),
+           sorted=int(bool(f.sorted)))

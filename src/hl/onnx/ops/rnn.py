@@ -5,12 +5,12 @@ time steps with one h @ R^T per step, so gradients flow through ordinary hl ops.
 sequence_lens, a batch entry stops updating its state after its last step and its outputs
 there are zero; the reverse direction runs each entry's own valid prefix backwards.
 """
+
 import numpy as np
 
 from ... import errors
-from . import onnx_op
-from ._util import F, const
-from .misc import via_float32
+from ..registry import onnx_op
+from ._util import const, F, via_float32
 
 
 # ---- activations --------------------------------------------------------------------------
