@@ -60,10 +60,10 @@ def bench_layer(name, repeat, torch, side):
     x, wt, b, dy = hl.tensor(xa), hl.tensor(wa), hl.tensor(ba), hl.tensor(dya)
 
     def hl_fwd():
-        hl.ops.conv2d(x, wt, b, stride=s, padding=p)
+        hl.ops.conv2d_forward(x, wt, b, stride=s, padding=p)
 
     def hl_fwd_bwd():
-        hl.ops.conv2d(x, wt, b, stride=s, padding=p)
+        hl.ops.conv2d_forward(x, wt, b, stride=s, padding=p)
         hl.ops.conv2d_grad_input(dy, wt, xa.shape, stride=s, padding=p)
         hl.ops.conv2d_grad_weight(dy, x, wa.shape, stride=s, padding=p)
 

@@ -37,7 +37,10 @@ import hl
 from hl import errors
 from hl._tensor import _wrap
 
-from tests.ops.test_elementwise import PREDICATES, UNARY
+from tests.opcases.elementwise import UNARY as UNARY_CASES
+from tests.ops.test_elementwise import PREDICATES
+
+UNARY = {c.name: c for c in UNARY_CASES}  # the element-wise OpCases by name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -177,11 +180,11 @@ def unary_ref(name, a):
     if a.dtype.kind in "iu" and name in ("neg", "abs", "sign", "square"):
         return {"neg": np.negative, "abs": np.abs, "sign": np.sign, "square": np.square}[name](a)
     d = np.dtype(np.float32) if a.dtype.kind in "iub" else a.dtype
-    return UNARY[name][0](a.astype(d).astype(np.float64)).astype(d)
+    return UNARY[name].reference(a.astype(d).astype(np.float64)).astype(d)
 
 
 def unary_run(name, a):
-    f = UNARY[name][3] if name in UNARY and len(UNARY[name]) > 3 else getattr(hl, name)
+    f = UNARY[name].call if name in UNARY else getattr(hl, name)
     return f(tensor(a))
 
 

@@ -8,7 +8,8 @@ See README.md for the tour and docs/ for the design.
 """
 from . import errors
 from ._core import version as _version
-from .devices import Device, cpu, cuda, device, get_default_device, set_default_device
+from .devices import (Device, cpu, cuda, cuda_available, device, empty_cache,
+                      get_default_device, memory_stats, set_default_device)
 from .dtypes import (DType, bfloat16, bool_, dtype, float16, float32, float64, int32, int64,
                      uint8)
 from ._tensor import Tensor, as_tensor, from_numpy, tensor
@@ -41,28 +42,16 @@ def get_num_threads():
     return _core.get_num_threads()
 
 
-def cuda_available():
-    """True when the CUDA backend is built and a GPU answers."""
-    from . import _core
-    return _core.device_available(1, 0)
-
-
-def memory_stats(device=None):
-    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
-    from . import _core
-    d = globals()["device"](device)
-    return _core.memory_stats(d.code, d.index)
-
-
-def empty_cache(device=None):
-    """Returns the allocator's cached blocks to the system (or the GPU driver)."""
-    from . import _core
-    d = globals()["device"](device)
-    _core.empty_cache(d.code, d.index)
 from . import opt  # noqa: E402
 optim = opt  # PyTorch's name for the same package
 from . import data  # noqa: E402
 from . import distributed, distribution  # noqa: E402 - MPI itself loads only under mpiexec
+
+# SINGA's spellings of two things that live a layer above the package SINGA names:
+# hl.opt.DistOpt (it needs the MPI group) and hl.autograd.mse_loss (a loss). The namespace
+# that imports both sides joins them, so hl.opt and hl.autograd never import upward.
+opt.DistOpt = distributed.DistOpt
+autograd.mse_loss = losses.mse
 
 
 def save(obj, path, overwrite=True):

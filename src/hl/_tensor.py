@@ -47,12 +47,7 @@ class Tensor:
             t = _wrap(h)
         else:
             t = _from_data(data, dtype, device)
-        self._h, self._dtype, self._shape = t._h, t._dtype, t._shape
-        self.requires_grad = requires_grad
-        self.stores_grad = stores_grad
-        self.grad = None
-        self.creator = None
-        self.name = name
+        _fill(self, t._h, t._dtype, t._shape, requires_grad, stores_grad, name=name)
 
     # ---- metadata -----------------------------------------------------------------------
 
@@ -298,16 +293,18 @@ def _wrap(h, dtype=None):
     return _fill(_new(Tensor), h, dtype)
 
 
-def _fill(t, h, dtype=None):
-    """Sets every field of a new Tensor (or subclass instance) t over handle h."""
+def _fill(t, h, dtype=None, shape=None, requires_grad=False, stores_grad=False, creator=None,
+          name=None):
+    """Sets every field of a new Tensor (or subclass instance) t over handle h (the one
+    place that lists them; shape None is read from the core when first asked)."""
     t._h = h
     t._dtype = dtype if dtype is not None else _BY_CODE[_core.dtype_code(h)]
-    t._shape = None
-    t.requires_grad = False
-    t.stores_grad = False
+    t._shape = shape
+    t.requires_grad = requires_grad
+    t.stores_grad = stores_grad
     t.grad = None
-    t.creator = None
-    t.name = None
+    t.creator = creator
+    t.name = name
     return t
 
 

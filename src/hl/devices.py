@@ -6,7 +6,7 @@ that have a shape and a dtype but no memory: every op checks its arguments and c
 output's shape on them, and nothing runs (``hl.zeros((1 << 40,), device="meta")`` is free).
 ``hl.set_default_device`` chooses where new tensors go when no device is given.
 """
-from . import errors
+from . import _core, errors
 
 _KINDS = {"cpu": 0, "cuda": 1, "meta": 2}  # libcore's HL_DEVICE_* codes
 KIND_NAMES = {code: kind for kind, code in _KINDS.items()}
@@ -83,3 +83,20 @@ def set_default_device(d):
 
 def get_default_device():
     return _default
+
+
+def cuda_available():
+    """True when the CUDA backend is built and a GPU answers."""
+    return _core.device_available(_KINDS["cuda"], 0)
+
+
+def memory_stats(device=None):
+    """Bytes in use by tensors, held in the allocator's cache, and the peak in use."""
+    d = _coerce(device)
+    return _core.memory_stats(d.code, d.index)
+
+
+def empty_cache(device=None):
+    """Returns the allocator's cached blocks to the system (or the GPU driver)."""
+    d = _coerce(device)
+    _core.empty_cache(d.code, d.index)

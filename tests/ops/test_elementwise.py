@@ -1,5 +1,9 @@
 """Element-wise ops (libcore/src/ops.h HL_UNARY_* and HL_BINARY_* rows, and where) against numpy.
 
+The kernel-against-numpy, special-value, gradient and ONNX tests of every unary op come from
+its OpCase (tests/opcases/elementwise.py); this file keeps what a table cannot say: integer
+and bool semantics, predicates, out= writes, bad dtypes, broadcasting of binaries.
+
 Tolerances (relative, float32 unless said):
   - exact ops (neg, abs, sign, square, relu, floor, ceil, round, trunc, sqrt, reciprocal...):
     rtol 1e-6; the core's result is the correctly rounded float32, so the only difference
@@ -20,7 +24,6 @@ Semantics that differ from numpy on purpose (and are asserted here):
   - arithmetic on bool tensors raises DTypeError (numpy: logical or / and);
   - float16 and bfloat16 are storage-only on the CPU: computing in them raises DTypeError.
 """
-import math
 import os
 import re
 
@@ -29,6 +32,9 @@ import pytest
 
 import hl
 from hl import errors
+
+from tests.opcases.elementwise import UNARY as OPCASES
+from tests.opcases.elementwise import _gelu_tanh
 
 from .harness import LAYOUTS, assert_close, check_guard, check_op
 from .shapes import broadcast_shapes, fixed_cases, random_shape
@@ -46,139 +52,17 @@ def _op_rows(macro):
     return re.findall(r"X\(\w+, (\w+),", block)
 
 
-def _erf(x):
-    return np.vectorize(math.erf, otypes=[np.float64])(x)
-
-
-def _softplus(x):
-    return np.logaddexp(0.0, x)
-
-
-def _sigmoid(x):
-    with np.errstate(over="ignore"):
-        return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
-
-
-SELU_A, SELU_G = 1.6732632423543772, 1.0507009873554805
-
-# name: (reference on float64 arrays, (low, high) of the inputs, kind, call)
-#   kind: "exact", "libm" or "composite" picks the tolerance; call (optional) runs the op
-#   with non-default parameters.
-UNARY = {
-    "exp": (np.exp, (-20, 20), "libm"),
-    "log": (np.log, (1e-3, 1e3), "libm"),
-    "sqrt": (np.sqrt, (0, 100), "exact"),
-    "rsqrt": (lambda x: 1 / np.sqrt(x), (1e-3, 100), "libm"),
-    "reciprocal": (lambda x: 1 / x, (0.1, 10), "exact"),
-    "sin": (np.sin, (-6, 6), "libm"),
-    "cos": (np.cos, (-6, 6), "libm"),
-    "tan": (np.tan, (-1.4, 1.4), "libm"),
-    "asin": (np.arcsin, (-0.999, 0.999), "libm"),
-    "acos": (np.arccos, (-0.999, 0.999), "libm"),
-    "atan": (np.arctan, (-20, 20), "libm"),
-    "sinh": (np.sinh, (-8, 8), "libm"),
-    "cosh": (np.cosh, (-8, 8), "libm"),
-    "tanh": (np.tanh, (-8, 8), "libm"),
-    "asinh": (np.arcsinh, (-20, 20), "libm"),
-    "acosh": (np.arccosh, (1.001, 20), "libm"),
-    "atanh": (np.arctanh, (-0.999, 0.999), "libm"),
-    "erf": (_erf, (-4, 4), "libm"),
-    "expm1": (np.expm1, (-5, 5), "libm"),
-    "log1p": (np.log1p, (-0.999, 20), "libm"),
-    "sigmoid": (_sigmoid, (-30, 30), "composite"),
-    "relu": (lambda x: np.where(x > 0, x, np.where(np.isnan(x), x, 0.0)), (-5, 5), "exact"),
-    "leaky_relu": (lambda x: np.where(x >= 0, x, 0.2 * x), (-5, 5), "exact",
-                   lambda t: hl.leaky_relu(t, 0.2)),
-    "elu": (lambda x: np.where(x > 0, x, 0.7 * np.expm1(x)), (-5, 5), "composite",
-            lambda t: hl.elu(t, 0.7)),
-    "celu": (lambda x: np.where(x > 0, x, 1.5 * np.expm1(x / 1.5)), (-5, 5), "composite",
-             lambda t: hl.celu(t, 1.5)),
-    "selu": (lambda x: SELU_G * np.where(x > 0, x, SELU_A * np.expm1(x)), (-5, 5), "composite"),
-    "gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), (-6, 6), "composite"),
-    "gelu_tanh": (lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) *
-                                                   (x + 0.044715 * x ** 3))),
-                  (-6, 6), "composite"),
-    "softplus": (_softplus, (-30, 30), "composite"),
-    "softsign": (lambda x: x / (1 + np.abs(x)), (-10, 10), "composite"),
-    "hard_sigmoid": (lambda x: np.clip(0.3 * x + 0.4, 0, 1), (-5, 5), "composite",
-                     lambda t: hl.hard_sigmoid(t, 0.3, 0.4)),
-    "hard_swish": (lambda x: x * np.clip(x / 6 + 0.5, 0, 1), (-5, 5), "composite"),
-    "clip": (lambda x: np.clip(x, -1.5, 2.0), (-5, 5), "exact", lambda t: hl.clip(t, -1.5, 2.0)),
-    "mish": (lambda x: x * np.tanh(_softplus(x)), (-10, 10), "composite"),
-    "floor": (np.floor, (-10, 10), "exact"),
-    "ceil": (np.ceil, (-10, 10), "exact"),
-    "round": (np.rint, (-10, 10), "exact"),
-    "trunc": (np.trunc, (-10, 10), "exact"),
-    "neg": (np.negative, (-10, 10), "exact"),
-    "abs": (np.abs, (-10, 10), "exact"),
-    "sign": (np.sign, (-3, 3), "exact"),
-    "square": (np.square, (-10, 10), "exact"),
-}
-# numpy functions whose answer on 0, -0, +-inf and nan (sign of zero included) hl must give.
-NUMPY_DEFINED = {"exp", "log", "sqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos",
-                 "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "expm1",
-                 "log1p", "floor", "ceil", "round", "trunc", "neg", "abs", "sign", "square"}
 PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
               "logical_not": np.logical_not}
-TOL = {  # (rtol, atol) per kind, float32 then float64
-    ("exact", np.float32): (1e-6, 0), ("libm", np.float32): (2e-6, 0),
-    ("composite", np.float32): (1e-5, 1e-6),
-    ("exact", np.float64): (1e-12, 0), ("libm", np.float64): (1e-12, 0),
-    ("composite", np.float64): (1e-10, 1e-13),
-}
 
 
-def _call(name):
-    row = UNARY[name]
-    return row[3] if len(row) > 3 else getattr(hl, name)
-
-
-def _ref(name, dtype):
-    f = UNARY[name][0]
-
-    def ref(a):
-        with np.errstate(all="ignore"):
-            return np.asarray(f(a.astype(np.float64))).astype(dtype)
-    return ref
-
-
-def test_every_unary_op_is_covered():
+def test_every_unary_op_has_an_opcase():
+    # the kernel, special-value, gradient and ONNX tests of each are derived from its OpCase
     core = set()
     for macro in ("HL_UNARY_FLOAT_OPS", "HL_UNARY_NUMERIC_OPS", "HL_UNARY_PREDICATE_OPS"):
         core |= set(_op_rows(macro))
-    assert core == set(UNARY) | set(PREDICATES), core ^ (set(UNARY) | set(PREDICATES))
-
-
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_float(name, dtype, rng):
-    lo, hi = UNARY[name][1]
-    rtol, atol = TOL[(UNARY[name][2], dtype)]
-    for shape in [(17, 5), (3, 1, 4), (), (0, 3), (1,), random_shape(rng)]:
-        x = rng.uniform(lo, hi, size=shape).astype(dtype)
-        check_op(_call(name), _ref(name, dtype), [x], rtol=rtol, atol=atol)
-
-
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("name", sorted(UNARY))
-def test_unary_special_values(name, dtype):
-    x = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0], dtype=dtype)
-    got = _call(name)(hl.tensor(x)).numpy()
-    want = _ref(name, dtype)(x)
-    rtol, atol = TOL[(UNARY[name][2], dtype)]
-    np.testing.assert_allclose(got[5:], want[5:], rtol=rtol, atol=atol, err_msg=name)
-    got, want = got[:5], want[:5]
-    if name in NUMPY_DEFINED:
-        np.testing.assert_array_equal(got, want, err_msg=name)
-        zero = want == 0
-        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
-                                      err_msg=f"{name}: sign of zero")
-    else:
-        # activations: where the float64 formula gives an answer, hl agrees (hl may give the
-        # limit where the formula gives nan, e.g. 0 * inf)
-        ok = ~np.isnan(want)
-        np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol, err_msg=name)
-        assert np.isnan(got[4]), f"{name}(nan) must be nan"
+    covered = {c.name for c in OPCASES} | set(PREDICATES)
+    assert core == covered, core ^ covered
 
 
 def test_unary_parameters_default_to_onnx_and_pytorch():
@@ -187,7 +71,8 @@ def test_unary_parameters_default_to_onnx_and_pytorch():
     assert_close(hl.leaky_relu(t), np.where(x >= 0, x, 0.01 * x))
     assert_close(hl.elu(t), np.where(x > 0, x, np.expm1(x)))
     assert_close(hl.hard_sigmoid(t), np.clip(0.2 * x + 0.5, 0, 1))
-    assert_close(hl.gelu(t, approximate="tanh"), _call("gelu_tanh")(t))
+    assert_close(hl.gelu(t, approximate="tanh"), _gelu_tanh(x.astype(np.float64)),
+                 rtol=1e-5, atol=1e-6)
     with pytest.raises(errors.ValueError, match="approximate"):
         hl.gelu(t, approximate="fast")
 

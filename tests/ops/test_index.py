@@ -5,6 +5,8 @@ Every op moves or selects values without arithmetic (scatter's add/mul and gathe
 sums aside), so results compare exactly, except gather_grad's sums (rtol 1e-6 in float32,
 1e-12 in float64) and its finite-difference check (float64, atol 1e-7).
 """
+import types
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,9 +14,14 @@ from hypothesis import strategies as st
 
 import hl
 from hl import errors
-from hl.ops import index as ix
 
 from .harness import LAYOUTS, assert_close, check_op, numeric_grad
+
+# the ops under test: the ones users call, and the backward kernel gather_grad from hl.ops
+ix = types.SimpleNamespace(
+    gather=hl.gather, take=hl.take, index_select=hl.index_select,
+    gather_grad=hl.ops.gather_grad, gather_elements=hl.gather_elements,
+    scatter_elements=hl.scatter_elements, one_hot=hl.one_hot, nonzero=hl.nonzero, topk=hl.topk)
 
 DATA_DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.bool_, np.float16]
 IDX_DTYPES = [np.int32, np.int64]

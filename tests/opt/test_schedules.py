@@ -90,13 +90,11 @@ def test_update_k_uses_schedule_at_k():
     np.testing.assert_allclose(moves, [1, 1, 0.5, 0.5, 0.25, 0.25], rtol=1e-6)
 
 
-torch = pytest.importorskip("torch")
-
-
 def _torch_lrs(make_scheduler, n):
+    torch = pytest.importorskip("torch")
     p = torch.zeros(1, requires_grad=True)
     opt = torch.optim.SGD([p], lr=0.4)
-    sched = make_scheduler(opt)
+    sched = make_scheduler(torch.optim.lr_scheduler, opt)
     lrs = []
     for _ in range(n):
         lrs.append(opt.param_groups[0]["lr"])
@@ -107,13 +105,13 @@ def _torch_lrs(make_scheduler, n):
 
 @pytest.mark.parametrize("ours,theirs", [
     (StepDecay(0.4, step_size=3, gamma=0.7),
-     lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.7)),
+     lambda lr, o: lr.StepLR(o, step_size=3, gamma=0.7)),
     (ExponentialDecay(0.4, gamma=0.93),
-     lambda o: torch.optim.lr_scheduler.ExponentialLR(o, gamma=0.93)),
+     lambda lr, o: lr.ExponentialLR(o, gamma=0.93)),
     (CosineDecay(0.4, total_steps=25, min_lr=0.01),
-     lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=25, eta_min=0.01)),
+     lambda lr, o: lr.CosineAnnealingLR(o, T_max=25, eta_min=0.01)),
     (LinearWarmup(10, 0.4, start_factor=0.25),
-     lambda o: torch.optim.lr_scheduler.LinearLR(o, start_factor=0.25, total_iters=10)),
+     lambda lr, o: lr.LinearLR(o, start_factor=0.25, total_iters=10)),
 ], ids=["step", "exponential", "cosine", "warmup"])
 def test_schedules_match_torch_lr_scheduler(ours, theirs):
     n = 26  # the cosine through its whole period (torch's would rise again after 25)
@@ -123,6 +121,7 @@ def test_schedules_match_torch_lr_scheduler(ours, theirs):
 
 
 def test_sgd_with_schedule_matches_torch_trajectory(rng):
+    torch = pytest.importorskip("torch")
     p0 = rng.standard_normal(6).astype(np.float32)
     grads = [rng.standard_normal(6).astype(np.float32) for _ in range(20)]
     p = hl.Tensor(p0.copy(), name="p")

@@ -33,10 +33,8 @@ def test_same_as_a_hand_written_loop():
     assert same_states(states(a), states(b))
 
 
-torch = pytest.importorskip("torch")
-
-
 def _torch_twin(m):
+    torch = pytest.importorskip("torch")
     t = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     with torch.no_grad():
         for i, k in ((0, "1"), (2, "3")):
@@ -46,6 +44,7 @@ def _torch_twin(m):
 
 
 def test_matches_pytorch_sgd_momentum():
+    torch = pytest.importorskip("torch")
     x, y = blobs(40)
     m = mlp(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9))
     m.predict(x[:1], verbose=0)
@@ -66,6 +65,7 @@ def test_matches_pytorch_sgd_momentum():
 
 
 def test_sample_and_class_weights_match_pytorch():
+    torch = pytest.importorskip("torch")
     """Keras's weighting: sum(w * loss) / batch size; class_weight gives w = cw[y]."""
     x, y = blobs(12)
     w = np.linspace(0.1, 2.0, 12).astype(np.float32)

@@ -2,7 +2,8 @@
 
 Every differentiable op is a Function (forward, backward, infer) in the module of its family;
 `functional` gathers them under hl.ops's names. `backward(loss)` yields (tensor, gradient)
-pairs (SINGA style); `loss.backward()` fills `.grad` (PyTorch style).
+pairs (SINGA style); `loss.backward()` fills `.grad` (PyTorch style). SINGA's
+`autograd.mse_loss` is hl.losses.mse, put here by hl/__init__.py (losses sit a layer above).
 """
 from . import functional
 from .functional import *  # noqa: F401,F403 - SINGA scripts call autograd.relu(x), autograd.matmul(a, b)
@@ -16,11 +17,5 @@ from . import methods  # noqa: F401 - installs Tensor's methods and operators
 # themselves; assign hl.autograd.training = False in old scripts to evaluate.
 training = True
 
-
-def mse_loss(pred, target):
-    """SINGA's autograd.mse_loss: the mean of the squared differences."""
-    from ..losses import mse
-    return mse(pred, target)
-
 __all__ = ["Function", "Placeholder", "backward", "enable_grad", "functional",
-           "is_grad_enabled", "mse_loss", "no_grad", "set_grad_enabled", "sum_to", "training"]
+           "is_grad_enabled", "no_grad", "set_grad_enabled", "sum_to", "training"]

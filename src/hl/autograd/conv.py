@@ -21,8 +21,8 @@ __all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d"]
 
 _GRAD_INPUT = {1: ops.conv1d_grad_input, 2: ops.conv2d_grad_input}
 _GRAD_WEIGHT = {1: ops.conv1d_grad_weight, 2: ops.conv2d_grad_weight}
-_CONV = {1: ops.conv1d, 2: ops.conv2d}
-_CONV_T = {1: ops.conv_transpose1d, 2: ops.conv_transpose2d}
+_CONV = {1: ops.conv1d_forward, 2: ops.conv2d_forward}
+_CONV_T = {1: ops.conv_transpose1d_forward, 2: ops.conv_transpose2d_forward}
 
 
 def _check_operands(n, x, w, op, transposed):
@@ -78,7 +78,7 @@ class Conv(Function):
         args = (self.stride, self.pads, self.dilation, self.groups)
         dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
         dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
-        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
 
 
@@ -117,7 +117,7 @@ class ConvTranspose(Function):
         # window of that convolution reaches past).
         dx = _CONV[self.n](dy, self.w, None, *args) if nx else None
         dw = _GRAD_WEIGHT[self.n](self.x, dy, self.w_shape, *args) if nw else None
-        db = ops.sum(dy, axis=(0,) + tuple(range(2, dy.ndim))) if nb else None
+        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
         return dx, dw, db
 
 

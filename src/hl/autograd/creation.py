@@ -1,33 +1,11 @@
-"""Tensor constructors that also take ``requires_grad=`` (``hl.randn(3, requires_grad=True)``),
-as PyTorch users expect, with the values from the plain hl.ops constructors; and the triangle
-masks tril/triu, whose gradient is the same triangle of dy."""
-import functools
-
+"""The triangle masks tril/triu, whose gradient is the same triangle of dy, and linspace (a
+composite of arange). The constructors themselves (zeros, randn, ...) have nothing to
+differentiate: hl.ops.creation and hl.ops.random define them, requires_grad= included."""
+from .. import dtypes as _dt
 from .. import errors, ops
-from ..ops import creation as _creation
-from ..ops import random as _random
 from .function import Function
 
-_NAMES = [n for n in _creation.__all__ + _random.__all__
-          if callable(getattr(ops, n, None)) and n not in ("tril", "triu", "manual_seed",
-                                                            "Generator")]
-
-
-def _accepting_requires_grad(f):
-    @functools.wraps(f)
-    def make(*args, requires_grad=False, **kwargs):
-        t = f(*args, **kwargs)
-        if requires_grad:
-            if not t.dtype.is_floating:
-                raise errors.DTypeError(f"{f.__name__}: only floating tensors can require "
-                                        f"gradients, this one is {t.dtype.name}")
-            t.requires_grad = True
-        return t
-    return make
-
-
-for _name in _NAMES:
-    globals()[_name] = _accepting_requires_grad(getattr(ops, _name))
+__all__ = ["tril", "triu", "linspace"]
 
 
 class Triangle(Function):
@@ -41,14 +19,11 @@ class Triangle(Function):
     def name(self):
         return "triu" if self.upper else "tril"
 
-    def _mask(self, t):
-        return ops.triu(t, self.k) if self.upper else ops.tril(t, self.k)
-
     def forward(self, x):
-        return self._mask(x)
+        return ops.triangle(x, self.k, self.upper)
 
     def backward(self, dy):
-        return self._mask(dy)
+        return ops.triangle(dy, self.k, self.upper)
 
 
 def tril(x, k=0):
@@ -61,4 +36,14 @@ def triu(x, k=0):
     return Triangle(k, upper=True)(x)
 
 
-__all__ = list(_NAMES) + ["tril", "triu"]
+@ops.creation.accepts_requires_grad
+def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
+    """num values evenly spaced from start to stop (included unless endpoint=False)."""
+    if num < 0:
+        raise errors.ValueError(f"linspace: num must be >= 0, got {num}")
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    t = ops.arange(0, num, dtype=_dt.float64, device=device) * step + start
+    if endpoint and num > 1:
+        t[num - 1] = stop
+    return t.astype(dtype or _dt.float32)

@@ -12,6 +12,8 @@ backward has run, so activations are freed during the pass, not after it.
 from .. import errors, ops
 from .mode import state as _grad
 
+_unary, _binary, _select = ops.elementwise.unary, ops.elementwise.binary, ops.elementwise.select
+
 
 def backward(loss, dy=None, retain_graph=False):
     """Yields (tensor, gradient) for every tensor with ``stores_grad`` that ``loss`` depends
@@ -31,7 +33,7 @@ def fill_grads(loss, dy=None, retain_graph=False):
             f"a single value. Pass the gradient of the loss: loss.backward(dy)")
     for t, g, leaf in _walk(loss, dy, retain_graph):
         if leaf or t.stores_grad:
-            t.grad = g if t.grad is None else ops.add(t.grad, g)
+            t.grad = g if t.grad is None else _binary("add", t.grad, g)
 
 
 def _walk(loss, dy, retain_graph):
@@ -127,7 +129,7 @@ def _run(root, index, dy, retain_graph, seed):
                 key = id(x)
                 if dx is not None:
                     g = leaf_grads.get(key)
-                    leaf_grads[key] = _as_grad(dx, x) if g is None else ops.add(g, dx)
+                    leaf_grads[key] = _as_grad(dx, x) if g is None else _binary("add", g, dx)
                 leaves_waiting[key] -= 1
                 if leaves_waiting[key] == 0:
                     g = leaf_grads.pop(key, None)
@@ -140,7 +142,7 @@ def _run(root, index, dy, retain_graph, seed):
                 if slots is None:
                     slots = grads[parent] = _slots(parent)
                 g = slots[x]
-                slots[x] = dx if g is None else ops.add(g, dx)
+                slots[x] = dx if g is None else _binary("add", g, dx)
             waiting[parent] -= 1
             if waiting[parent] == 0:
                 ready.append(parent)

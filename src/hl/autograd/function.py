@@ -135,8 +135,8 @@ def sum_to(dy, shape):
     lead = dy.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and dy.shape[lead + i] != 1)
-    s = ops.sum(dy, axis=axes, keepdims=True) if axes else dy
-    return ops.reshape(s, *shape) if s.shape != tuple(shape) else s
+    s = ops.reduction("sum", dy, axes, True) if axes else dy
+    return ops.reshape_forward(s, *shape) if s.shape != tuple(shape) else s
 
 
 __all__ = ["Function", "Tensor", "sum_to"]

@@ -1,29 +1,29 @@
-"""Every tensor function, differentiable where a derivative exists.
+"""Every tensor function users call, differentiable where a derivative exists.
 
-This namespace is hl.ops with each op that has a gradient replaced by its recording version
-from the family modules here. Tensor methods and operators, the top-level ``hl.<name>``
-functions and the layers all call through it, so ``x.relu()``, ``hl.relu(x)`` and a ReLU layer
-record alike. The family modules hold the Function classes; add a new one's names below.
+Each name comes from exactly one place: the ``__all__`` of one autograd family module (the
+op's one definition, a Function or a composite of Functions), or, for the few ops with nothing
+to differentiate and no autograd definition, hl.ops itself (the same object re-exported). A
+name offered by two sources is an error at import, not a silent winner. Tensor methods and
+operators, the top-level ``hl.<name>`` functions and the layers all call through here, so
+``x.relu()``, ``hl.relu(x)`` and a ReLU layer record alike. A new family module is added to
+FAMILIES; backward kernels (relu_grad, conv2d_grad_input...) stay in hl.ops, as PyTorch keeps
+kernels in torch.ops.
 """
-from ..ops import *  # noqa: F401,F403 - the plain ops first; the families override them
-from ..ops.shape import getitem, setitem  # noqa: F401
-from .creation import *  # noqa: F401,F403
-from .elementwise import *  # noqa: F401,F403
-from .reduce import *  # noqa: F401,F403
-from .conv import *  # noqa: F401,F403
-from .pool import *  # noqa: F401,F403
-from .normalization import *  # noqa: F401,F403
-from .softmax import *  # noqa: F401,F403
-from .random import *  # noqa: F401,F403
-from .resize import *  # noqa: F401,F403
-from .linalg import *  # noqa: F401,F403
-from .shape import *  # noqa: F401,F403
-from .index import *  # noqa: F401,F403
-from .indexing import *  # noqa: F401,F403
+from .. import ops as _ops
+from ..ops._util import one_definition_each
+from . import (binary, conv, creation, elementwise, index, indexing, linalg, normalization,
+               pool, random, reduce, resize, shape, softmax)
 
-# The functions users call (not the op-family modules the star imports bring along, which
-# would shadow hl.autograd's own submodules of the same names, and not the backward kernels,
-# relu_grad, conv2d_grad_input...: they stay in hl.ops, as PyTorch keeps kernels in torch.ops).
-__all__ = [_n for _n, _v in list(globals().items())
-           if not _n.startswith("_") and callable(_v)
-           and not _n.endswith("_grad") and "_grad_" not in _n]
+FAMILIES = (elementwise, binary, creation, reduce, conv, pool, normalization, softmax, random,
+            resize, linalg, shape, index, indexing)
+
+# ops of hl.ops with no gradient to define, handed on as they are
+PLAIN = ("manual_seed", "nonzero", "one_hot", "setitem",
+         # constructors (requires_grad= makes a leaf; there is nothing to differentiate)
+         "empty", "full", "zeros", "ones", "empty_like", "zeros_like", "ones_like", "full_like",
+         "arange", "eye", "uniform", "rand", "normal", "randn", "bernoulli")
+
+
+_NAMES = one_definition_each("hl.autograd", FAMILIES, {n: getattr(_ops, n) for n in PLAIN})
+globals().update(_NAMES)
+__all__ = sorted(_NAMES)

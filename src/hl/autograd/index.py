@@ -36,7 +36,7 @@ class Gather(Function):
     def forward(self, x, idx):
         if self.needs:
             self.x_shape, self.idx = x.shape, idx
-        return ops.gather(x, idx, self.axis)
+        return ops.gather_forward(x, idx, self.axis)
 
     def backward(self, dy):
         return ops.gather_grad(dy, self.idx, self.axis, self.x_shape), None
@@ -46,38 +46,34 @@ def gather(x, indices, axis=0, out=None):
     """ONNX Gather / numpy.take along one axis: the result has shape
     x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
     if out is not None:
-        return ops.gather(x, indices, axis, out=out)
+        return ops.gather_forward(x, indices, axis, out=out)
     x = _data_arg(x)
     idx = _index_arg(indices, x, "gather")
     if _plain(x) and _plain(idx):
-        return ops.gather(x, idx, axis)
+        return ops.gather_forward(x, idx, axis)
     return Gather(axis)(x, idx)
 
 
 def take(x, indices, axis=None, out=None):
     """numpy.take: like gather, over the flattened x when axis is None."""
-    if out is not None:
-        return ops.take(x, indices, axis, out=out)
     x = _data_arg(x)
     if axis is None:
         x, axis = reshape(x, -1), 0
-    return gather(x, indices, axis)
+    return gather(x, indices, axis, out=out)
 
 
 def index_select(x, axis, indices, out=None):
     """torch.index_select (argument order: x, axis, indices): gather with 1-D indices."""
-    if out is not None:
-        return ops.index_select(x, axis, indices, out=out)
     x = _data_arg(x)
     idx = _index_arg(indices, x, "index_select")
     if idx.ndim != 1:
         raise errors.ShapeError(f"index_select: indices must be 1-D, got shape {idx.shape}")
-    return gather(x, idx, axis)
+    return gather(x, idx, axis, out=out)
 
 
 def _scatter_add_into_zeros(shape, idx, updates, axis):
     zeros = ops.zeros(*shape, dtype=updates.dtype, device=updates.device)
-    return ops.scatter_elements(zeros, idx, updates, axis, "add")
+    return ops.scatter_elements_forward(zeros, idx, updates, axis, "add")
 
 
 class GatherElements(Function):
@@ -87,7 +83,7 @@ class GatherElements(Function):
     def forward(self, x, idx):
         if self.needs:
             self.x_shape, self.idx = x.shape, idx
-        return ops.gather_elements(x, idx, self.axis)
+        return ops.gather_elements_forward(x, idx, self.axis)
 
     def backward(self, dy):
         return _scatter_add_into_zeros(self.x_shape, self.idx, dy, self.axis), None
@@ -97,11 +93,11 @@ def gather_elements(x, indices, axis=0, out=None):
     """ONNX GatherElements / torch.gather: out[..., j, ...] = x[..., indices[..., j, ...], ...]
     along axis; the result has indices' shape."""
     if out is not None:
-        return ops.gather_elements(x, indices, axis, out=out)
+        return ops.gather_elements_forward(x, indices, axis, out=out)
     x = _data_arg(x)
     idx = _index_arg(indices, x, "gather_elements")
     if _plain(x) and _plain(idx):
-        return ops.gather_elements(x, idx, axis)
+        return ops.gather_elements_forward(x, idx, axis)
     return GatherElements(axis)(x, idx)
 
 
@@ -123,16 +119,16 @@ class ScatterElements(Function):
                 f"'none' and 'add' do); scatter under hl.no_grad() or on detached tensors")
         if self.needs:
             self.idx = idx
-        return ops.scatter_elements(x, idx, updates, self.axis, self.reduction)
+        return ops.scatter_elements_forward(x, idx, updates, self.axis, self.reduction)
 
     def backward(self, dy):
         nx, _, nu = self.needs
         dx = du = None
         if nx:
-            dx = dy if self.reduction in ("add", "sum") else ops.scatter_elements(
+            dx = dy if self.reduction in ("add", "sum") else ops.scatter_elements_forward(
                 dy, self.idx, 0.0, self.axis)
         if nu:
-            du = ops.gather_elements(dy, self.idx, self.axis)
+            du = ops.gather_elements_forward(dy, self.idx, self.axis)
         return dx, None, du
 
 
@@ -141,7 +137,7 @@ def scatter_elements(x, indices, updates, axis=0, reduction="none", out=None):
     along axis. reduction: 'none' (replace), 'add', 'mul', 'max', 'min'; gradients flow
     through 'none' and 'add'. updates has indices' shape, or is a scalar."""
     if out is not None:
-        return ops.scatter_elements(x, indices, updates, axis, reduction, out=out)
+        return ops.scatter_elements_forward(x, indices, updates, axis, reduction, out=out)
     x = _data_arg(x)
     idx = _index_arg(indices, x, "scatter_elements")
     if not isinstance(updates, (Tensor, Placeholder)):
@@ -149,10 +145,10 @@ def scatter_elements(x, indices, updates, axis=0, reduction="none", out=None):
             updates, (numbers.Number, np.generic)) else as_tensor(updates, dtype=x.dtype,
                                                                   device=x.device)
     elif updates.dtype is not x.dtype:
-        from .elementwise import cast
+        from .binary import cast
         updates = cast(updates, x.dtype)
     if _plain(x) and _plain(updates) and _plain(idx):
-        return ops.scatter_elements(x, idx, updates, axis, reduction)
+        return ops.scatter_elements_forward(x, idx, updates, axis, reduction)
     return ScatterElements(axis, reduction)(x, idx, updates)
 
 
@@ -164,7 +160,7 @@ class TopK(Function):
         self.k, self.axis, self.largest, self.sorted = k, axis, largest, sorted
 
     def forward(self, x):
-        v, i = ops.topk(x, self.k, self.axis, self.largest, self.sorted)
+        v, i = ops.topk_forward(x, self.k, self.axis, self.largest, self.sorted)
         if self.needs:
             self.x_shape, self.idx = x.shape, i
             self.axis = norm_axis(self.axis, x.ndim, "topk")
@@ -176,10 +172,10 @@ class TopK(Function):
 
 def topk(x, k, axis=-1, largest=True, sorted=True):  # noqa: A002
     """The k largest (or smallest) elements along axis and their int64 positions, best first
-    (see hl.ops.topk). The values carry the gradient; the positions are plain tensors."""
+    (see hl.ops.topk_forward). The values carry the gradient; the positions are plain tensors."""
     x = _data_arg(x)
     if _plain(x):
-        return ops.topk(x, k, axis, largest, sorted)
+        return ops.topk_forward(x, k, axis, largest, sorted)
     v, i = TopK(int(k), axis, largest, sorted)(x)
     if i.__class__ is Tensor and not tracing(x):  # positions are data, not a function of x
         i = i.detach()  # no history (to_onnx's trace keeps following them)

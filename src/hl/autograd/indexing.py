@@ -22,18 +22,24 @@ def _is_mask(key):
         isinstance(key, np.ndarray) and key.dtype == np.bool_)
 
 
+def _is_array_key(key):
+    if type(key) is tuple:
+        return any(_is_advanced(k) for k in key)
+    return _is_advanced(key)
+
+
 def getitem(x, key):
     """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
     (gathers along its axis) or a bool mask over the leading axes. Basic keys give views;
     an integer array or mask gathers, and its gradient adds up repeated indices."""
-    if _plain(x):
-        return ops.getitem(x, key)
+    if _plain(x) and (type(key) is int or not _is_array_key(key)):  # (x[i] checked first)
+        return ops.getitem_forward(x, key)  # basic keys: one view, nothing to record
     if _is_mask(key):
         mask = as_tensor(key, device=x.device)
         if mask.shape != x.shape[:mask.ndim]:
             raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
                                     f"tensor's leading shape {x.shape[:mask.ndim]}")
-        idx = ops.reshape(ops.nonzero(ops.reshape(mask, -1)), -1)
+        idx = ops.reshape_forward(ops.nonzero(ops.reshape_forward(mask, -1)), -1)
         return gather(reshape(x, -1, *x.shape[mask.ndim:]), idx, 0)
     parts = _expand_key(key, x.ndim)
     adv = [i for i, k in enumerate(parts) if _is_advanced(k)]

@@ -11,8 +11,9 @@ and a sum.
 from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor
-from .elementwise import _broadcast_shape, _recorded_operands, mul
+from .binary import _broadcast_shape, _recorded_operands, mul
 from .function import Function, sum_to
+from .mode import no_grad
 from .mode import state as _grad
 from .placeholder import Placeholder
 from .shape import permute, reshape
@@ -21,7 +22,7 @@ from .shape import permute, reshape
 def _mT(x):
     """x with its last two axes swapped (a view)."""
     n = x.ndim
-    return ops.permute(x, *range(n - 2), n - 1, n - 2)
+    return ops.permute_forward(x, *range(n - 2), n - 1, n - 2)
 
 
 def _count(shape):
@@ -52,32 +53,32 @@ class MatMul(Function):
     def forward(self, a, b):
         if self.needs:
             self.a, self.b = a, b
-        return ops.matmul(a, b)
+        return ops.matmul_forward(a, b)
 
     def backward(self, dy):
         a, b = self.a, self.b
         na, nb = self.needs
         # Matrices everywhere: (K,) -> (1, K) on the left, (K, 1) on the right, and dy gets
         # the axis the result lost.
-        a2 = ops.unsqueeze(a, 0) if a.ndim == 1 else a
-        b2 = ops.unsqueeze(b, 1) if b.ndim == 1 else b
+        a2 = ops.unsqueeze_forward(a, 0) if a.ndim == 1 else a
+        b2 = ops.unsqueeze_forward(b, 1) if b.ndim == 1 else b
         if a.ndim == 1:
-            dy = ops.unsqueeze(dy, dy.ndim - 1 if b.ndim > 1 else dy.ndim)
+            dy = ops.unsqueeze_forward(dy, dy.ndim - 1 if b.ndim > 1 else dy.ndim)
         if b.ndim == 1:
-            dy = ops.unsqueeze(dy, dy.ndim)
+            dy = ops.unsqueeze_forward(dy, dy.ndim)
         da = db = None
         if na:
-            da = ops.matmul(dy, _mT(b2))
-            da = ops.reshape(sum_to(da, a2.shape), *a.shape)
+            da = ops.matmul_forward(dy, _mT(b2))
+            da = ops.reshape_forward(sum_to(da, a2.shape), *a.shape)
         if nb:
             if b2.ndim == 2 and a2.ndim > 2:
                 # x (..., M, K) @ w (K, N): dw = x_rows.T @ dy_rows, one product over all rows
                 k, n = b2.shape
                 rows = _count(a2.shape[:-1])
-                db = ops.matmul(_mT(ops.reshape(a2, rows, k)), ops.reshape(dy, rows, n))
+                db = ops.matmul_forward(_mT(ops.reshape_forward(a2, rows, k)), ops.reshape_forward(dy, rows, n))
             else:
-                db = sum_to(ops.matmul(_mT(a2), dy), b2.shape)
-            db = ops.reshape(db, *b.shape)
+                db = sum_to(ops.matmul_forward(_mT(a2), dy), b2.shape)
+            db = ops.reshape_forward(db, *b.shape)
         return da, db
 
 
@@ -85,10 +86,10 @@ def matmul(a, b, out=None):
     """a @ b. 1-D operands are promoted to matrices ((K,) -> (1, K) on the left, (K, 1) on the
     right) and the added axis is removed from the result; leading (batch) axes broadcast."""
     if out is not None:
-        return ops.matmul(a, b, out=out)
+        return ops.matmul_forward(a, b, out=out)
     a, b = _recorded_operands(a, b)
     if _plain(a, b):
-        return ops.matmul(a, b)
+        return ops.matmul_forward(a, b)
     return MatMul()(a, b)
 
 
@@ -103,7 +104,7 @@ class Gemm(Function):
         if self.needs:
             self.a, self.b = a, b
             self.c_shape = None if c is None else c.shape
-        return ops.gemm(a, b, c, self.ta, self.tb, self.alpha, self.beta)
+        return ops.gemm_forward(a, b, c, self.ta, self.tb, self.alpha, self.beta)
 
     def backward(self, dy):
         a, b, ta, tb, alpha = self.a, self.b, self.ta, self.tb, self.alpha
@@ -111,11 +112,11 @@ class Gemm(Function):
         nc = len(self.needs) > 2 and self.needs[2]
         da = db = dc = None
         if na:  # d op(a) = alpha * dy @ op(b).T; transposed back when a was read transposed
-            da = (ops.gemm(b, dy, trans_a=tb, trans_b=True, alpha=alpha) if ta else
-                  ops.gemm(dy, b, trans_b=not tb, alpha=alpha))
+            da = (ops.gemm_forward(b, dy, trans_a=tb, trans_b=True, alpha=alpha) if ta else
+                  ops.gemm_forward(dy, b, trans_b=not tb, alpha=alpha))
         if nb:  # d op(b) = alpha * op(a).T @ dy
-            db = (ops.gemm(dy, a, trans_a=True, trans_b=ta, alpha=alpha) if tb else
-                  ops.gemm(a, dy, trans_a=not ta, alpha=alpha))
+            db = (ops.gemm_forward(dy, a, trans_a=True, trans_b=ta, alpha=alpha) if tb else
+                  ops.gemm_forward(a, dy, trans_a=not ta, alpha=alpha))
         if nc:
             dc = sum_to(dy if self.beta == 1.0 else dy * self.beta, self.c_shape)
         return (da, db, dc) if len(self.needs) > 2 else (da, db)
@@ -125,12 +126,12 @@ def gemm(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0, out=No
     """alpha * op(a) @ op(b) + beta * c (ONNX Gemm), op transposing when asked; a and b are
     2-D, c (optional) broadcasts to the (M, N) result."""
     if out is not None:
-        return ops.gemm(a, b, c, trans_a, trans_b, alpha, beta, out=out)
+        return ops.gemm_forward(a, b, c, trans_a, trans_b, alpha, beta, out=out)
     a, b = _recorded_operands(a, b)
     if c is not None:
         c = _like(c, a)
     if _plain(a, b, c):
-        return ops.gemm(a, b, c, trans_a, trans_b, alpha, beta)
+        return ops.gemm_forward(a, b, c, trans_a, trans_b, alpha, beta)
     f = Gemm(trans_a, trans_b, alpha, beta)
     return f(a, b) if c is None else f(a, b, c)
 
@@ -140,9 +141,20 @@ def _like(c, a):
     if not isinstance(c, (Tensor, Placeholder)):
         return as_tensor(c, dtype=a.dtype, device=a.device)
     if c.dtype is not a.dtype:
-        from .elementwise import cast
+        from .binary import cast
         c = cast(c, a.dtype)
     return c
+
+
+def _linear(x, w, b):
+    """linear's forward: one gemm, the batch axes of x folded into its rows."""
+    if x.ndim == 2 and w.ndim == 2:
+        return ops.gemm_forward(x, w, b, trans_b=True)
+    if x.ndim < 1 or w.ndim != 2:
+        raise errors.ShapeError(f"linear: expected x (..., in) and w (out, in), got {x.shape} "
+                                f"and {w.shape}")
+    y = ops.gemm_forward(ops.reshape_forward(x, -1, x.shape[-1]), w, b, trans_b=True)
+    return ops.reshape_forward(y, *x.shape[:-1], w.shape[0])
 
 
 class Linear(Function):
@@ -152,7 +164,7 @@ class Linear(Function):
         if self.needs:
             self.x, self.w = x, w
             self.b_shape = None if b is None else b.shape
-        return ops.linear(x, w, b)
+        return _linear(x, w, b)
 
     def backward(self, dy):
         x, w = self.x, self.w
@@ -160,12 +172,12 @@ class Linear(Function):
         nb = len(self.needs) > 2 and self.needs[2]
         n_out, n_in = w.shape
         rows = _count(x.shape[:-1])
-        dy2 = ops.reshape(dy, rows, n_out)  # the batch axes folded into rows
+        dy2 = ops.reshape_forward(dy, rows, n_out)  # the batch axes folded into rows
         dx = dw = db = None
         if nx:
-            dx = ops.reshape(ops.gemm(dy2, w), *x.shape)
+            dx = ops.reshape_forward(ops.gemm_forward(dy2, w), *x.shape)
         if nw:
-            dw = ops.gemm(dy2, ops.reshape(x, rows, n_in), trans_a=True)
+            dw = ops.gemm_forward(dy2, ops.reshape_forward(x, rows, n_in), trans_a=True)
         if nb:
             db = sum_to(dy, self.b_shape)
         return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)
@@ -178,7 +190,7 @@ def linear(x, w, b=None):
     if b is not None:
         b = _like(b, x)
     if _plain(x, w, b):
-        return ops.linear(x, w, b)
+        return _linear(x, w, b)
     return Linear()(x, w) if b is None else Linear()(x, w, b)
 
 
@@ -188,15 +200,14 @@ def dot(a, b, out=None):
     """numpy.dot: the inner product of 1-D tensors, matmul of 2-D ones, a scaled tensor when
     either is 0-d, and for N-D tensors the sum over the last axis of a and the second-to-last
     of b."""
-    if out is not None:
-        return ops.dot(a, b, out=out)
     a, b = _recorded_operands(a, b)
-    if _plain(a, b):
-        return ops.dot(a, b)
     if a.ndim == 0 or b.ndim == 0:
-        return mul(a, b)
+        return mul(a, b, out=out)
     if (a.ndim <= 2 and b.ndim <= 2) or b.ndim == 1:
-        return matmul(a, b)
+        return matmul(a, b, out=out)
+    if out is not None:  # (out= records nothing, as in PyTorch)
+        with no_grad():
+            return out.copy_(dot(a, b))
     k = b.shape[-2]
     if a.shape[-1] != k:
         raise errors.ShapeError(f"dot: shapes {a.shape} and {b.shape} are not aligned: "
@@ -210,8 +221,6 @@ def dot(a, b, out=None):
 def inner(a, b):
     """Sum over the last axes of a and b (numpy.inner); 1-D tensors give their dot product."""
     a, b = _recorded_operands(a, b)
-    if _plain(a, b):
-        return ops.inner(a, b)
     if a.ndim == 0 or b.ndim == 0:
         return mul(a, b)
     if a.shape[-1] != b.shape[-1]:
@@ -225,8 +234,6 @@ def outer(a, b):
     """The outer product of two vectors (flattened first, as numpy.outer): out[i, j] =
     a[i] * b[j]."""
     a, b = _recorded_operands(a, b)
-    if _plain(a, b):
-        return ops.outer(a, b)
     return mul(reshape(a, -1, 1), reshape(b, 1, -1))
 
 

@@ -35,7 +35,7 @@ class BatchNorm(Function):
         self.training, self.momentum, self.eps = bool(training), momentum, eps
 
     def forward(self, x, weight=None, bias=None):
-        y, self.mean, self.invstd = ops.batch_norm(
+        y, self.mean, self.invstd = ops.batch_norm_forward(
             x, self.running_mean, self.running_var, weight, bias, self.training, self.momentum,
             self.eps, return_stats=True)
         # running_mean/var stay: hl.onnx.to_onnx([x], [y]) exports a training-mode record
@@ -79,7 +79,7 @@ class LayerNorm(Function):
         return _layer_axis(x, self.normalized_shape, self.axis, "layer_norm")
 
     def forward(self, x, weight=None, bias=None):
-        y, self.mean, self.invstd = ops.layer_norm(x, None, weight, bias, self.eps,
+        y, self.mean, self.invstd = ops.layer_norm_forward(x, None, weight, bias, self.eps,
                                                    axis=self._axis(x), return_stats=True)
         if self.needs:
             self.x, self.weight = x, weight
@@ -134,14 +134,14 @@ class GroupNorm(Function):
     def forward(self, x, weight=None, bias=None):
         self.check(x, weight, bias)
         n = x.shape[0]
-        rows = ops.reshape(x, n, self.groups, -1)
-        xhat, mean, invstd = ops.layer_norm(rows, axis=2, eps=self.eps, return_stats=True)
-        xhat = ops.reshape(xhat, *x.shape)
+        rows = ops.reshape_forward(x, n, self.groups, -1)
+        xhat, mean, invstd = ops.layer_norm_forward(rows, axis=2, eps=self.eps, return_stats=True)
+        xhat = ops.reshape_forward(xhat, *x.shape)
         y = xhat
         if weight is not None:
-            y = y * ops.reshape(weight, *self._channel_shape(x))
+            y = y * ops.reshape_forward(weight, *self._channel_shape(x))
         if bias is not None:
-            y = y + ops.reshape(bias, *self._channel_shape(x))
+            y = y + ops.reshape_forward(bias, *self._channel_shape(x))
         if self.needs:
             self.rows, self.mean, self.invstd, self.weight = rows, mean, invstd, weight
             self.xhat = xhat.detach() if self.needs[1] else None  # it may be y itself
@@ -159,15 +159,15 @@ class GroupNorm(Function):
         if nx:
             shape = self.x_shape
             dxhat = dy if self.weight is None else \
-                dy * ops.reshape(self.weight, 1, shape[1], *([1] * (len(shape) - 2)))
-            dxhat = ops.reshape(dxhat, *self.rows.shape)
+                dy * ops.reshape_forward(self.weight, 1, shape[1], *([1] * (len(shape) - 2)))
+            dxhat = ops.reshape_forward(dxhat, *self.rows.shape)
             dx = ops.layer_norm_grad(dxhat, self.rows, self.mean, self.invstd,
                                      needs=(True, False, False))[0]
-            dx = ops.reshape(dx, *shape)
+            dx = ops.reshape_forward(dx, *shape)
         if nw:
-            dw = ops.sum(dy * self.xhat, axis=axes)
+            dw = ops.reduction("sum", dy * self.xhat, axes)
         if nb:
-            db = ops.sum(dy, axis=axes)
+            db = ops.reduction("sum", dy, axes)
         return dx, dw, db
 
 

@@ -14,9 +14,9 @@ from .function import Function
 __all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "global_avg_pool2d",
            "global_max_pool2d"]
 
-_MAX = {1: ops.max_pool1d, 2: ops.max_pool2d}
+_MAX = {1: ops.max_pool1d_forward, 2: ops.max_pool2d_forward}
 _MAX_GRAD = {1: ops.max_pool1d_grad, 2: ops.max_pool2d_grad}
-_AVG = {1: ops.avg_pool1d, 2: ops.avg_pool2d}
+_AVG = {1: ops.avg_pool1d_forward, 2: ops.avg_pool2d_forward}
 _AVG_GRAD = {1: ops.avg_pool1d_grad, 2: ops.avg_pool2d_grad}
 
 

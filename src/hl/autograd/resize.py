@@ -32,8 +32,8 @@ class Resize(Function):
     def forward(self, x):
         self.x_shape = x.shape
         if self.scales is not None:
-            return ops.resize(x, scales=self.scales, **self.kw)
-        return ops.resize(x, size=self.size, **self.kw)
+            return ops.resize_forward(x, scales=self.scales, **self.kw)
+        return ops.resize_forward(x, size=self.size, **self.kw)
 
     def backward(self, dy):
         return ops.resize_grad(dy, self.x_shape, self.scales, **self.kw)

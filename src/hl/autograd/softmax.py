@@ -16,6 +16,8 @@ from ._nn import as_input
 from .function import Function
 from .placeholder import Placeholder, follow
 
+_unary, _binary, _select = ops.elementwise.unary, ops.elementwise.binary, ops.elementwise.select
+
 __all__ = ["softmax", "log_softmax", "softmax_cross_entropy", "nll_loss"]
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -23,7 +25,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 class Softmax(Function):
     grad_kernel = staticmethod(ops.softmax_grad)
-    kernel = staticmethod(ops.softmax)
+    kernel = staticmethod(ops.softmax_forward)
 
     def __init__(self, axis):
         self.axis = axis
@@ -40,20 +42,20 @@ class Softmax(Function):
 
 class LogSoftmax(Softmax):
     grad_kernel = staticmethod(ops.log_softmax_grad)
-    kernel = staticmethod(ops.log_softmax)
+    kernel = staticmethod(ops.log_softmax_forward)
 
 
 def softmax(x, axis=-1, out=None):
     """exp(x) / sum(exp(x)) along axis (max-shifted, so large inputs do not overflow)."""
     if out is not None:
-        return ops.softmax(x, axis, out=out)
+        return ops.softmax_forward(x, axis, out=out)
     return Softmax(int(axis))(as_input(x, "softmax"))
 
 
 def log_softmax(x, axis=-1, out=None):
     """x - logsumexp(x) along axis."""
     if out is not None:
-        return ops.log_softmax(x, axis, out=out)
+        return ops.log_softmax_forward(x, axis, out=out)
     return LogSoftmax(int(axis))(as_input(x, "log_softmax"))
 
 
@@ -101,15 +103,15 @@ def _per_sample(dloss, samples, reduction, count):
         return dloss
     if reduction == "mean":
         dloss = dloss / float(count) if count else dloss * float("nan")
-    return ops.expand(ops.reshape(dloss, *([1] * len(samples))), *samples)
+    return ops.expand_forward(ops.reshape_forward(dloss, *([1] * len(samples))), *samples)
 
 
 def _class_axis_view(g, x):
     """A per-sample tensor (N, d...) as (N, 1, d...) (or (C,)-broadcastable for one sample),
     to multiply with tensors of the scores' shape."""
     if x.ndim == 1:
-        return ops.reshape(g, 1)
-    return ops.unsqueeze(g, 1)
+        return ops.reshape_forward(g, 1)
+    return ops.unsqueeze_forward(g, 1)
 
 
 class SoftmaxCrossEntropy(Function):
@@ -119,8 +121,8 @@ class SoftmaxCrossEntropy(Function):
         self.ignore_index, self.reduction = int(ignore_index), reduction
 
     def forward(self, logits, target):
-        loss, lp = ops.softmax_cross_entropy(logits, target, self.ignore_index, self.reduction,
-                                             return_log_prob=True)
+        loss, lp = ops.softmax_cross_entropy_forward(logits, target, self.ignore_index,
+                                                     self.reduction, return_log_prob=True)
         self.log_prob = lp
         if self.needs:
             self.target = target
@@ -136,7 +138,7 @@ class SoftmaxCrossEntropy(Function):
             samples = _sample_shape(lp)
             n = int(np.prod(samples)) if samples else 1
             g = _per_sample(dy, samples, self.reduction, n)
-            dtarget = ops.neg(lp * _class_axis_view(g, lp))
+            dtarget = _unary("neg", lp * _class_axis_view(g, lp))
         return dlogits, dtarget
 
 
@@ -180,14 +182,14 @@ class NLLLoss(Function):
                                     f"{classes} classes (ignore_index={self.ignore_index})")
         count = int(np.count_nonzero(valid))
         safe = np.where(valid, labels, 0)
-        lp = ops.reshape(log_prob, 1, classes) if single else log_prob
+        lp = ops.reshape_forward(log_prob, 1, classes) if single else log_prob
         idx = as_tensor(np.expand_dims(safe.reshape(lp.shape[:1] + lp.shape[2:]), 1),
                         device=log_prob.device)
         mask = as_tensor(valid.astype(log_prob.dtype.np), device=log_prob.device)
-        picked = ops.reshape(ops.gather_elements(lp, idx, axis=1), *labels.shape)
-        loss = ops.neg(picked * mask)
+        picked = ops.reshape_forward(ops.gather_elements_forward(lp, idx, axis=1), *labels.shape)
+        loss = _unary("neg", picked * mask)
         if self.reduction != "none":
-            total = ops.sum(loss)
+            total = ops.reduction("sum", loss)
             loss = total / float(count) if self.reduction == "mean" and count else \
                 (total * float("nan") if self.reduction == "mean" else total)
         if self.needs:
@@ -205,9 +207,9 @@ class NLLLoss(Function):
         samples = tuple(self.mask.shape)
         g = _per_sample(dy, samples, self.reduction, self.count) * self.mask
         onehot = ops.one_hot(self.idx, self.classes, axis=1, dtype=dy.dtype)
-        g = ops.reshape(g, self.lp_shape[0], 1, *self.lp_shape[2:])
-        dlp = ops.neg(ops.reshape(onehot, *self.lp_shape) * g)
-        return (ops.reshape(dlp, self.classes) if len(samples) == 0 else dlp), None
+        g = ops.reshape_forward(g, self.lp_shape[0], 1, *self.lp_shape[2:])
+        dlp = _unary("neg", ops.reshape_forward(onehot, *self.lp_shape) * g)
+        return (ops.reshape_forward(dlp, self.classes) if len(samples) == 0 else dlp), None
 
 
 def nll_loss(log_prob, target, ignore_index=-100, reduction="mean"):

@@ -25,7 +25,7 @@ from .. import devices as _dev
 from .. import dtypes as _dt
 from .._tensor import Tensor
 from . import archive
-from .states import read_into, stored_dtype
+from .matching import read_into, stored_dtype
 from .unpickler import RestrictedUnpickler
 
 FORMAT = "hl.model"
@@ -134,8 +134,7 @@ class _References:
 def _saved_device(name, reader):
     d = _dev.device(name)
     if d.kind != "cpu":
-        from .. import cuda_available
-        if not cuda_available():
+        if not _dev.cuda_available():
             raise reader.error(f"it was saved on {name}, which this machine does not have; "
                                f"pass device='cpu' to load it there")
     return d

@@ -27,7 +27,7 @@ from .. import errors
 from .. import dtypes as _dt
 from .._tensor import Tensor
 from .atomic import atomic_output
-from .states import _device_of, _module_states, match, read_into
+from .matching import device_of, match, module_states, read_into
 
 TENSOR_DICT = "tensor_dict.npz"
 STATES_ATTR = "states_attr.json"
@@ -93,7 +93,7 @@ def _flatten(value, prefix, out, what):
 def save(module, path, aux_states=None, overwrite=True):
     what = f"{type(module).__name__}.save_states(format='singa')"
     arrays, attrs = {}, {}
-    for name, t in _module_states(module, what).items():
+    for name, t in module_states(module, what).items():
         arrays[name] = _as_singa_array(t, name, what)
     aux = {}
     _flatten(dict(aux_states or {}), "", aux, what)
@@ -149,7 +149,7 @@ def load(module, reader, strict=True):
     targets = match(module, model, strict, reader.error)
     for name, (t, arr) in targets.items():
         read_into(_ArrayDataset(arr), t)
-    device = _device_of(targets)
+    device = device_of(targets)
     return _nest({k: Tensor(v, device=device) for k, v in aux.items()})
 
 

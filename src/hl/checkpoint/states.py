@@ -16,15 +16,15 @@ restored as that dict), "tuple", "float" (NaN and the infinities, which JSON can
 """
 import json
 import numbers
-import warnings
 
 import numpy as np
 
 from .. import _core, errors
 from .. import dtypes as _dt
 from .._tensor import Tensor
-from ..autograd import no_grad
 from . import archive
+from .matching import (describe, device_of, match, module_states, read_into,
+                       stored_dtype)
 
 FORMAT = "hl.states"
 VERSION = 1
@@ -40,29 +40,6 @@ def dataset_name(group, name):
     if safe in ("", ".", ".."):
         safe = "%" + safe
     return f"{group}/{safe}"
-
-
-def describe(t):
-    return {"shape": list(t.shape), "dtype": t.dtype.name}
-
-
-def stored_dtype(name):
-    """The numpy dtype a dataset of hl dtype `name` has in the file."""
-    d = _dt.dtype(name)
-    return np.dtype(np.float32) if d is _dt.bfloat16 else d.np
-
-
-def read_into(ds, t):
-    """Reads dataset ds into tensor t in place (straight into its memory when t is a
-    contiguous CPU tensor of the stored dtype)."""
-    if t.size == 0:
-        return
-    if (t.device.kind == "cpu" and t.is_contiguous() and t.dtype.np == ds.dtype
-            and t.dtype is not _dt.bfloat16):
-        ds.read_direct(t.numpy())
-        return
-    with no_grad():
-        t.copy_(ds[()])
 
 
 def read_new(ds, dtype_name, device):
@@ -171,7 +148,7 @@ def _checked_dataset(reader, name, shape, dtype):
 
 def save(module, path, aux_states=None, overwrite=True):
     what = f"{type(module).__name__}.save_states"
-    states = _module_states(module, what)
+    states = module_states(module, what)
     aux = _AuxWriter(what)
     encoded_aux = aux.encode(dict(aux_states or {}), "aux_states")
     doc = {"format": FORMAT, "version": VERSION, "hl_version": _core.version(),
@@ -182,18 +159,6 @@ def save(module, path, aux_states=None, overwrite=True):
     body = json.dumps(doc, indent=1, allow_nan=False).encode()
     tensors = [(doc["states"][name]["dataset"], t) for name, t in states.items()] + aux.tensors
     archive.write(path, {STATES_JSON: body}, tensors, {"hl_format": FORMAT}, overwrite, what)
-
-
-def _module_states(module, what):
-    from ..layers.layer import _unbuilt
-    states = module.get_states()
-    unbuilt = _unbuilt(module)
-    if unbuilt:
-        raise errors.CheckpointError(
-            f"{what}: the layers {unbuilt} have not been called yet, so their parameters do "
-            f"not exist and would be missing from the file; call the model once or compile "
-            f"it (model.compile([hl.Placeholder(shape)])) before saving")
-    return states
 
 
 def load(module, path, strict=True):
@@ -228,7 +193,7 @@ def load(module, path, strict=True):
                     from None
             found[name] = _checked_dataset(r, ds_name, shape, dtype)
         targets = match(module, found, strict, r.error)
-        device = _device_of(targets)
+        device = device_of(targets)
         try:
             aux = _decode(doc.get("aux", {}), r, device)
         except (KeyError, TypeError, ValueError) as ex:
@@ -243,39 +208,3 @@ def load(module, path, strict=True):
                 raise r.error(f"reading {name} failed ({ex}); the model is partly loaded") \
                     from None
     return aux
-
-
-def match(module, found, strict, error):
-    """Pairs the module's states with what the file has ({name: dataset-like with .shape}),
-    checking names and shapes: {name: (tensor, dataset)}. Strict, any difference raises an
-    error listing all of them and nothing is loaded; otherwise a warning lists them."""
-    from ..layers.layer import _unbuilt, compare
-    states = module.get_states()
-    missing, unexpected, different, ready = compare(states, found)
-    wrong = [f"{k}: the model has {want}, the file {got}" for k, want, got in different]
-    problems = []
-    if missing:
-        problems.append(f"missing from the file: {missing}")
-    if unexpected:
-        problems.append(f"not in the model: {unexpected}")
-    if wrong:
-        problems.append(f"different shapes: [{'; '.join(wrong)}]")
-    if problems:
-        unbuilt = _unbuilt(module)
-        hint = (f" (the layers {unbuilt} have not been called yet, so their parameters do not "
-                f"exist: compile the model first)" if unbuilt else "")
-        if strict:
-            raise error("the states do not match the model: " + "; ".join(problems) + hint +
-                        ". Nothing was loaded (strict=False loads what matches)")
-        warnings.warn("load_states: loading what matches; " + "; ".join(problems) + hint,
-                      stacklevel=4)
-    names = {id(t): k for k, t in states.items()}
-    return {names[id(t)]: (t, ds) for t, ds in ready}
-
-
-def _device_of(targets):
-    """The device the module's states are on (the default device for a module without)."""
-    for t, _ in targets.values():
-        return t.device
-    from ..devices import get_default_device
-    return get_default_device()

@@ -16,7 +16,7 @@ import h5py
 from .. import errors
 from .archive import _LIBVER, checked_dataset, host_array
 from .atomic import atomic_output
-from .states import _module_states, describe, match, read_into
+from .matching import describe, match, module_states, read_into
 
 FORMAT = "hl.weights"
 VERSION = 1
@@ -24,7 +24,7 @@ VERSION = 1
 
 def save(layer, path, overwrite=True):
     what = f"{type(layer).__name__}.save_weights"
-    states = _module_states(layer, what)
+    states = module_states(layer, what)
     with atomic_output(path, overwrite, what) as tmp:
         with h5py.File(tmp, "w", libver=_LIBVER) as f:
             f.attrs["hl_format"] = FORMAT

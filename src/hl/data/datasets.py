@@ -10,8 +10,9 @@ import os
 
 import numpy as np
 
-from .. import errors, ops
+from .. import errors
 from .._tensor import as_tensor
+from ..autograd.resize import interpolate
 from ._split import select, split_indices
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -70,7 +71,7 @@ def _upsample(x, size):
     if len(size) != 2 or min(size) < 1:
         raise errors.ValueError(f"digits: size (upsample) must be a size such as 28 or "
                                 f"(28, 28), got {size!r}")
-    return ops.interpolate(as_tensor(x), size=size, mode="bilinear").numpy().copy()
+    return interpolate(as_tensor(x), size=size, mode="bilinear").numpy().copy()
 
 
 def diabetes(split=None, standardize=False, standardize_target=False):

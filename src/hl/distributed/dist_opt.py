@@ -25,7 +25,7 @@ import math
 
 import numpy as np
 
-from .. import errors, ops
+from .. import errors
 from .._tensor import tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
@@ -33,6 +33,7 @@ from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
 from .world import init
+from ..autograd import functional as F
 
 SINGA_THRESHOLD = 2097152
 
@@ -136,7 +137,7 @@ class DistOpt(Optimizer):
     def update(self, param, grad):
         """SINGA's update after an all_reduce (a sum): divides by world_size, then updates."""
         with no_grad():
-            grad = ops.mul(grad, 1.0 / self.world_size)
+            grad = F.mul(grad, 1.0 / self.world_size)
         self.opt.update(param, grad)
 
     @property
@@ -181,7 +182,7 @@ class DistOpt(Optimizer):
         if self.world is None or self.world.size == 1:
             pairs = list(_backward(loss, dy))
             if clip is not None:
-                pairs = [(p, ops.clip(g, -clip, clip)) for p, g in pairs]
+                pairs = [(p, F.clip(g, -clip, clip)) for p, g in pairs]
             self.opt._update_all(pairs)
             self.opt.step_count += 1
             return
@@ -190,7 +191,7 @@ class DistOpt(Optimizer):
             # the rank's weight rides on the loss's gradient: backward is linear in dy, so
             # every gradient arrives weighted and the buckets need no multiplying pass
             with no_grad():
-                dy = ops.full_like(loss, scale) if dy is None else ops.mul(dy, scale)
+                dy = F.full_like(loss, scale) if dy is None else F.mul(dy, scale)
             scale = 1.0
         grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
@@ -207,7 +208,7 @@ class DistOpt(Optimizer):
                     f"backward_and_update)")
             if clip is not None:
                 with no_grad():
-                    g = ops.clip(g, -clip, clip)
+                    g = F.clip(g, -clip, clip)
             reducer.add(p, g, scale, owned=True)
         self._apply(reducer.finish())
 

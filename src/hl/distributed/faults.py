@@ -66,13 +66,6 @@ def _watchdog(world):
         os._exit(1)
 
 
-def joined():
-    """The group this process joined (world.init), or None: for code that must not import
-    world.py, such as SyncBatchNorm (world.py reads hl's version, which ties it to the
-    package's import ring)."""
-    return _state["world"]
-
-
 def install(world):
     _state["world"] = world
     threading.Thread(target=_watchdog, args=(world,), name="hl.distributed watchdog",

@@ -13,8 +13,7 @@ depends on every rank's samples through the statistics), so backward makes the s
 collectives in reverse. They use the group's data communicator, not the gradient buckets'
 one, so they do not interleave with the bucket reductions of the communication thread.
 
-Alone (no MPI group joined: DistOpt and fit(distribute=True) join it), in eval() mode or
-when frozen, it is plain BatchNorm. Every rank must run the layer
+Alone, in eval() mode or when frozen, it is plain BatchNorm. Every rank must run the layer
 in every training step (a rank with no samples in a step would leave the others waiting
 until the timeout).
 """
@@ -25,8 +24,8 @@ from .._tensor import tensor
 from ..autograd import no_grad
 from ..autograd.function import Function
 from ..layers.normalization import BatchNorm1d, BatchNorm2d, _BatchNorm
-from . import faults
 from .collectives import allreduce_
+from .world import current
 
 
 class AllreduceSum(Function):
@@ -58,7 +57,7 @@ class SyncBatchNorm(_BatchNorm):
     layout = "(N, C), (N, C, L) or (N, C, H, W)"
 
     def forward(self, x):
-        world = faults.joined()  # joined by DistOpt or fit(distribute=True) before training
+        world = current()
         training = self.training and self.trainable
         if not training or world is None or world.size == 1:
             return super().forward(x)

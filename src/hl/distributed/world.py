@@ -108,8 +108,8 @@ def _check_timeout(timeout):
 def _check_same_software(world):
     """Ranks running different hl (or Python) versions would disagree on layouts and
     formats: refuse at start, naming the first rank that differs."""
-    from .. import __version__
-    mine = (__version__, "%d.%d" % sys.version_info[:2])
+    from .._core import version
+    mine = (version(), "%d.%d" % sys.version_info[:2])
     from .collectives import allgather_object
     every = allgather_object(mine, "the version check at start", world)
     for r, theirs in enumerate(every):

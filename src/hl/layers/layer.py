@@ -24,6 +24,7 @@ from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
 from ..autograd.mode import trace_state as _trace
 from ..autograd.placeholder import initialize_inputs
+from ..checkpoint.matching import compare, describe_problems
 from . import initializers, symbolic
 from .keras_api import KerasLayerAPI
 from .torch_api import TorchModuleAPI
@@ -226,6 +227,8 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
         return [t for _, t in self.named_parameters(recurse=recurse)]
 
     def _unbuilt_layers(self):
+        """Names of the layers under this one that create parameters but have not been
+        called (so their parameters do not exist yet)."""
         return _unbuilt(self)
 
     # ---- modes --------------------------------------------------------------------------
@@ -284,25 +287,6 @@ def _unbuilt(layer):
             if not sub._built and type(sub).initialize is not Layer.initialize]
 
 
-def compare(targets, values):
-    """Matches a layer's tensors ({name: Tensor}) with values to load ({name: anything with a
-    shape}): the names missing from values, the names values has in excess, (name, target
-    shape, value shape) for each shape that differs, and the (tensor, value) pairs that fit."""
-    missing = [k for k in targets if k not in values]
-    unexpected = [k for k in values if k not in targets]
-    wrong, ready = [], []
-    for k, t in targets.items():
-        if k not in values:
-            continue
-        v = values[k]
-        shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
-        if shape != t.shape:
-            wrong.append((k, t.shape, shape))
-        else:
-            ready.append((t, v))
-    return missing, unexpected, wrong, ready
-
-
 def _load(layer, targets, values, strict, op):
     unbuilt = _unbuilt(layer)
     if unbuilt and values and not targets:
@@ -313,13 +297,8 @@ def _load(layer, targets, values, strict, op):
     missing, unexpected, wrong, ready = compare(targets, values)
     mismatched = [f"{k}: expected {want}, got {got}" for k, want, got in wrong]
     if strict and (missing or unexpected or mismatched):
-        parts = []
-        if missing:
-            parts.append(f"missing {missing}")
-        if unexpected:
-            parts.append(f"unexpected {unexpected}")
-        if mismatched:
-            parts.append(f"wrong shape [{'; '.join(mismatched)}]")
+        parts = describe_problems(missing, unexpected, wrong,
+                                  ("missing", "unexpected", "wrong shape", "expected", "got"))
         if unbuilt:
             parts.append(f"(layers {unbuilt} have not been called yet, so their parameters "
                          f"do not exist)")

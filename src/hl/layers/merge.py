@@ -6,6 +6,7 @@ import types
 from .. import errors
 from ..autograd import functional as F
 from .layer import Layer
+from .symbolic import register_operation_layer
 
 
 def _tensors(layer, xs):
@@ -73,6 +74,7 @@ class Lambda(Layer):
         return getattr(self.function, "__name__", repr(self.function))
 
 
+@register_operation_layer
 class FunctionCall(Layer):
     """``hl.<fn_name>(*args)`` as a layer: what an operator or a Tensor method applied to
     symbolic tensors records (``a + b`` is FunctionCall('add')). Keeps the name, not the

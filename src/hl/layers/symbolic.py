@@ -126,11 +126,21 @@ def Input(shape=None, batch_size=None, dtype=None, name=None, batch_shape=None, 
                           _device(device), name=name)
 
 
+# The Layer class recorded for ``hl.<fn_name>`` applied to symbolic tensors: merge.FunctionCall,
+# which registers itself here (merge.py builds on layer.py, which builds on this module, so
+# this module cannot import it; hl.layers imports merge with the package, before any call).
+_operation_layer = None
+
+
+def register_operation_layer(cls):
+    global _operation_layer
+    _operation_layer = cls
+    return cls
+
+
 def Operation(fn_name):
-    """The layer recorded for ``hl.<fn_name>`` on symbolic tensors (merge.FunctionCall;
-    imported here, at call time, because merge.py builds on layer.py, which imports this)."""
-    from .merge import FunctionCall
-    return FunctionCall(fn_name)
+    """The layer recorded for ``hl.<fn_name>`` on symbolic tensors."""
+    return _operation_layer(fn_name)
 
 
 # ---- what Layer.__call__ asks ---------------------------------------------------------------

@@ -15,6 +15,7 @@ from .. import dtypes as _dt
 from .. import errors, ops
 from .._tensor import Tensor
 from ..autograd import no_grad
+from ..checkpoint.matching import compare
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")
 
@@ -85,7 +86,6 @@ class TorchModuleAPI:
         a value whose shape differs raises whatever strict says. Nothing is copied when it
         raises. ``assign`` is accepted for PyTorch's signature; hl always copies, so
         optimisers and views holding the parameters stay valid."""
-        from .layer import compare
         targets = self.get_states()
         if not targets and state_dict and self._unbuilt_layers():
             raise errors.ValueError(

@@ -11,11 +11,10 @@ in snake case with a count (``linear``, ``linear_1``), as Keras names them, so t
 built by the same code get the same parameter names (save_states / load_states across
 runs).
 """
-import re
-
 from .. import errors
 from ..layers.symbolic import SymbolicTensor, flatten, substitute
 from .module import Module
+from .summary import snake_case
 
 
 class Model(Module):
@@ -42,6 +41,8 @@ def _functional_call(args, kwargs):
 
 
 class Functional(Model):
+    _is_graph_network = True  # as Keras's flag: summary lists inputs and connections
+
     def __init__(self, inputs=None, outputs=None, name=None):
         Module.__init__(self, name)
         if inputs is None or outputs is None:
@@ -173,10 +174,6 @@ def _ordered_nodes(inputs, outputs):
     return order
 
 
-def _snake(name):
-    return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z][a-z])", r"_\1\2", name).lower()
-
-
 def _name_layers(nodes):
     """(local name, layer) for each layer in the order of its first call: its own name, or
     its class in snake case numbered from the second on (linear, linear_1...)."""
@@ -193,7 +190,7 @@ def _name_layers(nodes):
                                         f"layer names must be unique in a model")
         else:
             # an operator on symbolic tensors is named by its function (getitem, add)
-            base = getattr(layer, "fn_name", None) or _snake(type(layer).__name__)
+            base = getattr(layer, "fn_name", None) or snake_case(type(layer).__name__)
             k = counts.get(base, 0)
             local = base if k == 0 else f"{base}_{k}"
             while local in used:

@@ -41,6 +41,8 @@ class Module(Trainer, Layer):
     """Subclass it, build layers in __init__, write forward (and optionally
     train_one_batch). fit / evaluate / predict come from hl.training.Trainer."""
 
+    _is_graph_network = False  # True for functional models (Keras's flag), read by summary
+
     def __init__(self, name=None):
         super().__init__(name)
         _module_init(self)

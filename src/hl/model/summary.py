@@ -8,6 +8,7 @@ in state_dict), with the output shape of the call that built them (None for an a
 unknown by hl.Input) and their parameter count. A functional model also lists its inputs
 and, unless it is a plain chain, which outputs each layer reads ("Connected to").
 """
+import re
 import shutil
 import textwrap
 
@@ -18,8 +19,7 @@ from ..layers.symbolic import UNKNOWN
 
 def print_summary(model, line_length=None, positions=None, print_fn=None,
                   expand_nested=False, show_trainable=False):
-    from .functional import Functional
-    functional = isinstance(model, Functional)
+    functional = model._is_graph_network
     chain = not functional or _is_chain(model)
     if chain:
         default, positions = 88, positions or [0.45, 0.80, 1.0]
@@ -160,8 +160,12 @@ def _format_shapes(shapes):
 
 
 def _default_name(model):
-    from .functional import Functional, _snake
-    return "functional" if isinstance(model, Functional) else _snake(type(model).__name__)
+    return "functional" if model._is_graph_network else snake_case(type(model).__name__)
+
+
+def snake_case(name):
+    """Keras's default name for a class: Conv2D -> conv2d, MyBlock -> my_block."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])|(?<=[A-Z])([A-Z][a-z])", r"_\1\2", name).lower()
 
 
 def _memory(tensors):

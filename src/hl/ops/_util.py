@@ -7,7 +7,7 @@ from .. import dtypes as _dt
 from .._tensor import Tensor, _wrap, as_tensor
 
 __all__ = ["Tensor", "_wrap", "as_tensor", "scalar_like", "operands", "norm_axis", "norm_axes",
-           "into", "core"]
+           "into", "core", "one_definition_each"]
 
 core = _core
 
@@ -96,3 +96,23 @@ def into(out):
     if not isinstance(out, Tensor):
         raise errors.ValueError(f"out= must be an hl Tensor, got {type(out).__name__}")
     return out._h
+
+
+def one_definition_each(namespace, modules, extra=None):
+    """{name: object} of every name in the modules' ``__all__`` (and `extra`, {name: object}
+    handed on from elsewhere), for a package namespace (hl.ops, hl.autograd.functional).
+    A name offered twice raises ImportError: no import order picks a winner."""
+    owners = {}
+    for module in modules:
+        for name in module.__all__:
+            if name in owners:
+                raise ImportError(f"{namespace}: {name!r} is defined by both "
+                                  f"{owners[name].__name__} and {module.__name__}")
+            owners[name] = module
+    table = {name: getattr(module, name) for name, module in owners.items()}
+    for name, obj in (extra or {}).items():
+        if name in table:
+            raise ImportError(f"{namespace}: {name!r} is defined by {owners[name].__name__} "
+                              f"and handed on from elsewhere too")
+        table[name] = obj
+    return table

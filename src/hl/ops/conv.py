@@ -1,6 +1,7 @@
-"""Convolution: conv1d/conv2d (stride, padding incl. 'same'/'valid' and asymmetric pads,
-dilation, groups, bias), their transposes, and the two backward kernels (gradient with
-respect to the input and to the weight) that the autograd layer calls.
+"""The convolution kernels: conv1d/conv2d forward (stride, padding incl. 'same'/'valid' and
+asymmetric pads, dilation, groups, bias), their transposes, and the two backward kernels
+(gradient with respect to the input and to the weight). The ops users call (hl.conv2d...)
+are defined once, with their gradients, in hl.autograd.conv.
 
 Layouts are PyTorch's and ONNX's: x is (N, C_in, L) or (N, C_in, H, W); a conv weight is
 (C_out, C_in / groups, k...); a transposed-conv weight is (C_in, C_out / groups, k...).
@@ -11,7 +12,8 @@ import operator
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
-__all__ = ["conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "conv1d_grad_input",
+__all__ = ["conv1d_forward", "conv2d_forward", "conv_transpose1d_forward",
+           "conv_transpose2d_forward", "conv1d_grad_input",
            "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight"]
 
 
@@ -104,13 +106,13 @@ def _conv(n, x, w, b, stride, padding, dilation, groups, op):
                             _core.OUT), x._dtype)
 
 
-def conv1d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv1d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """1-D convolution (cross-correlation) of x (N, C_in, L) with w (C_out, C_in / groups, k),
     plus b (C_out) when given. padding: int, 2 ints (begin, end), 'same' or 'valid'."""
     return _conv(1, x, w, b, stride, padding, dilation, groups, "conv1d")
 
 
-def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """2-D convolution (cross-correlation) of x (N, C_in, H, W) with w (C_out, C_in / groups,
     kh, kw), plus b (C_out) when given, as torch.nn.functional.conv2d.
 
@@ -133,7 +135,7 @@ def _conv_transpose(n, x, w, b, stride, padding, output_padding, groups, dilatio
                             output_padding, int(groups), _core.OUT), x._dtype)
 
 
-def conv_transpose1d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+def conv_transpose1d_forward(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 1-D convolution of x (N, C_in, L) with w (C_in, C_out / groups, k), as
     torch.nn.functional.conv_transpose1d (the gradient of conv1d with respect to its input)."""
@@ -141,7 +143,7 @@ def conv_transpose1d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
                            "conv_transpose1d")
 
 
-def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
+def conv_transpose2d_forward(x, w, b=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     """Transposed 2-D convolution of x (N, C_in, H, W) with w (C_in, C_out / groups, kh, kw),
     as torch.nn.functional.conv_transpose2d. padding may also be 4 ints in ONNX order."""

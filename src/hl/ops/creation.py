@@ -1,5 +1,8 @@
-"""Tensors made from nothing: empty, zeros, ones, full (and their _like forms), arange,
-linspace, eye, and the triangle masks tril/triu."""
+"""Tensors made from nothing: empty, zeros, ones, full (and their _like forms), arange, eye,
+and the triangle kernel behind tril/triu (hl.autograd.creation). The constructors are the
+one definition users call (hl.zeros is hl.ops.zeros): they take ``requires_grad=`` as
+PyTorch's do."""
+import functools
 import math
 
 import numpy as np
@@ -8,6 +11,20 @@ from .. import _core, errors
 from .. import dtypes as _dt
 from .. import devices as _dev
 from ._util import _wrap
+
+
+def accepts_requires_grad(f):
+    """f(..., requires_grad=False): the new tensor is a leaf that records when True."""
+    @functools.wraps(f)
+    def make(*args, requires_grad=False, **kwargs):
+        t = f(*args, **kwargs)
+        if requires_grad:
+            if not t.dtype.is_floating:
+                raise errors.DTypeError(f"{f.__name__}: only floating tensors can require "
+                                        f"gradients, this one is {t.dtype.name}")
+            t.requires_grad = True
+        return t
+    return make
 
 
 def _shape_arg(shape):
@@ -88,17 +105,6 @@ def arange(start, stop=None, step=1, dtype=None, device=None):
                             _core.OUT), d)
 
 
-def linspace(start, stop, num=50, endpoint=True, dtype=None, device=None):
-    if num < 0:
-        raise errors.ValueError(f"linspace: num must be >= 0, got {num}")
-    div = (num - 1) if endpoint else num
-    step = (stop - start) / div if div > 0 else 0.0
-    t = arange(0, num, dtype=_dt.float64, device=device) * step + start
-    if endpoint and num > 1:
-        t[num - 1] = stop
-    return t.astype(dtype or _dt.float32)
-
-
 def eye(n, m=None, k=0, dtype=None, device=None):
     d = _dt.dtype(dtype) if dtype is not None else _dt.float32
     dev = _dev.device(device)
@@ -106,15 +112,15 @@ def eye(n, m=None, k=0, dtype=None, device=None):
                             (dev.code, dev.index), _core.OUT), d)
 
 
-def tril(x, k=0):
-    """The lower triangle of the last two axes (from diagonal k); the rest zero."""
-    return _wrap(_core.call("triangle", x._h, int(k), 0, _core.OUT), x.dtype)
+def triangle(x, k, upper):
+    """The core's triangle kernel: the lower (upper=False) or upper triangle of the last two
+    axes from diagonal k, the rest zero."""
+    return _wrap(_core.call("triangle", x._h, int(k), int(bool(upper)), _core.OUT), x.dtype)
 
 
-def triu(x, k=0):
-    """The upper triangle of the last two axes (from diagonal k); the rest zero."""
-    return _wrap(_core.call("triangle", x._h, int(k), 1, _core.OUT), x.dtype)
-
+for _name in ("empty", "full", "zeros", "ones", "empty_like", "zeros_like", "ones_like",
+              "full_like", "arange", "eye"):
+    globals()[_name] = accepts_requires_grad(globals()[_name])
 
 __all__ = ["empty", "full", "zeros", "ones", "empty_like", "zeros_like", "ones_like",
-           "full_like", "arange", "linspace", "eye", "tril", "triu"]
+           "full_like", "arange", "eye", "triangle"]

@@ -1,5 +1,6 @@
-"""Indexing ops: gather (take, index_select) and its gradient, gather_elements,
-scatter_elements, one_hot, nonzero and topk.
+"""The indexing kernels: gather and its gradient, gather_elements, scatter_elements, topk,
+and the ops with nothing to differentiate, one_hot and nonzero (defined here once; the
+differentiable ones users call, take and index_select among them, are in hl.autograd.index).
 
 Index arguments may be tensors, numpy arrays or lists of int32/int64 (uint8 is widened to
 int64). Negative indices count from the end of the axis. Every index value is checked by
@@ -14,8 +15,8 @@ from .. import _core, errors
 from .. import dtypes as _dt
 from ._util import Tensor, _wrap, as_tensor, into
 
-__all__ = ["gather", "take", "index_select", "gather_grad", "gather_elements",
-           "scatter_elements", "one_hot", "nonzero", "topk"]
+__all__ = ["gather_forward", "gather_grad", "gather_elements_forward",
+           "scatter_elements_forward", "one_hot", "nonzero", "topk_forward"]
 
 
 def _tensor(x, device=None):
@@ -41,30 +42,13 @@ def _indices(indices, like, op):
                             f"{d.name} with shape {indices.shape}")
 
 
-def gather(x, indices, axis=0, out=None):
+def gather_forward(x, indices, axis=0, out=None):
     """ONNX Gather / numpy.take along one axis: the result has shape
     x.shape[:axis] + indices.shape + x.shape[axis+1:]. indices may have any shape,
     including 0-d (which removes the axis). Works on every dtype."""
     x = _tensor(x)
     idx = _indices(indices, x, "gather")
     return _wrap(_core.call("gather", x._h, int(axis), idx._h, _core.out(into(out))), x._dtype)
-
-
-def take(x, indices, axis=None, out=None):
-    """numpy.take: like gather, over the flattened x when axis is None."""
-    x = _tensor(x)
-    if axis is None:
-        x, axis = x.reshape(-1), 0
-    return gather(x, indices, axis, out=out)
-
-
-def index_select(x, axis, indices, out=None):
-    """torch.index_select (argument order: x, axis, indices): gather with 1-D indices."""
-    x = _tensor(x)
-    idx = _indices(indices, x, "index_select")
-    if idx.ndim != 1:
-        raise errors.ShapeError(f"index_select: indices must be 1-D, got shape {idx.shape}")
-    return gather(x, idx, axis, out=out)
 
 
 def gather_grad(dy, indices, axis, x_shape, out=None):
@@ -78,7 +62,7 @@ def gather_grad(dy, indices, axis, x_shape, out=None):
                             _core.out(into(out))), dy._dtype)
 
 
-def gather_elements(x, indices, axis=0, out=None):
+def gather_elements_forward(x, indices, axis=0, out=None):
     """ONNX GatherElements / torch.gather: out[..., j, ...] = x[..., indices[..., j, ...], ...]
     along axis. indices has x's rank and is no larger than x on the other axes; the result
     has indices' shape."""
@@ -92,7 +76,7 @@ _REDUCTIONS = {"none": 0, None: 0, "add": 1, "sum": 1, "mul": 2, "prod": 2, "mul
                "max": 3, "amax": 3, "min": 4, "amin": 4}
 
 
-def scatter_elements(x, indices, updates, axis=0, reduction="none", out=None):
+def scatter_elements_forward(x, indices, updates, axis=0, reduction="none", out=None):
     """ONNX ScatterElements: a copy of x with updates written at the positions indices name
     along axis (the transpose of gather_elements). reduction: 'none' (replace; of repeated
     indices the last in row-major order wins), 'add', 'mul', 'max', 'min' (combined in
@@ -132,7 +116,7 @@ def nonzero(x):
     return _wrap(_core.call("nonzero", x._h, _core.OUT), _dt.int64)
 
 
-def topk(x, k, axis=-1, largest=True, sorted=True):
+def topk_forward(x, k, axis=-1, largest=True, sorted=True):
     """The k largest (or smallest) elements along axis and their int64 positions, best first.
     Equal values keep the lower position first (ONNX TopK); NaN counts as larger than every
     number. The result is always sorted. Raises ValueError when k exceeds the axis size."""

@@ -1,9 +1,10 @@
-"""Normalisations: batch norm and layer norm, forward and backward.
+"""The normalisation kernels: batch norm and layer norm, forward and backward (the ops users
+call, with their gradients, are in hl.autograd.normalization).
 
-batch_norm follows ``torch.nn.functional.batch_norm``: x is (N, C, ...); in training it
+batch_norm_forward follows ``torch.nn.functional.batch_norm``: x is (N, C, ...); in training it
 normalises with the batch statistics and updates running_mean / running_var in place
 (running = (1 - momentum) * running + momentum * batch, with the unbiased batch variance);
-otherwise it uses the running statistics. layer_norm follows
+otherwise it uses the running statistics. layer_norm_forward follows
 ``torch.nn.functional.layer_norm``: it normalises over the trailing axes.
 
 The ``*_grad`` functions take the statistics the forward returned with return_stats=True.
@@ -11,7 +12,7 @@ The ``*_grad`` functions take the statistics the forward returned with return_st
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor, norm_axis
 
-__all__ = ["batch_norm", "batch_norm_grad", "layer_norm", "layer_norm_grad"]
+__all__ = ["batch_norm_forward", "batch_norm_grad", "layer_norm_forward", "layer_norm_grad"]
 
 
 def _h(t):
@@ -26,7 +27,7 @@ def _opt(t, like):
                      device=like.device)
 
 
-def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+def batch_norm_forward(x, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5, return_stats=False):
     """Batch normalisation of x (N, C, ...) over every axis but the channel axis 1.
 
@@ -88,7 +89,7 @@ def _layer_axis(x, normalized_shape, axis, op):
     return x.ndim - len(shp)
 
 
-def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=None,
+def layer_norm_forward(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=None,
                return_stats=False):
     """Layer normalisation over the trailing axes of x.
 

@@ -1,6 +1,7 @@
-"""Pooling: max and average pooling in 1-D and 2-D (kernel, stride, padding incl. ONNX-style
-asymmetric pads, dilation for max, ceil_mode, count_include_pad), their backward kernels for
-the autograd layer, and global average/max pooling.
+"""The pooling kernels: max and average pooling in 1-D and 2-D (kernel, stride, padding incl.
+ONNX-style asymmetric pads, dilation for max, ceil_mode, count_include_pad) and their backward
+kernels. The ops users call (hl.max_pool2d, the global pools...) are defined once, with their
+gradients, in hl.autograd.pool.
 
 Semantics follow torch.nn.functional: padding never wins a max; max pooling can return int64
 indices, flat within each (H, W) plane (h * W + w), which max_pool*_grad takes back.
@@ -9,9 +10,9 @@ from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 from .conv import _ints, _shape, conv_pads
 
-__all__ = ["max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "max_pool1d_grad",
-           "max_pool2d_grad", "avg_pool1d_grad", "avg_pool2d_grad", "global_avg_pool2d",
-           "global_max_pool2d"]
+__all__ = ["max_pool1d_forward", "max_pool2d_forward", "avg_pool1d_forward",
+           "avg_pool2d_forward", "max_pool1d_grad", "max_pool2d_grad", "avg_pool1d_grad",
+           "avg_pool2d_grad"]
 
 
 def _input(x, n, op):
@@ -51,7 +52,7 @@ def _pool(n, name, x, kernel_size, stride, padding, dilation, ceil_mode, count_i
     return _wrap(y, x._dtype)
 
 
-def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+def max_pool1d_forward(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max pooling of x (N, C, L); stride defaults to kernel_size. With return_indices,
     also the int64 positions of the maxima (within each row)."""
@@ -59,7 +60,7 @@ def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                  return_indices, "max_pool1d")
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+def max_pool2d_forward(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """Max pooling of x (N, C, H, W), as torch.nn.functional.max_pool2d. padding: an int,
     (ph, pw), or (top, left, bottom, right) in ONNX order. With return_indices, also the int64
@@ -68,13 +69,13 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                  return_indices, "max_pool2d")
 
 
-def avg_pool1d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+def avg_pool1d_forward(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Average pooling of x (N, C, L); see avg_pool2d."""
     return _pool(1, "avg_pool", x, kernel_size, stride, padding, 1, ceil_mode,
                  count_include_pad, False, "avg_pool1d")
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+def avg_pool2d_forward(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
     """Average pooling of x (N, C, H, W), as torch.nn.functional.avg_pool2d: with
     count_include_pad the padding counts in the divisor (but not positions past it that
     ceil_mode adds); without, only input elements count."""
@@ -124,17 +125,3 @@ def avg_pool2d_grad(dy, x_shape, kernel_size, stride=None, padding=0, ceil_mode=
     """Gradient of avg_pool2d with respect to its input (shape x_shape)."""
     return _pool_grad(2, "avg_pool", dy, None, x_shape, kernel_size, stride, padding, 1,
                       ceil_mode, count_include_pad, "avg_pool2d_grad")
-
-
-def global_avg_pool2d(x):
-    """The mean over each (H, W) plane of x (N, C, H, W), shape (N, C, 1, 1) (ONNX
-    GlobalAveragePool)."""
-    x = _input(x, 2, "global_avg_pool2d")
-    return avg_pool2d(x, tuple(x.shape[2:]))
-
-
-def global_max_pool2d(x):
-    """The maximum over each (H, W) plane of x (N, C, H, W), shape (N, C, 1, 1) (ONNX
-    GlobalMaxPool)."""
-    x = _input(x, 2, "global_max_pool2d")
-    return max_pool2d(x, tuple(x.shape[2:]))

@@ -13,7 +13,7 @@ import threading
 
 from .. import _core, errors
 from .. import dtypes as _dt
-from .creation import empty, _shape_arg
+from .creation import _shape_arg, accepts_requires_grad, empty
 
 
 class Generator:
@@ -111,6 +111,9 @@ def bernoulli(*shape, p=0.5, dtype=None, device=None, generator=None):
     return _fill("bernoulli", empty(*_shape_arg(shape), dtype=dtype or _dt.float32,
                                     device=device), p, None, generator)
 
+
+for _name in ("uniform", "rand", "normal", "randn", "bernoulli"):
+    globals()[_name] = accepts_requires_grad(globals()[_name])
 
 __all__ = ["Generator", "default_generator", "manual_seed", "uniform", "rand", "normal",
            "randn", "bernoulli"]

@@ -1,12 +1,14 @@
-"""Resizing: ONNX Resize (nearest and n-linear, the ONNX coordinate transformations),
-PyTorch's interpolate on top of it, and the gradient (the adjoint of the resize)."""
+"""The resize kernels: ONNX Resize (nearest and n-linear, the ONNX coordinate
+transformations) and its gradient (the adjoint of the resize), with the argument rules of
+PyTorch's interpolate. resize and interpolate themselves, with their gradients, are in
+hl.autograd.resize."""
 import math
 import numbers
 
 from .. import _core, errors
 from ._util import _wrap, as_tensor
 
-__all__ = ["resize", "interpolate", "resize_grad"]
+__all__ = ["resize_forward", "resize_grad"]
 
 _MODES = {"nearest": 0, "linear": 1}
 _COORDS = {"half_pixel": 0, "asymmetric": 1, "align_corners": 2, "pytorch_half_pixel": 3}
@@ -37,25 +39,16 @@ def _codes(mode, coordinate_transformation_mode, nearest_mode):
             _code(_NEAREST, nearest_mode, "nearest_mode"))
 
 
-def resize(x, size=None, scales=None, mode="nearest",
-           coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor"):
-    """ONNX Resize over every axis of x. Give the output `size` (one entry per axis), or
-    `scales` (output / input per axis; the size is then floor(input * scale) and the scales
-    drive the coordinate mapping). mode 'nearest' moves elements of any dtype; 'linear'
-    interpolates linearly along every axis whose size changes (float32/float64)."""
-    x = as_tensor(x)
+def resize_forward(x, size=None, scales=None, mode="nearest",
+                   coordinate_transformation_mode="half_pixel", nearest_mode="round_prefer_floor"):
+    """ONNX Resize over every axis of x: to `size` (one int per axis), or by `scales` (output /
+    input per axis, finite and > 0: hl.autograd.resize checks them; the size is then
+    floor(input * scale) and the scales drive the coordinate mapping). mode 'nearest' moves
+    elements of any dtype; 'linear' interpolates along every axis whose size changes."""
     codes = _codes(mode, coordinate_transformation_mode, nearest_mode)
-    if (size is None) == (scales is None):
-        raise errors.ValueError("resize: give exactly one of size and scales")
     if scales is not None:
-        scales = [float(s) for s in _per_axis(scales, x.ndim, "scales")]
-        for s in scales:
-            if not (s > 0 and math.isfinite(s)):
-                raise errors.ValueError(f"resize: scales must be finite and > 0, got {scales}")
         size = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
-    else:
-        size = [int(s) for s in _per_axis(size, x.ndim, "size")]
-    return _wrap(_core.call("resize", x._h, size, scales, *codes, _core.OUT), x._dtype)
+    return _wrap(_core.call("resize", x._h, list(size), scales, *codes, _core.OUT), x._dtype)
 
 
 def resize_grad(dy, x_shape, scales=None, mode="nearest",
@@ -108,15 +101,3 @@ def _interpolate_args(shape, size, scale_factor, mode, align_corners):
         kw = dict(mode="linear", coordinate_transformation_mode=(
             "align_corners" if align_corners else "half_pixel"))
     return out, scales, kw
-
-
-def interpolate(x, size=None, scale_factor=None, mode="nearest", align_corners=None):
-    """PyTorch's F.interpolate for (N, C, L), (N, C, H, W) and (N, C, D, H, W) input: 'nearest'
-    (PyTorch's floor rule), 'linear' / 'bilinear' / 'trilinear' with align_corners (default
-    False). A scale_factor gives floor(size * factor) outputs and drives the coordinate
-    mapping, as PyTorch does when recompute_scale_factor is not set."""
-    x = as_tensor(x)
-    out, scales, kw = _interpolate_args(x.shape, size, scale_factor, mode, align_corners)
-    codes = _codes(kw["mode"], kw["coordinate_transformation_mode"],
-                   kw.get("nearest_mode", "round_prefer_floor"))
-    return _wrap(_core.call("resize", x._h, out, scales, *codes, _core.OUT), x._dtype)

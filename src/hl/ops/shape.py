@@ -1,5 +1,7 @@
-"""Shape ops: views (reshape, permute, squeeze, expand, flip, split, indexing) that share
-storage, and the copies that change shape (concat, stack, pad, tile)."""
+"""The shape kernels: views (reshape, permute, squeeze, expand, flip, split, indexing) that
+share storage, and the copies that change shape (concat, pad, tile), each ``<op>_forward``;
+and setitem, which has no gradient and is defined here once. The ops users call (hl.reshape,
+hl.flatten, hl.stack...) are defined once, with their gradients, in hl.autograd.shape."""
 import numbers
 
 import numpy as np
@@ -15,27 +17,19 @@ def _shape_arg(shape):
     return tuple(int(s) for s in shape)
 
 
-def reshape(x, *shape):
+def reshape_forward(x, *shape):
     """x with a new shape (one entry may be -1): a view when the strides allow, else a copy."""
     shape = _shape_arg(shape)
     return _wrap(_core.call("reshape", x._h, len(shape), list(shape), _core.OUT), x._dtype)
 
 
-def view(x, *shape):
+def view_forward(x, *shape):
     """Like reshape, but never copies: raises when the strides do not allow a view."""
     shape = _shape_arg(shape)
     return _wrap(_core.call("view_reshape", x._h, len(shape), list(shape), _core.OUT), x._dtype)
 
 
-def flatten(x, start_dim=0, end_dim=-1):
-    if x.ndim == 0:
-        return reshape(x, 1)
-    s, e = norm_axis(start_dim, x.ndim, "flatten"), norm_axis(end_dim, x.ndim, "flatten")
-    shp = x.shape
-    return reshape(x, *shp[:s], -1 if 0 not in shp else int(np.prod(shp[s:e + 1])), *shp[e + 1:])
-
-
-def permute(x, *axes):
+def permute_forward(x, *axes):
     axes = _shape_arg(axes)
     if len(axes) != x.ndim:
         raise errors.ValueError(f"permute: {len(axes)} axes given for a tensor of {x.ndim} "
@@ -43,51 +37,31 @@ def permute(x, *axes):
     return _wrap(_core.call("view_permute", x._h, list(axes), _core.OUT), x._dtype)
 
 
-def transpose(x, *axes):
-    """transpose() reverses the axes; transpose(a, b) swaps two (PyTorch);
-    transpose((2, 0, 1)) permutes (numpy)."""
-    axes = _shape_arg(axes) if axes else ()
-    if not axes:
-        return permute(x, *reversed(range(x.ndim)))
-    if len(axes) == 2 and x.ndim != 2:
-        a, b = norm_axis(axes[0], x.ndim, "transpose"), norm_axis(axes[1], x.ndim, "transpose")
-        perm = list(range(x.ndim))
-        perm[a], perm[b] = perm[b], perm[a]
-        return permute(x, *perm)
-    return permute(x, *axes)
-
-
-def squeeze(x, axis=None):
+def squeeze_forward(x, axis=None):
     """Removes size-1 axes: all of them (axis=None) or those named (an int or a sequence)."""
     axes = [] if axis is None else ([axis] if isinstance(axis, int) else list(axis))
     if axis is not None and not axes:  # an empty list names no axis (the core's 0 means all)
-        return permute(x, *range(x.ndim))
+        return permute_forward(x, *range(x.ndim))
     return _wrap(_core.call("view_squeeze", x._h, len(axes), axes, _core.OUT), x._dtype)
 
 
-def unsqueeze(x, axis):
+def unsqueeze_forward(x, axis):
     return _wrap(_core.call("view_unsqueeze", x._h, int(axis), _core.OUT), x._dtype)
 
 
-expand_dims = unsqueeze
-
-
-def expand(x, *shape):
+def expand_forward(x, *shape):
     """x broadcast to shape (-1 keeps a dimension); a view with zero strides."""
     shape = _shape_arg(shape)
     return _wrap(_core.call("view_expand", x._h, len(shape), list(shape), _core.OUT), x._dtype)
 
 
-broadcast_to = expand
-
-
-def flip(x, axis=None):
+def flip_forward(x, axis=None):
     axes = list(range(x.ndim)) if axis is None else (
         [axis] if isinstance(axis, int) else list(axis))
     return _wrap(_core.call("view_flip", x._h, len(axes), axes, _core.OUT), x._dtype)
 
 
-def split(x, sizes_or_sections, axis=0):
+def split_forward(x, sizes_or_sections, axis=0):
     """Views of x along axis: into n equal parts (an int), or of the sizes listed."""
     if x.ndim == 0:
         raise errors.IndexError("split: a 0-d tensor has no axis to split")
@@ -105,21 +79,7 @@ def split(x, sizes_or_sections, axis=0):
     return [_wrap(h, x._dtype) for h in hs]
 
 
-def chunk(x, chunks, axis=0):
-    """PyTorch's chunk: parts of ceil(n / chunks) along axis (the last may be smaller)."""
-    if x.ndim == 0:
-        raise errors.IndexError("chunk: a 0-d tensor has no axis to split")
-    if int(chunks) <= 0:
-        raise errors.ValueError(f"chunk: chunks must be positive, got {chunks}")
-    n = x.shape[norm_axis(axis, x.ndim, "chunk")]
-    if n == 0:  # PyTorch gives `chunks` empty parts
-        return split(x, [0] * int(chunks), axis)
-    step = -(-n // chunks)
-    sizes = [step] * (n // step) + ([n % step] if n % step else [])
-    return split(x, sizes, axis)
-
-
-def concat(xs, axis=0):
+def concat_forward(xs, axis=0):
     """Joins tensors along an existing axis (dtypes are promoted together)."""
     xs = [as_tensor(x) for x in xs]
     if not xs:
@@ -132,22 +92,10 @@ def concat(xs, axis=0):
     return _wrap(_core.call("concat", len(xs), arr, int(axis), _core.OUT), d)
 
 
-concatenate = cat = concat
-
-
-def stack(xs, axis=0):
-    """Joins tensors of one shape along a new axis."""
-    xs = [as_tensor(x) for x in xs]
-    if not xs:
-        raise errors.ValueError("stack: needs at least one tensor")
-    axis = norm_axis(axis, xs[0].ndim + 1, "stack")
-    return concat([unsqueeze(x, axis) for x in xs], axis)
-
-
 _PAD_MODES = {"constant": 0, "reflect": 1, "edge": 2, "replicate": 2}
 
 
-def pad(x, pads, mode="constant", value=0.0):
+def pad_forward(x, pads, mode="constant", value=0.0):
     """Pads (or, with negative amounts, crops) x.
 
     pads: numpy-style ((before, after), ...) per axis (one pair, or one int, applies to every
@@ -184,7 +132,7 @@ def pad_amounts(pads, ndim):
     return flat
 
 
-def tile(x, repeats):
+def tile_forward(x, repeats):
     """numpy.tile: x repeated along each axis; repeats shorter than x's ndim apply to the
     last axes, longer ones add leading axes."""
     x = as_tensor(x)
@@ -194,7 +142,7 @@ def tile(x, repeats):
     if len(repeats) < x.ndim:
         repeats = [1] * (x.ndim - len(repeats)) + repeats
     while x.ndim < len(repeats):
-        x = unsqueeze(x, 0)
+        x = unsqueeze_forward(x, 0)
     return _wrap(_core.call("tile", x._h, repeats, _core.OUT), x._dtype)
 
 
@@ -269,9 +217,9 @@ def _basic_index(x, key):
     return _wrap(h, x._dtype)
 
 
-def getitem(x, key):
-    """numpy indexing: ints, slices (with steps), None, ..., and at most one integer array
-    (gathers along its axis) or a bool mask over the leading axes."""
+def getitem_forward(x, key):
+    """x[key] for basic keys (ints, slices with steps, None, ...): one view. Integer arrays
+    and bool masks are hl.autograd.indexing's composites of this and the gather kernel."""
     if type(key) is int and x.ndim:  # the common x[i]: one view call
         return _wrap(_core.call("view_select", x._h, 0, key, _core.OUT), x._dtype)
     if type(key) is tuple and len(key) <= x.ndim and all(type(k) is int for k in key):
@@ -279,34 +227,7 @@ def getitem(x, key):
         for axis in range(len(key) - 1, -1, -1):
             h = _core.call("view_select", h, axis, key[axis], _core.OUT)
         return _wrap(h, x._dtype)
-    if isinstance(key, Tensor) and key.dtype is _dt.bool_ or (
-            isinstance(key, np.ndarray) and key.dtype == np.bool_):
-        return _mask_index(x, as_tensor(key, device=x.device))
-    parts = _expand_key(key, x.ndim)
-    adv = [i for i, k in enumerate(parts) if _is_advanced(k)]
-    if not adv:
-        return _basic_index(x, parts)
-    if len(adv) > 1:
-        raise errors.UnsupportedError("indexing with more than one integer array is not "
-                                      "supported; index one axis at a time")
-    pos = adv[0]
-    idx = as_tensor(parts[pos], device=x.device)
-    if idx.dtype is _dt.bool_:
-        raise errors.UnsupportedError("a bool mask must be the whole index (x[mask])")
-    # numpy counts ints as advanced indices too when an array is present: if the ints and
-    # the array are not side by side, the array's axes go first in the result
-    adv_pos = sorted([pos] + [i for i, k in enumerate(parts) if _is_int_key(k)])
-    to_front = adv_pos[-1] - adv_pos[0] + 1 != len(adv_pos)
-    parts[pos] = slice(None)
-    y = _basic_index(x, parts)
-    # the gathered axis is y's axis: the parts before the array that are not ints
-    axis = sum(1 for k in parts[:pos] if not _is_int_key(k))
-    from .index import gather
-    y = gather(y, idx, axis)
-    if to_front and axis:
-        n = idx.ndim
-        y = permute(y, *range(axis, axis + n), *range(axis), *range(axis + n, y.ndim))
-    return y
+    return _basic_index(x, _expand_key(key, x.ndim))
 
 
 def _is_int_key(k):
@@ -318,16 +239,6 @@ def _is_int_key(k):
     return isinstance(k, Tensor) and k.ndim == 0 and k.dtype.is_integer
 
 
-def _mask_index(x, mask):
-    if mask.shape != x.shape[:mask.ndim]:
-        raise errors.IndexError(f"boolean index of shape {mask.shape} does not match the "
-                                f"tensor's leading shape {x.shape[:mask.ndim]}")
-    from .index import gather, nonzero
-    flat = reshape(x, -1, *x.shape[mask.ndim:])
-    idx = reshape(nonzero(reshape(mask, -1)), -1)
-    return gather(flat, idx, 0)
-
-
 def setitem(x, key, value):
     """x[key] = value for basic keys, and x[mask] = value for a bool mask of x's shape."""
     if (isinstance(key, Tensor) and key.dtype is _dt.bool_) or (
@@ -336,8 +247,8 @@ def setitem(x, key, value):
         if mask.shape != x.shape:
             raise errors.UnsupportedError(
                 f"masked assignment needs a mask of the tensor's shape {x.shape}, got {mask.shape}")
-        from .elementwise import where
-        where(mask, as_tensor(value, dtype=x.dtype, device=x.device), x, out=x)
+        from .elementwise import select
+        select(mask, as_tensor(value, dtype=x.dtype, device=x.device), x, out=x)
         return
     parts = _expand_key(key, x.ndim)
     if any(_is_advanced(k) for k in parts):
@@ -348,6 +259,7 @@ def setitem(x, key, value):
     _core.copy_into(target._h, src._h)
 
 
-__all__ = ["reshape", "view", "flatten", "permute", "transpose", "squeeze", "unsqueeze",
-           "expand_dims", "expand", "broadcast_to", "flip", "split", "chunk", "concat",
-           "concatenate", "cat", "stack", "pad", "tile", "getitem", "setitem"]
+__all__ = ["reshape_forward", "view_forward", "permute_forward", "squeeze_forward",
+           "unsqueeze_forward", "expand_forward", "flip_forward", "split_forward",
+           "concat_forward", "pad_forward", "pad_amounts", "tile_forward", "getitem_forward",
+           "setitem"]

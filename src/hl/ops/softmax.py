@@ -1,20 +1,19 @@
-"""Softmax, log-softmax and the softmax cross-entropy loss, with their gradients.
+"""The kernels of softmax, log-softmax and the softmax cross-entropy loss, forward and
+backward (the ops users call, with their gradients, are in hl.autograd.softmax).
 
 Axes may be negative. Integer inputs to softmax compute in float32. The cross-entropy takes
 logits (N, C, d...) with the classes on axis 1 (or a single sample (C,)), and a target that
 is either int32/int64 class labels (N, d...) or probabilities with the logits' shape (one-hot
 or soft labels), as ``torch.nn.functional.cross_entropy`` does.
 """
-import importlib
-
 import numpy as np
 
 from .. import _core, errors
 from .. import dtypes as _dt
 from ._util import Tensor, _wrap, as_tensor, into
 
-__all__ = ["softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
-           "softmax_cross_entropy", "softmax_cross_entropy_grad"]
+__all__ = ["softmax_forward", "log_softmax_forward", "softmax_grad", "log_softmax_grad",
+           "softmax_cross_entropy_forward", "softmax_cross_entropy_grad"]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -26,14 +25,14 @@ def _float(x):
     return x
 
 
-def softmax(x, axis=-1, out=None):
+def softmax_forward(x, axis=-1, out=None):
     """exp(x) / sum(exp(x)) along axis (max-shifted, so large inputs do not overflow)."""
     x = _float(x)
     return _wrap(_core.call("softmax", _core.OPS["softmax"], x._h, int(axis),
                             _core.out(into(out))))
 
 
-def log_softmax(x, axis=-1, out=None):
+def log_softmax_forward(x, axis=-1, out=None):
     """x - logsumexp(x) along axis."""
     x = _float(x)
     return _wrap(_core.call("softmax", _core.OPS["log_softmax"], x._h, int(axis),
@@ -82,15 +81,10 @@ def _reduction(reduction, op):
 
 
 def _total(t):
-    """The sum of t's elements as a 0-d tensor of t's dtype. Uses hl.ops.sum when the
-    reduction family provides it, else sums on the host (float64 accumulation)."""
-    # by module path: hl.ops.reduce, the attribute, could be shadowed by a function
-    f = getattr(importlib.import_module(".reduce", __package__), "sum", None)
-    if f is not None:
-        r = f(t)
-        return r if r.dtype is t.dtype else r.astype(t.dtype)
-    arr = np.asarray(t.cpu().numpy(), dtype=np.float64)
-    return as_tensor(np.asarray(arr.sum(), dtype=t.dtype.np), device=t.device).reshape(())
+    """The sum of t's elements as a 0-d tensor of t's dtype."""
+    from .reduce import reduction
+    r = reduction("sum", t)
+    return r if r.dtype is t.dtype else r.astype(t.dtype)
 
 
 def _count(target, ignore_index, loss_numel):
@@ -102,8 +96,8 @@ def _count(target, ignore_index, loss_numel):
     return int(labels.size - np.count_nonzero(labels == ignore_index))
 
 
-def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean",
-                          return_log_prob=False):
+def softmax_cross_entropy_forward(logits, target, ignore_index=-100, reduction="mean",
+                                  return_log_prob=False):
     """Cross-entropy of softmax(logits) against target, like torch's cross_entropy.
 
     target: class labels (int, shape (N, d...)) or probabilities (logits' shape). Samples

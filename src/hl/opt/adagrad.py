@@ -8,6 +8,7 @@ Per update (t counts the parameter's updates from 1; g = grad + weight_decay * p
 from .. import ops
 from ._checks import check_nonnegative, check_positive
 from .optimizer import Optimizer
+from ..autograd import functional as F
 
 
 class AdaGrad(Optimizer):
@@ -32,16 +33,16 @@ class AdaGrad(Optimizer):
             slots["sum"] = ops.full_like(param, self.initial_accumulator_value)
         slots["step"] += 1
         if self.weight_decay:
-            grad = ops.add(grad, ops.mul(param, self.weight_decay))
+            grad = F.add(grad, F.mul(param, self.weight_decay))
         clr = lr / (1.0 + (slots["step"] - 1) * self.lr_decay)
         s = slots["sum"]
-        tmp = ops.mul(grad, grad)
-        ops.add(s, tmp, out=s)
-        ops.sqrt(s, out=tmp)
-        ops.add(tmp, self.eps, out=tmp)
-        ops.true_divide(grad, tmp, out=tmp)
-        ops.mul(tmp, -clr, out=tmp)
-        ops.add(param, tmp, out=param)
+        tmp = F.mul(grad, grad)
+        F.add(s, tmp, out=s)
+        F.sqrt(s, out=tmp)
+        F.add(tmp, self.eps, out=tmp)
+        F.true_divide(grad, tmp, out=tmp)
+        F.mul(tmp, -clr, out=tmp)
+        F.add(param, tmp, out=param)
 
 
 Adagrad = AdaGrad  # PyTorch's spelling

@@ -13,6 +13,7 @@ import math
 from .. import ops
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
+from ..autograd import functional as F
 
 
 class Adam(Optimizer):
@@ -47,30 +48,30 @@ class Adam(Optimizer):
         t = slots["step"]
         if self.weight_decay:
             if self.decoupled:
-                ops.mul(param, 1.0 - lr * self.weight_decay, out=param)
+                F.mul(param, 1.0 - lr * self.weight_decay, out=param)
             else:
-                grad = ops.add(grad, ops.mul(param, self.weight_decay))
+                grad = F.add(grad, F.mul(param, self.weight_decay))
         m, v = slots["exp_avg"], slots["exp_avg_sq"]
-        tmp = ops.sub(grad, m)
-        ops.mul(tmp, 1.0 - b1, out=tmp)
-        ops.add(m, tmp, out=m)
-        ops.mul(v, b2, out=v)
-        ops.mul(grad, grad, out=tmp)
-        ops.mul(tmp, 1.0 - b2, out=tmp)
-        ops.add(v, tmp, out=v)
+        tmp = F.sub(grad, m)
+        F.mul(tmp, 1.0 - b1, out=tmp)
+        F.add(m, tmp, out=m)
+        F.mul(v, b2, out=v)
+        F.mul(grad, grad, out=tmp)
+        F.mul(tmp, 1.0 - b2, out=tmp)
+        F.add(v, tmp, out=v)
         if self.amsgrad:
             vmax = slots.get("max_exp_avg_sq")
             if vmax is None:  # amsgrad switched on after a checkpoint without it
                 vmax = slots["max_exp_avg_sq"] = ops.zeros_like(param)
-            ops.maximum(vmax, v, out=vmax)
+            F.maximum(vmax, v, out=vmax)
             v = vmax
         step_size = lr / (1.0 - b1 ** t)
-        denom = ops.sqrt(v, out=tmp)
-        ops.true_divide(denom, math.sqrt(1.0 - b2 ** t), out=denom)
-        ops.add(denom, self.eps, out=denom)
-        ops.true_divide(m, denom, out=denom)
-        ops.mul(denom, -step_size, out=denom)
-        ops.add(param, denom, out=param)
+        denom = F.sqrt(v, out=tmp)
+        F.true_divide(denom, math.sqrt(1.0 - b2 ** t), out=denom)
+        F.add(denom, self.eps, out=denom)
+        F.true_divide(m, denom, out=denom)
+        F.mul(denom, -step_size, out=denom)
+        F.add(param, denom, out=param)
 
 
 class AdamW(Adam):

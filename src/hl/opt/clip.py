@@ -8,6 +8,7 @@ import math
 
 from .. import errors, ops
 from .._tensor import Tensor
+from ..autograd import functional as F
 from ..autograd.mode import no_grad
 
 __all__ = ["clip_grad_norm"]
@@ -16,8 +17,8 @@ __all__ = ["clip_grad_norm"]
 def _total_norm(grads, norm_type):
     if not grads:
         return None
-    norms = [ops.vector_norm(g, ord=norm_type).reshape(1) for g in grads]
-    return ops.vector_norm(ops.concat(norms), ord=norm_type)
+    norms = [F.vector_norm(g, ord=norm_type).reshape(1) for g in grads]
+    return F.vector_norm(F.concat(norms), ord=norm_type)
 
 
 def _clip_coefficient(grads, max_norm, norm_type):
@@ -25,7 +26,7 @@ def _clip_coefficient(grads, max_norm, norm_type):
     total = _total_norm(grads, norm_type)
     if total is None:
         return None, None
-    return total, ops.minimum(ops.true_divide(float(max_norm), total + 1e-6), 1.0)
+    return total, F.minimum(F.true_divide(float(max_norm), total + 1e-6), 1.0)
 
 
 def clip_grad_norm(grads_or_params, max_norm, norm_type=2.0, error_if_nonfinite=False):
@@ -73,10 +74,10 @@ def clip_grad_norm(grads_or_params, max_norm, norm_type=2.0, error_if_nonfinite=
                                     f"the gradients is {float(total)}")
         if params:
             for p in params:
-                p.grad = ops.mul(p.grad, coef)
+                p.grad = F.mul(p.grad, coef)
         else:
             for g in {id(g): g for g in bare}.values():  # a tensor listed twice is scaled once
-                ops.mul(g, coef, out=g)
+                F.mul(g, coef, out=g)
     return total
 
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import errors, ops
 from .._tensor import Tensor, as_tensor
+from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
 from .clip import _clip_coefficient
@@ -189,7 +190,7 @@ class Optimizer:
             _, coef = _clip_coefficient([g for _, g in pairs], self.clip_norm, 2.0)
         for p, g in pairs:
             with no_grad():
-                g = ops.mul(g, coef)  # a new tensor: the gradient may be a shared, broadcast view
+                g = F.mul(g, coef)  # a new tensor: the gradient may be a shared, broadcast view
             self.update(p, g)
 
     def backward_and_update(self, loss, dy=None):

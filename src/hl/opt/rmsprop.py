@@ -9,6 +9,7 @@ Per update (g = grad + weight_decay * param):
 from .. import ops
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
+from ..autograd import functional as F
 
 
 class RMSProp(Optimizer):
@@ -38,32 +39,32 @@ class RMSProp(Optimizer):
         a = self.alpha
         slots["step"] = slots.get("step", 0) + 1
         if self.weight_decay:
-            grad = ops.add(grad, ops.mul(param, self.weight_decay))
+            grad = F.add(grad, F.mul(param, self.weight_decay))
         sq = self._slot(slots, "square_avg", param)
-        ops.mul(sq, a, out=sq)
-        tmp = ops.mul(grad, grad)
-        ops.mul(tmp, 1.0 - a, out=tmp)
-        ops.add(sq, tmp, out=sq)
+        F.mul(sq, a, out=sq)
+        tmp = F.mul(grad, grad)
+        F.mul(tmp, 1.0 - a, out=tmp)
+        F.add(sq, tmp, out=sq)
         if self.centered:
             ga = self._slot(slots, "grad_avg", param)
-            ops.sub(grad, ga, out=tmp)
-            ops.mul(tmp, 1.0 - a, out=tmp)
-            ops.add(ga, tmp, out=ga)
-            ops.mul(ga, ga, out=tmp)
-            avg = ops.sub(sq, tmp, out=tmp)
-            ops.sqrt(avg, out=avg)
+            F.sub(grad, ga, out=tmp)
+            F.mul(tmp, 1.0 - a, out=tmp)
+            F.add(ga, tmp, out=ga)
+            F.mul(ga, ga, out=tmp)
+            avg = F.sub(sq, tmp, out=tmp)
+            F.sqrt(avg, out=avg)
         else:
-            avg = ops.sqrt(sq, out=tmp)
-        ops.add(avg, self.eps, out=avg)
-        ops.true_divide(grad, avg, out=avg)  # g / avg
+            avg = F.sqrt(sq, out=tmp)
+        F.add(avg, self.eps, out=avg)
+        F.true_divide(grad, avg, out=avg)  # g / avg
         if self.momentum > 0:
             buf = self._slot(slots, "momentum_buffer", param)
-            ops.mul(buf, self.momentum, out=buf)
-            ops.add(buf, avg, out=buf)
-            ops.mul(buf, -lr, out=tmp)
+            F.mul(buf, self.momentum, out=buf)
+            F.add(buf, avg, out=buf)
+            F.mul(buf, -lr, out=tmp)
         else:
-            ops.mul(avg, -lr, out=tmp)
-        ops.add(param, tmp, out=param)
+            F.mul(avg, -lr, out=tmp)
+        F.add(param, tmp, out=param)
 
 
 RMSprop = RMSProp  # PyTorch's spelling

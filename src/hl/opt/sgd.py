@@ -3,6 +3,7 @@ decay: torch.optim.SGD's update, step for step."""
 from .. import errors, ops
 from ._checks import check_nonnegative
 from .optimizer import Optimizer
+from ..autograd import functional as F
 
 
 class SGD(Optimizer):
@@ -31,15 +32,15 @@ class SGD(Optimizer):
     def _update(self, param, grad, slots, lr):
         d = grad
         if self.weight_decay:
-            d = ops.add(grad, ops.mul(param, self.weight_decay))
+            d = F.add(grad, F.mul(param, self.weight_decay))
         if self.momentum:
             buf = slots.get("momentum_buffer")
             if buf is None:
                 buf = slots["momentum_buffer"] = ops.empty_like(param)
                 buf.copy_(d)  # a copy: grad may be a broadcast view shared with others
             else:
-                ops.mul(buf, self.momentum, out=buf)
-                step = d if self.dampening == 0 else ops.mul(d, 1.0 - self.dampening)
-                ops.add(buf, step, out=buf)
-            d = ops.add(d, ops.mul(buf, self.momentum)) if self.nesterov else buf
-        ops.add(param, ops.mul(d, -lr), out=param)
+                F.mul(buf, self.momentum, out=buf)
+                step = d if self.dampening == 0 else F.mul(d, 1.0 - self.dampening)
+                F.add(buf, step, out=buf)
+            d = F.add(d, F.mul(buf, self.momentum)) if self.nesterov else buf
+        F.add(param, F.mul(d, -lr), out=param)

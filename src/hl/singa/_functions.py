@@ -9,7 +9,7 @@ from .. import autograd as _hl_autograd
 from .. import errors, losses as _losses
 from .._tensor import Tensor as _HLTensor, as_tensor
 from ..autograd import functional as F
-from ..autograd.elementwise import Compare as _Compare
+from ..autograd.binary import Compare as _Compare
 from . import tensor as _tensor
 from .tensor import _py
 

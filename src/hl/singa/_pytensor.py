@@ -11,7 +11,7 @@ from .. import dtypes as _dt
 from .. import errors, ops
 from .. import autograd as _ag
 from .._grad_state import state as _grad
-from .._tensor import Tensor as _HLTensor, _wrap
+from .._tensor import Tensor as _HLTensor, _fill, _wrap
 from ..autograd import functional as F
 from . import singa_wrap as _sw
 from .device import _door_device
@@ -57,12 +57,8 @@ class Tensor(_HLTensor):
         else:
             raise errors.ValueError(f"tensor.Tensor: data must be a numpy array or a raw "
                                     f"tensor, got {type(data).__name__}")
-        self._h, self._dtype, self._shape = t._h, t._dtype, t._shape
-        self.requires_grad = bool(requires_grad)
-        self.stores_grad = bool(stores_grad)
-        self.grad = None
-        self.creator = creator
-        self.name = name
+        _fill(self, t._h, t._dtype, t._shape, bool(requires_grad), bool(stores_grad), creator,
+              name)
 
     # ---- SINGA's fields -----------------------------------------------------------------
 

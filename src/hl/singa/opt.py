@@ -6,7 +6,7 @@ interface: ``opt(loss)`` runs backward and updates every parameter, then steps;
 ``opt.apply(name, param, grad)`` updates one parameter; ``opt.step()`` advances the step count;
 ``lr_value`` and ``step_counter`` are tensors; the learning rate may be a number or a
 ``DecayScheduler`` (``Constant``, ``ExponentialDecay``), which hl's optimisers read at each
-step. ``DistOpt`` is hl's distributed optimiser (hl.opt.DistOpt) when it is there.
+step. ``DistOpt`` is hl's distributed optimiser (hl.distributed.DistOpt).
 
 Differences (docs/singa.md): RMSProp and AdaGrad divide by sqrt(s) + eps, hl's rule (PyTorch's),
 where SINGA's divides by sqrt(s + eps); with eps = 1e-8 the two differ by at most about 1e-8
@@ -19,6 +19,7 @@ from .. import opt as _opt
 from ..opt import schedules as _schedules
 from . import tensor as _tensor
 from ..autograd import backward as _hl_backward
+from ..distributed import DistOpt  # noqa: F401 - SINGA's opt.DistOpt is hl's
 
 
 class DecayScheduler(_schedules.Schedule):
@@ -202,23 +203,6 @@ class Adam(_Singa, _opt.Adam):
                            _number(beta_2, "beta_2", "Adam"), _number(epsilon, "epsilon", "Adam"),
                            _number(weight_decay, "weight_decay", "Adam"))
         self._singa_init(dtype)
-
-
-def __getattr__(name):
-    # hl's distributed optimiser is built in its own issue; it is found here once it exists
-    if name == "DistOpt":
-        dist = getattr(_opt, "DistOpt", None)
-        if dist is None:
-            try:
-                from ..distributed import DistOpt as dist  # noqa: N813
-            except ImportError:
-                dist = None
-        if dist is None:
-            raise errors.UnsupportedError(
-                "opt.DistOpt: hl's distributed optimiser (hl.opt.DistOpt) is not in this build "
-                "of hl yet; train on one process with opt.SGD/Adam/...")
-        return dist
-    raise AttributeError(f"module 'hl.singa.opt' has no attribute {name!r}")
 
 
 __all__ = ["DecayScheduler", "Constant", "ExponentialDecay", "Optimizer", "SGD", "RMSProp",

@@ -11,7 +11,8 @@ from . import checks, config, distributed
 from .callbacks import CallbackList, History, ProgbarLogger
 from .data import ArrayData, check_batch_size, is_arrays, iterable_source
 from .loop import Loop, Tracker
-from .step import TrainStep, forward_loss, len_of, mode, predict_step, test_step
+from .step import (TrainStep, builtin_step, forward_loss, len_of, mode, predict_step,
+                   test_step)
 
 
 class Trainer:
@@ -23,6 +24,7 @@ class Trainer:
 
     # ---- the step (SINGA's API) ---------------------------------------------------------
 
+    @builtin_step
     def train_one_batch(self, x, y):
         """One step: forward, loss (self.loss_fn), backward and update (self.optim); returns
         (output, loss). Override it for anything else (fit then trains through the

@@ -22,6 +22,7 @@ import numbers
 import warnings
 
 from .. import errors, ops
+from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
 from ..opt.optimizer import Optimizer
@@ -236,7 +237,7 @@ class V2Optimizer(Optimizer):
                 return
             self._ensure_batch()
             if s.clip > 0:
-                grad = ops.clip(grad, -s.clip, s.clip)  # a new tensor: grad may be shared
+                grad = F.clip(grad, -s.clip, s.clip)  # a new tensor: grad may be shared
             slots = self._slots_of(key, param)
             if self.average is not None:
                 self._average_slots(slots, param)  # before the update: see there
@@ -254,14 +255,14 @@ class V2Optimizer(Optimizer):
     def _regularize(self, param, lr, s, rate):
         """v2's regulariser, applied after the update when the parameter has an L1 rate."""
         r = rate if self.has_rate_vector else None
-        lam = lr * s.l1 if r is None else ops.mul(r, lr * s.l1)
-        shrunk = ops.maximum(ops.sub(ops.abs(param), lam), 0.0)
-        ops.mul(ops.sign(param), shrunk, out=param)
+        lam = lr * s.l1 if r is None else F.mul(r, lr * s.l1)
+        shrunk = F.maximum(F.sub(F.abs(param), lam), 0.0)
+        F.mul(F.sign(param), shrunk, out=param)
         if s.decay:
             scale = lr * s.decay
             factor = (1.0 / (1.0 + scale) if r is None
-                      else ops.reciprocal(ops.add(ops.mul(r, scale), 1.0)))
-            ops.mul(param, factor, out=param)
+                      else F.reciprocal(F.add(F.mul(r, scale), 1.0)))
+            F.mul(param, factor, out=param)
 
     # ---- model averaging --------------------------------------------------------------
 
@@ -274,9 +275,9 @@ class V2Optimizer(Optimizer):
             return
         w = self.average
         before = max(w.num_accumulates - 1, 0)  # always called inside a batch
-        slots["average_sum1"] = ops.mul(param, float(before))
+        slots["average_sum1"] = F.mul(param, float(before))
         slots["average_sum2"] = ops.zeros_like(param)
-        slots["average_sum3"] = ops.mul(param, float(w.old_num_accumulates))
+        slots["average_sum3"] = F.mul(param, float(w.old_num_accumulates))
 
     def _live_params(self):
         """(key, param, slots) of every non-static parameter bound to this optimiser."""
@@ -295,14 +296,14 @@ class V2Optimizer(Optimizer):
             for _, param, slots in self._live_params():
                 self._average_slots(slots, param)
                 s1, s2, s3 = (slots[k] for k in AVERAGE_SLOTS)
-                ops.add(s1, param, out=s1)
+                F.add(s1, param, out=s1)
                 if move:
-                    ops.add(s2, s1, out=s2)
-                    ops.mul(s1, 0.0, out=s1)
+                    F.add(s2, s1, out=s2)
+                    F.mul(s1, 0.0, out=s1)
                 if restart:
-                    ops.add(s1, s2, out=s3)
-                    ops.mul(s1, 0.0, out=s1)
-                    ops.mul(s2, 0.0, out=s2)
+                    F.add(s1, s2, out=s3)
+                    F.mul(s1, 0.0, out=s1)
+                    F.mul(s2, 0.0, out=s2)
 
     def apply_average(self, params=None):
         """Puts the averaged values into the parameters (all of them, or those given),
@@ -323,9 +324,9 @@ class V2Optimizer(Optimizer):
                                                    id(param) not in wanted):
                     continue
                 self._applied[key] = (param, param.clone())
-                total = ops.add(slots["average_sum1"], slots["average_sum2"])
-                ops.add(total, slots["average_sum3"], out=total)
-                ops.mul(total, scale, out=total)
+                total = F.add(slots["average_sum1"], slots["average_sum2"])
+                F.add(total, slots["average_sum3"], out=total)
+                F.mul(total, scale, out=total)
                 param.copy_(total)
 
     def restore(self):

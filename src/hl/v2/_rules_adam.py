@@ -1,8 +1,8 @@
 """v2's Adam and Adamax (they ignore the schedule, L2 decay and momentum, as v2 did)."""
 import math
 
-from .. import ops
 from ._rule_base import V2Optimizer, _slot
+from ..autograd import functional as F
 
 class _AdamBase(V2Optimizer):
     follows_schedule = False
@@ -16,9 +16,9 @@ class _AdamBase(V2Optimizer):
 
     def _first_moment(self, slots, grad, param):
         m = _slot(slots, "moment", param)
-        ops.mul(m, self.beta1, out=m)
-        tmp = ops.mul(grad, 1.0 - self.beta1)
-        ops.add(m, tmp, out=m)
+        F.mul(m, self.beta1, out=m)
+        tmp = F.mul(grad, 1.0 - self.beta1)
+        F.add(m, tmp, out=m)
         return m, tmp
 
 
@@ -35,15 +35,15 @@ class AdamRule(_AdamBase):
         alpha = lr * math.sqrt(1.0 - b2 ** t) / (1.0 - self.beta1 ** t)
         m, tmp = self._first_moment(slots, grad, param)
         v = _slot(slots, "second_moment", param)
-        ops.mul(v, b2, out=v)
-        ops.mul(grad, grad, out=tmp)
-        ops.mul(tmp, 1.0 - b2, out=tmp)
-        ops.add(v, tmp, out=v)
-        ops.sqrt(v, out=tmp)
-        ops.add(tmp, self.epsilon, out=tmp)
-        ops.true_divide(m, tmp, out=tmp)
-        ops.mul(tmp, -alpha, out=tmp)
-        ops.add(param, tmp, out=param)
+        F.mul(v, b2, out=v)
+        F.mul(grad, grad, out=tmp)
+        F.mul(tmp, 1.0 - b2, out=tmp)
+        F.add(v, tmp, out=v)
+        F.sqrt(v, out=tmp)
+        F.add(tmp, self.epsilon, out=tmp)
+        F.true_divide(m, tmp, out=tmp)
+        F.mul(tmp, -alpha, out=tmp)
+        F.add(param, tmp, out=param)
 
 
 class AdamaxRule(_AdamBase):
@@ -57,9 +57,9 @@ class AdamaxRule(_AdamBase):
         t = self.step_count + 1
         m, tmp = self._first_moment(slots, grad, param)
         u = _slot(slots, "inf_norm", param)
-        ops.mul(u, self.beta2, out=u)
-        ops.maximum(u, ops.abs(grad), out=u)
-        denom = ops.where(ops.greater(u, 0.0), u, 1.0)  # u = 0 only where m = 0 too
-        ops.true_divide(m, denom, out=tmp)
-        ops.mul(tmp, -lr / (1.0 - self.beta1 ** t), out=tmp)
-        ops.add(param, tmp, out=param)
+        F.mul(u, self.beta2, out=u)
+        F.maximum(u, F.abs(grad), out=u)
+        denom = F.where(F.greater(u, 0.0), u, 1.0)  # u = 0 only where m = 0 too
+        F.true_divide(m, denom, out=tmp)
+        F.mul(tmp, -lr / (1.0 - self.beta1 ** t), out=tmp)
+        F.add(param, tmp, out=param)

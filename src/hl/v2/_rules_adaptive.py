@@ -1,7 +1,7 @@
 """v2's rules with a per-element rate r: AdaGrad, DecayedAdaGrad, RMSProp, AdaDelta."""
-from .. import ops
 from ._rule_base import V2Optimizer, _slot
 from ._rules_sgd import _decayed, _descend
+from ..autograd import functional as F
 
 class _AdaptiveRule(V2Optimizer):
     has_rate_vector = True
@@ -13,7 +13,7 @@ class _AdaptiveRule(V2Optimizer):
 
     def _finish(self, param, grad, slots, lr, momentum, decay, rate):
         direction = _decayed(grad, param, decay)
-        ops.mul(direction, rate, out=direction)
+        F.mul(direction, rate, out=direction)
         _descend(param, direction, slots, lr, momentum)
         return rate
 
@@ -27,21 +27,21 @@ class AdaGradRule(_AdaptiveRule):
 
     def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
         s = _slot(slots, "sum", param)
-        rate = ops.mul(grad, grad)
-        ops.add(s, rate, out=s)
-        ops.add(s, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        rate = F.mul(grad, grad)
+        F.add(s, rate, out=s)
+        F.add(s, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, lr, momentum, decay, rate)
 
 
 def _decayed_square_sum(s, grad, rho, first):
     """s = rho * s + g^2 on v2's first batch, rho * s + (1 - rho) * g^2 after; returns a
     scratch tensor."""
-    sq = ops.mul(grad, grad)
+    sq = F.mul(grad, grad)
     if not first:
-        ops.mul(sq, 1.0 - rho, out=sq)
-    ops.mul(s, rho, out=s)
-    ops.add(s, sq, out=s)
+        F.mul(sq, 1.0 - rho, out=sq)
+    F.mul(s, rho, out=s)
+    F.add(s, sq, out=s)
     return sq
 
 
@@ -55,8 +55,8 @@ class DecayedAdaGradRule(_AdaptiveRule):
     def _update(self, param, grad, slots, lr, momentum=0.0, decay=0.0):
         s = _slot(slots, "mean_square", param)
         rate = _decayed_square_sum(s, grad, self.rho, self.step_count == 0)
-        ops.add(s, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        F.add(s, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, lr, momentum, decay, rate)
 
 
@@ -71,13 +71,13 @@ class RMSPropRule(_AdaptiveRule):
         s = _slot(slots, "mean_square", param)
         f = _slot(slots, "mean_grad", param)
         rate = _decayed_square_sum(s, grad, self.rho, self.step_count == 0)
-        ops.mul(f, self.rho, out=f)
-        ops.mul(grad, 1.0 - self.rho, out=rate)
-        ops.add(f, rate, out=f)
-        ops.mul(f, f, out=rate)
-        ops.sub(s, rate, out=rate)
-        ops.add(rate, self.epsilon, out=rate)
-        ops.rsqrt(rate, out=rate)
+        F.mul(f, self.rho, out=f)
+        F.mul(grad, 1.0 - self.rho, out=rate)
+        F.add(f, rate, out=f)
+        F.mul(f, f, out=rate)
+        F.sub(s, rate, out=rate)
+        F.add(rate, self.epsilon, out=rate)
+        F.rsqrt(rate, out=rate)
         return self._finish(param, grad, slots, lr, momentum, decay, rate)
 
 
@@ -93,13 +93,13 @@ class AdaDeltaRule(_AdaptiveRule):
         s = _slot(slots, "mean_square", param)
         u = _slot(slots, "mean_square_update", param)
         sq = _decayed_square_sum(s, grad, rho, False)
-        rate = ops.add(u, eps)
-        ops.add(s, eps, out=sq)
-        ops.true_divide(rate, sq, out=rate)
-        ops.sqrt(rate, out=rate)
-        ops.mul(grad, rate, out=sq)
-        ops.mul(sq, sq, out=sq)
-        ops.mul(sq, 1.0 - rho, out=sq)
-        ops.mul(u, rho, out=u)
-        ops.add(u, sq, out=u)
+        rate = F.add(u, eps)
+        F.add(s, eps, out=sq)
+        F.true_divide(rate, sq, out=rate)
+        F.sqrt(rate, out=rate)
+        F.mul(grad, rate, out=sq)
+        F.mul(sq, sq, out=sq)
+        F.mul(sq, 1.0 - rho, out=sq)
+        F.mul(u, rho, out=u)
+        F.add(u, sq, out=u)
         return self._finish(param, grad, slots, lr, momentum, decay, rate)

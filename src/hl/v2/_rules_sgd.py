@@ -1,22 +1,22 @@
 """v2's plain descent: the Momentum rule and the step every rule but Adam's ends with."""
-from .. import ops
 from ._rule_base import V2Optimizer, _slot
+from ..autograd import functional as F
 
 def _decayed(grad, param, decay):
     """g + decay * w, a new tensor."""
-    return ops.add(grad, ops.mul(param, decay)) if decay else ops.mul(grad, 1.0)
+    return F.add(grad, F.mul(param, decay)) if decay else F.mul(grad, 1.0)
 
 
 def _descend(param, direction, slots, lr, momentum):
     """v2's sgdUpdate: mom = momentum * mom - lr * direction; w += mom (without momentum,
     w -= lr * direction). direction is overwritten."""
-    ops.mul(direction, -lr, out=direction)
+    F.mul(direction, -lr, out=direction)
     if momentum:
         mom = _slot(slots, "momentum", param)
-        ops.mul(mom, momentum, out=mom)
-        ops.add(mom, direction, out=mom)
+        F.mul(mom, momentum, out=mom)
+        F.add(mom, direction, out=mom)
         direction = mom
-    ops.add(param, direction, out=param)
+    F.add(param, direction, out=param)
 
 
 class MomentumRule(V2Optimizer):

@@ -54,7 +54,7 @@ class Parameters:
             raise errors.ShapeError(f"parameter {spec.name!r} has {t.size} values; the layer "
                                     f"needs {spec.size} {param_shape(spec)}")
         if tuple(t.shape) != param_shape(spec):  # from a tar with other dims: same values
-            t = self._tensors[spec.name] = ops.reshape(t, *param_shape(spec))
+            t = self._tensors[spec.name] = t.reshape(*param_shape(spec))
         return t
 
     # ---- v2's dictionary interface ----------------------------------------------------

@@ -14,8 +14,8 @@ import copy
 import math
 
 from .. import errors
-from ..autograd import functional as F
 from ..autograd import no_grad
+from ..autograd import functional as F
 from ..autograd.engine import backward
 from ..layers.layer import Layer
 from ..training.callbacks import Callback, CallbackList

@@ -6,7 +6,7 @@ from common import MLP, args, digits
 
 a = args(("what", str, "model"))
 if a.what == "version" and os.environ.get("PMI_RANK") == "1":
-    hl.__version__ = "0.0.0-other"  # read when the group is joined
+    hl._core.version = lambda: "0.0.0-other"  # libcore's version, read when the group is joined
 model = MLP(hidden=32 if hl.distributed.rank() == 0 or a.what != "model" else 33)
 model.compile(optimizer="sgd", loss="cross_entropy")
 x, y = digits(n=64)

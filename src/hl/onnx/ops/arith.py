@@ -9,8 +9,8 @@ import numpy as np
 from ... import dtypes as _dt
 from ... import errors
 from ..._tensor import tensor as _tensor
-from ...autograd.elementwise import (Add, Compare, Div, Fmod, Maximum, Minimum, Mod, Mul, Pow,
-                                     Sub, Where)
+from ...autograd.binary import (Add, Compare, Div, Fmod, Maximum, Minimum, Mod, Mul, Pow,
+                                Sub, Where)
 from ..registry import exports, onnx_op
 from ._checks import checked_via_float32, expect, on_cpu_half, scalar_like
 from ._util import const, F

@@ -4,7 +4,7 @@
 import onnx
 
 from ... import errors
-from ...autograd.elementwise import Cast
+from ...autograd.binary import Cast
 from ..registry import exports, onnx_op
 from ._util import F, HALF, np_dtype_of_onnx
 

@@ -11,7 +11,8 @@ import numpy as np
 
 from ... import dtypes as _dt
 from ... import errors
-from ...autograd.elementwise import Clip, Unary
+from ...autograd.binary import Clip
+from ...autograd.elementwise import Unary
 from ..registry import exports, onnx_op
 from ._checks import checked_via_float32, expect, scalar_like
 from ._util import F

@@ -5,7 +5,7 @@ the same memory. A flat input (a data layer) is viewed as an image from the chan
 and the data layer's height and width (square when they are not given), as v2 did."""
 import math
 
-from ... import errors, ops
+from ... import errors
 from ...autograd import functional as F
 from ...autograd import no_grad
 from ..graph import Operator
@@ -163,8 +163,8 @@ class BatchNorm(Operator):
         if run.training:  # v2's moving averages, with the biased batch variance it normalised with
             with no_grad():
                 keep = 1.0 - self.momentum
-                batch_var = ops.sub(ops.reciprocal(ops.mul(invstd, invstd)), self.eps)
+                batch_var = F.sub(F.reciprocal(F.mul(invstd, invstd)), self.eps)
                 for moving, batch in ((mean, batch_mean), (var, batch_var)):
-                    ops.mul(moving, keep, out=moving)
-                    ops.add(moving, ops.mul(batch, self.momentum), out=moving)
+                    F.mul(moving, keep, out=moving)
+                    F.add(moving, F.mul(batch, self.momentum), out=moving)
         return y

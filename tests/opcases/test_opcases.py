@@ -1,0 +1,144 @@
+"""The standard tests of every registered OpCase (tests/opcases/case.py says what each checks
+and with which tolerances). A new op adds its OpCase to a family's list; nothing here changes.
+"""
+import numpy as np
+import pytest
+
+import hl
+from tests.autograd.harness import check_grad
+from tests.ops.harness import LAYOUTS, assert_close
+
+from .case import GRAD_ATOL, GRAD_RTOL, ONNX_ATOL, ONNX_RTOL, SPECIAL
+from .elementwise import CASES
+
+BY_DTYPE = [pytest.param(c, d, id=f"{c.name}-{np.dtype(d).name}") for c in CASES
+            for d in c.dtypes]
+GRAD = [pytest.param(c, s, id=f"{c.name}-{s}") for c in CASES if c.grad
+        for s in c.grad_shapes]
+ONNX = [pytest.param(c, id=c.name) for c in CASES if c.onnx is not None]
+EXPORT = [pytest.param(c, id=c.name) for c in CASES if c.onnx is not None and c.onnx.export]
+# other backends, each against the CPU (skipped, as gpu tests are, where none is built)
+BACKENDS = [pytest.param(c, "cuda", id=f"{c.name}-cuda", marks=pytest.mark.gpu) for c in CASES]
+
+
+def _layout(arrays, name):
+    return [LAYOUTS[name](a) for a in arrays]
+
+
+@pytest.mark.parametrize("case,dtype", BY_DTYPE)
+def test_kernel_matches_reference(case, dtype):
+    rng = np.random.default_rng(0)
+    rtol, atol = case.tolerance(dtype)
+    for shape in case.shapes:
+        arrays = case.inputs(rng, dtype, shape)
+        want = case.expected(arrays)
+        for layout in LAYOUTS:
+            got = case.call(*_layout(arrays, layout))
+            assert got.dtype.np == want.dtype, f"{layout}: dtype {got.dtype} != {want.dtype}"
+            assert_close(got, want, rtol, atol, f"{case.name} {shape} {layout}")
+
+
+@pytest.mark.parametrize("case,dtype", [p for p in BY_DTYPE if p.values[0].special])
+def test_special_values(case, dtype):
+    x = np.array(SPECIAL, dtype=dtype)
+    got, want = case.run([x]), case.expected([x])
+    rtol, atol = case.tolerance(dtype)
+    np.testing.assert_allclose(got[5:], want[5:], rtol=rtol, atol=atol, err_msg=case.name)
+    got, want = got[:5], want[:5]
+    if case.numpy_defined:
+        np.testing.assert_array_equal(got, want, err_msg=case.name)
+        zero = want == 0
+        np.testing.assert_array_equal(np.signbit(got[zero]), np.signbit(want[zero]),
+                                      err_msg=f"{case.name}: sign of zero")
+    else:
+        # activations: where the float64 formula answers, hl agrees (hl may give the limit
+        # where the formula gives nan, e.g. 0 * inf); nan stays nan
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=rtol, atol=atol, err_msg=case.name)
+        assert np.isnan(got[4]), f"{case.name}(nan) must be nan"
+
+
+@pytest.mark.parametrize("case,shape", GRAD)
+def test_gradient_finite_differences(case, shape):
+    arrays = case.grad_inputs(np.random.default_rng(1), shape)
+    check_grad(case.call, arrays, rtol=GRAD_RTOL, atol=GRAD_ATOL)
+
+
+def _inputs32(case):
+    shape = case.grad_shapes[-1] if case.arity > 1 else (3, 4)
+    return case.inputs(np.random.default_rng(2), np.float32, shape)
+
+
+def _onnxruntime(model, arrays):
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in sess.get_inputs()]
+    return sess.run(None, dict(zip(names, arrays)))[0]
+
+
+def _one_node_model(case, arrays):
+    from onnx import helper, numpy_helper
+    node = case.onnx
+    names = [f"x{i}" for i in range(len(arrays))]
+    consts = [f"c{i}" for i in range(len(node.consts))]
+    rank = max(a.ndim for a in arrays)
+    graph = helper.make_graph(
+        [helper.make_node(node.op_type, names + consts, ["y"], **node.attrs)], case.name,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+         for n, a in zip(names, arrays)],
+        [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(arrays[0].dtype),
+                                       [f"d{i}" for i in range(rank)])],
+        [numpy_helper.from_array(np.asarray(v, dtype=arrays[0].dtype), n)
+         for n, v in zip(consts, node.consts)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", node.opset)])
+
+
+@pytest.mark.parametrize("case", ONNX)
+def test_onnx_import_matches_onnxruntime(case):
+    import hl.onnx
+    arrays = _inputs32(case)
+    model = _one_node_model(case, arrays)
+    got = hl.onnx.prepare(model).run(arrays)[0]
+    got = got.numpy() if isinstance(got, hl.Tensor) else np.asarray(got)
+    np.testing.assert_allclose(got, _onnxruntime(model, arrays), rtol=ONNX_RTOL, atol=ONNX_ATOL)
+
+
+@pytest.mark.parametrize("case", [p for p in ONNX if p.values[0].grad])
+def test_onnx_import_gradient_finite_differences(case):
+    # the imported node trains: its gradient (through hl.onnx's handler) in float64
+    import hl.onnx
+    arrays = case.grad_inputs(np.random.default_rng(4), case.grad_shapes[-1])
+    model = hl.onnx.ONNXModel(_one_node_model(case, arrays))
+    names = [f"x{i}" for i in range(len(arrays))]
+    check_grad(lambda *ts: model.forward(dict(zip(names, ts)))[0], arrays,
+               rtol=GRAD_RTOL, atol=GRAD_ATOL)
+
+
+class _OneOp(hl.Module):
+    def __init__(self, case):
+        super().__init__()
+        self.case = case
+
+    def forward(self, *xs):
+        return self.case.call(*xs)
+
+
+@pytest.mark.parametrize("case", EXPORT)
+def test_onnx_export_round_trip(case):
+    import hl.onnx
+    arrays = _inputs32(case)
+    want = case.run(arrays)
+    proto = hl.onnx.to_onnx(_OneOp(case), [hl.tensor(a) for a in arrays])
+    np.testing.assert_allclose(_onnxruntime(proto, arrays), want, rtol=ONNX_RTOL,
+                               atol=ONNX_ATOL)
+
+
+@pytest.mark.parametrize("case,device", BACKENDS)
+def test_backend_matches_cpu(case, device):
+    for dtype in case.dtypes:
+        rtol, atol = case.tolerance(dtype)
+        for shape in case.shapes:
+            arrays = case.inputs(np.random.default_rng(3), dtype, shape)
+            np.testing.assert_allclose(case.run(arrays, device), case.run(arrays, "cpu"),
+                                       rtol=rtol, atol=atol, equal_nan=True,
+                                       err_msg=f"{case.name} on {device}")
