@@ -1,6 +1,8 @@
 """hl.distributed without mpiexec: a script written for one process runs unchanged, and
 DistOpt is exactly the optimiser it wraps; bad arguments are hl errors."""
+import os
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -108,6 +110,8 @@ def test_launcher_command(monkeypatch):
     cmd, env = launch.command(["-n", "2", "--timeout", "9", "train.py", "--epochs", "3"],
                               env={})
     assert cmd[1:3] == ["-n", "2"] and cmd[-3:] == ["train.py", "--epochs", "3"]
+    if "-disable-auto-cleanup" in cmd and sys.platform.startswith("linux"):  # MPICH
+        assert cmd[-4].endswith(os.path.join("hl", "distributed", "guard.py"))
     assert env["HL_DIST_TIMEOUT"] == "9.0"
     assert int(env["OMP_NUM_THREADS"]) >= 1
     cmd, _ = launch.command(["-n", "4", "--hosts", "a,b", "--iface", "eth0", "t.py"], env={})

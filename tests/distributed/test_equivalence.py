@@ -12,11 +12,16 @@ from .mpirun import assert_close, load, load_json, needs_mpi, run
 pytestmark = needs_mpi
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_distopt_steps_equal_one_process(tmp_path, n):
+@pytest.mark.parametrize("n,solo_bytes", [(2, 0), (4, 0), (2, 1024)])
+def test_distopt_steps_equal_one_process(tmp_path, n, solo_bytes):
+    """solo_bytes=1024: both weight matrices are reduced in place in the gradients' own
+    memory (each bias in a bucket of its own between them), as large layers are by default."""
     ref, dist = tmp_path / "ref", tmp_path / "dist"
     run("distopt_steps.py", ref, "--steps", 5, "--batch", 32)
-    run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, n=n)
+    proc, _ = run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, "--solo_bytes",
+                  solo_bytes, n=n)
+    if solo_bytes:
+        assert "reduced in place: 2 of 4 buckets" in proc.stdout, proc.stdout
     expected = load(f"{ref}.npz")
     assert_close(expected, load(f"{dist}.npz"), 1e-6, f"DistOpt on {n} ranks")
     first = load(f"{dist}.rank0.npz")
@@ -58,6 +63,39 @@ def test_fit_data_parallel_equals_one_process(tmp_path, fit_reference, n, way):
     with open(f"{fit_reference}.r0.csv") as a, open(f"{out}.r0.csv") as b:
         ref_rows, rows = a.read().splitlines(), b.read().splitlines()
     assert rows[0] == ref_rows[0] and len(rows) == len(ref_rows)
+
+
+@pytest.fixture(scope="module")
+def v2_reference(tmp_path_factory):
+    out = tmp_path_factory.mktemp("v2ref") / "ref"
+    run("v2_parallel.py", out)
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_v2_trainer_data_parallel_equals_one_process(tmp_path, v2_reference, n):
+    """paddle.trainer.SGD.train(distribute=True): 2 passes of a shuffled reader with a short
+    last batch (on 4 ranks one rank has no sample of it) give the parameters, costs and
+    error rates of one process (float32, 1e-6 of each array's largest value; costs 1e-6
+    relative); every rank ends with the same parameters; only rank 0 ran the handler."""
+    out = tmp_path / "dist"
+    run("v2_parallel.py", out, n=n)
+    assert_close(load(f"{v2_reference}.npz"), load(f"{out}.npz"), 1e-6, f"v2 on {n} ranks")
+    first = load(f"{out}.rank0.npz")
+    for r in range(1, n):
+        theirs = load(f"{out}.rank{r}.npz")
+        assert all(np.array_equal(first[k], theirs[k]) for k in first)
+    ref_events, events = load_json(f"{v2_reference}.events.json"), load_json(
+        f"{out}.events.json")
+    assert len(events) == len(ref_events) == 2 * 6 + 2
+    for want, got in zip(ref_events, events):
+        assert got[:3 if got[0] == "iteration" else 2] == want[:3 if want[0] == "iteration"
+                                                                else 2]
+        if got[0] == "iteration":
+            np.testing.assert_allclose(got[3], want[3], rtol=1e-6)
+        assert got[-1] == pytest.approx(want[-1], rel=1e-12)  # error rates: counts
+    handlers = sorted(f for f in os.listdir(tmp_path) if ".handler." in f)
+    assert handlers == ["dist.handler.rank0"]
 
 
 def test_checkpoint_saved_on_two_ranks_resumes_on_four_and_alone(tmp_path):

@@ -42,6 +42,7 @@ def _walk(loss, dy, retain_graph):
             "backward(): the loss does not depend on any tensor that requires a gradient "
             "(were the parameters created with requires_grad, or was it computed under "
             "no_grad?)")
+    given = dy is not None
     if dy is None:
         dy = ops.ones_like(loss)
     elif tuple(dy.shape) != tuple(loss.shape):
@@ -55,7 +56,8 @@ def _walk(loss, dy, retain_graph):
         raise errors.ValueError(
             "backward(): this graph was already walked back and its saved tensors freed; "
             "pass retain_graph=True to the first backward to walk it twice")
-    yield from _run(root, loss.out_index, dy, retain_graph)
+    # a caller's dy stays the caller's: a gradient that is a view of it is copied when handed
+    yield from _run(root, loss.out_index, dy, retain_graph, dy if given else None)
 
 
 def _count_consumers(root):
@@ -83,7 +85,7 @@ def _count_consumers(root):
     return ops_waiting, leaves_waiting
 
 
-def _run(root, index, dy, retain_graph):
+def _run(root, index, dy, retain_graph, seed):
     waiting, leaves_waiting = _count_consumers(root)
     grads = {root: _slots(root)}
     grads[root][index] = dy
@@ -119,7 +121,7 @@ def _run(root, index, dy, retain_graph):
                                        f"{len(src)} inputs")
         if not retain_graph:
             fn.release()
-        for edge, dx in zip(src, dxs):
+        for j, (edge, dx) in enumerate(zip(src, dxs)):
             if edge is None:
                 continue
             parent, x = edge
@@ -132,7 +134,8 @@ def _run(root, index, dy, retain_graph):
                 if leaves_waiting[key] == 0:
                     g = leaf_grads.pop(key, None)
                     if g is not None:
-                        yield x, _owned(g, handed), True
+                        live = _live(grads, leaf_grads, dxs, j, seed)
+                        yield x, _owned(g, handed, live), True
                 continue
             if dx is not None:
                 slots = grads.get(parent)
@@ -163,11 +166,27 @@ def _as_grad(dx, x):
 
 
 
-def _owned(g, handed):
-    """A gradient the receiver may write into: not a broadcast or strided view (sum's backward
-    hands out an expanded dy) and not the same tensor as another leaf's (add's backward passes
-    one dy to both inputs)."""
-    if id(g) in handed or not g.is_contiguous():
+def _live(grads, leaf_grads, dxs, j, seed):
+    """The tensors the walk still holds besides the gradient handed at position j of the
+    current backward's results: gradients waiting in later ops' slots, other leaves'
+    partial sums, the current op's other results and the caller's dy."""
+    live = [g for slots in grads.values() for g in slots if g is not None]
+    live.extend(leaf_grads.values())
+    live.extend(dx for i, dx in enumerate(dxs) if i != j and dx is not None)
+    if seed is not None:
+        live.append(seed)
+    return live
+
+
+def _owned(g, handed, live):
+    """A gradient the receiver may write into (DistOpt reduces gradients in place while
+    backward goes on): not a broadcast or strided view (sum's backward hands out an expanded
+    dy), not the same tensor as another leaf's, and sharing no memory with a tensor the walk
+    still uses (add's backward passes one dy both to a parameter and to the op before it;
+    reshape's passes a view of it). Any later gradient that could share its memory derives
+    from one of those live tensors, so checking them at hand-out time is enough."""
+    if (id(g) in handed or not g.is_contiguous()
+            or any(t is g or t.shares_memory(g) for t in live)):
         g = g.clone()
     handed.add(id(g))
     return g

@@ -16,6 +16,7 @@ Files, bottom up:
   collectives.py  non-blocking collectives completed by a wait bounded by a timeout
   faults.py       a failing rank tells the others; a dead rank is found; nobody hangs
   buckets.py      gradients fused into buckets reduced while backward runs
+  sync_batchnorm.py  SyncBatchNorm: batch statistics over every rank's samples
   sync.py         same model on every rank: signature check, broadcast from rank 0
   dist_opt.py     DistOpt and SINGA's _half / _partial / _sparse variants
   launch.py       python -m hl.distributed: finds mpiexec, sets threads per rank
@@ -25,9 +26,10 @@ CUDA tensor in a data-parallel step raises hl.errors.UnsupportedError.
 from ..errors import DistributedError
 from .dist_opt import DistOpt
 from .sync import broadcast_model, broadcast_optimizer, check_same
+from .sync_batchnorm import SyncBatchNorm
 from .world import (barrier, current, init, is_distributed, is_main, launched_by_mpi,
                     local_rank, rank, world_size)
 
-__all__ = ["DistOpt", "DistributedError", "barrier", "broadcast_model",
+__all__ = ["DistOpt", "DistributedError", "SyncBatchNorm", "barrier", "broadcast_model",
            "broadcast_optimizer", "check_same", "current", "init", "is_distributed",
            "is_main", "launched_by_mpi", "local_rank", "rank", "world_size"]

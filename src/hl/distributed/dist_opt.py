@@ -187,6 +187,12 @@ class DistOpt(Optimizer):
             self.opt.step_count += 1
             return
         scale = self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+        if clip is None:
+            # the rank's weight rides on the loss's gradient: backward is linear in dy, so
+            # every gradient arrives weighted and the buckets need no multiplying pass
+            with no_grad():
+                dy = F.full_like(loss, scale) if dy is None else F.mul(dy, scale)
+            scale = 1.0
         grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
             first = list(grads)
@@ -203,7 +209,7 @@ class DistOpt(Optimizer):
             if clip is not None:
                 with no_grad():
                     g = F.clip(g, -clip, clip)
-            reducer.add(p, g, scale)
+            reducer.add(p, g, scale, owned=True)
         self._apply(reducer.finish())
 
     def contribute_nothing(self, threshold=SINGA_THRESHOLD):
@@ -216,8 +222,8 @@ class DistOpt(Optimizer):
         self._apply(reducer.finish())
 
     def _apply(self, reduced):
-        with no_grad():
-            pairs = [(p, tensor(g)) for p, g in reduced]
+        with no_grad():  # a solo bucket's gradient is already the reduced tensor
+            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else g) for p, g in reduced]
         self.opt._update_all(pairs)
         self.opt.step_count += 1
 

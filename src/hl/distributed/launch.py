@@ -4,9 +4,11 @@ run wants:
 
 - each rank's thread count (OMP_NUM_THREADS, OpenBLAS's) set to the machine's cores
   divided by the ranks on it, unless already set, so N ranks do not oversubscribe;
-- MPICH's ``-disable-auto-cleanup``: when a rank dies the launcher leaves the others
+- MPICH's ``-disable-auto-cleanup``: when a rank fails the launcher leaves the others
   running long enough to report it as an hl error (faults.py) instead of killing them
-  silently; they stop by themselves within the timeout.
+  silently; they stop by themselves within the timeout. A rank killed by a signal would
+  still make MPICH kill the rest at once: on Linux each rank runs under a small guard
+  process (guard.py) that turns that death into an ordinary exit.
 
 Options before the script: ``-n N`` (ranks), ``--timeout S`` (HL_DIST_TIMEOUT), ``--hosts
 a,b`` or ``--hostfile F`` (several machines), ``--iface NAME`` (the network interface MPI
@@ -78,6 +80,9 @@ def command(argv, env=None):
         for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env.setdefault(var, threads)
     script = [a.script] + a.args if a.script != "-m" else ["-m"] + a.args
+    if mpich and sys.platform.startswith("linux"):  # see guard.py
+        script = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "guard.py")] + \
+            script
     return cmd + [sys.executable] + script, env
 
 

@@ -74,6 +74,23 @@ def sharded_source(data, batch_size, world, what, shuffle=False, seed=None, step
     return Source(epoch_batches, reiterable=True, steps=steps, length=len(loader))
 
 
+def check_sync_batchnorm(model, n, batch_size, world, what):
+    """SyncBatchNorm makes every rank take part in its statistics at every training step, so
+    a short last batch that leaves a rank no samples (fit then skips that rank's forward)
+    would leave the others waiting until the timeout: refused before training."""
+    from ..distributed.sync_batchnorm import SyncBatchNorm
+    if not any(isinstance(layer, SyncBatchNorm) for _, layer in model.named_layers()):
+        return
+    last = n % batch_size
+    if 0 < last < world.size:
+        raise errors.ValueError(
+            f"{what}: the model has SyncBatchNorm layers, whose statistics need samples on "
+            f"every rank at every step, but the last batch of each epoch ({n} samples in "
+            f"batches of {batch_size}) has {last} rows for {world.size} ranks; choose a "
+            f"batch_size that leaves a last batch of at least {world.size} rows (or none), "
+            f"or train on {n - last} samples")
+
+
 def share_seed(seed, world):
     from ..distributed.collectives import bcast_object
     return bcast_object(seed, "fit's shuffling seed", world)

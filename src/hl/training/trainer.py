@@ -102,6 +102,8 @@ class Trainer:
                 seed = distributed.share_seed(seed, world)
             source = distributed.sharded_source(train, batch_size, world, what, bool(shuffle),
                                                 seed, steps_per_epoch)
+            if steps_per_epoch is None:
+                distributed.check_sync_batchnorm(self, train.n, batch_size, world, what)
         elif isinstance(train, ArrayData):
             source = train.source(batch_size, shuffle=bool(shuffle), seed=seed,
                                   steps=steps_per_epoch)

@@ -20,12 +20,14 @@ from ..autograd.engine import backward
 from ..layers.layer import Layer
 from ..training.callbacks import Callback, CallbackList
 from ..training.data import Source
+from ..training.distributed import resolve as resolve_distribute
 from ..training.loop import Loop
 from ..training.step import mode
 from . import event as v2_event
 from .feeder import Feeder
 from .graph import check_layers, topological
 from .network import Network
+from .parallel import Shards
 from .parameters import Parameters
 
 __all__ = ["SGD"]
@@ -127,25 +129,39 @@ class SGD:
 
     # ---- training ---------------------------------------------------------------------
 
-    def train(self, reader, num_passes=1, event_handler=None, feeding=None):
+    def train(self, reader, num_passes=1, event_handler=None, feeding=None, distribute=None):
+        """``distribute=True`` (or a distribution set with hl.distribution.set_distribution)
+        trains data-parallel on the ranks mpiexec started: rank 0 reads the reader, each
+        rank trains on its slice of every batch, and the gradients are summed, so the run
+        equals one process's (hl/v2/parallel.py). Alone, it changes nothing."""
         what = "paddle.trainer.SGD.train"
         _check_reader(reader, what)
         if isinstance(num_passes, bool) or not isinstance(num_passes, int) or num_passes < 0:
             raise errors.ValueError(f"{what}: num_passes must be an integer >= 0, got "
                                     f"{num_passes!r}")
+        world = resolve_distribute(distribute, what)
+        shards = Shards(world, self._network) if world is not None else None
         handler = event_handler if event_handler is not None else (lambda e: None)
+        if shards is not None and not shards.is_main:
+            handler = lambda e: None  # noqa: E731  (rank 0 prints and writes)
         feeder = self._feeder(feeding, what)
         batches = 0
-        for i, batch in enumerate(reader()):  # every sample checked before any update
-            feeder.arrays(batch, i)
-            batches += 1
+        if shards is None or shards.is_main:
+            for i, batch in enumerate(reader()):  # every sample checked before any update
+                feeder.arrays(batch, i)
+                batches += 1
+        if shards is not None:
+            batches = shards.count(batches)
         if batches == 0:
             raise errors.ValueError(f"{what}: the reader yields no batch")
 
-        def epoch_batches(epoch):
+        def read():
             for i, batch in enumerate(reader()):
                 yield feeder.arrays(batch, i)
-        step = _TrainStep(self, feeder, handler)
+
+        def epoch_batches(epoch):
+            return read() if shards is None else shards.batches(read)
+        step = _TrainStep(self, feeder, handler, shards)
         bridge = _EventBridge(handler, step, self._optimizer)
         callbacks = CallbackList([bridge], self._network, {"epochs": num_passes,
                                                            "steps": batches})
@@ -191,8 +207,9 @@ class _TrainStep:
     """One batch: forward over the costs' subgraph, backward from the summed cost,
     EndForwardBackward, then the v2 optimiser's update of each parameter."""
 
-    def __init__(self, trainer, feeder, handler):
+    def __init__(self, trainer, feeder, handler, shards=None):
         self.trainer, self.feeder, self.handler = trainer, feeder, handler
+        self.shards = shards
         evaluators = _evaluators(trainer._network)
         self.batch_evals, self.pass_evals = _fresh(evaluators), _fresh(evaluators)
         self.pass_id, self.batch_id = 0, 0
@@ -202,26 +219,46 @@ class _TrainStep:
     def __call__(self, arrays):
         t = self.trainer
         net, opt = t._network, t._optimizer
-        first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
-        n = len(first[1] if isinstance(first, tuple) else first)
+        shards = self.shards
+        if shards is None:
+            first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
+            n = len(first[1] if isinstance(first, tuple) else first)
+        else:
+            arrays, n = shards.mine(arrays)  # None: this rank's slice is empty
         start = getattr(opt, "start_batch", None)
         if start is not None:
             start(n)
-        runner = net._graph_runner()
-        if runner is None:
-            values, total, reported, last = _forward(net, t._costs, self.feeder.values(arrays))
+        for e in self.batch_evals:
+            e.reset()
+        # data-parallel steps run eagerly: their gradients go through MPI on the host
+        runner = net._graph_runner() if shards is None else None
+        if shards is not None:
+            total, value = None, 0.0
+            if arrays is not None:
+                _, total, reported, _ = _forward(net, t._costs, self.feeder.values(arrays))
+                value = float(reported.item())
+                for e in self.batch_evals:
+                    e.update(net.last_values)
+            value = shards.total(value)
+            shards.merge(self.batch_evals)
+            update = lambda run: self._update(total, shards=shards) if run else None  # noqa: E731
+        elif runner is None:
+            _, total, reported, _ = _forward(net, t._costs, self.feeder.values(arrays))
+            value = float(reported.item())
             update = lambda run: self._update(total) if run else None  # noqa: E731
         else:
-            (values, total, reported, last), update = runner.run(
+            (_, total, reported, last), update = runner.run(
                 "v2 train", lambda feeds: _forward(net, t._costs, feeds),
                 (self.feeder.values(arrays),),
                 second=lambda outputs: self._update(outputs[1], fire=False))
             net.__dict__["last_values"] = last  # this signature's tensors, now filled
-        value = self.last_cost = float(reported.item())
+            value = float(reported.item())
+        if shards is None:
+            for e in self.batch_evals:
+                e.update(net.last_values)
+        self.last_cost = value
         self.skipped = not math.isfinite(value)
         for e, whole in zip(self.batch_evals, self.pass_evals):
-            e.reset()
-            e.update(net.last_values)
             whole.absorb(e)
         if runner is not None and not self.skipped:
             self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
@@ -236,11 +273,12 @@ class _TrainStep:
         return logs
 
 
-    def _update(self, total, fire=True):
-        """Backward from the summed cost and the optimiser's update of each parameter (with
-        v2's EndForwardBackward event between them when fire)."""
+    def _update(self, total, fire=True, shards=None):
+        """Backward from the summed cost (summed over the ranks when shards) and the
+        optimiser's update of each parameter (with v2's EndForwardBackward event between them
+        when fire)."""
         net, opt = self.trainer._network, self.trainer._optimizer
-        pairs = list(backward(total))
+        pairs = list(backward(total)) if shards is None else shards.gradients(total)
         if fire:
             self.handler(v2_event.EndForwardBackward(self.pass_id, self.batch_id, net))
         for p, g in pairs:
