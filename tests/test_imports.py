@@ -21,7 +21,7 @@ PACKAGE = os.path.dirname(os.path.abspath(hl.__file__))
 # namespace alone (hl/__init__.py: it assembles the public API from everything beneath it).
 # The most specific entry wins (hl.checkpoint.pickling sits above hl.checkpoint).
 LAYERS = [
-    ("foundations", ["hl.errors", "hl.dtypes", "hl._grad_state", "hl._build"]),
+    ("foundations", ["hl.errors", "hl.dtypes", "hl._grad_state", "hl._build", "hl._cuda_libs"]),
     ("the cffi binding of libcore", ["hl._core"]),
     ("devices", ["hl.devices"]),
     ("tensors", ["hl._tensor"]),

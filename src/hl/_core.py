@@ -50,8 +50,10 @@ lib.hl_set_num_threads(_default_threads())
 
 def _load_cuda():
     from . import _cuda_libs
-    return _cuda_libs.load(lib, lambda why: lib.hl_backend_set_unavailable_reason(
-        1, why.encode()))
+    return _cuda_libs.load(
+        lambda path: lib.hl_backend_load(path.encode()),
+        lambda: ffi.string(lib.hl_backend_unavailable_reason(1)).decode("utf-8", "replace"),
+        lambda why: lib.hl_backend_set_unavailable_reason(1, why.encode()))
 
 
 _cuda_unavailable = _load_cuda()  # None, or why hl has no CUDA device

@@ -57,8 +57,10 @@ def library_path():
         _HERE, "libhlcuda_emu.so" if emulated() else "libhlcuda.so")
 
 
-def load(lib, set_reason):
-    """Loads the backend into libcore (lib: the cffi library). Returns None, or why not."""
+def load(backend_load, unavailable_reason, set_reason):
+    """Loads the backend into libcore through the binding's calls (hl._core passes them, so
+    only it touches cffi): backend_load(path) -> status, unavailable_reason() -> libcore's
+    reason, set_reason(why). Returns None, or why not."""
     if os.environ.get("HL_CUDA") == "0" and not emulated():
         why = "HL_CUDA=0 switches the CUDA backend off"
         set_reason(why)
@@ -74,10 +76,9 @@ def load(lib, set_reason):
         set_reason(why)
         return why
     missing = [] if emulated() else _preload_runtime()
-    if lib.hl_backend_load(path.encode()) == 0:
+    if backend_load(path) == 0:
         return None
-    from ._hl_core import ffi
-    why = ffi.string(lib.hl_backend_unavailable_reason(1)).decode("utf-8", "replace")
+    why = unavailable_reason()
     if missing:
         why += (f" (the CUDA runtime libraries {', '.join(missing)} are missing: "
                 f"pip install 'hl[cuda]')")
