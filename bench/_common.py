@@ -13,6 +13,14 @@ def setup(threads):
     sys.path[:0] = [os.path.join(root, "src"), root]
 
 
+def step_worker_args(lib, name, args, warmup=None):
+    """The worker command line of a training-step benchmark (train.py, graph.py): one
+    library, one model, the steps, warm-up and threads the user asked for."""
+    return (["--worker", lib, "--only", name, "--steps", args.steps,
+             "--warmup", args.warmup if warmup is None else warmup] +
+            (["--threads", args.threads] if args.threads else []))
+
+
 def run_worker(script, args, what):
     """Runs ``script`` again as a worker process (``python script *args``), each library is
     timed in a process of its own, and returns the dict it printed after ``RESULT``. A

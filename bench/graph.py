@@ -17,7 +17,7 @@ import argparse
 import statistics
 import sys
 
-from _common import report, run_worker, setup
+from _common import report, run_worker, setup, step_worker_args
 from train import MODELS, hl_model, measure, torch_step_fn
 
 LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
@@ -83,9 +83,7 @@ def run(args):
         res = {lib: {"times": [], "mem": []} for lib in libs}
         for _ in range(2):
             for lib in libs:
-                r = run_worker(__file__, ["--worker", lib, "--only", name, "--steps",
-                                          args.steps, "--warmup", args.warmup] +
-                               (["--threads", args.threads] if args.threads else []),
+                r = run_worker(__file__, step_worker_args(lib, name, args),
                                f"{name}, {lib}") if lib != "torch-compile" else \
                     _optional(name, lib, args)
                 if r is None:
@@ -108,9 +106,7 @@ def _optional(name, lib, args):
     """torch.compile may not work on a machine (no C++ compiler, an unsupported op): then
     its column says so and the rest of the table stands."""
     try:
-        return run_worker(__file__, ["--worker", lib, "--only", name, "--steps", args.steps,
-                                     "--warmup", max(args.warmup, 3)] +
-                          (["--threads", args.threads] if args.threads else []),
+        return run_worker(__file__, step_worker_args(lib, name, args, max(args.warmup, 3)),
                           f"{name}, {lib}")
     except SystemExit as e:
         print(f"  ({lib} failed on {name}: {str(e).splitlines()[-1][:120]})")

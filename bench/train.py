@@ -19,7 +19,7 @@ import argparse
 import statistics
 import sys
 
-from _common import report, run_worker, setup, time_steps
+from _common import report, run_worker, setup, step_worker_args, time_steps
 
 MODELS = {  # name: (batch, input shape, description)
     "cnn": (64, (1, 28, 28), "MNIST CNN, batch 64"),
@@ -212,10 +212,7 @@ def run(args):
         res = {lib: {"times": [], "mem": []} for lib in libs}
         for _ in range(2):
             for lib in libs:
-                r = run_worker(__file__, ["--worker", lib, "--only", name, "--steps", args.steps,
-                                          "--warmup", args.warmup] +
-                               (["--threads", args.threads] if args.threads else []),
-                               f"{name}, {lib}")
+                r = run_worker(__file__, step_worker_args(lib, name, args), f"{name}, {lib}")
                 res[lib]["times"] += r["times"]
                 res[lib]["mem"].append(r["mem_mib"])
         batch = MODELS[name][0]

@@ -9,21 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "hl_core.h"
-
-static int checks, failures;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        checks++;                                                                         \
-        if (!(cond)) {                                                                    \
-            failures++;                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__,       \
-                    __LINE__, #cond, hl_last_error());                                    \
-        }                                                                                 \
-    } while (0)
-
-static const hl_device CPU = {HL_DEVICE_CPU, 0};
+#include "check.h"
 
 static hl_tensor *filled(int64_t n, float start, float step) {
     hl_tensor *t = NULL;
