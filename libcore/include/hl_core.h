@@ -389,6 +389,45 @@ hl_status hl_random_normal(hl_tensor *dst, uint64_t seed, uint64_t offset, doubl
                            double std);
 hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, double p);
 
+/* ---- optimiser updates ------------------------------------------------------------------ */
+/* One optimiser step of one parameter in one pass over its elements (hl.opt's and hl.v2's
+   rules): param and the state tensors are read and written in place, grad is read. Every
+   tensor has param's shape and dtype (float32 or float64); param and states are contiguous and
+   do not overlap each other or grad (grad may be any view). The n_scalars per-step values
+   (learning rates, bias corrections) are either scalars, 0-d tensors of param's dtype and
+   device read when the call runs (so a replayed plan uses each step's values), or, when
+   scalars is NULL, the numbers in values. hyper are the rule's constants. Each element is computed with the same float operations, in the same
+   order and in param's dtype, as the rule's sequence of element-wise ops (hl/opt/rules.py),
+   so the result is bitwise that sequence's. d below is grad, plus weight_decay * param when
+   weight_decay != 0 (L2).
+   HL_OPTIM_SGD: states {} or {buf}; scalars {neg_lr}; hyper {weight_decay, momentum,
+     1 - dampening}. With buf: buf = d (HL_OPTIM_INIT) or momentum * buf + (1 - dampening) * d;
+     the direction is d + momentum * buf (HL_OPTIM_NESTEROV) or buf. param += neg_lr * dir.
+   HL_OPTIM_ADAM: states {m, v} or {m, v, vmax} (amsgrad); scalars {neg_step_size,
+     bias_correction2_sqrt} and, with HL_OPTIM_DECOUPLED, {decay_factor}; hyper
+     {weight_decay, 1 - beta1, beta2, 1 - beta2, eps}. Decoupled: param *= decay_factor and d
+     is grad. m += (1 - beta1) * (d - m); v = beta2 * v + (1 - beta2) * d * d; vmax =
+     max(vmax, v); param += neg_step_size * m / (sqrt(v or vmax) / bias_correction2_sqrt + eps).
+   HL_OPTIM_RMSPROP: states {square_avg}, then grad_avg (HL_OPTIM_CENTERED), then buf
+     (HL_OPTIM_MOMENTUM); scalars {neg_lr}; hyper {weight_decay, alpha, 1 - alpha, eps,
+     momentum}. s = alpha * s + (1 - alpha) * d * d; centered: a += (1 - alpha) * (d - a),
+     r = d / (sqrt(s - a * a) + eps), else r = d / (sqrt(s) + eps); momentum: buf =
+     momentum * buf + r, param += neg_lr * buf, else param += neg_lr * r.
+   HL_OPTIM_ADAGRAD: states {sum}; scalars {neg_lr}; hyper {weight_decay, eps}.
+     sum += d * d; param += neg_lr * d / (sqrt(sum) + eps). */
+enum { HL_OPTIM_SGD = 0, HL_OPTIM_ADAM = 1, HL_OPTIM_RMSPROP = 2, HL_OPTIM_ADAGRAD = 3 };
+enum {
+    HL_OPTIM_NESTEROV = 1,   /* SGD */
+    HL_OPTIM_INIT = 2,       /* SGD: the momentum buffer's first update sets it to d */
+    HL_OPTIM_DECOUPLED = 4,  /* Adam: decoupled weight decay (AdamW) */
+    HL_OPTIM_CENTERED = 8,   /* RMSProp */
+    HL_OPTIM_MOMENTUM = 16   /* RMSProp */
+};
+hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor *grad,
+                          hl_tensor *const *states, int n_states,
+                          const hl_tensor *const *scalars, const double *values, int n_scalars,
+                          const double *hyper, int n_hyper);
+
 /* ---- plans (graph mode) ---------------------------------------------------------------------- */
 /* Between hl_plan_begin() and hl_plan_end() on a thread, op entry points check their
    arguments, allocate their outputs and append a record to the plan instead of running.

@@ -194,6 +194,10 @@ void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
    request is counted toward the call's scratch. plan/scratch.c. */
 void *hl_plan_scratch(size_t nbytes);
 
+/* hl_optim_update's record keeps its per-step values from f[HL_OPTIM_VALUES] on, after the
+   rule's constants (api/optim.c). */
+enum { HL_OPTIM_VALUES = 5 };
+
 /* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
 
 enum { HL_FUSED_MAX_STEPS = 16, HL_FUSED_MAX_OPERANDS = 16, HL_FUSED_MAX_SCRATCH = 8 };

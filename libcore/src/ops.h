@@ -157,7 +157,8 @@
     X(RESIZE_GRAD, resize_grad, resize_grad) \
     X(RANDOM_UNIFORM, random_uniform, random) \
     X(RANDOM_NORMAL, random_normal, random) \
-    X(RANDOM_BERNOULLI, random_bernoulli, random)
+    X(RANDOM_BERNOULLI, random_bernoulli, random) \
+    X(OPTIM_UPDATE, optim_update, optim_update)
 
 #define HL_OPS(X) \
     HL_UNARY_FLOAT_OPS(X) HL_UNARY_NUMERIC_OPS(X) HL_UNARY_PREDICATE_OPS(X) \
@@ -174,6 +175,6 @@ typedef enum { HL_OPS(HL_OP_ENUM_ROW) HL_OP_COUNT } hl_op;
     F(pool) F(pool_grad) F(batch_norm) F(batch_norm_grad) F(layer_norm) F(layer_norm_grad) \
     F(softmax) F(softmax_grad) F(softmax_cross_entropy) F(softmax_cross_entropy_grad) \
     F(gather) F(gather_grad) F(gather_elements) F(scatter_elements) F(one_hot) F(nonzero) \
-    F(topk) F(concat) F(pad) F(tile) F(resize) F(resize_grad) F(random)
+    F(topk) F(concat) F(pad) F(tile) F(resize) F(resize_grad) F(random) F(optim_update)
 
 #endif /* HL_OPS_H */

@@ -349,6 +349,22 @@ def call_many_out(fn_name, n, *args):
     return [_own(outs[i]) for i in range(n)]
 
 
+def computes(h, op):
+    """Whether the backend of h's device has a kernel for op (a code) in h's dtype."""
+    return bool(lib.hl_device_computes(lib.hl_tensor_device(h), op, lib.hl_tensor_dtype(h)))
+
+
+def optim_update(rule, flags, param, grad, states, scalars, values, hyper):
+    """hl_optim_update: the per-step values are the 0-d tensors scalars, or (scalars None)
+    the numbers values."""
+    n = len(scalars) if scalars is not None else len(values)
+    check(lib.hl_optim_update(
+        rule, flags, param, grad, ffi.new("hl_tensor *[]", states) if states else _NULL,
+        len(states), ffi.new("hl_tensor *[]", scalars) if scalars is not None else _NULL,
+        ffi.new("double[]", values) if scalars is None else _NULL, n,
+        ffi.new("double[]", hyper), len(hyper)))
+
+
 def tensor_array(handles):
     """A C array of tensor handles (for concat); keep the result alive during the call."""
     return ffi.new("hl_tensor *[]", list(handles))

@@ -53,6 +53,48 @@ static void scale(hl_dtype dt, int64_t M, int64_t N, double beta, mat_t C) {
 NAIVE_FLOAT(f32, float)
 NAIVE_FLOAT(f64, double)
 
+/* C = A @ B for K == 1 (an outer product: the weight gradient of a Linear layer at batch 1):
+   each element is one rounded product, which is what gemm computes for K == 1, without gemm's
+   clearing of C and packing of B. alpha == 1 and beta == 0 only. */
+#define OUTER(sfx, T)                                                                          \
+    static void outer_##sfx(int64_t M, int64_t N, mat_t A, mat_t B, mat_t C) {                 \
+        const T *a = (const T *)A.p, *b = (const T *)B.p;                                      \
+        for (int64_t i = 0; i < M; i++) {                                                      \
+            T ai = a[i * A.s0], *c = (T *)C.p + i * C.s0;                                      \
+            if (B.s1 == 1 && C.s1 == 1) for (int64_t j = 0; j < N; j++) c[j] = ai * b[j];      \
+            else for (int64_t j = 0; j < N; j++) c[j * C.s1] = ai * b[j * B.s1];               \
+        }                                                                                      \
+    }
+OUTER(f32, float)
+OUTER(f64, double)
+
+/* C (one row) = alpha * a @ B + beta * C as a matrix-vector product: at M == 1 (a Linear
+   layer at batch 1) gemm would copy all of B into its packed layout for one use. */
+static bool gemv_row(hl_dtype dt, int64_t N, int64_t K, double alpha, mat_t A, mat_t B,
+                     double beta, mat_t C) {
+    bool tb;
+    int64_t ldb;
+    if (!hl_blas_layout(K, N, B.s0, B.s1, &tb, &ldb) || A.s1 < 1 || A.s1 > INT_MAX ||
+        C.s1 < 1 || C.s1 > INT_MAX)
+        return false;
+    if (beta == 0) {  /* BLAS may scale C by 0 (NaN stays NaN): clear it */
+        if (C.s1 == 1) memset(C.p, 0, (size_t)N * hl_dtype_size(dt));
+        else scale(dt, 1, N, 0, C);
+    }
+    /* y = B^T a: B row-major K x N is "Trans" of a K x N matrix; a transposed B (N x K
+       row-major with leading dimension ldb) is "NoTrans" of N x K */
+    enum CBLAS_TRANSPOSE op = tb ? CblasNoTrans : CblasTrans;
+    int rows = (int)(tb ? N : K), cols = (int)(tb ? K : N);
+    if (dt == HL_F32)
+        scipy_cblas_sgemv(CblasRowMajor, op, rows, cols, (float)alpha, (const float *)B.p,
+                          (int)ldb, (const float *)A.p, (int)A.s1, (float)beta, (float *)C.p,
+                          (int)C.s1);
+    else
+        scipy_cblas_dgemv(CblasRowMajor, op, rows, cols, alpha, (const double *)B.p, (int)ldb,
+                          (const double *)A.p, (int)A.s1, beta, (double *)C.p, (int)C.s1);
+    return true;
+}
+
 /* C = alpha * A @ B + beta * C for one float matrix, through BLAS when the layouts allow. */
 static void gemm_float(hl_dtype dt, int64_t M, int64_t N, int64_t K, double alpha, mat_t A,
                        mat_t B, double beta, mat_t C) {
@@ -61,6 +103,12 @@ static void gemm_float(hl_dtype dt, int64_t M, int64_t N, int64_t K, double alph
         scale(dt, M, N, beta, C);
         return;
     }
+    if (K == 1 && alpha == 1 && beta == 0) {
+        if (dt == HL_F32) outer_f32(M, N, A, B, C);
+        else outer_f64(M, N, A, B, C);
+        return;
+    }
+    if (M == 1 && gemv_row(dt, N, K, alpha, A, B, beta, C)) return;
     bool ta, tb, tc;
     int64_t lda, ldb, ldc;
     if (hl_blas_layout(M, K, A.s0, A.s1, &ta, &lda) && hl_blas_layout(K, N, B.s0, B.s1, &tb, &ldb) &&

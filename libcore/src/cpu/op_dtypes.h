@@ -53,6 +53,7 @@ enum {
 #define DTYPES_resize CPU_COPY  /* nearest moves any dtype; linear: see api/resize.c */
 #define DTYPES_resize_grad F32_F64
 #define DTYPES_random F32_F64
+#define DTYPES_optim_update F32_F64
 
 #define HL_CPU_DTYPES_ROW(NAME, name, family, ...) [HL_OP_##NAME] = DTYPES_##family,
 /* Ops whose dtypes differ from their family's (later designators override earlier ones):

@@ -8,11 +8,11 @@ hands on the few defined here that have nothing to differentiate: the constructo
 one_hot, nonzero, setitem, manual_seed). Each name below comes from the ``__all__`` of
 exactly one family module; a name offered twice is an import error.
 """
-from . import (_util, conv, creation, elementwise, index, linalg, normalization, pool, random,
-               reduce, resize, shape, softmax)
+from . import (_util, conv, creation, elementwise, index, linalg, normalization, optim, pool,
+               random, reduce, resize, shape, softmax)
 
 FAMILIES = (creation, elementwise, shape, random, reduce, linalg, conv, pool, normalization,
-            softmax, index, resize)
+            softmax, index, resize, optim)
 
 
 _NAMES = _util.one_definition_each("hl.ops", FAMILIES)

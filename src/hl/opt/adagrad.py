@@ -6,7 +6,6 @@ Per update (t counts the parameter's updates from 1; g = grad + weight_decay * p
     param -= clr * g / (sqrt(s) + eps)
 """
 from .. import ops
-from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative, check_positive
 from .optimizer import Optimizer
@@ -37,11 +36,7 @@ class AdaGrad(Optimizer):
         if s is None:
             s = self._new_slot(slots, "sum",
                                lambda: ops.full_like(param, self.initial_accumulator_value))
-        grad = rules.with_l2(grad, param, self.weight_decay)
-        tmp = rules.accumulate_square(s, grad)
-        denom = rules.rms(s, self.eps, out=tmp)
-        F.true_divide(grad, denom, out=denom)
-        rules.descend(param, denom, values["neg_clr"], out=denom)
+        rules.adagrad(param, grad, s, values["neg_clr"], self.eps, self.weight_decay)
 
 
 Adagrad = AdaGrad  # PyTorch's spelling

@@ -11,7 +11,6 @@ Adam's weight_decay is L2 (g = g + wd * param first); AdamW's is decoupled
 import math
 
 from .. import ops
-from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
@@ -49,19 +48,11 @@ class Adam(Optimizer):
         zeros = lambda: ops.zeros_like(param)  # noqa: E731
         m = self._slot(slots, "exp_avg", zeros)
         v = self._slot(slots, "exp_avg_sq", zeros)
-        if self.weight_decay and self.decoupled:
-            F.mul(param, values["decay_factor"], out=param)
-        elif self.weight_decay:
-            grad = rules.with_l2(grad, param, self.weight_decay)
-        tmp = rules.lerp(m, grad, 1.0 - self.beta_1)
-        rules.ema_square(v, grad, self.beta_2, scratch=tmp)
-        if self.amsgrad:  # (created here also when amsgrad is switched on after a checkpoint)
-            vmax = self._slot(slots, "max_exp_avg_sq", zeros)
-            F.maximum(vmax, v, out=vmax)
-            v = vmax
-        denom = rules.rms(v, self.eps, out=tmp, correction=values["bias_correction2_sqrt"])
-        F.true_divide(m, denom, out=denom)
-        rules.descend(param, denom, values["neg_step_size"], out=denom)
+        # (created here also when amsgrad is switched on after a checkpoint)
+        vmax = self._slot(slots, "max_exp_avg_sq", zeros) if self.amsgrad else None
+        rules.adam(param, grad, m, v, vmax, values["neg_step_size"],
+                   values["bias_correction2_sqrt"], self.beta_1, self.beta_2, self.eps,
+                   self.weight_decay, values.get("decay_factor"))
 
 
 class AdamW(Adam):

@@ -7,7 +7,6 @@ Per update (g = grad + weight_decay * param):
     otherwise:    param -= lr * g / avg
 """
 from .. import ops
-from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative, check_positive, check_unit_interval
 from .optimizer import Optimizer
@@ -36,21 +35,11 @@ class RMSProp(Optimizer):
 
     def _update(self, param, grad, slots, values):
         zeros = lambda: ops.zeros_like(param)  # noqa: E731
-        grad = rules.with_l2(grad, param, self.weight_decay)
         sq = self._slot(slots, "square_avg", zeros)
-        tmp = rules.ema_square(sq, grad, self.alpha)
-        if self.centered:
-            ga = self._slot(slots, "grad_avg", zeros)
-            rules.lerp(ga, grad, 1.0 - self.alpha, scratch=tmp)
-            F.mul(ga, ga, out=tmp)
-            avg = rules.rms(F.sub(sq, tmp, out=tmp), self.eps, out=tmp)
-        else:
-            avg = rules.rms(sq, self.eps, out=tmp)
-        F.true_divide(grad, avg, out=avg)  # g / avg
-        if self.momentum > 0:
-            avg = rules.heavy_ball(self._slot(slots, "momentum_buffer", zeros), avg,
-                                   self.momentum)
-        rules.descend(param, avg, values["neg_lr"], out=tmp)
+        ga = self._slot(slots, "grad_avg", zeros) if self.centered else None
+        buf = self._slot(slots, "momentum_buffer", zeros) if self.momentum > 0 else None
+        rules.rmsprop(param, grad, sq, ga, buf, values["neg_lr"], self.alpha, self.eps,
+                      self.weight_decay, self.momentum)
 
 
 RMSprop = RMSProp  # PyTorch's spelling

@@ -1,7 +1,6 @@
 """Stochastic gradient descent with momentum, Nesterov momentum, dampening and L2 weight
 decay: torch.optim.SGD's update, step for step."""
 from .. import errors, ops
-from ..autograd import functional as F
 from . import rules
 from ._checks import check_nonnegative
 from .optimizer import Optimizer
@@ -31,14 +30,11 @@ class SGD(Optimizer):
                                     f"0, got momentum={momentum!r}, dampening={dampening!r}")
 
     def _update(self, param, grad, slots, values):
-        d = rules.with_l2(grad, param, self.weight_decay)
+        buf, first = None, False
         if self.momentum:
             buf = slots.get("momentum_buffer")
-            if buf is None:  # a copy: grad may be a broadcast view shared with others
+            if buf is None:  # set to d by its first update
                 buf = self._new_slot(slots, "momentum_buffer", lambda: ops.empty_like(param))
-                buf.copy_(d)
-            else:
-                step = d if self.dampening == 0 else F.mul(d, 1.0 - self.dampening)
-                rules.heavy_ball(buf, step, self.momentum)
-            d = F.add(d, F.mul(buf, self.momentum)) if self.nesterov else buf
-        rules.descend(param, d, values["neg_lr"])
+                first = True
+        rules.sgd(param, grad, buf, values["neg_lr"], self.weight_decay, self.momentum,
+                  self.dampening, self.nesterov, first)

@@ -1,0 +1,152 @@
+/*
+ * cpu/optim.c - the optimiser updates of hl_optim_update (api/optim.c; the rules are in
+ * hl_core.h), one pass over the elements reading param, grad and the states once.
+ *
+ * Each element goes through the same float operations, in the same order and in the
+ * parameter's dtype, as the rule's sequence of element-wise ops in hl/opt/rules.py (constants
+ * are rounded to the dtype first, as a Python scalar operand is), so the fused update is
+ * bitwise that sequence: eager steps, replayed plans and the composed fallback on other
+ * backends agree exactly. Contracting a * b + c into one fused multiply-add would round
+ * once instead of twice and break that, so contraction is off in this file.
+ */
+#include <math.h>
+
+#include "../core.h"
+#include "parallel.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+/* Below this many elements one thread does the pass: a parallel region costs a few
+   microseconds of fork and join, more than it saves on a small tensor. */
+enum { PARALLEL_MIN = 1 << 15 };
+
+/* The loop over [0, n), split across threads when n is large. */
+#define FOR_EACH(n, body)                                                         \
+    do {                                                                          \
+        if ((n) >= PARALLEL_MIN && hl_max_threads() > 1) {                        \
+            _Pragma("omp parallel for schedule(static)")                          \
+            for (int64_t i = 0; i < (n); i++) { body; }                           \
+        } else {                                                                  \
+            for (int64_t i = 0; i < (n); i++) { body; }                           \
+        }                                                                         \
+    } while (0)
+
+/* Per-step value k: from its 0-d tensor (a recorded call) or the record's numbers (eager). */
+#define STEP_VALUE(T, c, k) \
+    ((c)->i[4] ? *(const T *)hl_ptr((c)->in[1 + (k)]) : (T)(c)->f[HL_OPTIM_VALUES + (k)])
+
+/* d = grad (+ wd * param, when wd != 0): with_l2 in rules.py */
+#define DECAYED(T, g, p, wd, i) ((wd) != 0 ? (g)[i] + (p)[i] * (wd) : (g)[i])
+
+#define DEFINE_RULES(T, SQRT, SUFFIX)                                                       \
+static void sgd_##SUFFIX(const hl_call *c, int64_t n) {                                    \
+    T *p = (T *)hl_ptr(c->out[0]);                                                          \
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_lr = STEP_VALUE(T, c, 0);                                          \
+    const T wd = (T)c->f[0], mom = (T)c->f[1], keep = (T)c->f[2];                           \
+    int flags = (int)c->i[1];                                                               \
+    if (c->i[2] == 0) {                                                                     \
+        FOR_EACH(n, T d = DECAYED(T, g, p, wd, i); p[i] = p[i] + d * neg_lr);               \
+        return;                                                                             \
+    }                                                                                       \
+    T *b = (T *)hl_ptr(c->out[1]);                                                          \
+    bool init = flags & HL_OPTIM_INIT, nesterov = flags & HL_OPTIM_NESTEROV;                \
+    FOR_EACH(n,                                                                             \
+        T d = DECAYED(T, g, p, wd, i);                                                      \
+        T buf;                                                                              \
+        if (init) buf = d;                                                                  \
+        else buf = b[i] * mom + (keep != 1 ? d * keep : d);                                 \
+        b[i] = buf;                                                                         \
+        T dir = nesterov ? d + buf * mom : buf;                                             \
+        p[i] = p[i] + dir * neg_lr);                                                        \
+}                                                                                           \
+                                                                                            \
+static void adam_##SUFFIX(const hl_call *c, int64_t n) {                                   \
+    T *p = (T *)hl_ptr(c->out[0]), *m = (T *)hl_ptr(c->out[1]), *v = (T *)hl_ptr(c->out[2]);\
+    T *vmax = c->i[2] > 2 ? (T *)hl_ptr(c->out[3]) : NULL;                                  \
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_step = STEP_VALUE(T, c, 0);                                        \
+    const T bc2 = STEP_VALUE(T, c, 1);                                             \
+    bool decoupled = c->i[1] & HL_OPTIM_DECOUPLED;                                          \
+    const T decay = decoupled ? STEP_VALUE(T, c, 2) : 1;                           \
+    const T wd = decoupled ? 0 : (T)c->f[0], w1 = (T)c->f[1], b2 = (T)c->f[2];              \
+    const T w2 = (T)c->f[3], eps = (T)c->f[4];                                              \
+    FOR_EACH(n,                                                                             \
+        T pi = decoupled ? p[i] * decay : p[i];                                             \
+        T d = wd != 0 ? g[i] + pi * wd : g[i];                                              \
+        T mi = m[i] + (d - m[i]) * w1;                                                      \
+        T vi = v[i] * b2 + (d * d) * w2;                                                    \
+        m[i] = mi;                                                                          \
+        v[i] = vi;                                                                          \
+        if (vmax) {                                                                         \
+            T a = vmax[i];                                                                  \
+            vi = (a > vi || a != a) ? a : vi; /* maximum(vmax, v), NaN kept */              \
+            vmax[i] = vi;                                                                   \
+        }                                                                                   \
+        T denom = SQRT(vi) / bc2 + eps;                                                     \
+        p[i] = pi + (mi / denom) * neg_step);                                               \
+}                                                                                           \
+                                                                                            \
+static void rmsprop_##SUFFIX(const hl_call *c, int64_t n) {                                \
+    int flags = (int)c->i[1], k = 1;                                                        \
+    T *p = (T *)hl_ptr(c->out[0]), *s = (T *)hl_ptr(c->out[k++]);                           \
+    T *ga = flags & HL_OPTIM_CENTERED ? (T *)hl_ptr(c->out[k++]) : NULL;                    \
+    T *b = flags & HL_OPTIM_MOMENTUM ? (T *)hl_ptr(c->out[k++]) : NULL;                     \
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_lr = STEP_VALUE(T, c, 0);                                          \
+    const T wd = (T)c->f[0], alpha = (T)c->f[1], w = (T)c->f[2], eps = (T)c->f[3];          \
+    const T mom = (T)c->f[4];                                                               \
+    FOR_EACH(n,                                                                             \
+        T d = DECAYED(T, g, p, wd, i);                                                      \
+        T si = s[i] * alpha + (d * d) * w;                                                  \
+        s[i] = si;                                                                          \
+        T avg;                                                                              \
+        if (ga) {                                                                           \
+            T a = ga[i] + (d - ga[i]) * w;                                                  \
+            ga[i] = a;                                                                      \
+            avg = SQRT(si - a * a) + eps;                                                   \
+        } else {                                                                            \
+            avg = SQRT(si) + eps;                                                           \
+        }                                                                                   \
+        T dir = d / avg;                                                                    \
+        if (b) {                                                                            \
+            dir = b[i] * mom + dir;                                                         \
+            b[i] = dir;                                                                     \
+        }                                                                                   \
+        p[i] = p[i] + dir * neg_lr);                                                        \
+}                                                                                           \
+                                                                                            \
+static void adagrad_##SUFFIX(const hl_call *c, int64_t n) {                                \
+    T *p = (T *)hl_ptr(c->out[0]), *s = (T *)hl_ptr(c->out[1]);                             \
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_lr = STEP_VALUE(T, c, 0);                                          \
+    const T wd = (T)c->f[0], eps = (T)c->f[1];                                              \
+    FOR_EACH(n,                                                                             \
+        T d = DECAYED(T, g, p, wd, i);                                                      \
+        T si = s[i] + d * d;                                                                \
+        s[i] = si;                                                                          \
+        p[i] = p[i] + (d / (SQRT(si) + eps)) * neg_lr);                                     \
+}                                                                                           \
+                                                                                            \
+static void update_##SUFFIX(const hl_call *c, int64_t n) {                                 \
+    switch (c->i[0]) {                                                                      \
+    case HL_OPTIM_SGD: sgd_##SUFFIX(c, n); break;                                           \
+    case HL_OPTIM_ADAM: adam_##SUFFIX(c, n); break;                                         \
+    case HL_OPTIM_RMSPROP: rmsprop_##SUFFIX(c, n); break;                                   \
+    default: adagrad_##SUFFIX(c, n); break;                                                 \
+    }                                                                                       \
+}
+
+DEFINE_RULES(float, sqrtf, f32)
+DEFINE_RULES(double, sqrt, f64)
+
+hl_status hl_cpu_optim_update(const hl_call *c) {
+    int64_t n = hl_tensor_numel(c->out[0]);
+    if (c->out[0]->dtype == HL_F32) update_f32(c, n);
+    else update_f64(c, n);
+    return HL_OK;
+}

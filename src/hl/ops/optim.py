@@ -1,0 +1,34 @@
+"""The optimiser update kernel: one step of one parameter's update rule in one pass
+(libcore's hl_optim_update; hl/opt/rules.py says which rule each optimiser runs and keeps the
+element-wise sequence every rule equals, bit for bit)."""
+from .. import _core
+from .._tensor import Tensor
+
+__all__ = ["optim_update", "optim_update_available"]
+
+# The rules and flags of hl_optim_update (libcore/include/hl_core.h).
+RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3}
+FLAGS = {"nesterov": 1, "init": 2, "decoupled": 4, "centered": 8, "momentum": 16}
+
+_OP = _core.op_code("optim_update")
+
+
+def optim_update_available(param):
+    """Whether param's device has the kernel for param's dtype and param can be updated in
+    place by it (contiguous); elsewhere the rule runs as its element-wise sequence."""
+    return _core.computes(param._h, _OP) and param.is_contiguous()
+
+
+def optim_update(rule, param, grad, states, step_values, hyper, flags=()):
+    """Updates param and the state tensors in place. ``step_values``: the per-step values,
+    all Python floats (an eager step) or all 0-d tensors of param's dtype (read when a
+    recorded plan replays); ``hyper``: the rule's constants (floats); ``flags``: names from
+    FLAGS."""
+    bits = 0
+    for f in flags:
+        bits |= FLAGS[f]
+    tensors = isinstance(step_values[0], Tensor) if step_values else False
+    _core.optim_update(RULES[rule], bits, param._h, grad._h, [s._h for s in states],
+                       [v._h for v in step_values] if tensors else None,
+                       None if tensors else [float(v) for v in step_values],
+                       [float(h) for h in hyper])
