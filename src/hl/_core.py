@@ -248,6 +248,24 @@ def write(h, arr):
         check(lib.hl_tensor_write(h, ffi.from_buffer(arr), arr.nbytes))
 
 
+def scalar_writer(h, np_dtype):
+    """A function writing one number into the 0-d tensor h (any device), rounded to np_dtype
+    as numpy rounds: graph mode's per-step values are set this way before every replay, so it
+    keeps its buffer and C pointer rather than building an array per call."""
+    buf = np.zeros((), dtype=np_dtype)
+    cbuf, nbytes, write_ = ffi.from_buffer(buf), buf.nbytes, lib.hl_tensor_write
+    limit = float(np.finfo(np_dtype).max) if np_dtype.kind == "f" else 0.0
+
+    def set_value(value):
+        if -limit <= value <= limit:
+            buf[()] = value
+        else:  # overflow to inf, nan, or an integer dtype: numpy's cast, without its warnings
+            with np.errstate(over="ignore", invalid="ignore"):
+                buf[()] = np.array(value, dtype=np.float64).astype(np_dtype)
+        check(write_(h, cbuf, nbytes))
+    return set_value
+
+
 def from_numpy(arr, dtype_code, kind=0, index=0):
     """A new tensor holding a copy of arr (already of the matching numpy dtype)."""
     # not np.ascontiguousarray: it turns a 0-d array into a 1-d one

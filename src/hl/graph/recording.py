@@ -86,10 +86,11 @@ class StepValues:
     holding value, of like's dtype and device. ``set(name, value)`` writes a later step's value.
     """
 
-    __slots__ = ("_tensors",)
+    __slots__ = ("_tensors", "_writers")
 
     def __init__(self):
         self._tensors = {}
+        self._writers = {}  # name -> its tensor's _core.scalar_writer (set runs every replay)
 
     def get(self, name, value, like):
         if not _core.recording():
@@ -98,16 +99,16 @@ class StepValues:
         if t is None or t.dtype is not like.dtype or t.device != like.device:
             from .._tensor import tensor
             t = self._tensors[name] = tensor(np.array(value, like.dtype.np), device=like.device)
+            self._writers[name] = _core.scalar_writer(t._h, np.dtype(t.dtype.np))
         self.set(name, value)
         return t
 
     def set(self, name, value):
-        t = self._tensors[name]
-        with np.errstate(over="ignore", invalid="ignore"):
-            _core.write(t._h, np.array(value, dtype=np.float64).astype(t.dtype.np))
+        self._writers[name](value)
 
     def __getstate__(self):  # derived values: never saved
         return {}
 
     def __setstate__(self, state):
         self._tensors = {}
+        self._writers = {}

@@ -1,0 +1,121 @@
+"""The one-pass optimiser kernel (hl.ops.optim_update, libcore's hl_optim_update) against the
+element-wise sequence of each rule in hl/opt/rules.py, which it must equal bit for bit: the
+kernel performs each element's float operations in the sequence's order and dtype. Every
+configuration of tests/opt/common.py (each optimiser and option: momentum, dampening,
+Nesterov, L2 and decoupled decay, AMSGrad, centered, lr decay), float32 and float64, small
+tensors and one large enough for the kernel's threaded loop, gradients holding zeros, huge
+and tiny values. torch.optim agreement of the same optimisers is tests/opt/test_against_torch.py.
+"""
+import numpy as np
+import pytest
+
+import hl
+from hl import errors
+
+from .common import CONFIG_IDS, CONFIGS
+
+STEPS = 4
+# one small shape, a 0-d one, and one over the kernel's threading threshold (2**15 elements)
+SHAPES = [(3, 5), (), (200, 170)]
+
+
+def _grads(rng, dtype):
+    out = []
+    for _ in range(STEPS):
+        step = []
+        for s in SHAPES:
+            g = rng.standard_normal(s)
+            if g.ndim:
+                flat = g.reshape(-1)
+                flat[::7] = 0.0          # zero gradients (AdaGrad's sqrt(0) + eps)
+                flat[1::11] *= 1e6       # huge and tiny magnitudes
+                flat[2::13] *= 1e-20
+            step.append(g.astype(dtype))
+        out.append(step)
+    return out
+
+
+def _trajectory(hl_name, kw, values, grads, fused, monkeypatch):
+    with monkeypatch.context() as m:
+        if not fused:  # the element-wise sequence, as on a backend without the kernel
+            m.setattr(hl.ops, "optim_update_available", lambda param: False)
+        ps = [hl.Tensor(v.copy(), name=f"p{i}") for i, v in enumerate(values)]
+        opt = getattr(hl.opt, hl_name)(**kw)
+        for step in grads:
+            for p, g in zip(ps, step):
+                opt.update(p, hl.tensor(g))
+            opt.step()
+        states = {k: v.numpy().copy() for k, v in opt.get_states().items()
+                  if isinstance(v, hl.Tensor)}
+        return [p.numpy().copy() for p in ps], states
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("hl_name,torch_name,kw", CONFIGS, ids=CONFIG_IDS)
+def test_kernel_equals_the_elementwise_sequence_bitwise(rng, monkeypatch, hl_name, torch_name,
+                                                        kw, dtype):
+    values = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+    grads = _grads(rng, dtype)
+    params_k, states_k = _trajectory(hl_name, kw, values, grads, True, monkeypatch)
+    params_s, states_s = _trajectory(hl_name, kw, values, grads, False, monkeypatch)
+    for a, b, v in zip(params_k, params_s, values):
+        np.testing.assert_array_equal(a, b)  # NaN where NaN, else the same bits
+        assert a.dtype == dtype and not np.array_equal(a, v)
+    assert states_k.keys() == states_s.keys()
+    assert states_k or kw.keys() <= {"lr", "weight_decay"}  # plain SGD keeps no state
+    for k in states_k:
+        np.testing.assert_array_equal(states_k[k], states_s[k], err_msg=k)
+
+
+def test_kernel_runs_where_available_and_the_sequence_elsewhere():
+    p = hl.tensor(np.ones((4, 3), np.float32))
+    assert hl.ops.optim_update_available(p)
+    assert not hl.ops.optim_update_available(p.transpose())  # not contiguous: the sequence
+    assert not hl.ops.optim_update_available(hl.tensor(np.ones(3, np.int64)))
+    # a non-contiguous parameter still gets torch's update (through the sequence)
+    base = hl.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    view = base.transpose()
+    hl.opt.SGD(lr=0.5).update(view, hl.tensor(np.ones((4, 3), np.float32)))
+    np.testing.assert_array_equal(base.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) - 0.5)
+
+
+def _call(rule="sgd", param=None, grad=None, states=(), values=(-0.1,), hyper=(0, 0, 1),
+          flags=()):
+    param = hl.zeros((2, 3)) if param is None else param
+    grad = hl.zeros((2, 3)) if grad is None else grad
+    hl.ops.optim_update(rule, param, grad, list(states), list(values), list(hyper), flags)
+
+
+@pytest.mark.parametrize("kwargs,error,words", [
+    (dict(grad=hl.zeros((3, 2))), errors.ShapeError, ["grad", "(3, 2)", "(2, 3)"]),
+    (dict(grad=hl.zeros((2, 3), dtype="float64")), errors.DTypeError, ["grad", "float64"]),
+    (dict(param=hl.zeros((2, 3), dtype="int32"), grad=hl.zeros((2, 3), dtype="int32")),
+     errors.DTypeError, ["optim_update", "int32"]),
+    (dict(states=[hl.zeros((2, 2))], flags=("init",)), errors.ShapeError, ["a state", "(2, 2)"]),
+    (dict(states=[hl.zeros((3, 2)).transpose()], flags=("init",)), errors.ValueError,
+     ["contiguous"]),
+    (dict(flags=("nesterov",)), errors.ValueError, ["momentum buffer"]),
+    (dict(rule="adam"), errors.ValueError, ["adam", "state tensors"]),
+    (dict(hyper=(0, 0)), errors.ValueError, ["constants", "expected 3"]),
+    (dict(flags=("centered",)), errors.ValueError, ["flags"]),
+])
+def test_bad_arguments_raise_naming_what_is_wrong(kwargs, error, words):
+    with pytest.raises(error) as e:
+        _call(**kwargs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_overlapping_tensors_are_refused():
+    p = hl.zeros((2, 3))
+    with pytest.raises(errors.ValueError, match="overlap"):
+        _call(param=p, grad=p)
+    with pytest.raises(errors.ValueError, match="overlap"):
+        _call(param=p, states=[p], flags=("init",))
+
+
+def test_a_per_step_scalar_must_be_a_0d_tensor_of_the_parameters_dtype():
+    with pytest.raises(errors.ValueError, match="0-d tensor"):
+        _call(values=[hl.zeros((1,))])
+    with pytest.raises(errors.ValueError, match="0-d tensor"):
+        _call(values=[hl.tensor(np.float64(0.1))])
