@@ -268,10 +268,15 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}  # test_ran
 # Ops the CUDA backend does not implement yet, each with a call that reaches it (an op added to
 # ops.h goes here, with its call, until it has a CUDA kernel). conv_fused: the inference
 # epilogue of ONNX's Conv + Add + activation; the CUDA conv kernel does not read it yet.
+# optim_update: the one-pass optimiser update; on cuda hl.opt runs each rule as its sequence
+# of element-wise ops (tests/cuda/test_training.py trains with them there).
 NOT_ON_CUDA = {
     "conv_fused": lambda x: hl.ops.conv_fused_forward(
         hl.zeros((1, 1, 3, 3), device=x.device), hl.zeros((1, 1, 1, 1), device=x.device),
         act="relu"),
+    "optim_update": lambda x: hl.ops.optim_update(
+        "sgd", hl.zeros((2,), device=x.device), hl.zeros((2,), device=x.device), [], [-0.1],
+        [0.0, 0.0, 1.0]),
 }
 # reached only through their forward op, which fails first on cuda
 NOT_ON_CUDA_BACKWARD = set()

@@ -125,3 +125,26 @@ def test_onnx_model_runs_on_cuda():
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_every_optimiser_updates_on_cuda_as_on_the_cpu(rng):
+    """cuda has no one-pass optimiser kernel (optim_update): hl.opt runs each rule as its
+    element-wise sequence there, which the CPU's kernel equals bitwise; the CUDA element-wise
+    kernels may round sqrt and division differently in the last bit (rtol 1e-6)."""
+    from tests.opt.common import CONFIGS
+    values = [rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (5,))]
+    grads = [[rng.standard_normal(v.shape).astype(np.float32) for v in values]
+             for _ in range(4)]
+    for hl_name, _, kw in CONFIGS:
+        out = {}
+        for device in ("cpu", "cuda"):
+            ps = [hl.Tensor(v.copy(), name=f"p{i}").to(device) for i, v in enumerate(values)]
+            assert hl.ops.optim_update_available(ps[0]) == (device == "cpu")
+            opt = getattr(hl.opt, hl_name)(**kw)
+            for step in grads:
+                for p, g in zip(ps, step):
+                    opt.update(p, hl.tensor(g).to(device))
+                opt.step()
+            out[device] = [p.numpy() for p in ps]
+        for a, b in zip(out["cuda"], out["cpu"]):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=f"{hl_name} {kw}")
