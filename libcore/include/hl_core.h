@@ -478,6 +478,7 @@ typedef struct {
     int64_t planned_bytes;     /* their bytes, before sharing */
     int64_t in_place;          /* element-wise calls writing over their input */
     int64_t fused_groups, fused_calls;
+    int64_t conv_epilogues;    /* convolutions that took the ReLU after them in (conv_fused) */
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Fails with HL_ERR_UNSUPPORTED when t's values are to be computed by the plan being recorded

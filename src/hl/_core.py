@@ -499,7 +499,8 @@ def plan_size(plan):
 
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
                      "alive_peak_bytes", "scratch_bytes", "planned_tensors",
-                     "planned_bytes", "in_place", "fused_groups", "fused_calls")
+                     "planned_bytes", "in_place", "fused_groups", "fused_calls",
+                     "conv_epilogues")
 
 
 def plan_stats(plan):

@@ -9,6 +9,9 @@
  * A run stops where a call would break that equality: a call whose output has another shape
  * or dtype, or that writes memory another call of the run sees through a different view
  * (element i of one would not be element i of the other).
+ *
+ * Before that, a convolution followed by a ReLU that alone reads its output becomes one
+ * conv_fused call (fuse_conv_relu).
  */
 #include "plan.h"
 
@@ -164,7 +167,83 @@ static hl_status add_group(hl_plan *p, int64_t first, int64_t last, int64_t *cap
     return HL_OK;
 }
 
+/* ---- convolution epilogues ---- */
+
+/* Whether call c (other than calls `skip_a` and `skip_b`) views storage s. */
+static bool other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
+                            int64_t skip_b) {
+    for (int64_t j = 0; j < p->n; j++) {
+        if (j == skip_a || j == skip_b) continue;
+        const hl_call *c = &p->calls[j];
+        for (int a = 0; a < c->n_in + c->n_out; a++) {
+            const hl_tensor *t = hl_call_tensor(c, a);
+            if (t && t->storage == s) return true;
+        }
+    }
+    return false;
+}
+
+/* A convolution whose output only a ReLU reads (training's Conv -> ReLU: the ReLU's backward
+   reads the ReLU's output, the convolution's backward neither) becomes one conv_fused call
+   with the ReLU as its epilogue, writing the ReLU's output: the convolution's output never
+   reaches memory and the ReLU's pass goes. conv_fused equals conv then relu bit for bit
+   (api/conv.c). Only where nothing outside the plan holds the convolution's output (its
+   tensor is referenced by these two calls alone, its storage by that tensor alone) and the
+   device has a conv_fused kernel. The ReLU's call is removed from the plan. */
+static void fuse_conv_relu(hl_plan *p) {
+    for (int64_t i = 0; i + 1 < p->n; i++) {
+        hl_call *c = &p->calls[i];
+        if (c->op != HL_OP_CONV) continue;
+        hl_tensor *o = c->out[0];
+        int64_t j;  /* the next call touching o's storage must be the ReLU */
+        for (j = i + 1; j < p->n; j++) {
+            const hl_call *d = &p->calls[j];
+            bool touches = false;
+            for (int a = 0; a < d->n_in + d->n_out && !touches; a++) {
+                const hl_tensor *t = hl_call_tensor(d, a);
+                touches = t && t->storage == o->storage;
+            }
+            if (touches) break;
+        }
+        if (j == p->n) continue;
+        hl_call *r = &p->calls[j];
+        if (r->op != HL_OP_RELU || r->n_in != 1 || r->n_out != 1 || r->in[0] != o) continue;
+        hl_tensor *y = r->out[0];
+        const hl_backend *be = hl_backend_for(o->storage->device);
+        if (!be || !be->kernels[HL_OP_CONV_FUSED] ||
+            !(be->op_dtypes[HL_OP_CONV_FUSED] >> o->dtype & 1u) || y->dtype != o->dtype ||
+            y->ndim != o->ndim || !hl_same_shape(y, o) || !hl_tensor_is_contiguous(y) ||
+            y->storage == o->storage ||
+            __atomic_load_n(&o->refcount, __ATOMIC_ACQUIRE) != 2 ||
+            __atomic_load_n(&o->storage->refcount, __ATOMIC_ACQUIRE) != 1 ||
+            other_call_uses(p, o->storage, i, j))
+            continue;
+        /* calls between i and j must not touch y either: its write moves to i */
+        bool y_used_between = false;
+        for (int64_t k = i + 1; k < j && !y_used_between; k++)
+            for (int a = 0; a < p->calls[k].n_in + p->calls[k].n_out; a++) {
+                const hl_tensor *t = hl_call_tensor(&p->calls[k], a);
+                if (t && t->storage == y->storage) y_used_between = true;
+            }
+        if (y_used_between) continue;
+        c->op = HL_OP_CONV_FUSED;
+        c->i[9] = HL_CONV_ACT_RELU;
+        c->i[10] = c->n_in > 2;  /* the bias */
+        c->i[11] = 0;            /* no residual */
+        c->f[0] = c->f[1] = 0;
+        c->out[0] = y;           /* the ReLU's reference to y moves here, its to o goes */
+        p->kernels[i] = be->kernels[HL_OP_CONV_FUSED];
+        hl_tensor_release(o);    /* the convolution's */
+        hl_tensor_release(o);    /* the ReLU's */
+        memmove(&p->calls[j], &p->calls[j + 1], sizeof *p->calls * (size_t)(p->n - j - 1));
+        memmove(&p->kernels[j], &p->kernels[j + 1], sizeof *p->kernels * (size_t)(p->n - j - 1));
+        p->n--;
+        p->conv_epilogues++;
+    }
+}
+
 hl_status hl_plan_fuse(hl_plan *p) {
+    fuse_conv_relu(p);
     p->group_of = malloc(sizeof *p->group_of * (p->n ? p->n : 1));
     if (!p->group_of) return hl_fail(HL_ERR_MEMORY, "plan: out of memory fusing");
     for (int64_t i = 0; i < p->n; i++) p->group_of[i] = -1;

@@ -44,6 +44,7 @@ struct hl_plan {
     int *group_of;
     plan_group *groups;
     int64_t n_groups, fused_calls;
+    int64_t conv_epilogues;  /* convolutions that took the following ReLU in (fuse.c) */
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */

@@ -116,5 +116,6 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->in_place = p->in_place_count;
     info->fused_groups = p->n_groups;
     info->fused_calls = p->fused_calls;
+    info->conv_epilogues = p->conv_epilogues;
     return HL_OK;
 }
