@@ -4,6 +4,7 @@ torch.compile (inductor, CPU), same model, same batch, same run.
     python bench/graph.py                         # every model
     python bench/graph.py --only mlp1 --steps 200
     python bench/graph.py --no-compile            # leave torch.compile out (slow to compile)
+    python bench/graph.py --threads 1 --clock cpu # a loaded host: CPU time per step
 
 Models (bench/train.py's): MLP 784-512-512-10 at batch 1 (per-step overhead), the MNIST CNN at
 batch 64, a CIFAR ResNet-18 at batch 32. Each step is forward, softmax cross-entropy, backward
@@ -50,7 +51,7 @@ def hl_step_fn(name, batch, shape, graph):
     return lambda: model.train_one_batch(x, y)
 
 
-def worker(lib, name, steps, warmup, threads):
+def worker(lib, name, steps, warmup, threads, clock="wall"):
     if lib.startswith("hl"):
         import hl
         if threads:
@@ -61,7 +62,7 @@ def worker(lib, name, steps, warmup, threads):
         if threads:
             torch.set_num_threads(threads)
         step = torch_step_fn(name, *MODELS[name][:2], compiled=lib == "torch-compile")
-    return measure(step, steps, warmup)
+    return measure(step, steps, warmup, clock)
 
 
 def run(args):
@@ -73,8 +74,9 @@ def run(args):
         print("torch is not importable: hl's figures only")
     names = [n.strip() for n in args.only.split(",")] if args.only else ["mlp1", "cnn",
                                                                          "resnet18"]
+    what = "CPU ms per step (process time)" if args.clock == "cpu" else "median ms per step"
     print(f"threads: {args.threads or 'default'}   timed steps per process: {args.steps} "
-          f"(after {args.warmup} warm-up), two processes per library; median ms per step")
+          f"(after {args.warmup} warm-up), two processes per library; {what}")
     head = (f"{'model':30} " + " ".join(f"{lib:>13}" for lib in libs) +
             f" {'graph/eager':>11} {'graph/torch':>11}   {'MiB eager':>9} {'graph':>7}")
     print(head)
@@ -83,7 +85,7 @@ def run(args):
         res = {lib: {"times": [], "mem": []} for lib in libs}
         for _ in range(2):
             for lib in libs:
-                r = run_worker(__file__, step_worker_args(lib, name, args),
+                r = run_worker(__file__, step_worker_args(lib, name, args) + _clock(args),
                                f"{name}, {lib}") if lib != "torch-compile" else \
                     _optional(name, lib, args)
                 if r is None:
@@ -106,11 +108,15 @@ def _optional(name, lib, args):
     """torch.compile may not work on a machine (no C++ compiler, an unsupported op): then
     its column says so and the rest of the table stands."""
     try:
-        return run_worker(__file__, step_worker_args(lib, name, args, max(args.warmup, 3)),
-                          f"{name}, {lib}")
+        return run_worker(__file__, step_worker_args(lib, name, args, max(args.warmup, 3)) +
+                          _clock(args), f"{name}, {lib}")
     except SystemExit as e:
         print(f"  ({lib} failed on {name}: {str(e).splitlines()[-1][:120]})")
         return None
+
+
+def _clock(args):
+    return ["--clock", args.clock]
 
 
 def main():
@@ -120,11 +126,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int)
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time steps by the wall clock or by the process's CPU time (a "
+                         "loaded host; with --threads 1)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.clock == "cpu" and args.threads != 1:
+        ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     setup(args.threads)
     if args.worker:
-        report(worker(args.worker, args.only, args.steps, args.warmup, args.threads))
+        report(worker(args.worker, args.only, args.steps, args.warmup, args.threads,
+                      args.clock))
         return 0
     run(args)
     return 0

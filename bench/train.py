@@ -181,15 +181,16 @@ def worker(lib, name, steps, warmup, threads):
     return measure(make(name, batch, shape), steps, warmup)
 
 
-def measure(step, steps, warmup):
-    """The step times and the growth of the peak resident set while stepping."""
+def measure(step, steps, warmup, clock="wall"):
+    """The step times (by the clock of _common.time_steps) and the growth of the peak
+    resident set while stepping."""
     rss0 = _status_kib("VmRSS")
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")  # resets VmHWM, the peak resident set, to the current size
     except OSError:
         pass
-    times = time_steps(step, steps, warmup)
+    times = time_steps(step, steps, warmup, clock)
     peak = _status_kib("VmHWM")
     return {"times": times, "mem_mib": (peak - rss0) / 1024.0}
 

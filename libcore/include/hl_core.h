@@ -414,8 +414,17 @@ hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, do
      r = d / (sqrt(s - a * a) + eps), else r = d / (sqrt(s) + eps); momentum: buf =
      momentum * buf + r, param += neg_lr * buf, else param += neg_lr * r.
    HL_OPTIM_ADAGRAD: states {sum}; scalars {neg_lr}; hyper {weight_decay, eps}.
-     sum += d * d; param += neg_lr * d / (sqrt(sum) + eps). */
-enum { HL_OPTIM_SGD = 0, HL_OPTIM_ADAM = 1, HL_OPTIM_RMSPROP = 2, HL_OPTIM_ADAGRAD = 3 };
+     sum += d * d; param += neg_lr * d / (sqrt(sum) + eps).
+   HL_OPTIM_V2_MOMENTUM (PaddlePaddle v2's momentum): states {mom}; scalars {neg_lr}; hyper
+     {weight_decay, momentum}. mom = momentum * mom + neg_lr * d; param += mom.
+   HL_OPTIM_V2_ADAM (v2's Adam: no L2, bias corrections folded into neg_alpha): states {m, v};
+     scalars {neg_alpha}; hyper {beta1, 1 - beta1, beta2, 1 - beta2, eps}. m = beta1 * m +
+     (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad * grad;
+     param += neg_alpha * m / (sqrt(v) + eps). */
+enum {
+    HL_OPTIM_SGD = 0, HL_OPTIM_ADAM = 1, HL_OPTIM_RMSPROP = 2, HL_OPTIM_ADAGRAD = 3,
+    HL_OPTIM_V2_MOMENTUM = 4, HL_OPTIM_V2_ADAM = 5
+};
 enum {
     HL_OPTIM_NESTEROV = 1,   /* SGD */
     HL_OPTIM_INIT = 2,       /* SGD: the momentum buffer's first update sets it to d */

@@ -119,3 +119,27 @@ def test_a_per_step_scalar_must_be_a_0d_tensor_of_the_parameters_dtype():
         _call(values=[hl.zeros((1,))])
     with pytest.raises(errors.ValueError, match="0-d tensor"):
         _call(values=[hl.tensor(np.float64(0.1))])
+
+
+@pytest.mark.parametrize("method", ["momentum", "adam", "adagrad", "rmsprop"])
+def test_v2_rules_with_the_kernel_equal_the_sequence_bitwise(rng, monkeypatch, method):
+    """hl.v2's Momentum and Adam run the kernel (v2_momentum, v2_adam); the adaptive rules end
+    with v2's momentum descent through it. Per-parameter rates, L2 decay, momentum and
+    clipping from tests/v2's configurations."""
+    from hl.v2 import optimizer as v2opt
+    from tests.v2.test_optimizer import (BATCH_SIZES, CLIP, IDS, L2, METHODS, build,
+                                         make_params, random_problem, train)
+    cls, kw, _, follows = METHODS[IDS.index(method)]
+    values, grads = random_problem(rng)
+    out = []
+    for fused in (True, False):
+        with monkeypatch.context() as m:
+            if not fused:
+                m.setattr(hl.ops, "optim_update_available", lambda param: False)
+            params = make_params(values)
+            opt = build(cls, kw, follows, regularization=v2opt.L2Regularization(L2),
+                        gradient_clipping_threshold=CLIP, warn_l2=method == "adam")
+            train(opt, params, grads, BATCH_SIZES)
+            out.append({k: p.numpy().copy() for k, p in params.items()})
+    for k in values:
+        np.testing.assert_array_equal(out[0][k], out[1][k], err_msg=k)

@@ -21,6 +21,8 @@ static const rule_info RULES[] = {
     [HL_OPTIM_ADAM] = {"adam", 2, 3, 2, 3, 5, HL_OPTIM_DECOUPLED},
     [HL_OPTIM_RMSPROP] = {"rmsprop", 1, 3, 1, 1, 5, HL_OPTIM_CENTERED | HL_OPTIM_MOMENTUM},
     [HL_OPTIM_ADAGRAD] = {"adagrad", 1, 1, 1, 1, 2, 0},
+    [HL_OPTIM_V2_MOMENTUM] = {"v2_momentum", 1, 1, 1, 1, 2, 0},
+    [HL_OPTIM_V2_ADAM] = {"v2_adam", 2, 2, 1, 1, 5, 0},
 };
 enum { N_RULES = sizeof RULES / sizeof RULES[0] };
 

@@ -132,12 +132,40 @@ static void adagrad_##SUFFIX(const hl_call *c, int64_t n) {                     
         p[i] = p[i] + (d / (SQRT(si) + eps)) * neg_lr);                                     \
 }                                                                                           \
                                                                                             \
+static void v2_momentum_##SUFFIX(const hl_call *c, int64_t n) {                            \
+    T *p = (T *)hl_ptr(c->out[0]), *b = (T *)hl_ptr(c->out[1]);                             \
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_lr = STEP_VALUE(T, c, 0);                                                   \
+    const T wd = (T)c->f[0], mom = (T)c->f[1];                                              \
+    FOR_EACH(n,                                                                             \
+        T d = DECAYED(T, g, p, wd, i);                                                      \
+        T bi = b[i] * mom + d * neg_lr;                                                     \
+        b[i] = bi;                                                                          \
+        p[i] = p[i] + bi);                                                                  \
+}                                                                                           \
+                                                                                            \
+static void v2_adam_##SUFFIX(const hl_call *c, int64_t n) {                                \
+    T *p = (T *)hl_ptr(c->out[0]), *m = (T *)hl_ptr(c->out[1]), *v = (T *)hl_ptr(c->out[2]);\
+    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+    const T neg_alpha = STEP_VALUE(T, c, 0);                                                \
+    const T b1 = (T)c->f[0], w1 = (T)c->f[1], b2 = (T)c->f[2], w2 = (T)c->f[3];             \
+    const T eps = (T)c->f[4];                                                               \
+    FOR_EACH(n,                                                                             \
+        T mi = m[i] * b1 + g[i] * w1;                                                       \
+        T vi = v[i] * b2 + (g[i] * g[i]) * w2;                                              \
+        m[i] = mi;                                                                          \
+        v[i] = vi;                                                                          \
+        p[i] = p[i] + (mi / (SQRT(vi) + eps)) * neg_alpha);                                 \
+}                                                                                           \
+                                                                                            \
 static void update_##SUFFIX(const hl_call *c, int64_t n) {                                 \
     switch (c->i[0]) {                                                                      \
     case HL_OPTIM_SGD: sgd_##SUFFIX(c, n); break;                                           \
     case HL_OPTIM_ADAM: adam_##SUFFIX(c, n); break;                                         \
     case HL_OPTIM_RMSPROP: rmsprop_##SUFFIX(c, n); break;                                   \
-    default: adagrad_##SUFFIX(c, n); break;                                                 \
+    case HL_OPTIM_ADAGRAD: adagrad_##SUFFIX(c, n); break;                                   \
+    case HL_OPTIM_V2_MOMENTUM: v2_momentum_##SUFFIX(c, n); break;                           \
+    default: v2_adam_##SUFFIX(c, n); break;                                                 \
     }                                                                                       \
 }
 

@@ -7,7 +7,7 @@ from .._tensor import Tensor
 __all__ = ["optim_update", "optim_update_available"]
 
 # The rules and flags of hl_optim_update (libcore/include/hl_core.h).
-RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3}
+RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3, "v2_momentum": 4, "v2_adam": 5}
 FLAGS = {"nesterov": 1, "init": 2, "decoupled": 4, "centered": 8, "momentum": 16}
 
 _OP = _core.op_code("optim_update")

@@ -1,6 +1,7 @@
 """The pieces every optimiser's update is made of, shared by hl.opt's optimisers and hl.v2's
 rules (one family: each rule is a sequence of these, so a piece of arithmetic is written once),
-and the whole updates of hl.opt's optimisers (``sgd``, ``adam``, ``rmsprop``, ``adagrad``).
+and the whole updates of hl.opt's optimisers (``sgd``, ``adam``, ``rmsprop``, ``adagrad``) and
+of hl.v2's most used rules (``v2_momentum``, ``v2_adam``).
 
 A whole update runs as one call of the core's optimiser kernel (hl.ops.optim_update: one pass
 over the parameter, reading it, its gradient and its state once) where the parameter's device
@@ -169,3 +170,32 @@ def adagrad(param, grad, total, neg_lr, eps, weight_decay=0.0):
     denom = rms(total, eps, out=tmp)
     F.true_divide(grad, denom, out=denom)
     descend(param, denom, neg_lr, out=denom)
+
+
+def v2_momentum(param, grad, mom, neg_lr, decay=0.0, momentum=0.0):
+    """PaddlePaddle v2's sgdUpdate: d = grad (+ L2 decay); with a momentum buffer ``mom``,
+    mom = momentum * mom + neg_lr * d and param += mom; without, param += neg_lr * d."""
+    if mom is None:
+        sgd(param, grad, None, neg_lr, decay)
+        return
+    if ops.optim_update_available(param):
+        ops.optim_update("v2_momentum", param, grad, [mom], [neg_lr], [decay, momentum])
+        return
+    direction = with_l2(grad, param, decay, fresh=True)
+    F.mul(direction, neg_lr, out=direction)
+    heavy_ball(mom, direction, momentum)
+    F.add(param, mom, out=param)
+
+
+def v2_adam(param, grad, m, v, neg_alpha, beta1, beta2, eps):
+    """v2's Adam: m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
+    param += neg_alpha * m / (sqrt(v) + eps) (neg_alpha holds both bias corrections)."""
+    if ops.optim_update_available(param):
+        ops.optim_update("v2_adam", param, grad, [m, v], [neg_alpha],
+                         [beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps])
+        return
+    tmp = ema(m, grad, beta1)
+    ema_square(v, grad, beta2, scratch=tmp)
+    denom = rms(v, eps, out=tmp)
+    F.true_divide(m, denom, out=denom)
+    descend(param, denom, neg_alpha, out=denom)

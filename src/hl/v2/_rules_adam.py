@@ -31,11 +31,8 @@ class AdamRule(_AdamBase):
     def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
         m = self._slot(slots, "moment", _zeros(param))
         v = self._slot(slots, "second_moment", _zeros(param))
-        tmp = rules.ema(m, grad, self.beta1)
-        rules.ema_square(v, grad, self.beta2, scratch=tmp)
-        denom = rules.rms(v, self.epsilon, out=tmp)
-        F.true_divide(m, denom, out=denom)
-        rules.descend(param, denom, values["neg_alpha"], out=denom)
+        rules.v2_adam(param, grad, m, v, values["neg_alpha"], self.beta1, self.beta2,
+                      self.epsilon)
 
 
 class AdamaxRule(_AdamBase):

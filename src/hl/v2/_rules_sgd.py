@@ -1,18 +1,13 @@
 """v2's plain descent: the Momentum rule and the step every rule but Adam's ends with."""
-from ..autograd import functional as F
 from ..opt import rules
 from ._rule_base import V2Optimizer, _zeros
 
 
-def _descend(opt, param, direction, slots, values, momentum):
-    """v2's sgdUpdate: mom = momentum * mom - lr * direction; w += mom (without momentum,
-    w -= lr * direction). direction is overwritten."""
-    if not momentum:
-        rules.descend(param, direction, values["neg_lr"], out=direction)
-        return
-    F.mul(direction, values["neg_lr"], out=direction)
-    mom = rules.heavy_ball(opt._slot(slots, "momentum", _zeros(param)), direction, momentum)
-    F.add(param, mom, out=param)
+def _descend(opt, param, direction, slots, values, momentum, decay=0.0):
+    """v2's sgdUpdate: d = direction (+ decay * param); mom = momentum * mom - lr * d;
+    w += mom (without momentum, w -= lr * d)."""
+    mom = opt._slot(slots, "momentum", _zeros(param)) if momentum else None
+    rules.v2_momentum(param, direction, mom, values["neg_lr"], decay, momentum)
 
 
 class MomentumRule(V2Optimizer):
@@ -22,5 +17,4 @@ class MomentumRule(V2Optimizer):
     method = "momentum"
 
     def _update(self, param, grad, slots, values, momentum=0.0, decay=0.0):
-        _descend(self, param, rules.with_l2(grad, param, decay, fresh=True), slots, values,
-                 momentum)
+        _descend(self, param, grad, slots, values, momentum, decay)
