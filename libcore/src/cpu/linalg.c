@@ -55,10 +55,13 @@ NAIVE_FLOAT(f64, double)
 
 /* C = A @ B for K == 1 (an outer product: the weight gradient of a Linear layer at batch 1):
    each element is one rounded product, which is what gemm computes for K == 1, without gemm's
-   clearing of C and packing of B. alpha == 1 and beta == 0 only. */
+   clearing of C and packing of B. alpha == 1 and beta == 0 only. Rows split over threads
+   from OUTER_PAR_MIN elements (no BLAS runs inside). */
+enum { OUTER_PAR_MIN = 1 << 15 };
 #define OUTER(sfx, T)                                                                          \
     static void outer_##sfx(int64_t M, int64_t N, mat_t A, mat_t B, mat_t C) {                 \
         const T *a = (const T *)A.p, *b = (const T *)B.p;                                      \
+        _Pragma("omp parallel for schedule(static) if (M * N >= OUTER_PAR_MIN && M > 1)")      \
         for (int64_t i = 0; i < M; i++) {                                                      \
             T ai = a[i * A.s0], *c = (T *)C.p + i * C.s0;                                      \
             if (B.s1 == 1 && C.s1 == 1) for (int64_t j = 0; j < N; j++) c[j] = ai * b[j];      \
