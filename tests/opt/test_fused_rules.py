@@ -38,7 +38,7 @@ def _grads(rng, dtype):
 def _trajectory(hl_name, kw, values, grads, fused, monkeypatch):
     with monkeypatch.context() as m:
         if not fused:  # the element-wise sequence, as on a backend without the kernel
-            m.setattr(hl.ops, "optim_update_available", lambda param: False)
+            m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
         ps = [hl.Tensor(v.copy(), name=f"p{i}") for i, v in enumerate(values)]
         opt = getattr(hl.opt, hl_name)(**kw)
         for step in grads:
@@ -72,6 +72,11 @@ def test_kernel_runs_where_available_and_the_sequence_elsewhere():
     assert hl.ops.optim_update_available(p)
     assert not hl.ops.optim_update_available(p.transpose())  # not contiguous: the sequence
     assert not hl.ops.optim_update_available(hl.tensor(np.ones(3, np.int64)))
+    assert not hl.ops.optim_update_available(p, p[1:])  # the gradient shares its memory
+    # a parameter that is its own gradient (sequence) moves as torch's does: p -= lr * p
+    q = hl.tensor(np.full(3, 2.0, np.float32))
+    hl.opt.SGD(lr=0.25).update(q, q)
+    np.testing.assert_array_equal(q.numpy(), np.full(3, 1.5, np.float32))
     # a non-contiguous parameter still gets torch's update (through the sequence)
     base = hl.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
     view = base.transpose()
@@ -135,7 +140,7 @@ def test_v2_rules_with_the_kernel_equal_the_sequence_bitwise(rng, monkeypatch, m
     for fused in (True, False):
         with monkeypatch.context() as m:
             if not fused:
-                m.setattr(hl.ops, "optim_update_available", lambda param: False)
+                m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
             params = make_params(values)
             opt = build(cls, kw, follows, regularization=v2opt.L2Regularization(L2),
                         gradient_clipping_threshold=CLIP, warn_l2=method == "adam")

@@ -13,10 +13,12 @@ FLAGS = {"nesterov": 1, "init": 2, "decoupled": 4, "centered": 8, "momentum": 16
 _OP = _core.op_code("optim_update")
 
 
-def optim_update_available(param):
+def optim_update_available(param, grad=None):
     """Whether param's device has the kernel for param's dtype and param can be updated in
-    place by it (contiguous); elsewhere the rule runs as its element-wise sequence."""
-    return _core.computes(param._h, _OP) and param.is_contiguous()
+    place by it (contiguous, and not sharing memory with grad: ``opt.update(p, p)``);
+    elsewhere the rule runs as its element-wise sequence."""
+    return _core.computes(param._h, _OP) and param.is_contiguous() and (
+        grad is None or not _core.shares_storage(param._h, grad._h))
 
 
 def optim_update(rule, param, grad, states, step_values, hyper, flags=()):

@@ -95,7 +95,7 @@ def sgd(param, grad, buf, neg_lr, weight_decay=0.0, momentum=0.0, dampening=0.0,
     without momentum), buf = d on the first update (``first``) and momentum * buf +
     (1 - dampening) * d after; the direction is d + momentum * buf (nesterov) or buf;
     param += neg_lr * direction."""
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         flags = ("nesterov",) * bool(nesterov) + ("init",) * bool(first)
         ops.optim_update("sgd", param, grad, [buf] if buf is not None else [], [neg_lr],
                          [weight_decay, momentum, 1.0 - dampening], flags)
@@ -116,7 +116,7 @@ def adam(param, grad, m, v, vmax, neg_step_size, bias_correction2_sqrt, beta_1, 
     decoupled decay, then weight_decay is not added to the gradient); vmax is AMSGrad's
     maximum (None without)."""
     decoupled = decay_factor is not None
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         values = [neg_step_size, bias_correction2_sqrt] + [decay_factor] * decoupled
         ops.optim_update("adam", param, grad, [m, v] + [vmax] * (vmax is not None), values,
                          [0.0 if decoupled else weight_decay, 1.0 - beta_1, beta_2,
@@ -140,7 +140,7 @@ def rmsprop(param, grad, square_avg, grad_avg, buf, neg_lr, alpha, eps, weight_d
             momentum=0.0):
     """torch.optim.RMSprop's update; grad_avg is the centered variant's mean (None when not
     centered), buf the momentum buffer (None without momentum)."""
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         states = [square_avg] + [t for t in (grad_avg, buf) if t is not None]
         flags = ("centered",) * (grad_avg is not None) + ("momentum",) * (buf is not None)
         ops.optim_update("rmsprop", param, grad, states, [neg_lr],
@@ -162,7 +162,7 @@ def rmsprop(param, grad, square_avg, grad_avg, buf, neg_lr, alpha, eps, weight_d
 
 def adagrad(param, grad, total, neg_lr, eps, weight_decay=0.0):
     """torch.optim.Adagrad's update (neg_lr already holds its lr decay)."""
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         ops.optim_update("adagrad", param, grad, [total], [neg_lr], [weight_decay, eps])
         return
     grad = with_l2(grad, param, weight_decay)
@@ -178,7 +178,7 @@ def v2_momentum(param, grad, mom, neg_lr, decay=0.0, momentum=0.0):
     if mom is None:
         sgd(param, grad, None, neg_lr, decay)
         return
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         ops.optim_update("v2_momentum", param, grad, [mom], [neg_lr], [decay, momentum])
         return
     direction = with_l2(grad, param, decay, fresh=True)
@@ -190,7 +190,7 @@ def v2_momentum(param, grad, mom, neg_lr, decay=0.0, momentum=0.0):
 def v2_adam(param, grad, m, v, neg_alpha, beta1, beta2, eps):
     """v2's Adam: m = beta1 m + (1 - beta1) g; v = beta2 v + (1 - beta2) g^2;
     param += neg_alpha * m / (sqrt(v) + eps) (neg_alpha holds both bias corrections)."""
-    if ops.optim_update_available(param):
+    if ops.optim_update_available(param, grad):
         ops.optim_update("v2_adam", param, grad, [m, v], [neg_alpha],
                          [beta1, 1.0 - beta1, beta2, 1.0 - beta2, eps])
         return
