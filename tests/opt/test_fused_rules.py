@@ -4,7 +4,7 @@ kernel performs each element's float operations in the sequence's order and dtyp
 configuration of tests/opt/common.py (each optimiser and option: momentum, dampening,
 Nesterov, L2 and decoupled decay, AMSGrad, centered, lr decay), float32 and float64, small
 tensors and one large enough for the kernel's threaded loop, gradients holding zeros, huge
-and tiny values. torch.optim agreement of the same optimisers is tests/opt/test_against_torch.py.
+and tiny values, NaN and infinities. torch.optim agreement of the same optimisers is tests/opt/test_against_torch.py.
 """
 import numpy as np
 import pytest
@@ -30,6 +30,8 @@ def _grads(rng, dtype):
                 flat[::7] = 0.0          # zero gradients (AdaGrad's sqrt(0) + eps)
                 flat[1::11] *= 1e6       # huge and tiny magnitudes
                 flat[2::13] *= 1e-20
+                if g.size > 100:  # NaN and inf propagate alike (AMSGrad's maximum keeps NaN)
+                    flat[3], flat[5], flat[6] = np.nan, np.inf, -np.inf
             step.append(g.astype(dtype))
         out.append(step)
     return out
