@@ -15,10 +15,11 @@ import statistics
 import _common
 
 
-def measure(name, steps):
+def measure(name, steps, threads):
     import hl
     from hl import _core
     from train import MODELS, hl_step_fn
+    hl.set_num_threads(threads)  # hl's own pool (kernel work buffers are sized by it)
     batch, shape, what = MODELS[name]
     step = hl_step_fn(name, batch, shape)
     step().detach()  # the first step creates the optimiser's slots
@@ -54,7 +55,7 @@ def main():
     args = p.parse_args()
     _common.setup(args.threads)
     if args.worker:
-        _common.report(measure(args.worker, args.steps))
+        _common.report(measure(args.worker, args.steps, args.threads))
         return
     for name in args.only.split(","):
         r = _common.run_worker(__file__, ["--threads", args.threads, "--steps", args.steps,

@@ -67,7 +67,9 @@ static hl_status storage_without_memory(hl_device device, size_t nbytes, hl_stor
     return HL_OK;
 }
 
-hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
+/* exact: the block is nbytes rounded up to 64, taken from the device, not from the cache (a
+   plan's arena: made once, as large as the plan needs; a size class would add up to 25%). */
+static hl_status storage_new(hl_device device, size_t nbytes, bool exact, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
     if (be && !be->has_memory) return storage_without_memory(device, nbytes, out);
     device_pool *pool = pool_for(device);
@@ -79,8 +81,8 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
                        "absent");
     }
     size_t block = 0;
-    int cls = size_class(nbytes ? nbytes : 1, &block);
-    if (cls < 0) block = nbytes;
+    int cls = exact ? -1 : size_class(nbytes ? nbytes : 1, &block);
+    if (cls < 0) block = exact ? (nbytes + 63) / 64 * 64 : nbytes;
     hl_storage *s = NULL;
 #ifndef HL_NO_CACHE
     if (cls >= 0) {
@@ -120,6 +122,14 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     s->arena_owner = NULL;
     *out = s;
     return HL_OK;
+}
+
+hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
+    return storage_new(device, nbytes, false, out);
+}
+
+hl_status hl_storage_new_exact(hl_device device, size_t nbytes, hl_storage **out) {
+    return storage_new(device, nbytes, true, out);
 }
 
 static void give_back_block(hl_storage *s);

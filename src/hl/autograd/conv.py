@@ -77,9 +77,11 @@ class Conv(Function):
         nx, nw = self.needs[0], self.needs[1]
         nb = len(self.needs) > 2 and self.needs[2]
         args = (self.stride, self.pads, self.dilation, self.groups)
-        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
+        # dw and db first: the input x (saved for dw) can then be freed before dx is made, so
+        # a recorded plan (graph mode) never holds x, dx and dy at once.
         dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
         db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
+        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
         return dx, dw, db
 
 
