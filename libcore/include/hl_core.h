@@ -419,6 +419,11 @@ int64_t hl_plan_num_inputs(const hl_plan *plan);
    slot's tensor itself, as the caller sees it, included) are pointed at t's storage; otherwise,
    or when t is memory the plan writes, t's values are copied into the slot's own memory. */
 hl_status hl_plan_bind(hl_plan *plan, int64_t slot, hl_tensor *t);
+/* Makes `later` (a plan recorded after `plan`, reading some of its input slots' tensors: the
+   backward of a step whose forward is `plan`) follow plan's binds: each later bind of plan's
+   slots retargets later's reads of them too. Call it before the first bind. Both plans keep
+   their own references; either may be released first. */
+hl_status hl_plan_link_inputs(hl_plan *plan, hl_plan *later);
 /* Options, set before the first replay: turn the plan's optimisations off one by one (tests
    compare against the plain replay) or choose the dependency-order scheduler. */
 enum {

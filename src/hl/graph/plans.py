@@ -7,8 +7,9 @@ values, and what the caller adds: the training flag, which step), in calls:
    create their slots);
 2. recorded: the step runs once more with every core call recorded instead of run, on input
    tensors the plan owns (its input slots); then the plan runs once to compute this step;
-3. and later: the batch is copied into the input slots, the replay hooks advance the Python
-   state (recording.py) and the plan is replayed by one core call, with no Python per op.
+3. and later: the batch is bound to the input slots (the plans read the batch's tensors in
+   place, see ``_bind``), the replay hooks advance the Python state (recording.py) and the
+   plan is replayed by one core call, with no Python per op.
 
 The cache is small and bounded (``PlanCache(size)``): the short last batch of an epoch gets
 its own plan; a signature past the bound runs eagerly, with one warning. A recording that
@@ -78,11 +79,14 @@ def _slot_for(leaf):
                                        else leaf))
 
 
-def _bind(slot, leaf):
-    """Puts this call's value of an input into its slot (a copy until the core binds
-    tensors to slots)."""
+def _bind(core, k, slot, leaf):
+    """Makes this call's value of an input what the plan's slot k reads. A tensor is bound:
+    the plan (and the plans linked to it: a step's backward) reads the tensor's own memory, no
+    copy (the core copies only a tensor of other strides, or one a plan writes), and holds a
+    reference to it until the next bind. A numpy array is written into the slot's own memory
+    (one copy, as turning it into a tensor would make)."""
     if isinstance(leaf, Tensor):
-        _core.copy_into(slot._h, leaf._h)
+        _core.plan_bind(core, k, leaf._h)
     else:
         _core.write(slot._h, np.ascontiguousarray(leaf, dtype=slot.dtype.np))
 
@@ -102,8 +106,8 @@ class Plan:
         self.size = _core.plan_size(core)
 
     def run(self, leaves, hooks=True):
-        for slot, leaf in zip(self.slots, leaves):
-            _bind(slot, leaf)
+        for k, (slot, leaf) in enumerate(zip(self.slots, leaves)):
+            _bind(self.core, k, slot, leaf)
         if hooks:
             for fn in self.hooks:
                 fn()
@@ -174,6 +178,8 @@ class PlanCache:
         slots = [_slot_for(leaf) for leaf in leaves]
         rec = recording.begin()
         try:
+            for slot in slots:  # slot k is leaf k; reading one on the host is a GraphBreak
+                _core.plan_input(slot._h)
             outputs = fn(*_rebuild(args, iter(slots)))
             if second is not None:
                 first = (recording.end(), rec)
@@ -194,6 +200,7 @@ class PlanCache:
         if second is None:
             entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
+        _core.plan_link_inputs(first[0], core)  # a bind of the batch retargets both plans
         entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid)
         entry.second = Plan(core, [], None, rec.replay_hooks, still_valid)
         entry.plan.run(leaves, hooks=False)
