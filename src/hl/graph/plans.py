@@ -128,9 +128,12 @@ class PlanCache:
     """The plans of one function of one owner (a model's training step, its forward...),
     keyed by input signature; at most ``size`` signatures get plans."""
 
-    def __init__(self, what, size=DEFAULT_SIZE):
+    def __init__(self, what, size=DEFAULT_SIZE, topological=False):
         self.what = what
         self.size = int(size)
+        # graph_alg='topological': each plan's calls run in dependency order (libcore's
+        # plan/order.c), which gives exactly the results of the recorded order
+        self.options = _core.PLAN_TOPOLOGICAL if topological else 0
         self.entries = OrderedDict()
         self._warned_full = False
         self.stats = {"eager": 0, "recorded": 0, "replayed": 0}
@@ -195,6 +198,8 @@ class PlanCache:
                           f"{entry.eager_reason}", stacklevel=4)
             return out
         core = recording.end()
+        for plan in (core,) if second is None else (first[0], core):
+            _core.plan_set_options(plan, self.options)
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
         if second is None:
