@@ -1,17 +1,19 @@
 /*
  * plan/memory.c - planned memory: before a plan's first replay, every storage that only the
  * plan holds and whose first use in the plan overwrites it whole (an intermediate) gets bytes
- * in one arena per device kind, at offsets chosen greedily by size (largest first, each in
- * the best-fitting gap left by the placed tensors whose lifetimes overlap its own: TFLite's and
- * onnxruntime's memory pattern), so that tensors whose lifetimes do not overlap share memory. An element-wise call whose input dies at that call writes its output over the
- * input (same size and layout). Everything the caller still holds (outputs, parameters,
+ * in one arena per device kind (allocated at its exact size, not a size class of the caching
+ * allocator), at offsets chosen so that tensors whose lifetimes do not overlap share memory:
+ * each block in the best-fitting gap left by the placed blocks whose lifetimes overlap its own,
+ * taken greedily in a few orders (by size: TFLite's and onnxruntime's memory pattern; by
+ * lifetime; by size times lifetime), then a local search over the best order until the arena
+ * is down to the floor, the most bytes alive at one call. An element-wise call whose input dies
+ * at that call writes its output over the input (same size and layout). Everything the caller still holds (outputs, parameters,
  * optimiser slots, input slots, constants written before recording) keeps its own storage.
  *
  * "Only the plan holds it" is read from reference counts: a storage qualifies when every
  * tensor struct viewing it is referenced only by the plan's records and the storage is
  * referenced only by those structs. Nothing outside the plan can reach such a storage later.
  */
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "plan.h"
@@ -389,13 +391,6 @@ static hl_status place(hl_plan *p, planner *pl) {
     }
     /* the most bytes alive at one call: no placement can do with less */
     p->alive_peak_bytes = floor_bytes(blocks, nb, p->n);
-    if (getenv("HL_PLAN_DUMP")) {  /* DEBUG */
-        for (int64_t b = 0; b < nb; b++)
-            fprintf(stderr, "B %lld [%lld,%lld] size %lld off %lld call %lld\n", (long long)b,
-                    (long long)blocks[b].first, (long long)blocks[b].last, (long long)blocks[b].size,
-                    (long long)blocks[b].offset, (long long)blocks[b].call);
-        for (int64_t i = 0; i < p->n; i++) fprintf(stderr, "C %lld %s\n", (long long)i, hl_op_str(p->calls[i].op));
-    }
     for (int64_t k = 0; k < n; k++) {
         int64_t b = block_of[by_first[k]];
         pl->s[by_first[k]].offset = b >= 0 ? blocks[b].offset : 0;
