@@ -166,7 +166,7 @@ static int64_t floor_bytes(const block *blocks, int64_t n, int64_t times) {
 
 /* Work allowed to the search below, in block-pair visits (a few tenths of a second): it
    runs once per plan, before its second replay. */
-enum { SEARCH_PAIR_BUDGET = 200000000, SEARCH_MOST_TRIES = 4000 };
+enum { SEARCH_PAIR_BUDGET = 30000000, SEARCH_MOST_TRIES = 4000 };
 
 /* The placement needing the fewest bytes: the greedy orders above, then a local search that
    swaps a few blocks of the best order so far (a fixed-seed xorshift, so a plan places its
