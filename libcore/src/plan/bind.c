@@ -71,7 +71,18 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
        replay still reads it: those values are copied. */
     if (same_layout(x, t) && !written_by_plans(p, t->storage) && !t->storage->arena_owner) {
         redirect(s, t->storage, t->offset);
+        /* the slot's own memory is idle now: given back unless something else views it (made
+           again by a bind that must copy), so a plan does not hold a second batch */
+        if (s->home && __atomic_load_n(&s->home->refcount, __ATOMIC_ACQUIRE) == 1) {
+            hl_storage_release(s->home);
+            s->home = NULL;
+        }
         return HL_OK;
+    }
+    if (!s->home) {
+        hl_status st = hl_storage_new(x->storage->device, s->home_nbytes, &s->home);
+        if (st) return hl_fail(st, "plan_bind: memory for input slot %lld: %s", (long long)slot,
+                               hl_last_error());
     }
     redirect(s, s->home, s->home_offset);
     hl_status st = hl_copy(s->t, t);

@@ -18,8 +18,10 @@
    tensor's storage, at the same relative offsets. */
 typedef struct {
     hl_tensor *t;            /* the tensor declared (the plan holds a reference) */
-    hl_storage *home;        /* its storage when declared (held): target of a copying bind */
+    hl_storage *home;        /* its storage when declared (held): target of a copying bind;
+                                NULL while bound without a copy and nothing else holds it */
     int64_t home_offset;     /* t->offset when declared */
+    size_t home_nbytes;      /* home's size, to make it again for a copying bind */
     hl_tensor **aliases;     /* plan tensors whose storage was home (t among them), held */
     int64_t *alias_offsets;  /* their offsets minus home_offset */
     int n_aliases, cap_aliases;

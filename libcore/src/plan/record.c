@@ -102,6 +102,7 @@ hl_status hl_plan_input(hl_tensor *t, int64_t *slot) {
     s->home = t->storage;
     __atomic_add_fetch(&s->home->refcount, 1, __ATOMIC_RELAXED);
     s->home_offset = t->offset;
+    s->home_nbytes = t->storage->nbytes;
     /* Its values while recording are not those of the replays: reading them now (to decide
        something in Python) would bake this batch into the plan, so the guard refuses it. */
     t->storage->written_by = p->id;
