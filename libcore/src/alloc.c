@@ -175,22 +175,15 @@ static void give_back_block(hl_storage *s) {
     }
 }
 
-/* The block goes back to the cache through a copy of the record (the cache keeps the record
-   it is given), so that s itself lives on over the arena. */
+/* The block is freed, not cached: it held an intermediate of a recorded step, whose bytes are
+   the plan's arena from now on, and the cache would keep a second copy of the step's memory
+   resident (a ResNet-18 step: hundreds of MB) for sizes that are not asked for again. */
 void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset) {
-    hl_storage *old = malloc(sizeof *old);
-    if (old) {
-        *old = *s;
-        old->refcount = 0;
-        old->arena_owner = NULL;
-        give_back_block(old);
-    } else {  /* no record to cache it with: free the bytes */
-        device_pool *pool = pool_for(s->device);
-        pthread_mutex_lock(&pool->lock);
-        pool->in_use -= (int64_t)s->block_bytes;
-        pthread_mutex_unlock(&pool->lock);
-        hl_backend_for(s->device)->raw_free(s->data, s->device.index);
-    }
+    device_pool *pool = pool_for(s->device);
+    pthread_mutex_lock(&pool->lock);
+    pool->in_use -= (int64_t)s->block_bytes;
+    pthread_mutex_unlock(&pool->lock);
+    hl_backend_for(s->device)->raw_free(s->data, s->device.index);
     __atomic_add_fetch(&arena->refcount, 1, __ATOMIC_RELAXED);
     s->arena_owner = arena;
     s->data = (char *)arena->data + offset;
