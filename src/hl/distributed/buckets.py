@@ -37,7 +37,9 @@ import time
 
 import numpy as np
 
-from .. import errors
+from .. import _core, errors
+from .._tensor import Tensor, from_numpy
+from ..autograd.mode import no_grad
 from . import faults
 from .collectives import timed_out, wait
 
@@ -60,15 +62,16 @@ class Bucket:
         self.dtype = np.dtype(dtype)
         self.sizes = [int(np.prod(p.shape)) for p in params]
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        n = int(self.offsets[-1])
         self.wire = wire
         # a solo bucket reduces its gradient's own memory; its buffer is made only if a
         # step hands it a gradient it may not write into
         self.solo = solo and wire is None
-        self.buffer = None if self.solo else np.zeros(
-            n, np.float16 if wire == "float16" else self.dtype)
+        self.flat = self.buffer = self.views = None
+        if not self.solo:
+            self._make_buffer()
         self.send = self.buffer
         self.in_place = None  # the gradient tensor a solo bucket reduces this step
+        n = int(self.offsets[-1])
         self.gathered = (np.empty(n * world_size, np.float16) if wire == "float16" else None)
         self.request = None
         self.done = None  # a threading.Event when the CommThread reduces it
@@ -76,24 +79,39 @@ class Bucket:
         self.arrived = 0
         self.got = [False] * len(params)
 
+    def _make_buffer(self):
+        """The bucket's memory: an hl tensor (``flat``), the numpy array over the same memory
+        that MPI reduces (``buffer``), and one hl view of it per member, shaped as the
+        parameter (``views``): a gradient is copied in by one core call, and the optimiser
+        reads the reduced gradient where it lies (no copy out)."""
+        n = int(self.offsets[-1])
+        dtype = np.float16 if self.wire == "float16" else self.dtype
+        self.flat = from_numpy(np.zeros(n, dtype))
+        self.buffer = self.flat.numpy()
+        with no_grad():
+            self.views = [self.flat[int(a):int(b)].reshape(tuple(p.shape))
+                          for p, a, b in zip(self.params, self.offsets, self.offsets[1:])]
+
     def own_buffer(self):
         if self.buffer is None:
-            self.buffer = np.zeros(int(self.offsets[-1]), self.dtype)
+            self._make_buffer()
         self.send, self.in_place = self.buffer, None
         return self.buffer
 
     def view(self, i):
+        """Member i's part of the bucket's memory, as a numpy array."""
         return self.send[self.offsets[i]:self.offsets[i + 1]].reshape(self.params[i].shape)
 
     def reduced(self, i):
-        """The reduced gradient of member i: the gradient tensor itself for a solo bucket
-        reduced in place, else a numpy array (of the parameter's dtype) over the bucket."""
+        """The reduced gradient of member i, an hl tensor: the gradient tensor itself for a
+        solo bucket reduced in place, else a view of the bucket (float16 on the wire: a new
+        float32 tensor of the sum)."""
         if self.in_place is not None:
             return self.in_place
         if self.wire == "float16":
-            return self.total[self.offsets[i]:self.offsets[i + 1]].reshape(
-                self.params[i].shape)
-        return self.view(i)
+            return from_numpy(self.total[self.offsets[i]:self.offsets[i + 1]].reshape(
+                self.params[i].shape))
+        return self.views[i]
 
 
 class Reducer:
@@ -154,16 +172,18 @@ class Reducer:
         if b.got[i]:
             raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
                                           f"got two gradients in one step")
-        g = grad.numpy() if hasattr(grad, "numpy") else np.asarray(grad)
-        if (b.solo and owned and scale == 1.0 and g.dtype == b.dtype and g.flags.writeable
-                and g.flags.c_contiguous):
-            b.send, b.in_place = g.reshape(-1), grad
-        elif b.solo:
-            np.multiply(g, scale, out=b.own_buffer().reshape(g.shape), casting="unsafe")
-        elif scale == 1.0:
-            np.copyto(b.view(i), g, casting="unsafe")
+        if b.solo:
+            g = _host(grad)
+            if (owned and scale == 1.0 and g.dtype == b.dtype and g.flags.writeable
+                    and g.flags.c_contiguous and grad.device.kind == "cpu"):
+                b.send, b.in_place = g.reshape(-1), grad
+            else:
+                np.multiply(g, scale, out=b.own_buffer().reshape(g.shape), casting="unsafe")
+        elif (scale == 1.0 and isinstance(grad, Tensor) and b.wire is None
+              and grad.device.kind == "cpu"):
+            _core.copy_into(b.views[i]._h, grad._h)  # one core call, casting as needed
         else:
-            np.multiply(g, scale, out=b.view(i), casting="unsafe")
+            np.multiply(_host(grad), scale, out=b.view(i), casting="unsafe")
         b.got[i] = True
         b.arrived += 1
         if b.arrived == len(b.params):
@@ -241,6 +261,12 @@ class Reducer:
                 b.total = b.gathered.reshape(self.world.size, -1).astype(np.float32).sum(0)
             out.extend((p, b.reduced(i)) for i, p in enumerate(b.params) if b.got[i])
         return out
+
+
+def _host(grad):
+    """A gradient's values as a numpy array: a view for a CPU tensor, a copy to the host
+    for one on another device (MPI reduces host memory: the staging of a CUDA gradient)."""
+    return grad.numpy() if isinstance(grad, Tensor) else np.asarray(grad)
 
 
 class CommThread:

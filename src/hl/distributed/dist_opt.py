@@ -158,7 +158,7 @@ class DistOpt(Optimizer):
             return
         summed = reduce_arrays(self.world, [t.numpy() for t in tensors], "DistOpt.all_reduce")
         for t, s in zip(tensors, summed):
-            t.numpy()[...] = s
+            sync.write_(t, s)
 
     def wait(self):
         """SINGA waits for its CUDA streams here; hl's reductions are complete on return."""
@@ -222,10 +222,14 @@ class DistOpt(Optimizer):
         self._apply(reducer.finish())
 
     def _apply(self, reduced):
-        with no_grad():  # a solo bucket's gradient is already the reduced tensor
-            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else g) for p, g in reduced]
+        """The wrapped optimiser's update with the reduced gradients (hl tensors: views of
+        the buckets, or the gradients themselves where reduced in place; brought back to
+        the parameter's device where MPI reduced a host copy)."""
+        with no_grad():
+            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else
+                      g if g.device == p.device else g.to(p.device)) for p, g in reduced]
         self.opt._update_all(pairs)
-        self.opt.step_count += 1
+        self.opt._count_step()
 
     def _reducer(self, threshold, wire):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
@@ -266,7 +270,7 @@ class DistOpt(Optimizer):
         summed = reduce_arrays(self.world, [p.numpy() for p in part.params],
                                "DistOpt.backward_and_partial_update")
         for p, s in zip(part.params, summed):
-            p.numpy()[...] = s / self.world.size
+            sync.write_(p, s / self.world.size)
 
     def backward_and_sparse_update(self, loss, threshold=SINGA_THRESHOLD, spars=0.05,
                                    topK=False, corr=True):
