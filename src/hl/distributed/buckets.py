@@ -31,6 +31,7 @@ Wire formats: ``None`` sends the gradients' own dtype and sums with MPI_SUM; ``"
 halves the bytes: each rank's bucket travels as float16 (Iallgather) and is summed on
 arrival in float32 (MPI has no portable float16 sum).
 """
+import functools
 import queue
 import threading
 import time
@@ -39,7 +40,9 @@ import numpy as np
 
 from .. import _core, errors
 from .._tensor import Tensor, from_numpy
+from ..autograd import functional as F
 from ..autograd.mode import no_grad
+from ..graph import recording
 from . import faults
 from .collectives import timed_out, wait
 
@@ -86,11 +89,16 @@ class Bucket:
         reads the reduced gradient where it lies (no copy out)."""
         n = int(self.offsets[-1])
         dtype = np.float16 if self.wire == "float16" else self.dtype
-        self.flat = from_numpy(np.zeros(n, dtype))
-        self.buffer = self.flat.numpy()
+        self.flat, self.buffer, self.views = self._memory(n, dtype)
+        if self.wire == "float16":  # where the float16 contributions are summed, in float32
+            _, self.total, self.total_views = self._memory(n, np.float32)
+
+    def _memory(self, n, dtype):
+        flat = from_numpy(np.zeros(n, dtype))
         with no_grad():
-            self.views = [self.flat[int(a):int(b)].reshape(tuple(p.shape))
-                          for p, a, b in zip(self.params, self.offsets, self.offsets[1:])]
+            views = [flat[int(a):int(b)].reshape(tuple(p.shape))
+                     for p, a, b in zip(self.params, self.offsets, self.offsets[1:])]
+        return flat, flat.numpy(), views
 
     def own_buffer(self):
         if self.buffer is None:
@@ -103,22 +111,30 @@ class Bucket:
         return self.send[self.offsets[i]:self.offsets[i + 1]].reshape(self.params[i].shape)
 
     def reduced(self, i):
-        """The reduced gradient of member i, an hl tensor: the gradient tensor itself for a
-        solo bucket reduced in place, else a view of the bucket (float16 on the wire: a new
-        float32 tensor of the sum)."""
+        """The reduced gradient of member i, an hl tensor at a fixed place: the gradient
+        tensor itself for a solo bucket reduced in place, else a view of the bucket (of its
+        float32 sum for float16 on the wire)."""
         if self.in_place is not None:
             return self.in_place
-        if self.wire == "float16":
-            return from_numpy(self.total[self.offsets[i]:self.offsets[i + 1]].reshape(
-                self.params[i].shape))
-        return self.views[i]
+        return self.total_views[i] if self.wire == "float16" else self.views[i]
+
+    def sum_gathered(self):
+        """float16 on the wire: the ranks' contributions summed in float32."""
+        np.sum(self.gathered.reshape(-1, self.total.size), axis=0, dtype=np.float32,
+               out=self.total)
 
 
 class Reducer:
     """One step's reduction over a fixed layout. ``add(param, grad, scale)`` puts
     scale * grad into its bucket (and starts the bucket when it is full); ``finish()``
     starts what is left (missing gradients count as zeros), waits, and returns
-    [(param, reduced numpy gradient)] for the parameters that had a gradient."""
+    [(param, reduced gradient)] for the parameters that had a gradient.
+
+    While graph mode records the step, the copies into the buckets are recorded like any
+    core call, and each start (and the final wait) becomes a cut of the plan
+    (hl.graph.recording.cut): every replay runs the backward calls up to a bucket's last
+    gradient, starts that bucket's reduction, runs on, and waits before the update, so
+    replay keeps eager mode's overlap."""
 
     def __init__(self, world, params, bucket_bytes=DEFAULT_BUCKET_BYTES, wire=None,
                  what="the gradient allreduce"):
@@ -158,6 +174,7 @@ class Reducer:
         for b in self.buckets:
             b.request, b.arrived, b.got = None, 0, [False] * len(b.params)
             b.in_place = None
+        self._cut = set()  # ids of the buckets whose start a recording has cut in
 
     def add(self, param, grad, scale=1.0, owned=False):
         """``owned``: grad is an hl tensor nobody else uses (as backward hands them out),
@@ -172,7 +189,9 @@ class Reducer:
         if b.got[i]:
             raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
                                           f"got two gradients in one step")
-        if b.solo:
+        if recording.current() is not None:
+            self._record_fill(b, i, grad, scale, owned)
+        elif b.solo:
             g = _host(grad)
             if (owned and scale == 1.0 and g.dtype == b.dtype and g.flags.writeable
                     and g.flags.c_contiguous and grad.device.kind == "cpu"):
@@ -190,6 +209,26 @@ class Reducer:
             self._start(b)
         self.progress()
 
+    def _record_fill(self, b, i, grad, scale, owned):
+        """add() while a plan is recorded: what puts the gradient into its bucket becomes
+        part of the plan."""
+        if not isinstance(grad, Tensor) or grad.device.kind != "cpu":
+            raise errors.GraphBreak(
+                f"hl.distributed: {self.what}: a gradient on "
+                f"{getattr(grad, 'device', 'the host')} is staged through host memory for "
+                f"MPI, which a plan does not record; graph mode runs this step eagerly",
+                op="DistOpt")
+        if scale != 1.0:
+            with no_grad():
+                grad = F.mul(grad, scale)
+        if (b.solo and owned and scale == 1.0 and grad.dtype.np == b.dtype
+                and grad.is_contiguous()):
+            b.in_place = grad  # reduced where backward writes it, at every replay
+            return
+        if b.solo:
+            b.own_buffer()
+        _core.copy_into(b.views[i]._h, grad._h)
+
     def contribute_nothing(self):
         """This rank had no samples this step: it adds zeros and still takes part."""
         for b in self.buckets:
@@ -198,6 +237,19 @@ class Reducer:
             self._start(b)
 
     def _start(self, b):
+        if recording.current() is not None:
+            self._cut.add(id(b))
+            recording.cut(functools.partial(self._replay_start, b, b.in_place))
+            return
+        self._start_now(b)
+
+    def _replay_start(self, b, in_place):
+        """A replay's start of bucket b: the plan has run the calls that fill it."""
+        b.in_place = in_place
+        b.send = in_place.numpy().reshape(-1) if in_place is not None else b.buffer
+        self._start_now(b)
+
+    def _start_now(self, b):
         last = all(other.request is not None for other in self.buckets if other is not b)
         if self.world.threaded and not (last and b.send.nbytes <= _POLL_BYTES):
             b.done, b.error, b.request = threading.Event(), None, True
@@ -242,15 +294,24 @@ class Reducer:
         b.done = None
 
     def finish(self):
+        if recording.current() is not None:
+            return self._record_finish()
         for b in self.buckets:
             if b.request is None:
-                if b.solo:  # its one gradient did not come
-                    b.own_buffer()
-                for i, got in enumerate(b.got):
-                    if not got:
-                        b.view(i).fill(0)
-                self._start(b)
-        out = []
+                self._start_missing(b, [i for i, got in enumerate(b.got) if not got])
+        self._wait_all()
+        return [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
+                if b.got[i]]
+
+    def _start_missing(self, b, missing):
+        """Starts a bucket some of whose gradients did not come (they count as zeros)."""
+        if b.solo and missing:  # its one gradient did not come
+            b.own_buffer()
+        for i in missing:
+            b.view(i).fill(0)
+        self._start_now(b)
+
+    def _wait_all(self):
         for b in self.buckets:
             if b.done is not None:
                 self._wait(b)
@@ -258,9 +319,26 @@ class Reducer:
                 wait(b.request, self.what, self.world)
             b.request = None
             if self.wire == "float16":
-                b.total = b.gathered.reshape(self.world.size, -1).astype(np.float32).sum(0)
-            out.extend((p, b.reduced(i)) for i, p in enumerate(b.params) if b.got[i])
+                b.sum_gathered()
+
+    def _record_finish(self):
+        """finish() while a plan is recorded: the buckets not started yet start, and all
+        are waited for, at a last cut; the update that follows reads the reduced gradients
+        where they lie (bucket views, or the gradients reduced in place)."""
+        rest = [(b, [i for i, got in enumerate(b.got) if not got]) for b in self.buckets
+                if id(b) not in self._cut]
+        recording.cut(functools.partial(self._replay_finish, rest))
+        out = [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
+               if b.got[i]]
+        self.start_step()  # the recording's marks go; eager steps start from scratch
         return out
+
+    def _replay_finish(self, rest):
+        for b, missing in rest:
+            if not b.solo:
+                b.send = b.buffer
+            self._start_missing(b, missing)
+        self._wait_all()
 
 
 def _host(grad):

@@ -29,6 +29,7 @@ from .. import errors
 from .._tensor import tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
@@ -73,6 +74,7 @@ class DistOpt(Optimizer):
         self._reducers = {}
         self._partial = 0
         self._residuals = {}
+        self._step_values = StepValues()  # graph mode: the rank's weight, read at replay
 
     # ---- the wrapped optimiser's face ---------------------------------------------------
 
@@ -186,12 +188,16 @@ class DistOpt(Optimizer):
             self.opt._update_all(pairs)
             self.opt.step_count += 1
             return
-        scale = self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+        scale = self._scale()
         if clip is None:
             # the rank's weight rides on the loss's gradient: backward is linear in dy, so
-            # every gradient arrives weighted and the buckets need no multiplying pass
+            # every gradient arrives weighted and the buckets need no multiplying pass. A
+            # recorded step reads this step's weight at each replay (fit's short last batch)
+            weight = self._step_values.get("grad_scale", scale, loss)
+            on_replay(self._set_replay_scale)
             with no_grad():
-                dy = F.full_like(loss, scale) if dy is None else F.mul(dy, scale)
+                dy = (F.full_like(loss, scale) if dy is None and weight is scale else
+                      F.mul(F.ones_like(loss) if dy is None else dy, weight))
             scale = 1.0
         grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
@@ -211,6 +217,13 @@ class DistOpt(Optimizer):
                     g = F.clip(g, -clip, clip)
             reducer.add(p, g, scale, owned=True)
         self._apply(reducer.finish())
+
+    def _scale(self):
+        """This rank's weight: its share of fit's global batch, else 1 / world_size."""
+        return self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+
+    def _set_replay_scale(self):
+        self._step_values.set("grad_scale", self._scale())
 
     def contribute_nothing(self, threshold=SINGA_THRESHOLD):
         """A rank without samples in this step (the last batch of an epoch smaller than the

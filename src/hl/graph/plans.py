@@ -89,17 +89,19 @@ def _bind(slot, leaf):
 
 class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
-    hooks to run before each replay and the owner's validity check."""
+    hooks to run before each replay and the owner's validity check; ``segments``, the
+    [(core plan, fn)] a recording cut off before ``core`` (recording.cut), run first."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size")
+    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size", "segments")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid):
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=()):
         self.core = core
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
         self.still_valid = still_valid
-        self.size = _core.plan_size(core)
+        self.segments = list(segments)
+        self.size = _core.plan_size(core) + sum(_core.plan_size(c) for c, _ in self.segments)
 
     def run(self, leaves, hooks=True):
         for slot, leaf in zip(self.slots, leaves):
@@ -107,6 +109,9 @@ class Plan:
         if hooks:
             for fn in self.hooks:
                 fn()
+        for core, fn in self.segments:
+            _core.plan_run(core)
+            fn()
         _core.plan_run(self.core)
         return self.outputs
 
@@ -192,10 +197,12 @@ class PlanCache:
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
         if second is None:
-            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid)
+            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
+                              rec.segments)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
-        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid)
+        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
+                          first[1].segments)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments)
         entry.plan.run(leaves, hooks=False)
 
         def finish(run):
