@@ -159,6 +159,7 @@ class Reducer:
             dtype = dt
         if group:
             self._add_bucket(group, dtype)
+        self.start_step()
 
     def _add_bucket(self, group, dtype, solo=False):
         b = Bucket(group, dtype, self.wire, self.world.size, solo)
@@ -175,6 +176,8 @@ class Reducer:
             b.request, b.arrived, b.got = None, 0, [False] * len(b.params)
             b.in_place = None
         self._cut = set()  # ids of the buckets whose start a recording has cut in
+        # asked once per step, not per gradient (a thread-local lookup costs microseconds)
+        self._recording = recording.current() is not None
 
     def add(self, param, grad, scale=1.0, owned=False):
         """``owned``: grad is an hl tensor nobody else uses (as backward hands them out),
@@ -189,17 +192,16 @@ class Reducer:
         if b.got[i]:
             raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
                                           f"got two gradients in one step")
-        if recording.current() is not None:
+        if self._recording:
             self._record_fill(b, i, grad, scale, owned)
         elif b.solo:
             g = _host(grad)
             if (owned and scale == 1.0 and g.dtype == b.dtype and g.flags.writeable
-                    and g.flags.c_contiguous and grad.device.kind == "cpu"):
+                    and g.flags.c_contiguous and _on_cpu(grad)):
                 b.send, b.in_place = g.reshape(-1), grad
             else:
                 np.multiply(g, scale, out=b.own_buffer().reshape(g.shape), casting="unsafe")
-        elif (scale == 1.0 and isinstance(grad, Tensor) and b.wire is None
-              and grad.device.kind == "cpu"):
+        elif scale == 1.0 and b.wire is None and _on_cpu(grad):
             _core.copy_into(b.views[i]._h, grad._h)  # one core call, casting as needed
         else:
             np.multiply(_host(grad), scale, out=b.view(i), casting="unsafe")
@@ -212,7 +214,7 @@ class Reducer:
     def _record_fill(self, b, i, grad, scale, owned):
         """add() while a plan is recorded: what puts the gradient into its bucket becomes
         part of the plan."""
-        if not isinstance(grad, Tensor) or grad.device.kind != "cpu":
+        if not _on_cpu(grad):
             raise errors.GraphBreak(
                 f"hl.distributed: {self.what}: a gradient on "
                 f"{getattr(grad, 'device', 'the host')} is staged through host memory for "
@@ -237,7 +239,7 @@ class Reducer:
             self._start(b)
 
     def _start(self, b):
-        if recording.current() is not None:
+        if self._recording:
             self._cut.add(id(b))
             recording.cut(functools.partial(self._replay_start, b, b.in_place))
             return
@@ -294,7 +296,7 @@ class Reducer:
         b.done = None
 
     def finish(self):
-        if recording.current() is not None:
+        if self._recording:
             return self._record_finish()
         for b in self.buckets:
             if b.request is None:
@@ -339,6 +341,11 @@ class Reducer:
                 b.send = b.buffer
             self._start_missing(b, missing)
         self._wait_all()
+
+
+def _on_cpu(grad):
+    """An hl tensor in host memory (device kind 0), checked without building a Device."""
+    return isinstance(grad, Tensor) and _core.device_of(grad._h)[0] == 0
 
 
 def _host(grad):

@@ -9,7 +9,8 @@ import hl
 from common import MLP, args, digits, params, save, shard
 
 a = args(("steps", int, 6), ("batch", int, 32), ("graph", int, 1), ("way", str, "distopt"),
-         ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300))
+         ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300),
+         ("device", str, "cpu"))
 if a.solo_bytes:  # gradients from this size are reduced in place, in their own memory
     hl.distributed.buckets.SOLO_BYTES = a.solo_bytes
 hl.manual_seed(1)
@@ -33,10 +34,12 @@ if a.way == "distopt":
     model = Net()
     model.compile([hl.Placeholder((a.batch // hl.distributed.world_size(), 64), dtype)],
                   is_train=True, use_graph=bool(a.graph))
+    model.to(a.device)
     model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9))
     losses = []
     for step in range(a.steps):
-        out, loss = model(hl.tensor(shard(x, a.batch, step)), hl.tensor(shard(y, a.batch, step)))
+        out, loss = model(hl.tensor(shard(x, a.batch, step), device=a.device),
+                          hl.tensor(shard(y, a.batch, step), device=a.device))
         losses.append(float(loss.item()))
     stats = model._graph.stats() if a.graph else {}
     if a.graph:  # the plan is cut once per bucket and once before the update
@@ -45,6 +48,7 @@ if a.way == "distopt":
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
     model = MLP(dtype=dtype)
+    model.to(a.device)
     model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9), loss="cross_entropy",
                   jit_compile=bool(a.graph))
     hl.distribution.set_distribution(hl.distribution.DataParallel())
