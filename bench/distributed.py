@@ -16,9 +16,10 @@
 - overlap: the time of one data-parallel step (DistOpt, 2 ranks) beside the same step's
   compute alone (the wrapped optimiser, 1 process, the rank's half batch, 1 thread).
 - cnn / resnet18 (bench/train.py's MNIST CNN at global batch 64 and CIFAR-size ResNet-18
-  at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt), hl in
-  1 process x 2 threads, and PyTorch DDP (Gloo) on 2 ranks x 1 thread, each rank on half
-  the global batch. Every configuration runs in processes of its own, `--repeat` times
+  at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt; eagerly,
+  and in graph mode: a train_one_batch recorded once and replayed, the bucket reductions
+  between the plan's segments), hl in 1 process x 2 threads, and PyTorch DDP (Gloo) on 2
+  ranks x 1 thread, each rank on half the global batch. Every configuration runs in processes of its own, `--repeat` times
   round the configurations; the figure is the median step time.
 """
 import argparse
@@ -104,24 +105,42 @@ def train_worker(lib, name, steps, warmup, per_rank_batch):
     if lib == "torch-ddp":
         step, rank = _torch_ddp(name, xs, ys)
     else:
-        step, rank = _hl(name, xs, ys, distributed=(lib == "hl-dist"))
+        step, rank = _hl(name, xs, ys, distributed=lib.startswith("hl-dist"),
+                         graph=lib.endswith("-graph"))
     times = time_steps(step, steps, warmup)
     if rank == 0:
         report({"times": times})
 
 
-def _hl(name, xs, ys, distributed):
+def _hl(name, xs, ys, distributed, graph=False):
     import hl
     from train import hl_model
     hl.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     hl.manual_seed(0)
-    model = hl_model(name)
     x, y = hl.tensor(xs), hl.tensor(ys)
-    model.train()
-    model(hl.Placeholder(x.shape))
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
     if distributed:
         opt = hl.opt.DistOpt(opt)
+    if graph:  # a Module's train_one_batch, recorded once and replayed (bench/graph.py's)
+        class Net(hl.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = hl_model(name)
+                self.optim = opt
+
+            def forward(self, x):
+                return self.net(x)
+
+            def train_one_batch(self, x, y):
+                loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+                self.optim.backward_and_update(loss)
+                return loss
+        net = Net()
+        net.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=True)
+        return (lambda: net.train_one_batch(x, y)), hl.distributed.rank()
+    model = hl_model(name)
+    model.train()
+    model(hl.Placeholder(x.shape))
 
     def step():
         loss = hl.losses.softmax_cross_entropy(model(x), y)
@@ -214,6 +233,7 @@ def main():
     for name in [m for m in ("cnn", "resnet18") if m in only or "overlap" in only]:
         B = GLOBAL_BATCH[name]
         configs = {"hl 2 ranks x 1 thread": (2, 1, "hl-dist", B // 2),
+                   "hl 2 ranks x 1 thread, graph mode": (2, 1, "hl-dist-graph", B // 2),
                    "hl 1 process x 2 threads": (None, 2, "hl", B),
                    "PyTorch DDP (Gloo) 2 ranks x 1 thread": (2, 1, "torch-ddp", B // 2)}
         if "overlap" in only:
