@@ -78,7 +78,23 @@ def allreduce_worker(sizes_mb, repeat):
             for a in arrays:
                 a[...] = staged[at:at + a.size]
                 at += a.size
-        contenders = {"hl": hl_step, "mpi4py": mpi_bare, "mpi4py_staged": mpi_staged}
+        # where hl's time goes: its MPI calls alone (bare Allreduces of its buckets' sizes,
+        # in its order), and its add() calls alone (the copies into buckets and the Python
+        # around them, on a second Reducer whose buckets never start)
+        pieces = [np.ones(int(b.offsets[-1]), np.float32) for b in reducer.buckets]
+        quiet = Reducer(world, params[::-1])
+        quiet._start_now = lambda b: None
+
+        def mpi_hl_calls():
+            for piece in pieces:
+                world.data.Allreduce(MPI.IN_PLACE, piece, op=MPI.SUM)
+
+        def hl_adds():
+            quiet.start_step()
+            for p, g in zip(params[::-1], grads[::-1]):
+                quiet.add(p, g, owned=True)
+        contenders = {"hl": hl_step, "mpi4py": mpi_bare, "mpi4py_staged": mpi_staged,
+                      "hl_calls": mpi_hl_calls, "hl_adds": hl_adds}
         times = {k: [] for k in contenders}
         for _ in range(repeat):
             for k, fn in contenders.items():
@@ -88,6 +104,9 @@ def allreduce_worker(sizes_mb, repeat):
                 times[k].append(time.perf_counter() - t0)
         out[str(mb)] = {k: statistics.median(v) for k, v in times.items()}
         out[str(mb)].update({k + "_min": min(v) for k, v in times.items()})
+        out[str(mb)]["buckets"] = [
+            f"{'solo' if b.solo else 'fused'} {int(b.offsets[-1]) * 4 / 2**20:.2f} MB"
+            for b in reducer.buckets]
     if world.rank == 0:
         report(out)
 
@@ -229,6 +248,16 @@ def main():
             print(f"{mb:>6} {h * 1e3:8.2f} {m * 1e3:8.2f} {st * 1e3:8.2f} "
                   f"{float(mb) / 1024 / h:8.2f} {m / h:6.2f}x {st / h:8.2f}x   "
                   f"{hm * 1e3:11.2f} {mm * 1e3:8.2f} {mm / hm:6.2f}x")
+        print("\nwhere hl's time goes (medians, ms): its MPI calls alone (bare Allreduces of "
+              "its buckets' sizes), its add() calls alone (copies into buckets + Python), "
+              "and the rest (hand-over to the communication thread, waits, polling)")
+        print(f"{'MB':>6} {'hl':>8} {'calls':>8} {'adds':>8} {'rest':>8}   buckets")
+        for mb in a.sizes.split(","):
+            key = str(float(mb))
+            h, c, ad = (statistics.median(r[key][k] for r in runs)
+                        for k in ("hl", "hl_calls", "hl_adds"))
+            print(f"{mb:>6} {h * 1e3:8.3f} {c * 1e3:8.3f} {ad * 1e3:8.3f} "
+                  f"{(h - c - ad) * 1e3:8.3f}   {', '.join(runs[0][key]['buckets'])}")
     port = 29400
     for name in [m for m in ("cnn", "resnet18") if m in only or "overlap" in only]:
         B = GLOBAL_BATCH[name]
