@@ -42,7 +42,7 @@ SINGA_THRESHOLD = 2097152
 class DistOpt(Optimizer):
     """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
-    belong to SINGA's NCCL-with-multiprocessing start, which needs the CUDA backend; hl
+    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have (no NCCL yet); hl
     joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
@@ -56,9 +56,9 @@ class DistOpt(Optimizer):
         if nccl_id is not None or local_rank is not None or world_size is not None:
             raise errors.UnsupportedError(
                 "DistOpt: nccl_id / local_rank / world_size start SINGA's NCCL group from "
-                "Python processes, which needs hl's CUDA backend (not there yet); start the "
-                "ranks with mpiexec -n N python script.py (or python -m hl.distributed -n N "
-                "script.py) and call DistOpt(opt)")
+                "Python processes; hl has no NCCL group yet (models on cuda reduce over MPI, "
+                "staged through host memory); start the ranks with mpiexec -n N python "
+                "script.py (or python -m hl.distributed -n N script.py) and call DistOpt(opt)")
         if isinstance(buffSize, bool) or not isinstance(buffSize, int) or buffSize < 1:
             raise errors.ValueError(f"DistOpt: buffSize must be a number of elements >= 1, "
                                     f"got {buffSize!r}")
