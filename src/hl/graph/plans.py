@@ -89,19 +89,21 @@ def _bind(slot, leaf):
 
 class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
-    hooks to run before each replay and the owner's validity check; ``segments``, the
-    [(core plan, fn)] a recording cut off before ``core`` (recording.cut), run first."""
+    hooks to run before each replay and the owner's validity check. A recording that was cut
+    (recording.cut) gives its segments: ``core`` is then the first (the one that declared
+    the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size", "segments")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size")
 
     def __init__(self, core, slots, outputs, hooks, still_valid, segments=()):
-        self.core = core
+        cores = [c for c, _ in segments] + [core]
+        self.core = cores[0]
+        self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
         self.still_valid = still_valid
-        self.segments = list(segments)
-        self.size = _core.plan_size(core) + sum(_core.plan_size(c) for c, _ in self.segments)
+        self.size = sum(_core.plan_size(c) for c in cores)
 
     def run(self, leaves, hooks=True):
         for slot, leaf in zip(self.slots, leaves):
@@ -109,10 +111,10 @@ class Plan:
         if hooks:
             for fn in self.hooks:
                 fn()
-        for core, fn in self.segments:
-            _core.plan_run(core)
-            fn()
         _core.plan_run(self.core)
+        for fn, core in self.then:
+            fn()
+            _core.plan_run(core)
         return self.outputs
 
 

@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from .. import _core
+from .. import _core, errors
 
 _tls = threading.local()
 
@@ -77,7 +77,8 @@ def cut(fn):
     values of later segments. Refused outside a recording (eager code calls fn itself)."""
     rec = current()
     if rec is None:
-        raise RuntimeError("recording.cut: no plan is being recorded on this thread")
+        raise errors.ValueError("hl.graph.recording.cut: no plan is being recorded on this "
+                                "thread (outside a recording, call the function itself)")
     rec.segments.append((_core.plan_end(), fn))
     _core.plan_begin()
 

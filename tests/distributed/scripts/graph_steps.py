@@ -44,7 +44,7 @@ if a.way == "distopt":
     stats = model._graph.stats() if a.graph else {}
     if a.graph:  # the plan is cut once per bucket and once before the update
         entries = model._graph.caches["train_one_batch"].entries.values()
-        stats["segments"] = [len(e.plan.segments) for e in entries if e.plan is not None]
+        stats["segments"] = [1 + len(e.plan.then) for e in entries if e.plan is not None]
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
     model = MLP(dtype=dtype)
