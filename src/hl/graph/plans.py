@@ -93,17 +93,36 @@ def _bind(core, k, slot, leaf):
 
 class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
-    hooks to run before each replay and the owner's validity check."""
+    hooks to run before each replay and the owner's validity check. A recording that was cut
+    (recording.cut) gives its segments: ``core`` is then the first (the one that declared
+    the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid):
-        self.core = core
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=()):
+        cores = [c for c, _ in segments] + [core]
+        self.core = cores[0]
+        self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
         self.still_valid = still_valid
-        self.size = _core.plan_size(core)
+        self.size = sum(_core.plan_size(c) for c in cores)
+
+    def cores(self):
+        return [self.core] + [c for _, c in self.then]
+
+    def prepare(self, options, *later):
+        """Before the first run: the PLAN_* options on every core plan, and every core plan
+        after the first (this plan's later segments, and those of ``later``: a step's
+        backward) linked to the first's input slots, so that binding a batch retargets them
+        all (they read it too)."""
+        others = [c for p in (self,) + later for c in p.cores()][1:]
+        for c in [self.core] + others:
+            _core.plan_set_options(c, options)
+        if self.slots:
+            for c in others:
+                _core.plan_link_inputs(self.core, c)
 
     def run(self, leaves, hooks=True):
         for k, (slot, leaf) in enumerate(zip(self.slots, leaves)):
@@ -112,6 +131,9 @@ class Plan:
             for fn in self.hooks:
                 fn()
         _core.plan_run(self.core)
+        for fn, core in self.then:
+            fn()
+            _core.plan_run(core)
         return self.outputs
 
 
@@ -198,16 +220,17 @@ class PlanCache:
                           f"{entry.eager_reason}", stacklevel=4)
             return out
         core = recording.end()
-        for plan in (core,) if second is None else (first[0], core):
-            _core.plan_set_options(plan, self.options)
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
         if second is None:
-            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid)
+            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
+                              rec.segments)
+            entry.plan.prepare(self.options)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
-        _core.plan_link_inputs(first[0], core)  # a bind of the batch retargets both plans
-        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid)
+        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
+                          first[1].segments)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments)
+        entry.plan.prepare(self.options, entry.second)  # one bind serves both plans
         entry.plan.run(leaves, hooks=False)
 
         def finish(run):
