@@ -34,6 +34,24 @@ static inline bool conv_epilogue_active(const conv_epilogue *e) {
     return e && (e->act != HL_CONV_ACT_NONE || e->res);
 }
 
+/* A float32 product against packed weights (conv_packed.c), for count samples at once:
+   c[s][i][j] = act(sum_k A[i][k] b[s][k][j] + bias[i] + res[s][i][j]) for i < m, j < n, where
+   A is m x k packed by conv_pack, b[s] the k rows of n columns from b + s * b_step (rows ldb
+   apart), c[s] and res[s] the m rows from c + s * c_step (ldc apart; res likewise, or NULL). */
+typedef struct {
+    int64_t m, n, k, count;
+    const float *a;
+    const float *b;
+    int64_t ldb, b_step;
+    float *c;
+    int64_t ldc, c_step;
+    const float *bias;           /* m values, or NULL */
+    const float *res;            /* shaped like c, or NULL */
+    const conv_epilogue *epi;    /* its act (and res above); NULL: none */
+} conv_packed_problem;
+
+hl_status hl_conv_packed_product(const conv_packed_problem *pr);
+
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {

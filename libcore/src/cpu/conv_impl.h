@@ -198,14 +198,83 @@ static void FN(depthwise_plane)(const conv_geom *g, const T *restrict xp, const 
     }
 }
 
+/* A 3x3 depthwise kernel with dilation 1 and stride 1 or 2 (MobileNet's): row by row, the
+   three taps of each kernel row in one pass over the output row while it is in L1 (three
+   passes per row instead of nine over the plane), then the epilogue on the finished row.
+   Each output sums its taps in depthwise_plane's order (kernel row, then column; padding
+   taps skipped), so both give the same bits. */
+static bool FN(is_dw3x3)(const conv_geom *g) {
+    return g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+           (g->sw == 1 || g->sw == 2);
+}
+
+HL_CLONES
+static void FN(dw3x3_plane)(const conv_geom *g, const T *restrict xp, const T *wk, T b0,
+                            const conv_epilogue *epi, T *yall, int64_t yoff) {
+    const int64_t W = g->w, ow = g->ow, s = g->sw, pl = g->pl;
+    T *restrict yp = yall + yoff;
+    /* columns whose three taps all lie in the row: ox * s - pl >= 0, ox * s - pl + 2 < W */
+    int64_t lo = (pl + s - 1) / s, hi = W - 3 + pl >= 0 ? (W - 3 + pl) / s + 1 : 0;
+    lo = HL_MIN(lo, ow);
+    hi = HL_MAX(lo, HL_MIN(hi, ow));
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        T *restrict yr = yp + oy * ow;
+        for (int64_t ox = 0; ox < ow; ox++) yr[ox] = b0;
+        for (int64_t ky = 0; ky < 3; ky++) {
+            const int64_t iy = oy * g->sh - g->pt + ky;
+            if (iy < 0 || iy >= g->h) continue;
+            const T *restrict xr = xp + iy * W;
+            const T w0 = wk[ky * 3], w1 = wk[ky * 3 + 1], w2 = wk[ky * 3 + 2];
+            for (int64_t ox = 0; ox < lo; ox++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    const int64_t ix = ox * s - pl + kx;
+                    if (ix >= 0 && ix < W) yr[ox] += wk[ky * 3 + kx] * xr[ix];
+                }
+            if (s == 1) {
+                const T *restrict a = xr - pl;
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    T v = yr[ox];
+                    v += w0 * a[ox];
+                    v += w1 * a[ox + 1];
+                    v += w2 * a[ox + 2];
+                    yr[ox] = v;
+                }
+            } else {
+                const T *restrict a = xr - pl;
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    T v = yr[ox];
+                    v += w0 * a[2 * ox];
+                    v += w1 * a[2 * ox + 1];
+                    v += w2 * a[2 * ox + 2];
+                    yr[ox] = v;
+                }
+            }
+            for (int64_t ox = hi; ox < ow; ox++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    const int64_t ix = ox * s - pl + kx;
+                    if (ix >= 0 && ix < W) yr[ox] += wk[ky * 3 + kx] * xr[ix];
+                }
+        }
+        if (epi) FN(conv_epilogue_at)(epi, yall, yoff + oy * ow, ow);
+    }
+}
+
 static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
                                     const conv_epilogue *epi, T *y) {
     const int64_t planes = g->n * g->c_out;
-#pragma omp parallel for schedule(static) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
+    const bool k3 = FN(is_dw3x3)(g);
+    /* dynamic: a thread that the host deschedules leaves its planes to the others */
+#pragma omp parallel for schedule(dynamic, 4) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        FN(depthwise_plane)(g, x + (n * g->c_in + ci) * g->h * g->w, w + co * g->kh * g->kw,
-                            bias ? bias[co] : (T)0, y + pl * g->P);
+        const T *xp = x + (n * g->c_in + ci) * g->h * g->w;
+        const T *wk = w + co * g->kh * g->kw;
+        const T b0 = bias ? bias[co] : (T)0;
+        if (k3) {
+            FN(dw3x3_plane)(g, xp, wk, b0, epi, y, pl * g->P);
+            continue;
+        }
+        FN(depthwise_plane)(g, xp, wk, b0, y + pl * g->P);
         if (epi) FN(conv_epilogue_at)(epi, y, pl * g->P, g->P);
     }
     return HL_OK;

@@ -12,7 +12,8 @@ import operator
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
-__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_transpose1d_forward",
+__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_pack",
+           "conv_transpose1d_forward",
            "conv_transpose2d_forward", "conv1d_grad_input",
            "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "CONV_ACTIVATIONS"]
 
@@ -126,14 +127,20 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilation=1,
-                       groups=1, act="none", alpha=0.0, beta=0.0):
+                       groups=1, act="none", alpha=0.0, beta=0.0, packed=None):
     """act(conv(x, w, b) + residual) in one pass over the output, for inference (no
     gradient): what an ONNX Conv followed by Add and Relu/Clip/LeakyRelu/HardSigmoid computes,
     with each output finished while it is in cache. x is 3-D or 4-D as in conv1d/conv2d;
     residual (optional) has the output's shape exactly; act is a key of CONV_ACTIVATIONS:
     'clip' bounds to [alpha, beta], 'leaky_relu' has slope alpha, 'hard_sigmoid' is
     max(0, min(1, alpha * x + beta)). The answer is bit for bit conv, add, then the
-    activation's own op (NaN included)."""
+    activation's own op (NaN included).
+
+    packed (float32 only): conv_pack(w, groups), made once for a constant weight; the CPU
+    then multiplies by it where that is its fastest way (not depthwise, not where Winograd
+    runs), without re-packing the weights per call. The answer then differs from the
+    unpacked one by float rounding only (the sums run in another order). The caller keeps
+    packed equal to w's packing: a stale one is not detected."""
     op = "conv_fused"
     x, w = _tensor(x, op, "input"), _tensor(w, op, "weight")
     if x.ndim not in (3, 4):
@@ -150,8 +157,21 @@ def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilatio
     pads = conv_pads(padding, n, list(x.shape[2:]), kernel, stride, dilation, op)
     bh = None if b is None else _tensor(b, op, "bias")._h
     rh = None if residual is None else _tensor(residual, op, "residual")._h
-    return _wrap(_core.call("conv_fused", x._h, w._h, bh, rh, stride, pads, dilation,
+    ph = None if packed is None else _tensor(packed, op, "packed")._h
+    return _wrap(_core.call("conv_fused", x._h, w._h, bh, rh, ph, stride, pads, dilation,
                             int(groups), code, float(alpha), float(beta), _core.OUT), x._dtype)
+
+
+def conv_pack(w, groups=1):
+    """A float32 convolution weight w (C_out, C_in / groups, k...) copied into the layout the
+    CPU's packed convolution product reads (conv_fused_forward's packed): a tensor of shape
+    (groups * panels, C_in / groups * k..., PACK_ROWS), each panel PACK_ROWS output channels
+    of one group, the last one padded with zeros. Inference packs each constant weight once
+    (hl.onnx does at prepare())."""
+    op = "conv_pack"
+    w = _tensor(w, op, "weight")
+    return _wrap(_core.call("conv_pack", w._h, _ints(groups, 1, "groups", op)[0], _core.OUT),
+                 w._dtype)
 
 
 def _conv_transpose(n, x, w, b, stride, padding, output_padding, groups, dilation, op):

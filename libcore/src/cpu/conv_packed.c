@@ -1,0 +1,280 @@
+/*
+ * conv_packed.c - float32 convolution products against weights packed once (conv_pack), for
+ * inference: a prepared ONNX model packs every constant convolution weight at prepare() and
+ * passes the packed copy to each call, where OpenBLAS would re-pack the weights on every call
+ * (MobileNetV2's 1x1 layers at batch 1 spent as long packing as multiplying).
+ *
+ * The packed layout (HL_CONV_PACK_ROWS = MR rows per panel, hl_core.h): per group, the
+ * group's C_out/g x K weight matrix (K = C_in/g * kh * kw) cut into panels of MR output
+ * channels, each stored k-major, MR values per k, the last panel padded with zeros:
+ *     packed[(grp * panels + p) * K * MR + k * MR + r] = w[grp * cg + p * MR + r][k]
+ * The product reads one panel's MR weights for each k as broadcasts and the columns (x itself
+ * for a 1x1 convolution, im2col's rows otherwise) straight from their rows, NR positions
+ * at a time: an MR x NR block of outputs held in 12 AVX2 registers, to which the bias, the
+ * residual and the activation are applied before the one store into y (NCHW: a panel's rows
+ * are output channel planes, so no scatter). Columns are not packed: a block of positions is
+ * sized so that its K rows stay in the L2 cache while every panel passes over them.
+ *
+ * The AVX2 + FMA kernel is taken where the CPU has both (checked once); elsewhere a portable
+ * loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
+ * from hl_conv's by float rounding (tests/ops/test_conv_packed.py checks both against float64).
+ */
+#include <math.h>
+
+#include "../core.h"
+#include "conv.h"
+#include "parallel.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
+/* A block of positions: its K rows of columns about this many bytes (half a core's L2). */
+enum { BLOCK_BYTES = 192 << 10 };
+
+/* ---- packing ---- */
+
+/* conv_pack: in {w (C_out, C_in/g, k...)} out {packed (g * panels, K, MR)}; i[0] groups. */
+hl_status hl_cpu_conv_pack(const hl_call *c) {
+    const hl_tensor *wt = c->in[0];
+    const float *w = (const float *)hl_ptr(wt);
+    float *out = (float *)hl_ptr(c->out[0]);
+    const int64_t groups = c->i[0], cout = wt->shape[0];
+    const int64_t K = c->out[0]->shape[1], cg = cout / groups, panels = (cg + MR - 1) / MR;
+#pragma omp parallel for schedule(static) if (cout * K > 65536)
+    for (int64_t gp = 0; gp < groups * panels; gp++) {
+        const int64_t grp = gp / panels, p = gp % panels;
+        float *d = out + gp * K * MR;
+        for (int r = 0; r < MR; r++) {
+            const int64_t row = p * MR + r;
+            const float *s = w + (grp * cg + row) * K;
+            if (row < cg)
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = s[k];
+            else
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = 0;
+        }
+    }
+    return HL_OK;
+}
+
+/* ---- the epilogue of one MR x NR block ---- */
+
+/* What every block of a call shares. */
+typedef struct {
+    int64_t K;
+    const conv_epilogue *epi;   /* NULL: none */
+} block_args;
+
+/* y[i] = act(y[i] + res[i]) for one output row of n values, as conv_epilogue_impl.h computes
+   it (the portable path). */
+static void epilogue_row(const conv_epilogue *e, float *y, const float *res, int64_t n) {
+    if (res)
+        for (int64_t i = 0; i < n; i++) y[i] += res[i];
+    const float p0 = (float)e->alpha, p1 = (float)e->beta;
+    for (int64_t i = 0; i < n; i++) {
+        const float x = y[i];
+        switch (e->act) {
+        case HL_CONV_ACT_RELU: y[i] = x > 0 ? x : (x == x ? 0 : x); break;
+        case HL_CONV_ACT_CLIP: {
+            const float t = x < p0 ? p0 : x;
+            y[i] = t > p1 ? p1 : t;
+            break;
+        }
+        case HL_CONV_ACT_LEAKY_RELU: y[i] = x >= 0 ? x : p0 * x; break;
+        case HL_CONV_ACT_HARD_SIGMOID: y[i] = x == x ? fmaxf(0, fminf(1, p0 * x + p1)) : x; break;
+        default: break;
+        }
+    }
+}
+
+/* ---- the portable block ---- */
+
+/* C[r][j] (r < mr, j < nr; rows ldc apart) = sum_k A[k][r] B[k][j] + bias[r], epilogue. */
+HL_CLONES
+static void block_portable(const block_args *a, const float *restrict A, const float *B,
+                           int64_t ldb, float *C, int64_t ldc, const float *bias,
+                           const float *res, int mr, int nr) {
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < a->K; k++) {
+        const float *restrict b = B + k * ldb;
+        const float *restrict ak = A + k * MR;
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < nr; j++) acc[r][j] += ak[r] * b[j];
+    }
+    for (int r = 0; r < mr; r++) {
+        float *y = C + r * ldc;
+        const float bv = bias ? bias[r] : 0;
+        for (int j = 0; j < nr; j++) y[j] = acc[r][j] + bv;
+        if (a->epi) epilogue_row(a->epi, y, res ? res + r * ldc : NULL, nr);
+    }
+}
+
+/* ---- the AVX2 + FMA block ---- */
+
+#if HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* The activation on 8 values, as epilogue_row computes each (NaN passes through). */
+AVX2 static inline __m256 act8(const conv_epilogue *e, __m256 x) {
+    const __m256 zero = _mm256_setzero_ps();
+    switch (e->act) {
+    case HL_CONV_ACT_RELU:   /* x > 0 or NaN: x; else +0 */
+        return _mm256_and_ps(x, _mm256_cmp_ps(x, zero, _CMP_NLE_UQ));
+    case HL_CONV_ACT_CLIP: {   /* max_ps(a, b) = a > b ? a : b, so NaN x stays */
+        const __m256 t = _mm256_max_ps(_mm256_set1_ps((float)e->alpha), x);
+        return _mm256_min_ps(_mm256_set1_ps((float)e->beta), t);
+    }
+    case HL_CONV_ACT_LEAKY_RELU: {
+        const __m256 neg = _mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x);
+        return _mm256_blendv_ps(neg, x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+    }
+    case HL_CONV_ACT_HARD_SIGMOID: {
+        const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x),
+                                       _mm256_set1_ps((float)e->beta));
+        /* fminf(1, v): 1 when v is NaN; fmaxf(0, u) */
+        const __m256 u = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(1)), zero);
+        return _mm256_blendv_ps(x, u, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+    }
+    default: return x;
+    }
+}
+
+/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each). */
+#define BLOCK_LOOP(LOAD0, LOAD1)                                                              \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+        const __m256 b0 = LOAD0, b1 = LOAD1;                                                  \
+        __m256 w;                                                                             \
+        w = _mm256_broadcast_ss(A + 0), c00 = _mm256_fmadd_ps(w, b0, c00),                    \
+        c01 = _mm256_fmadd_ps(w, b1, c01);                                                    \
+        w = _mm256_broadcast_ss(A + 1), c10 = _mm256_fmadd_ps(w, b0, c10),                    \
+        c11 = _mm256_fmadd_ps(w, b1, c11);                                                    \
+        w = _mm256_broadcast_ss(A + 2), c20 = _mm256_fmadd_ps(w, b0, c20),                    \
+        c21 = _mm256_fmadd_ps(w, b1, c21);                                                    \
+        w = _mm256_broadcast_ss(A + 3), c30 = _mm256_fmadd_ps(w, b0, c30),                    \
+        c31 = _mm256_fmadd_ps(w, b1, c31);                                                    \
+        w = _mm256_broadcast_ss(A + 4), c40 = _mm256_fmadd_ps(w, b0, c40),                    \
+        c41 = _mm256_fmadd_ps(w, b1, c41);                                                    \
+        w = _mm256_broadcast_ss(A + 5), c50 = _mm256_fmadd_ps(w, b0, c50),                    \
+        c51 = _mm256_fmadd_ps(w, b1, c51);                                                    \
+        A += MR;                                                                              \
+        B += ldb;                                                                             \
+    }
+
+/* An MR x NR block of which the first mr rows and nr columns are stored: the panel's padding
+   rows are computed (their weights are zeros) and dropped; columns past nr are neither read
+   nor written (masked loads and stores). */
+AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
+                            int64_t ldb, float *C, int64_t ldc, const float *bias,
+                            const float *res, int mr, int nr) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const int64_t K = a->K;
+    __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
+    if (nr == NR) {
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
+    } else {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+        m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+        BLOCK_LOOP(_mm256_maskload_ps(B, m0), _mm256_maskload_ps(B + 8, m1))
+    }
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                         {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < mr; r++) {
+        float *y = C + r * ldc;
+        const float *rr = res ? res + r * ldc : NULL;
+        for (int h = 0; h < 2; h++) {
+            const __m256i m = h ? m1 : m0;
+            __m256 v = acc[r][h];
+            if (bias) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+            if (a->epi) {
+                if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
+                                                      : _mm256_maskload_ps(rr + 8 * h, m));
+                v = act8(a->epi, v);
+            }
+            if (nr == NR) _mm256_storeu_ps(y + 8 * h, v);
+            else _mm256_maskstore_ps(y + 8 * h, m, v);
+        }
+    }
+}
+#undef BLOCK_LOOP
+
+static bool have_avx2(void) {
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        __builtin_cpu_init();
+        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+#else
+static bool have_avx2(void) { return false; }
+#endif
+
+/* A block of mr x nr outputs: the AVX2 kernel where the CPU has it, else the portable one. */
+static inline void block(const block_args *a, bool avx2, const float *A, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, const float *bias,
+                         const float *res, int mr, int nr) {
+#if HAVE_X86
+    if (avx2) {
+        block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        return;
+    }
+#endif
+    (void)avx2;
+    block_portable(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+}
+
+/* ---- the product ---- */
+
+hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
+    const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
+    if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
+    const int64_t panels = (M + MR - 1) / MR;
+    /* positions per block: its K rows of columns within BLOCK_BYTES, a multiple of NR */
+    int64_t nb = K > 0 ? BLOCK_BYTES / (K * (int64_t)sizeof(float)) : N;
+    nb = HL_MAX(NR, nb / NR * NR);
+    const int64_t blocks = (N + nb - 1) / nb;
+    /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
+       the host deschedules then delays the call by one piece, not by half of it. */
+    const int threads = hl_max_threads();
+    int64_t chunks = 1;
+    if (threads > 1) {
+        const int64_t want = 4 * (int64_t)threads, have = count * blocks;
+        chunks = HL_MIN(panels, HL_MAX(1, (want + have - 1) / have));
+    }
+    const int64_t per_chunk = (panels + chunks - 1) / chunks;
+    chunks = (panels + per_chunk - 1) / per_chunk;
+    const int64_t tasks = count * blocks * chunks;
+    const bool avx2 = have_avx2();
+    const block_args a = {K, pr->epi};
+    const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
+#pragma omp parallel for schedule(dynamic, 1) if (threads > 1 && tasks > 1 && flops > 1e6)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
+        const int64_t bl = rem / chunks, ch = rem % chunks;
+        const float *B = pr->b + s * pr->b_step;
+        float *C = pr->c + s * pr->c_step;
+        const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
+        const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
+        const int64_t p1 = HL_MIN(panels, (ch + 1) * per_chunk);
+        for (int64_t p = ch * per_chunk; p < p1; p++) {
+            const float *A = pr->a + p * K * MR;
+            const int64_t r0 = p * MR;
+            const int mr = (int)HL_MIN(MR, M - r0);
+            for (int64_t j = j0; j < j1; j += NR) {
+                const int nr = (int)HL_MIN(NR, j1 - j);
+                block(&a, avx2, A, B + j, pr->ldb, C + r0 * pr->ldc + j, pr->ldc,
+                      pr->bias ? pr->bias + r0 : NULL, R ? R + r0 * pr->ldc + j : NULL, mr,
+                      nr);
+            }
+        }
+    }
+    return HL_OK;
+}
