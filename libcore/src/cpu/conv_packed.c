@@ -35,6 +35,9 @@
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
 /* A block of positions: its K rows of columns about this many bytes (half a core's L2). */
 enum { BLOCK_BYTES = 192 << 10 };
+/* Steps of K per block: a panel's MR x KC weights (6 KiB) stay in L1 across a block of
+   positions. */
+enum { KC = 256 };
 
 /* ---- packing ---- */
 
@@ -65,9 +68,10 @@ hl_status hl_cpu_conv_pack(const hl_call *c) {
 
 /* What every block of a call shares. */
 typedef struct {
-    int64_t K;
+    int64_t K;                  /* the steps of this block of K (the product's, cut in kc) */
     const conv_epilogue *epi;   /* NULL: none */
-} block_args;
+    bool first, last;           /* the first block of K starts from 0, the others from C; */
+} block_args;                   /* the last one adds the bias and applies the epilogue */
 
 /* y[i] = act(y[i] + res[i]) for one output row of n values, as conv_epilogue_impl.h computes
    it (the portable path). */
@@ -99,6 +103,9 @@ static void block_portable(const block_args *a, const float *restrict A, const f
                            int64_t ldb, float *C, int64_t ldc, const float *bias,
                            const float *res, int mr, int nr) {
     float acc[MR][NR] = {{0}};
+    if (!a->first)
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < nr; j++) acc[r][j] = C[r * ldc + j];
     for (int64_t k = 0; k < a->K; k++) {
         const float *restrict b = B + k * ldb;
         const float *restrict ak = A + k * MR;
@@ -107,9 +114,9 @@ static void block_portable(const block_args *a, const float *restrict A, const f
     }
     for (int r = 0; r < mr; r++) {
         float *y = C + r * ldc;
-        const float bv = bias ? bias[r] : 0;
+        const float bv = bias && a->last ? bias[r] : 0;
         for (int j = 0; j < nr; j++) y[j] = acc[r][j] + bv;
-        if (a->epi) epilogue_row(a->epi, y, res ? res + r * ldc : NULL, nr);
+        if (a->epi && a->last) epilogue_row(a->epi, y, res ? res + r * ldc : NULL, nr);
     }
 }
 
@@ -174,12 +181,21 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const int64_t K = a->K;
     __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
-    if (nr == NR) {
-        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
-    } else {
+    if (nr < NR) {
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
         m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    }
+    if (!a->first) {   /* rows past mr hold zeros (their weights are zeros too) */
+#define LOAD_ROW(r, lo, hi)                                                                   \
+    if (r < mr) lo = _mm256_maskload_ps(C + r * ldc, m0), hi = _mm256_maskload_ps(C + r * ldc + 8, m1);
+        LOAD_ROW(0, c00, c01) LOAD_ROW(1, c10, c11) LOAD_ROW(2, c20, c21)
+        LOAD_ROW(3, c30, c31) LOAD_ROW(4, c40, c41) LOAD_ROW(5, c50, c51)
+#undef LOAD_ROW
+    }
+    if (nr == NR) {
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
+    } else {
         BLOCK_LOOP(_mm256_maskload_ps(B, m0), _mm256_maskload_ps(B + 8, m1))
     }
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
@@ -190,8 +206,8 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
         for (int h = 0; h < 2; h++) {
             const __m256i m = h ? m1 : m0;
             __m256 v = acc[r][h];
-            if (bias) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
-            if (a->epi) {
+            if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+            if (a->epi && a->last) {
                 if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
                                                       : _mm256_maskload_ps(rr + 8 * h, m));
                 v = act8(a->epi, v);
@@ -202,6 +218,42 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
 }
 #undef BLOCK_LOOP
+
+/* The same for a block of at most 8 columns: one vector per row (the columns of a position
+   count that is not a multiple of NR, e.g. the 49 of a 7x7 plane, cost half as much). */
+AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const float *B,
+                             int64_t ldb, float *C, int64_t ldc, const float *bias,
+                             const float *res, int mr, int nr) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int64_t K = a->K;
+    if (!a->first) {
+        __m256 *cs[MR] = {&c0, &c1, &c2, &c3, &c4, &c5};
+        for (int r = 0; r < mr; r++) *cs[r] = _mm256_maskload_ps(C + r * ldc, m);
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_maskload_ps(B, m);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 5), b0, c5);
+        A += MR;
+        B += ldb;
+    }
+    const __m256 acc[MR] = {c0, c1, c2, c3, c4, c5};
+    for (int r = 0; r < mr; r++) {
+        __m256 v = acc[r];
+        if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+        if (a->epi && a->last) {
+            if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + r * ldc, m));
+            v = act8(a->epi, v);
+        }
+        _mm256_maskstore_ps(C + r * ldc, m, v);
+    }
+}
 
 static bool have_avx2(void) {
     static int known = -1;
@@ -222,6 +274,10 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
                          int64_t ldb, float *C, int64_t ldc, const float *bias,
                          const float *res, int mr, int nr) {
 #if HAVE_X86
+    if (avx2 && nr <= 8) {
+        block8_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        return;
+    }
     if (avx2) {
         block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
         return;
@@ -237,8 +293,11 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
     if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
     const int64_t panels = (M + MR - 1) / MR;
-    /* positions per block: its K rows of columns within BLOCK_BYTES, a multiple of NR */
-    int64_t nb = K > 0 ? BLOCK_BYTES / (K * (int64_t)sizeof(float)) : N;
+    /* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
+       evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR */
+    const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
+    const int64_t kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
+    int64_t nb = kc > 0 ? BLOCK_BYTES / (kc * (int64_t)sizeof(float)) : N;
     nb = HL_MAX(NR, nb / NR * NR);
     const int64_t blocks = (N + nb - 1) / nb;
     /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
@@ -253,7 +312,6 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
     const bool avx2 = have_avx2();
-    const block_args a = {K, pr->epi};
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
 #pragma omp parallel for schedule(dynamic, 1) if (threads > 1 && tasks > 1 && flops > 1e6)
     for (int64_t t = 0; t < tasks; t++) {
@@ -263,17 +321,21 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         float *C = pr->c + s * pr->c_step;
         const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
         const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
-        const int64_t p1 = HL_MIN(panels, (ch + 1) * per_chunk);
-        for (int64_t p = ch * per_chunk; p < p1; p++) {
-            const float *A = pr->a + p * K * MR;
-            const int64_t r0 = p * MR;
-            const int mr = (int)HL_MIN(MR, M - r0);
-            for (int64_t j = j0; j < j1; j += NR) {
-                const int nr = (int)HL_MIN(NR, j1 - j);
-                block(&a, avx2, A, B + j, pr->ldb, C + r0 * pr->ldc + j, pr->ldc,
-                      pr->bias ? pr->bias + r0 : NULL, R ? R + r0 * pr->ldc + j : NULL, mr,
-                      nr);
+        const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
+        for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
+            const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
+            for (int64_t p = p0; p < p1; p++) {
+                const float *A = pr->a + p * K * MR + k0 * MR;
+                const int64_t r0 = p * MR;
+                const int mr = (int)HL_MIN(MR, M - r0);
+                for (int64_t j = j0; j < j1; j += NR) {
+                    const int nr = (int)HL_MIN(NR, j1 - j);
+                    block(&a, avx2, A, B + k0 * pr->ldb + j, pr->ldb, C + r0 * pr->ldc + j,
+                          pr->ldc, pr->bias ? pr->bias + r0 : NULL,
+                          R ? R + r0 * pr->ldc + j : NULL, mr, nr);
+                }
             }
+            if (K == 0) break;
         }
     }
     return HL_OK;
