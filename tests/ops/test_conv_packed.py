@@ -193,7 +193,8 @@ def test_packed_refusals():
 
 # ---- depthwise 3x3 -------------------------------------------------------------------------
 
-DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
+# small planes at stride 1 take the padded flat loop, larger ones and stride 2 the row loop
+DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
       ((1, 3, 9, 9), 1, 0), ((1, 3, 8, 9), 2, 0), ((1, 32, 112, 112), 2, 1),
       ((1, 5, 7, 7), 1, (0, 1, 1, 0))]
 
@@ -220,3 +221,27 @@ def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
                       groups=c).numpy()
     if act == "none":
         np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2)])
+def test_depthwise3x3_pads_with_zeros(xs, stride):
+    """Padding is zeros that are multiplied, as ONNX (and im2col) define it: an infinite or
+    NaN weight gives NaN where it meets the border, exactly where the float64 reference has
+    NaN, in the flat and the row loop alike."""
+    rng = np.random.default_rng(8)
+    c = xs[1]
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[0, 1, 3, 4] = np.nan
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    w[0, 0, 0, 0] = np.inf
+    w[2, 0, 2, 1] = -np.inf
+    b = np.zeros(c, np.float32)
+    with np.errstate(invalid="ignore"):
+        ref = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                       [stride] * 2, [1] * 4, None, c)
+    got = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=1,
+                    groups=c).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
