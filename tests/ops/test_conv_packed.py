@@ -75,8 +75,9 @@ def _reference_f64(x, w, b, r, st, pads, groups, act, alpha, beta):
     return ref_act(y, act, alpha, beta), (K + 2) * EPS32 * mag
 
 
-def _packed(x, w, b, r, stride, padding, groups, act="none", alpha=0.0, beta=0.0):
-    pk = ops.conv_pack(hl.tensor(w), groups)
+def _packed(x, w, b, r, stride, padding, groups, act="none", alpha=0.0, beta=0.0,
+            layout="panels"):
+    pk = ops.conv_pack(hl.tensor(w), groups, layout)
     return hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b),
                          None if r is None else hl.tensor(r), stride=stride, padding=padding,
                          groups=groups, act=act, alpha=alpha, beta=beta, packed=pk).numpy()
@@ -189,6 +190,43 @@ def test_packed_refusals():
         ops.conv_pack(w, 4)
     with pytest.raises(errors.ShapeError, match="conv_pack: expected a weight of shape"):
         ops.conv_pack(hl.tensor(np.ones((6, 4), np.float32)))
+
+
+@pytest.mark.parametrize("xs,ws", [((2, 16, 9, 11), (16, 16, 3, 3)),   # 60 tiles: Winograd
+                                   ((1, 16, 5, 6), (24, 16, 3, 3)),    # 9 tiles: im2col
+                                   ((1, 8, 12, 12), (8, 8, 3, 3))])    # too few channels
+@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2]])
+def test_winograd_packed(xs, ws, act, alpha, beta):
+    """Kernels transformed once ('winograd' layout) give exactly what the unpacked call
+    gives, Winograd or not (a call Winograd does not take runs the unpacked path), and match
+    float64 at the Winograd tests' tolerance (tests/ops/test_conv_fused.py: 1e-4)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.3).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    got = _packed(x, w, b, None, 1, 1, 1, act, alpha, beta, layout="winograd")
+    plain = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=1, act=act,
+                          alpha=alpha, beta=beta).numpy()
+    np.testing.assert_array_equal(got, plain)
+    ref, _ = _reference(x, w, b, None, 1, 1, 1, act, alpha, beta)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_layout():
+    """'winograd' is (4, 4, C_out, C_in): entry (i, j) is G g G^T's (i, j) for each kernel g,
+    with G Winograd's F(2x2, 3x3) kernel transform."""
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    want = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G)
+    got = ops.conv_pack(hl.tensor(w), 1, "winograd").numpy()
+    assert got.shape == (4, 4, 5, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(errors.ValueError, match="conv_pack: the Winograd layout is for 3x3 "
+                       "kernels of one group"):
+        ops.conv_pack(hl.tensor(np.ones((4, 2, 1, 1), np.float32)), 1, "winograd")
+    with pytest.raises(errors.ValueError, match="conv_pack: layout must be one of"):
+        ops.conv_pack(hl.tensor(w), 1, "nchwc")
 
 
 # ---- depthwise 3x3 -------------------------------------------------------------------------

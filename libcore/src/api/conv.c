@@ -10,9 +10,10 @@
  *   conv:             in {x, w, bias?}  out {y}
  *   conv_fused:       in {x, w, bias?, residual?, packed?} out {y}; i[9] the activation
  *                     (HL_CONV_ACT_*), i[10] whether a bias, i[11] whether a residual, i[12]
- *                     whether packed weights (conv_pack's of w) are given; f[0..1] the
- *                     activation's alpha and beta
- *   conv_pack:        in {w} out {packed}; i[0] groups (layout: cpu/conv_packed.c)
+ *                     packed weights (conv_pack's of w): 0 none, 1 + their HL_CONV_PACK_*
+ *                     layout; f[0..1] the activation's alpha and beta
+ *   conv_pack:        in {w} out {packed}; i[0] groups, i[1] the layout (HL_CONV_PACK_*;
+ *                     cpu/conv_packed.c)
  *   conv_grad_input:  in {dy, w, bias?} out {dx}  (bias is added to dx: conv_transpose)
  *   conv_grad_weight: in {dy, x}        out {dw}
  * The kernels take spatial sizes from the tensors: for conv_grad_input they loop over dy's
@@ -142,7 +143,8 @@ static hl_status check_bias(const char *op, const hl_tensor *bias, int64_t chann
 typedef struct {
     int act;
     double alpha, beta;
-    bool bias, residual, packed;
+    bool bias, residual;
+    int packed;   /* 0, or 1 + the packed weight's HL_CONV_PACK_* layout */
 } fused_attrs;
 
 static hl_status submit(const char *opname, int op, const conv_attrs *a,
@@ -196,34 +198,50 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
     return st;
 }
 
-/* The shape conv_pack gives weights w (C_out, C_in / groups, k...): (groups * panels, K,
-   HL_CONV_PACK_ROWS), panels of HL_CONV_PACK_ROWS output channels of a group. */
-static void packed_shape(const hl_tensor *w, int64_t groups, int64_t shape[3]) {
+/* The shape conv_pack gives weights w (C_out, C_in / groups, k...) in a layout: PANELS
+   (groups * panels, K, HL_CONV_PACK_ROWS), panels of HL_CONV_PACK_ROWS output channels of a
+   group; WINOGRAD (4, 4, C_out, C_in). Returns the number of axes. */
+static int packed_shape(const hl_tensor *w, int64_t groups, int layout, int64_t shape[4]) {
+    if (layout == HL_CONV_PACK_WINOGRAD) {
+        shape[0] = shape[1] = 4;
+        shape[2] = w->shape[0];
+        shape[3] = w->shape[1];
+        return 4;
+    }
     int64_t k = 1;
     for (int d = 1; d < w->ndim; d++) k = mul_sat(k, w->shape[d]);
     const int64_t cg = w->shape[0] / groups;
     shape[0] = groups * ((cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS);
     shape[1] = k;
     shape[2] = HL_CONV_PACK_ROWS;
+    return 3;
 }
 
-/* packed (may be NULL) must be conv_pack's layout of w for these groups, float32 as x. */
+/* Whether w (groups) can be packed in Winograd's layout: a 2-D 3x3 kernel, one group. */
+static bool winograd_packable(const hl_tensor *w, int64_t groups) {
+    return w->ndim == 4 && w->shape[2] == 3 && w->shape[3] == 3 && groups == 1;
+}
+
+/* packed (may be NULL) must be conv_pack's layout of w for these groups, float32 as x: a
+   3-D tensor is the panels, a 4-D one Winograd's kernels. Sets *layout (HL_CONV_PACK_*). */
 static hl_status check_packed(const char *op, const hl_tensor *packed, const hl_tensor *x,
-                              const hl_tensor *w, int64_t groups, hl_device dev) {
+                              const hl_tensor *w, int64_t groups, hl_device dev, int *layout) {
     if (!packed) return HL_OK;
     if (x->dtype != HL_F32)
         return hl_fail(HL_ERR_DTYPE, "%s: packed weights are float32 only, but the input is %s; "
                        "pass packed=None", op, hl_desc(x));
     hl_status st = check_tensor(op, "the packed weight", packed, dev, HL_F32);
     if (st) return st;
-    int64_t want[3];
-    packed_shape(w, groups, want);
-    bool same = packed->ndim == 3;
-    for (int d = 0; same && d < 3; d++) same = packed->shape[d] == want[d];
+    *layout = packed->ndim == 4 && winograd_packable(w, groups) ? HL_CONV_PACK_WINOGRAD
+                                                                : HL_CONV_PACK_PANELS;
+    int64_t want[4];
+    const int nd = packed_shape(w, groups, *layout, want);
+    bool same = packed->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = packed->shape[d] == want[d];
     if (!same)
         return hl_fail(HL_ERR_SHAPE, "%s: the packed weight must be conv_pack's layout of weight "
                        "%s with groups=%lld, shape %s, got %s", op, hl_desc(w), (long long)groups,
-                       hl_shape_str(3, want), hl_desc(packed));
+                       hl_shape_str(nd, want), hl_desc(packed));
     return HL_OK;
 }
 
@@ -280,8 +298,15 @@ static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const 
                            "%s", op, hl_shape_str(x->ndim, oshape), hl_desc(residual));
         ins[n_in++] = residual;
     }
-    if ((st = check_packed(op, packed, x, w, groups, dev))) return st;
-    if (packed) ins[n_in++] = packed;
+    int layout = 0;
+    if ((st = check_packed(op, packed, x, w, groups, dev, &layout))) return st;
+    fused_attrs f;
+    if (packed) {
+        ins[n_in++] = packed;
+        f = *fu;
+        f.packed = 1 + layout;
+        fu = &f;
+    }
     return submit(op, code, &a, ins, n_in, x->dtype, dev, x->ndim, oshape, fu, out);
 }
 
@@ -301,12 +326,12 @@ hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor 
     if (act < HL_CONV_ACT_NONE || act > HL_CONV_ACT_HARD_SIGMOID)
         return hl_fail(HL_ERR_VALUE, "%s: act must be one of HL_CONV_ACT_* (0 none, 1 relu, "
                        "2 clip, 3 leaky_relu, 4 hard_sigmoid), got %d", op, act);
-    const fused_attrs fu = {act, alpha, beta, bias != NULL, residual != NULL, packed != NULL};
+    const fused_attrs fu = {act, alpha, beta, bias != NULL, residual != NULL, 0};
     return conv_entry(op, HL_OP_CONV_FUSED, x, w, bias, residual, packed, stride, pads,
                       dilation, groups, &fu, out);
 }
 
-hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, hl_tensor **out) {
+hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out) {
     const char *op = "conv_pack";
     if (!w || !out) return hl_fail(HL_ERR_VALUE, "%s: weight or output is NULL", op);
     hl_device dev = w->storage->device;
@@ -319,12 +344,18 @@ hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, hl_tensor **out) {
         return hl_fail(HL_ERR_VALUE, "%s: groups must be a positive number that divides the "
                        "weight's %lld output channels, got %lld", op, (long long)w->shape[0],
                        (long long)groups);
-    int64_t shape[3];
-    packed_shape(w, groups, shape);
+    if (layout != HL_CONV_PACK_PANELS && layout != HL_CONV_PACK_WINOGRAD)
+        return hl_fail(HL_ERR_VALUE, "%s: layout must be HL_CONV_PACK_PANELS (0) or "
+                       "HL_CONV_PACK_WINOGRAD (1), got %d", op, layout);
+    if (layout == HL_CONV_PACK_WINOGRAD && !winograd_packable(w, groups))
+        return hl_fail(HL_ERR_VALUE, "%s: the Winograd layout is for 3x3 kernels of one group, "
+                       "got weight %s with groups=%lld", op, hl_desc(w), (long long)groups);
+    int64_t shape[4];
+    const int nd = packed_shape(w, groups, layout, shape);
     if (shape[1] >= INT_MAX)
         return hl_fail(HL_ERR_SHAPE, "%s: weight %s is too large", op, hl_desc(w));
     hl_tensor *caller = *out;
-    if ((st = hl_out_prepare(op, out, HL_F32, dev, 3, shape))) return st;
+    if ((st = hl_out_prepare(op, out, HL_F32, dev, nd, shape))) return st;
     if (!hl_tensor_is_contiguous(*out))
         st = hl_fail(HL_ERR_VALUE, "%s: the output tensor given (%s) must be contiguous", op,
                      hl_desc(*out));
@@ -333,7 +364,7 @@ hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, hl_tensor **out) {
     if (!st) st = hl_contiguous(w, &wc);
     if (!st) {
         hl_call c = {.op = HL_OP_CONV_PACK, .n_in = 1, .n_out = 1, .in = {wc}, .out = {*out},
-                     .i = {groups}};
+                     .i = {groups, layout}};
         st = hl_submit(&c);
     }
     hl_tensor_release(wc);

@@ -187,6 +187,15 @@ hl_status hl_cpu_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
+    if (packed && c->i[12] == 1 + HL_CONV_PACK_WINOGRAD) {
+        if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
+            hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
+            return hl_winograd_forward_packed(&g, (const float *)hl_ptr(x),
+                                              (const float *)hl_ptr(packed),
+                                              b ? (const float *)hl_ptr(b) : NULL, e,
+                                              (float *)hl_ptr(y));
+        packed = NULL;   /* the unpacked paths below (im2col and OpenBLAS) */
+    }
     if (packed && x->dtype == HL_F32 && !(g.cg_in == 1 && g.groups > 1) &&
         packed_beats_winograd(&g))
         return conv_forward_packed(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),

@@ -83,6 +83,11 @@ bool hl_winograd_pays_forward(const conv_geom *g);
 bool hl_winograd_weights_ok(const float *w, int64_t n);
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, const conv_epilogue *epi, float *y);
+/* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in)), made once
+   for a constant weight, and the forward pass that takes them instead of transforming w. */
+void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U);
+hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
+                                     const float *bias, const conv_epilogue *epi, float *y);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
                                  const float *bias, float *dx);
 hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,

@@ -197,9 +197,10 @@ def run_fused_conv(n, x, w, b=None, r=None):
 
 
 def _packed_weight(conv, constants):
-    """conv's constant weight packed for the CPU product (hl.ops.conv_pack), or None where the
-    product does not take it: a weight that is no float32 constant, a depthwise convolution
-    (it has a direct kernel), more than 2 spatial axes."""
+    """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
+    transformed kernels for a 3x3 stride-1 convolution, the product's panels for the others;
+    None where neither applies: a weight that is no float32 constant, a depthwise
+    convolution (it has a direct kernel), more than 2 spatial axes."""
     w = constants.get(conv.inputs[1])
     group = conv.attr("group", 1)
     if w is None or w.dtype.name != "float32" or w.ndim not in (3, 4) or \
@@ -207,6 +208,12 @@ def _packed_weight(conv, constants):
         return None
     if group > 1 and w.shape[1] == 1:
         return None
+    strides, dilations = conv.attr("strides", None), conv.attr("dilations", None)
+    if w.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and \
+            all(s == 1 for s in strides or [1]) and all(d == 1 for d in dilations or [1]):
+        # the kernel takes Winograd where it fits (enough channels and positions) and the
+        # unpacked paths elsewhere
+        return ops.conv_pack(w, group, "winograd")
     return ops.conv_pack(w, group)
 
 
