@@ -38,6 +38,8 @@ enum { BLOCK_BYTES = 192 << 10 };
 /* Steps of K per block: a panel's MR x KC weights (6 KiB) stay in L1 across a block of
    positions. */
 enum { KC = 256 };
+/* The weights a task may keep in L1 across strips of columns (most of a 32 KiB L1). */
+enum { L1_BYTES = 20 << 10 };
 
 /* ---- packing ---- */
 
@@ -330,15 +332,23 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
-            for (int64_t p = p0; p < p1; p++) {
-                const float *A = pr->a + p * K * MR + k0 * MR;
-                const int64_t r0 = p * MR;
-                const int mr = (int)HL_MIN(MR, M - r0);
-                for (int64_t j = j0; j < j1; j += NR) {
-                    const int nr = (int)HL_MIN(NR, j1 - j);
-                    block(&a, avx2, A, B + k0 * pr->ldb + j, pr->ldb, C + r0 * pr->ldc + j,
-                          pr->ldc, pr->bias ? pr->bias + r0 : NULL,
-                          R ? R + r0 * pr->ldc + j : NULL, mr, nr);
+            /* The chunk's weights for this block of K fit in L1 (a short K): every panel
+               passes over one NR-column strip of the columns while it is in L1. Otherwise
+               each panel passes over the whole block of positions (from L2). */
+            const bool strips = (p1 - p0) * a.K * MR * (int64_t)sizeof(float) <= L1_BYTES;
+            const int64_t jstep = strips ? NR : j1 - j0;
+            for (int64_t js = j0; js < j1; js += jstep) {
+                const int64_t je = HL_MIN(j1, js + jstep);
+                for (int64_t p = p0; p < p1; p++) {
+                    const float *A = pr->a + p * K * MR + k0 * MR;
+                    const int64_t r0 = p * MR;
+                    const int mr = (int)HL_MIN(MR, M - r0);
+                    for (int64_t j = js; j < je; j += NR) {
+                        const int nr = (int)HL_MIN(NR, je - j);
+                        block(&a, avx2, A, B + k0 * pr->ldb + j, pr->ldb,
+                              C + r0 * pr->ldc + j, pr->ldc, pr->bias ? pr->bias + r0 : NULL,
+                              R ? R + r0 * pr->ldc + j : NULL, mr, nr);
+                    }
                 }
             }
             if (K == 0) break;
