@@ -9,6 +9,9 @@ sum of K + 2 terms (K = C_in/g * kh * kw), times the activation's largest slope 
 Adversarial values (NaN, infinities, weights that overflow) must give NaN and infinities
 exactly where the float64 reference has them.
 """
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -95,6 +98,18 @@ def test_packed_matches_float64(case, act, alpha, beta):
         assert got.shape == ref.shape
         err = np.abs(got - ref)
         assert (err <= bound + 1e-30).all(), (case, act, float((err - bound).max()))
+
+
+def test_portable_block():
+    """The portable block (CPUs without AVX2 + FMA; HL_CONV_AVX2=0 forces it, read once per
+    process, hence the subprocess) passes the float64 checks above on every case (with
+    the clip activations, which exercise the epilogue) and the adversarial values."""
+    code = ("import sys; sys.argv = ['x']; import pytest; sys.exit(pytest.main(['-q', '-x', "
+            "'-p', 'no:cacheprovider', '-k', '(matches_float64 and clip) or adversarial', __file__]))")
+    env = dict(os.environ, HL_CONV_AVX2="0")
+    p = subprocess.run([sys.executable, "-c", code.replace("__file__", repr(__file__))],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
 @pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3"])

@@ -15,15 +15,22 @@
  * are output channel planes, so no scatter). Columns are not packed: a block of positions is
  * sized so that its K rows stay in the L2 cache while every panel passes over them.
  *
- * The AVX2 + FMA kernel is taken where the CPU has both (checked once); elsewhere a portable
- * loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
+ * The AVX2 + FMA kernel is taken where the CPU has both (checked once; HL_CONV_AVX2=0 in the
+ * environment turns it off, for tests); elsewhere a portable loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
  * from hl_conv's by float rounding (tests/ops/test_conv_packed.py checks both against float64).
  */
 #include <math.h>
+#include <stdlib.h>
 
 #include "../core.h"
 #include "conv.h"
 #include "parallel.h"
+
+#define T float
+#define SFX f32
+#include "conv_epilogue_impl.h"   /* conv_epilogue_run_f32: the portable path's epilogue */
+#undef T
+#undef SFX
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -81,28 +88,6 @@ typedef struct {
     bool first, last;           /* the first block of K starts from 0, the others from C; */
 } block_args;                   /* the last one adds the bias and applies the epilogue */
 
-/* y[i] = act(y[i] + res[i]) for one output row of n values, as conv_epilogue_impl.h computes
-   it (the portable path). */
-static void epilogue_row(const conv_epilogue *e, float *y, const float *res, int64_t n) {
-    if (res)
-        for (int64_t i = 0; i < n; i++) y[i] += res[i];
-    const float p0 = (float)e->alpha, p1 = (float)e->beta;
-    for (int64_t i = 0; i < n; i++) {
-        const float x = y[i];
-        switch (e->act) {
-        case HL_CONV_ACT_RELU: y[i] = x > 0 ? x : (x == x ? 0 : x); break;
-        case HL_CONV_ACT_CLIP: {
-            const float t = x < p0 ? p0 : x;
-            y[i] = t > p1 ? p1 : t;
-            break;
-        }
-        case HL_CONV_ACT_LEAKY_RELU: y[i] = x >= 0 ? x : p0 * x; break;
-        case HL_CONV_ACT_HARD_SIGMOID: y[i] = x == x ? fmaxf(0, fminf(1, p0 * x + p1)) : x; break;
-        default: break;
-        }
-    }
-}
-
 /* ---- the portable block ---- */
 
 /* C[r][j] (r < mr, j < nr; rows ldc apart) = sum_k A[k][r] B[k][j] + bias[r], epilogue. */
@@ -124,7 +109,7 @@ static void block_portable(const block_args *a, const float *restrict A, const f
         float *y = C + r * ldc;
         const float bv = bias && a->last ? bias[r] : 0;
         for (int j = 0; j < nr; j++) y[j] = acc[r][j] + bv;
-        if (a->epi && a->last) epilogue_row(a->epi, y, res ? res + r * ldc : NULL, nr);
+        if (a->epi && a->last) conv_epilogue_run_f32(a->epi, y, res ? res + r * ldc : NULL, nr);
     }
 }
 
@@ -133,7 +118,7 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 #if HAVE_X86
 #define AVX2 __attribute__((target("avx2,fma")))
 
-/* The activation on 8 values, as epilogue_row computes each (NaN passes through). */
+/* The activation on 8 values, as conv_epilogue_impl.h computes each (NaN passes through). */
 AVX2 static inline __m256 act8(const conv_epilogue *e, __m256 x) {
     const __m256 zero = _mm256_setzero_ps();
     switch (e->act) {
@@ -268,7 +253,9 @@ static bool have_avx2(void) {
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (k < 0) {
         __builtin_cpu_init();
-        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        const char *env = getenv("HL_CONV_AVX2");   /* 0: the portable block, for tests */
+        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            !(env && env[0] == '0' && env[1] == '\0');
         __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
     return k;
