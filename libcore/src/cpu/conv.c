@@ -142,11 +142,13 @@ static hl_status conv_forward_packed(const conv_geom *g, const float *x, const f
         return HL_OK;
     }
     const tiling t = plan_tiles(g, sizeof(float), 2);
+    const int64_t col_floats = K * t.samples * t.rows * g->ow;
     scratch sc;
-    float *cols;
-    hl_status st = scratch_get("conv", &sc, (size_t)(K * t.samples * t.rows * g->ow) *
-                               sizeof(float), (void **)&cols);
+    float *cols;   /* im2col's columns, then the product's work (one block for all tiles) */
+    hl_status st = scratch_get("conv", &sc, (size_t)(col_floats + hl_conv_packed_work(
+                                   t.rows * g->ow, K)) * sizeof(float), (void **)&cols);
     if (st) return st;
+    pr.work = cols + col_floats;
     for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
         const int64_t m = HL_MIN(t.samples, g->n - n0);
         for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {

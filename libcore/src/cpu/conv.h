@@ -48,9 +48,13 @@ typedef struct {
     const float *bias;           /* m values, or NULL */
     const float *res;            /* shaped like c, or NULL */
     const conv_epilogue *epi;    /* its act (and res above); NULL: none */
+    float *work;                 /* hl_conv_packed_work(n, k) floats, or NULL: the product
+                                    takes its own */
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
+/* The work floats of a product of n positions and k steps (for the threads of this call). */
+int64_t hl_conv_packed_work(int64_t n, int64_t k);
 
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */

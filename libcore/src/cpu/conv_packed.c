@@ -9,11 +9,13 @@
  * channels, each stored k-major, MR values per k, the last panel padded with zeros:
  *     packed[(grp * panels + p) * K * MR + k * MR + r] = w[grp * cg + p * MR + r][k]
  * The product reads one panel's MR weights for each k as broadcasts and the columns (x itself
- * for a 1x1 convolution, im2col's rows otherwise) straight from their rows, NR positions
- * at a time: an MR x NR block of outputs held in 12 AVX2 registers, to which the bias, the
- * residual and the activation are applied before the one store into y (NCHW: a panel's rows
- * are output channel planes, so no scatter). Columns are not packed: a block of positions is
- * sized so that its K rows stay in the L2 cache while every panel passes over them.
+ * for a 1x1 convolution, im2col's rows otherwise) NR positions at a time: an MR x NR block
+ * of outputs held in 12 AVX2 registers, to which the bias, the residual and the activation
+ * are applied before the one store into y (NCHW: a panel's rows are output channel planes,
+ * so no scatter). A block of positions is sized so that its rows of columns stay in the L2
+ * cache while every panel passes over them, copied once into strips of NR columns (per
+ * call, per thread) unless K is short enough that the panels' weights stay in L1 and each
+ * strip is read where it is.
  *
  * The AVX2 + FMA kernel is taken where the CPU has both (checked once; HL_CONV_AVX2=0 in the
  * environment turns it off, for tests); elsewhere a portable loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
@@ -284,16 +286,47 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 
 /* ---- the product ---- */
 
+/* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
+   NR contiguous (a partial last strip padded with zeros): the blocks then read their columns
+   in sequence instead of one row (and, for wide planes, one page) per step of K. */
+static void pack_columns(const float *B, int64_t ldb, int64_t kc, int64_t j0, int64_t j1,
+                         float *dst) {
+    for (int64_t js = j0; js < j1; js += NR) {
+        const int64_t w = HL_MIN(NR, j1 - js);
+        for (int64_t k = 0; k < kc; k++) {
+            const float *src = B + k * ldb + js;
+            float *d = dst + k * NR;
+            for (int64_t j = 0; j < w; j++) d[j] = src[j];
+            for (int64_t j = w; j < NR; j++) d[j] = 0;
+        }
+        dst += kc * NR;
+    }
+}
+
+/* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
+   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR. */
+static void blocking(int64_t K, int64_t *kc, int64_t *nb) {
+    const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
+    *kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
+    const int64_t n = *kc > 0 ? BLOCK_BYTES / (*kc * (int64_t)sizeof(float)) : NR;
+    *nb = HL_MAX(NR, n / NR * NR);
+}
+
+/* Floats of packed columns one thread needs for products of n positions and k steps. */
+static int64_t thread_work(int64_t n, int64_t k) {
+    int64_t kc, nb;
+    blocking(k, &kc, &nb);
+    return kc * HL_MIN(nb, (n + NR - 1) / NR * NR);
+}
+
+int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_max_threads(); }
+
 hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
     if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
     const int64_t panels = (M + MR - 1) / MR;
-    /* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
-       evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR */
-    const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
-    const int64_t kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
-    int64_t nb = kc > 0 ? BLOCK_BYTES / (kc * (int64_t)sizeof(float)) : N;
-    nb = HL_MAX(NR, nb / NR * NR);
+    int64_t kc, nb;
+    blocking(K, &kc, &nb);
     const int64_t blocks = (N + nb - 1) / nb;
     /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
        the host deschedules then delays the call by one piece, not by half of it. */
@@ -308,7 +341,17 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t tasks = count * blocks * chunks;
     const bool avx2 = have_avx2();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
-#pragma omp parallel for schedule(dynamic, 1) if (threads > 1 && tasks > 1 && flops > 1e6)
+    const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
+    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR) */
+    const int64_t per_thread = thread_work(N, K);
+    scratch sb = {NULL};
+    float *packed_b = pr->work;
+    if (!packed_b) {
+        hl_status st = scratch_get("conv", &sb, (size_t)(per_thread * threads) * sizeof(float),
+                                   (void **)&packed_b);
+        if (st) return st;
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
     for (int64_t t = 0; t < tasks; t++) {
         const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
         const int64_t bl = rem / chunks, ch = rem % chunks;
@@ -317,12 +360,15 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
         const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
+        float *mine = packed_b + (parallel ? hl_thread_num() : 0) * per_thread;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
-               passes over one NR-column strip of the columns while it is in L1. Otherwise
-               each panel passes over the whole block of positions (from L2). */
+               passes over one NR-column strip of the columns while it is in L1, read where
+               they are. Otherwise each panel passes over the whole block of positions, packed
+               once for all the panels (from L2). */
             const bool strips = (p1 - p0) * a.K * MR * (int64_t)sizeof(float) <= L1_BYTES;
+            if (!strips && K > 0) pack_columns(B + k0 * pr->ldb, pr->ldb, a.K, j0, j1, mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);
@@ -332,8 +378,10 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
                     const int mr = (int)HL_MIN(MR, M - r0);
                     for (int64_t j = js; j < je; j += NR) {
                         const int nr = (int)HL_MIN(NR, je - j);
-                        block(&a, avx2, A, B + k0 * pr->ldb + j, pr->ldb,
-                              C + r0 * pr->ldc + j, pr->ldc, pr->bias ? pr->bias + r0 : NULL,
+                        const float *Bj = strips ? B + k0 * pr->ldb + j
+                                                 : mine + (j - j0) * a.K;
+                        block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
+                              pr->ldc, pr->bias ? pr->bias + r0 : NULL,
                               R ? R + r0 * pr->ldc + j : NULL, mr, nr);
                     }
                 }
@@ -341,5 +389,6 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
             if (K == 0) break;
         }
     }
+    scratch_put(&sb);
     return HL_OK;
 }
