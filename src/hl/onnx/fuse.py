@@ -108,8 +108,9 @@ def conv_epilogues(nodes, graph, constants, device, skip):
     """Conv, then Add of another value, then an activation (each step optional) become one
     node that runs hl.conv_fused: the residual add and the activation applied while each
     output is in cache, instead of two more passes over the activations. Each such node whose
-    weight is a float32 constant (not depthwise) also gets that weight packed, once, into the
-    layout of the CPU's packed product (hl.ops.conv_pack), which a lone Conv takes too.
+    weight is a float32 constant 1x1 or 3x3 stride-1 kernel also gets that weight packed,
+    once, into the layout the CPU's kernels read (hl.ops.conv_pack, _packed_weight), which a
+    lone Conv takes too.
 
     ``nodes`` is the program's node list (BatchNormalization already folded), ``skip`` the
     indices of the nodes that do not run (folded constants, absorbed BatchNormalization),
@@ -198,9 +199,9 @@ def run_fused_conv(n, x, w, b=None, r=None):
 
 def _packed_weight(conv, constants):
     """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
-    transformed kernels for a 3x3 stride-1 convolution, the product's panels for the others;
-    None where neither applies: a weight that is no float32 constant, a depthwise
-    convolution (it has a direct kernel), more than 2 spatial axes."""
+    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one;
+    None for the others: a weight that is no float32 constant, a depthwise convolution (it
+    has a direct kernel), more than 2 spatial axes, other kernel sizes."""
     w = constants.get(conv.inputs[1])
     group = conv.attr("group", 1)
     if w is None or w.dtype.name != "float32" or w.ndim not in (3, 4) or \
@@ -214,7 +215,11 @@ def _packed_weight(conv, constants):
         # the kernel takes Winograd where it fits (enough channels and positions) and the
         # unpacked paths elsewhere
         return ops.conv_pack(w, group, "winograd")
-    return ops.conv_pack(w, group)
+    if all(k == 1 for k in w.shape[2:]):
+        return ops.conv_pack(w, group)
+    # Other kernels (a 7x7 stem, strided 3x3) stay with im2col + OpenBLAS: the packed product
+    # on im2col's columns measured no faster, the stem up to 20% slower (docs/performance.md)
+    return None
 
 
 # How many input signatures a FusedConv node keeps the geometry of.
