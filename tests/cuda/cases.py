@@ -277,6 +277,8 @@ NOT_ON_CUDA = {
     "optim_update": lambda x: hl.ops.optim_update(
         "sgd", hl.zeros((2,), device=x.device), hl.zeros((2,), device=x.device), [], [-0.1],
         [0.0, 0.0, 1.0]),
+    # conv_pack: the layouts of the CPU's packed convolution kernels (inference)
+    "conv_pack": lambda x: hl.ops.conv_pack(hl.zeros((6, 1, 1, 1), device=x.device)),
 }
 # reached only through their forward op, which fails first on cuda
 NOT_ON_CUDA_BACKWARD = set()
