@@ -237,4 +237,16 @@ def outer(a, b):
     return mul(reshape(a, -1, 1), reshape(b, 1, -1))
 
 
-__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear"]
+def matmul_fused(a, b, bias=None, residual=None, act="none", alpha=0.0, beta=0.0):
+    """hl.ops.matmul_fused_forward (act(a @ b + bias + residual) in one pass, for inference;
+    b may be a PackedMatrix from hl.gemm_pack_b). It has no gradient: where one would be
+    recorded it refuses, rather than drop it silently."""
+    if _grad.enabled and any(getattr(t, "requires_grad", False)
+                             for t in (a, b, bias, residual)):
+        raise errors.UnsupportedError(
+            "matmul_fused: an inference kernel without a gradient, called on tensors that "
+            "require one; use matmul (or linear), add and the activation, or hl.no_grad()")
+    return ops.matmul_fused_forward(a, b, bias, residual, act=act, alpha=alpha, beta=beta)
+
+
+__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear", "matmul_fused"]

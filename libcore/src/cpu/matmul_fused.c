@@ -1,0 +1,393 @@
+/*
+ * matmul_fused.c - CPU kernels of gemm_pack_b and matmul_fused (api/matmul_fused.c):
+ * act(A @ B + bias + residual) with the epilogue applied to each output tile while it is in
+ * the L1 cache, and B either packed once (hl_gemm_pack_b, what an inference program does with
+ * a constant weight at prepare()) or packed here per call.
+ *
+ * Packed B: for each panel of NR = 16 columns, the K rows of those 16 columns one after
+ * another (K x 16 floats, zeros past column N): the (P, K, 16) float32 tensor that
+ * hl_gemm_pack_b makes, P = ceil(N / 16). The micro-kernel reads a panel's rows in order, so
+ * a block of KC rows of a panel is one contiguous 16 KiB run that stays in L1.
+ *
+ * Loops (BLIS's order, A read in place rather than packed: with the few rows of batch-1
+ * transformer products A is small and each row is a contiguous stream): KC blocks of K; MC
+ * blocks of rows (A's block stays in L2); the panels (each thread takes a contiguous range of
+ * them); tiles of MR = 6 rows. A tile's 6 x 16 sums live in 12 AVX2 registers. Tiles of the
+ * last KC block get the epilogue right after their store.
+ *
+ * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
+ * build targets baseline x86-64); other CPUs get a portable one. float64 (plain B only) runs
+ * through OpenBLAS's dgemm, then the epilogue as a pass over the rows.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "blas_layout.h"
+#include "dtypes.h"
+#include "fast_math.h"
+#include "parallel.h"
+
+/* NR x MR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x KC: a packed
+   A block (L2); MC x NC: the block of C that the KC steps add into (L2). */
+enum { NR = 16, MR = 6, KC = 256, MC = 120, NC_PANELS = 16 };
+
+/* ---- the epilogue ---- */
+
+typedef struct {
+    int act;
+    double alpha, beta;    /* the activation's parameters (HL_CONV_ACT_*) */
+    const char *bias;      /* N values, or NULL */
+    const char *res;       /* the residual, rows of ldr elements, or NULL */
+    int64_t ldr;
+} epilogue;
+
+static inline float gelu_f32(float x) {
+    return 0.5f * x * (1.0f + hl_erf_f32(x * 0.70710678118654752440f));
+}
+static inline float gelu_tanh_f32(float x) {
+    return 0.5f * x * (1.0f + hl_tanh_f32(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+static inline double gelu_f64(double x) { return 0.5 * x * (1 + erf(x * 0.70710678118654752440)); }
+static inline double gelu_tanh_f64(double x) {
+    return 0.5 * x * (1 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+/* y[j] = act(y[j] + bias[j] + r[j]) for j < n (bias, r may be NULL). The activations are the
+   element-wise ops' expressions (ops.h); one loop per activation so that each vectorises. */
+#define EPILOGUE_ROW(SFX, T, GELU, GELU_TANH)                                                  \
+    HL_CLONES static void epilogue_row_##SFX(int act, T p0, T p1, T *restrict y,               \
+                                             const T *restrict bias, const T *restrict r,     \
+                                             int64_t n) {                                     \
+        if (bias)                                                                              \
+            for (int64_t j = 0; j < n; j++) y[j] += bias[j];                                   \
+        if (r)                                                                                 \
+            for (int64_t j = 0; j < n; j++) y[j] += r[j];                                      \
+        switch (act) {                                                                         \
+        case HL_CONV_ACT_RELU:                                                                 \
+            for (int64_t j = 0; j < n; j++) { const T x = y[j]; y[j] = x > 0 ? x : (x == x ? 0 : x); } \
+            break;                                                                             \
+        case HL_CONV_ACT_CLIP:                                                                 \
+            for (int64_t j = 0; j < n; j++) {                                                  \
+                const T x = y[j];                                                              \
+                y[j] = (x < p0 ? p0 : x) > p1 ? p1 : (x < p0 ? p0 : x);                        \
+            }                                                                                  \
+            break;                                                                             \
+        case HL_CONV_ACT_LEAKY_RELU:                                                           \
+            for (int64_t j = 0; j < n; j++) { const T x = y[j]; y[j] = x >= 0 ? x : p0 * x; }  \
+            break;                                                                             \
+        case HL_CONV_ACT_HARD_SIGMOID:                                                         \
+            for (int64_t j = 0; j < n; j++) {                                                  \
+                const T x = y[j];                                                              \
+                y[j] = x == x ? fmax(0, fmin(1, p0 * x + p1)) : x;                             \
+            }                                                                                  \
+            break;                                                                             \
+        case HL_CONV_ACT_GELU:                                                                 \
+            for (int64_t j = 0; j < n; j++) y[j] = GELU(y[j]);                                 \
+            break;                                                                             \
+        case HL_CONV_ACT_GELU_TANH:                                                            \
+            for (int64_t j = 0; j < n; j++) y[j] = GELU_TANH(y[j]);                            \
+            break;                                                                             \
+        default:                                                                               \
+            break;                                                                             \
+        }                                                                                      \
+    }
+EPILOGUE_ROW(f32, float, gelu_f32, gelu_tanh_f32)
+EPILOGUE_ROW(f64, double, gelu_f64, gelu_tanh_f64)
+
+static inline bool epilogue_needed(const epilogue *e) {
+    return e->act != HL_CONV_ACT_NONE || e->bias || e->res;
+}
+
+/* The epilogue over rows [i0, i0 + rows) and columns [j0, j0 + n) of C. */
+static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, int rows,
+                         int64_t j0, int64_t n) {
+    const float *bias = e->bias ? (const float *)e->bias + j0 : NULL;
+    for (int r = 0; r < rows; r++)
+        epilogue_row_f32(e->act, (float)e->alpha, (float)e->beta, c + (i0 + r) * ldc + j0, bias,
+                         e->res ? (const float *)e->res + (i0 + r) * e->ldr + j0 : NULL, n);
+}
+
+/* ---- packing ---- */
+
+/* Panels [p0, p1) of B (K x N, element (k, n) at b[k * s0 + n * s1]) into dst (P, K, NR). */
+static void pack_panels(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
+                        int64_t p0, int64_t p1, float *dst) {
+    for (int64_t p = p0; p < p1; p++) {
+        float *d = dst + p * K * NR;
+        int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
+        if (s1 == 1) {
+            for (int64_t k = 0; k < K; k++, d += NR) {
+                memcpy(d, b + k * s0 + j0, sizeof(float) * (size_t)nv);
+                for (int64_t j = nv; j < NR; j++) d[j] = 0;
+            }
+        } else {  /* a transposed B: read each column's K values in order */
+            for (int64_t j = 0; j < NR; j++)
+                for (int64_t k = 0; k < K; k++)
+                    d[k * NR + j] = j < nv ? b[k * s0 + (j0 + j) * s1] : 0.0f;
+        }
+    }
+}
+
+/* ---- micro-kernels: C[R x 16] (+)= A[R x kc] @ Bpanel[kc x 16] ---- */
+
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                        int64_t ldc, int acc);
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNEL 1
+
+/* A is packed: MR values per k (rows past R are zeros, their sums dropped). Named
+   accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
+__attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
+                                                       const float *b, float *c, int64_t ldc,
+                                                       int acc) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define ROW(r)                                                                                 \
+    av = _mm256_broadcast_ss(a + r);                                                           \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 av;
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+    }
+#undef ROW
+#define STORE(r)                                                                               \
+    if (R > r) {                                                                               \
+        float *cr = c + r * ldc;                                                               \
+        if (acc) {                                                                             \
+            c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));                             \
+            c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));                         \
+        }                                                                                      \
+        _mm256_storeu_ps(cr, c##r##0);                                                         \
+        _mm256_storeu_ps(cr + 8, c##r##1);                                                     \
+    }
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+#endif
+
+/* The portable micro-kernel (A packed as for tile_avx2). */
+static void tile_portable(int R, int64_t kc, const float *a, const float *b, float *c,
+                          int64_t ldc, int acc) {
+    float s[MR][NR] = {{0}};
+    for (int64_t k = 0; k < kc; k++, b += NR, a += MR)
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) s[r][j] += a[r] * b[j];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < NR; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + s[r][j] : s[r][j];
+}
+
+static bool use_avx2(void) {
+#ifdef HAVE_AVX2_KERNEL
+    static int known = -1;  /* a benign race: every thread computes the same answer */
+    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return known;
+#else
+    return false;
+#endif
+}
+
+static inline void run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
+                            float *c, int64_t ldc, int acc) {
+#ifdef HAVE_AVX2_KERNEL
+    if (avx2) {
+        tile_avx2(R, kc, a, b, c, ldc, acc);
+        return;
+    }
+#endif
+    (void)avx2;
+    tile_portable(R, kc, a, b, c, ldc, acc);
+}
+
+/* Rows [i0, i1) and columns [k0, k0 + kc) of A (rows lda apart) into dst: for each group of
+   MR rows, MR values per k (zeros past i1). */
+static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t k0,
+                   int64_t kc, float *dst) {
+    for (int64_t i = i0; i < i1; i += MR, dst += MR * kc) {
+        const int R = (int)HL_MIN(MR, i1 - i);
+        for (int r = 0; r < MR; r++) {
+            const float *src = a + (i + r) * lda + k0;
+            if (r < R)
+                for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+            else
+                for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = 0;
+        }
+    }
+}
+
+/* ---- the driver ---- */
+
+typedef struct {
+    int64_t M, N, K, P;
+    const float *a;        /* M x K, rows lda apart */
+    int64_t lda;
+    const float *bp;       /* packed B (P, K, NR) */
+    float *c;              /* M x N, rows ldc apart */
+    int64_t ldc;
+    epilogue epi;
+    const float *b;        /* plain B to pack per call (into bp), or NULL */
+    int64_t bs0, bs1;
+} product;
+
+/* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack). */
+static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
+                       int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
+    const float *panel = g->bp + p * g->K * NR + pc * NR;
+    const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
+    float tmp[MR * NR];
+    for (int64_t i = ic; i < mend; i += MR) {
+        const int R = (int)HL_MIN(MR, mend - i);
+        const float *a = apack + (i - ic) * kc;
+        float *c = g->c + i * g->ldc + j0;
+        if (nv == NR) {
+            run_tile(avx2, R, kc, a, panel, c, g->ldc, acc);
+        } else {  /* the last, narrower panel: through a full-width tile */
+            for (int r = 0; r < R && acc; r++)
+                memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc);
+            for (int r = 0; r < R; r++)
+                memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
+        }
+        if (last && epi) epilogue_f32(&g->epi, g->c, g->ldc, i, R, j0, nv);
+    }
+}
+
+/* Panels [p0, p1) of the product: every row of C in those columns, finished. */
+static void run_panels(const product *g, int64_t p0, int64_t p1) {
+    if (p0 >= p1) return;
+    const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
+    static _Thread_local _Alignas(64) float apack[MC * KC];
+    if (g->K == 0) {
+        for (int64_t i = 0; i < g->M; i++)
+            for (int64_t j = p0 * NR; j < HL_MIN(p1 * NR, g->N); j++) g->c[i * g->ldc + j] = 0;
+        if (epi)
+            for (int64_t i = 0; i < g->M; i += MR)
+                epilogue_f32(&g->epi, g->c, g->ldc, i, (int)HL_MIN(MR, g->M - i), p0 * NR,
+                             HL_MIN(p1 * NR, g->N) - p0 * NR);
+        return;
+    }
+    for (int64_t q0 = p0; q0 < p1; q0 += NC_PANELS) {
+        const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
+        if (g->b) pack_panels(g->b, g->bs0, g->bs1, g->K, g->N, q0, q1, (float *)g->bp);
+        for (int64_t pc = 0; pc < g->K; pc += KC) {
+            const int64_t kc = HL_MIN(KC, g->K - pc);
+            const int acc = pc > 0, last = pc + kc >= g->K;
+            for (int64_t ic = 0; ic < g->M; ic += MC) {
+                const int64_t mend = HL_MIN(ic + MC, g->M);
+                pack_a(g->a, g->lda, ic, mend, pc, kc, apack);
+                for (int64_t p = q0; p < q1; p++)
+                    panel_rows(g, avx2, epi, apack, p, pc, kc, acc, last, ic, mend);
+            }
+        }
+    }
+}
+
+static void run_product(const product *g) {
+    /* below ~1 MFLOP a second thread costs more than it saves */
+    const double flops = 2.0 * (double)g->M * (double)g->N * (double)HL_MAX(g->K, 1);
+    const int threads = flops < 1e6 || g->P < 2 ? 1 : (int)HL_MIN(hl_max_threads(), g->P);
+    if (threads <= 1) {
+        run_panels(g, 0, g->P);
+        return;
+    }
+#pragma omp parallel num_threads(threads)
+    {
+#ifdef _OPENMP
+        const int n = omp_get_num_threads();
+#else
+        const int n = 1;
+#endif
+        const int t = hl_thread_num();
+        run_panels(g, g->P * t / n, g->P * (t + 1) / n);
+    }
+}
+
+/* ---- float64 and the other paths: BLAS, then the epilogue over the rows ---- */
+
+static void epilogue_pass(hl_dtype dt, const epilogue *e, char *c, int64_t M, int64_t N) {
+    if (!epilogue_needed(e)) return;
+#pragma omp parallel for schedule(static) if (M * N >= 32768)
+    for (int64_t i = 0; i < M; i++) {
+        if (dt == HL_F32)
+            epilogue_row_f32(e->act, (float)e->alpha, (float)e->beta, (float *)c + i * N,
+                             (const float *)e->bias, e->res ? (const float *)e->res + i * e->ldr : NULL,
+                             N);
+        else
+            epilogue_row_f64(e->act, e->alpha, e->beta, (double *)c + i * N,
+                             (const double *)e->bias,
+                             e->res ? (const double *)e->res + i * e->ldr : NULL, N);
+    }
+}
+
+/* ---- kernels ---- */
+
+/* in[0] = b, 2-D (K, N) view (any strides), out[0] = (P, K, 16) float32, contiguous. */
+static hl_status pack_b(const hl_call *c) {
+    const hl_tensor *b = c->in[0];
+    hl_tensor *o = c->out[0];
+    int64_t K = b->shape[0], N = b->shape[1], P = o->shape[0];
+    const float *bp = (const float *)hl_ptr(b);
+    float *dst = (float *)hl_ptr(o);
+#pragma omp parallel for schedule(static) if (K * N >= 65536)
+    for (int64_t p = 0; p < P; p++)
+        pack_panels(bp, b->strides[0], b->strides[1], K, N, p, p + 1, dst);
+    return HL_OK;
+}
+
+/* in[0] = a (..., K) contiguous; in[1] = b: packed (P, K, 16) when i[0] >= 0 (i[0] = N), else
+   a 2-D (K, N) view BLAS can read (float64) or any strides (float32); then bias (N,)
+   contiguous when i[2], residual (contiguous, the output's shape) when i[3]; out[0] (..., N)
+   contiguous. i[1] the activation (HL_CONV_ACT_*), f[0], f[1] its alpha and beta. */
+static hl_status matmul_fused(const hl_call *c) {
+    const hl_tensor *a = c->in[0], *b = c->in[1];
+    hl_tensor *o = c->out[0];
+    int k = 2;
+    const hl_tensor *bias = c->i[2] ? c->in[k++] : NULL, *res = c->i[3] ? c->in[k++] : NULL;
+    const bool packed = c->i[0] >= 0;
+    const int64_t K = a->shape[a->ndim - 1], N = o->shape[o->ndim - 1];
+    int64_t M = 1;
+    for (int d = 0; d < a->ndim - 1; d++) M *= a->shape[d];
+    epilogue e = {.act = (int)c->i[1], .alpha = c->f[0], .beta = c->f[1],
+                  .bias = bias ? hl_ptr(bias) : NULL, .res = res ? hl_ptr(res) : NULL,
+                  .ldr = N};
+    if (M == 0 || N == 0) return HL_OK;
+    if (a->dtype == HL_F32) {
+        product g = {.M = M, .N = N, .K = K, .P = (N + NR - 1) / NR, .a = (const float *)hl_ptr(a),
+                     .lda = K, .c = (float *)hl_ptr(o), .ldc = N, .epi = e};
+        float *buf = NULL;
+        if (packed) {
+            g.bp = (const float *)hl_ptr(b);
+        } else {
+            buf = malloc(sizeof(float) * (size_t)(g.P * HL_MAX(K, 1) * NR));
+            if (!buf) return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory packing %s",
+                                     hl_desc(b));
+            g.bp = buf;
+            g.b = (const float *)hl_ptr(b);
+            g.bs0 = b->strides[0];
+            g.bs1 = b->strides[1];
+        }
+        run_product(&g);
+        free(buf);
+        return HL_OK;
+    }
+    /* float64: dgemm reads b in place (the entry point made its layout one BLAS takes) */
+    bool tb = false;
+    int64_t ldb = N;
+    hl_blas_layout(K, N, b->strides[0], b->strides[1], &tb, &ldb);
+    if (K == 0) memset(hl_ptr(o), 0, sizeof(double) * (size_t)(M * N));
+    else
+        scipy_cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M,
+                          (int)N, (int)K, 1.0, (const double *)hl_ptr(a), (int)K,
+                          (const double *)hl_ptr(b), (int)ldb, 0.0, (double *)hl_ptr(o), (int)N);
+    epilogue_pass(a->dtype, &e, hl_ptr(o), M, N);
+    return HL_OK;
+}
+
+/* The gemm family's kernels added for inference (linalg.c's hl_cpu_gemm hands them here). */
+hl_status hl_cpu_gemm_inference(const hl_call *c) {
+    return c->op == HL_OP_GEMM_PACK_B ? pack_b(c) : matmul_fused(c);
+}
