@@ -7,7 +7,8 @@
  *
  *   gemm_pack_b:  in {b as a (K, N) view} out {(P, K, 16) float32}, P = ceil(N / 16)
  *   matmul_fused: in {a (..., K) contiguous, b, bias?, residual?} out {(..., N) contiguous};
- *                 i[0] N when b is packed, else -1 (b then a (K, N) view BLAS can read);
+ *                 i[0] N when b is packed, else -1 (b then a (K, N) view BLAS can read:
+ *                 a plain b goes to BLAS, and the epilogue follows as a pass over the rows);
  *                 i[1] the activation (HL_CONV_ACT_*), i[2] whether a bias, i[3] whether a
  *                 residual is given (bias contiguous (N,), residual contiguous, the output's
  *                 shape); f[0..1] the activation's alpha and beta
@@ -113,9 +114,12 @@ hl_status hl_matmul_fused(const hl_tensor *a, const hl_tensor *b, int64_t n,
     const int64_t K = a->shape[a->ndim - 1];
     int64_t N = 0;
     if ((st = check_b(op, a, b, n, K, &N))) return st;
-    if (a->dtype != HL_F32 && (K > INT_MAX || N > INT_MAX))
-        return hl_fail(HL_ERR_UNSUPPORTED, "%s: %lld x %lld exceeds what OpenBLAS's 32-bit "
-                       "interface takes", op, (long long)K, (long long)N);
+    int64_t M = 1;
+    for (int d = 0; d < a->ndim - 1; d++) M = M > INT_MAX ? M : M * a->shape[d];
+    if (n < 0 && (K > INT_MAX || N > INT_MAX || M > INT_MAX))
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s: a %lld x %lld x %lld product exceeds what "
+                       "OpenBLAS's 32-bit interface takes", op, (long long)M, (long long)K,
+                       (long long)N);
     int64_t shape[HL_MAX_DIMS];
     for (int d = 0; d < a->ndim - 1; d++) shape[d] = a->shape[d];
     shape[a->ndim - 1] = N;
@@ -142,8 +146,7 @@ hl_status hl_matmul_fused(const hl_tensor *a, const hl_tensor *b, int64_t n,
     bool tb;
     int64_t ldb;
     if ((st = contiguous_ref(a, &ac))) goto fail;
-    if (n < 0 && a->dtype == HL_F64 &&
-        !hl_blas_layout(K, N, b->strides[0], b->strides[1], &tb, &ldb)) {
+    if (n < 0 && !hl_blas_layout(K, N, b->strides[0], b->strides[1], &tb, &ldb)) {
         if ((st = hl_contiguous(b, &bc))) goto fail;
     } else {
         bc = hl_tensor_retain((hl_tensor *)b);

@@ -1,23 +1,24 @@
 /*
  * matmul_fused.c - CPU kernels of gemm_pack_b and matmul_fused (api/matmul_fused.c):
  * act(A @ B + bias + residual) with the epilogue applied to each output tile while it is in
- * the L1 cache, and B either packed once (hl_gemm_pack_b, what an inference program does with
- * a constant weight at prepare()) or packed here per call.
+ * the L1 cache, B packed once (hl_gemm_pack_b: what an inference program does with a constant
+ * weight at prepare()); with a plain B, OpenBLAS's product and the epilogue as a pass after.
  *
  * Packed B: for each panel of NR = 16 columns, the K rows of those 16 columns one after
  * another (K x 16 floats, zeros past column N): the (P, K, 16) float32 tensor that
  * hl_gemm_pack_b makes, P = ceil(N / 16). The micro-kernel reads a panel's rows in order, so
  * a block of KC rows of a panel is one contiguous 16 KiB run that stays in L1.
  *
- * Loops (BLIS's order, A read in place rather than packed: with the few rows of batch-1
- * transformer products A is small and each row is a contiguous stream): KC blocks of K; MC
- * blocks of rows (A's block stays in L2); the panels (each thread takes a contiguous range of
- * them); tiles of MR = 6 rows. A tile's 6 x 16 sums live in 12 AVX2 registers. Tiles of the
- * last KC block get the epilogue right after their store.
+ * Loops: each thread takes a contiguous range of panels; MC rows of A are packed (MR rows
+ * interleaved per k) once for all of K; then for each NC_PANELS panels, KC blocks of K, each
+ * panel, tiles of MR = 6 rows. A tile's 6 x 16 sums live in 12 AVX2 registers; the block of
+ * C (MC x 256) stays in L2 across the KC steps; the first tile of each panel prefetches the
+ * next panel's rows (B streams from memory once per call, which otherwise stalls the kernel:
+ * 78 -> 83 GF/s at 60 x 256 x 4096). Tiles of the last KC block get the epilogue right after
+ * their store.
  *
  * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
- * build targets baseline x86-64); other CPUs get a portable one. float64 (plain B only) runs
- * through OpenBLAS's dgemm, then the epilogue as a pass over the rows.
+ * build targets baseline x86-64); other CPUs get a portable one.
  */
 #include <cblas.h>
 #include <stdlib.h>
@@ -27,9 +28,10 @@
 #include "fast_math.h"
 #include "parallel.h"
 
-/* NR x MR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x KC: a packed
-   A block (L2); MC x NC: the block of C that the KC steps add into (L2). */
-enum { NR = 16, MR = 6, KC = 256, MC = 120, NC_PANELS = 16 };
+/* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
+   of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
+   the KC steps add into (L2). */
+enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
 
 /* ---- the epilogue ---- */
 
@@ -136,23 +138,36 @@ typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b,
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #include <immintrin.h>
 #define HAVE_AVX2_KERNEL 1
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_T0
+#endif
 
 /* A is packed: MR values per k (rows past R are zeros, their sums dropped). Named
    accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
 __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
                                                        const float *b, float *c, int64_t ldc,
-                                                       int acc) {
+                                                       int acc, const float *pf) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #define ROW(r)                                                                                 \
     av = _mm256_broadcast_ss(a + r);                                                           \
     c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
+    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 av;
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {
+            _mm_prefetch((const char *)pf, PREFETCH_HINT);
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            __m256 av;
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        }
+    } else {
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            __m256 av;
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        }
     }
 #undef ROW
 #define STORE(r)                                                                               \
@@ -192,14 +207,15 @@ static bool use_avx2(void) {
 }
 
 static inline void run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
-                            float *c, int64_t ldc, int acc) {
+                            float *c, int64_t ldc, int acc, const float *pf) {
 #ifdef HAVE_AVX2_KERNEL
     if (avx2) {
-        tile_avx2(R, kc, a, b, c, ldc, acc);
+        tile_avx2(R, kc, a, b, c, ldc, acc, pf);
         return;
     }
 #endif
     (void)avx2;
+    (void)pf;
     tile_portable(R, kc, a, b, c, ldc, acc);
 }
 
@@ -229,14 +245,13 @@ typedef struct {
     float *c;              /* M x N, rows ldc apart */
     int64_t ldc;
     epilogue epi;
-    const float *b;        /* plain B to pack per call (into bp), or NULL */
-    int64_t bs0, bs1;
 } product;
 
 /* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack). */
 static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
                        int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
     const float *panel = g->bp + p * g->K * NR + pc * NR;
+    const float *next = p + 1 < g->P ? panel + g->K * NR : NULL;  /* the first tile fetches it */
     const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
     float tmp[MR * NR];
     for (int64_t i = ic; i < mend; i += MR) {
@@ -244,11 +259,11 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
         const float *a = apack + (i - ic) * kc;
         float *c = g->c + i * g->ldc + j0;
         if (nv == NR) {
-            run_tile(avx2, R, kc, a, panel, c, g->ldc, acc);
+            run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, i == ic ? next : NULL);
         } else {  /* the last, narrower panel: through a full-width tile */
             for (int r = 0; r < R && acc; r++)
                 memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
-            run_tile(avx2, R, kc, a, panel, tmp, NR, acc);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL);
             for (int r = 0; r < R; r++)
                 memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
         }
@@ -256,11 +271,11 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
     }
 }
 
-/* Panels [p0, p1) of the product: every row of C in those columns, finished. */
-static void run_panels(const product *g, int64_t p0, int64_t p1) {
+/* Panels [p0, p1) of the product: every row of C in those columns, finished. apack holds
+   MC rows of A packed (MC x K floats). */
+static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack) {
     if (p0 >= p1) return;
     const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
-    static _Thread_local _Alignas(64) float apack[MC * KC];
     if (g->K == 0) {
         for (int64_t i = 0; i < g->M; i++)
             for (int64_t j = p0 * NR; j < HL_MIN(p1 * NR, g->N); j++) g->c[i * g->ldc + j] = 0;
@@ -270,31 +285,30 @@ static void run_panels(const product *g, int64_t p0, int64_t p1) {
                              HL_MIN(p1 * NR, g->N) - p0 * NR);
         return;
     }
-    for (int64_t q0 = p0; q0 < p1; q0 += NC_PANELS) {
-        const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
-        if (g->b) pack_panels(g->b, g->bs0, g->bs1, g->K, g->N, q0, q1, (float *)g->bp);
-        for (int64_t pc = 0; pc < g->K; pc += KC) {
-            const int64_t kc = HL_MIN(KC, g->K - pc);
-            const int acc = pc > 0, last = pc + kc >= g->K;
-            for (int64_t ic = 0; ic < g->M; ic += MC) {
-                const int64_t mend = HL_MIN(ic + MC, g->M);
-                pack_a(g->a, g->lda, ic, mend, pc, kc, apack);
+    for (int64_t ic = 0; ic < g->M; ic += MC) {
+        const int64_t mend = HL_MIN(ic + MC, g->M), group = (mend - ic + MR - 1) / MR * MR;
+        for (int64_t pc = 0; pc < g->K; pc += KC)  /* block pc at apack + group * pc */
+            pack_a(g->a, g->lda, ic, mend, pc, HL_MIN(KC, g->K - pc), apack + group * pc);
+        for (int64_t q0 = p0; q0 < p1; q0 += NC_PANELS) {
+            const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                const int64_t kc = HL_MIN(KC, g->K - pc);
                 for (int64_t p = q0; p < q1; p++)
-                    panel_rows(g, avx2, epi, apack, p, pc, kc, acc, last, ic, mend);
+                    panel_rows(g, avx2, epi, apack + group * pc, p, pc, kc, pc > 0,
+                               pc + kc >= g->K, ic, mend);
             }
         }
     }
 }
 
-static void run_product(const product *g) {
+static hl_status run_product(const product *g) {
     /* below ~1 MFLOP a second thread costs more than it saves */
     const double flops = 2.0 * (double)g->M * (double)g->N * (double)HL_MAX(g->K, 1);
     const int threads = flops < 1e6 || g->P < 2 ? 1 : (int)HL_MIN(hl_max_threads(), g->P);
-    if (threads <= 1) {
-        run_panels(g, 0, g->P);
-        return;
-    }
-#pragma omp parallel num_threads(threads)
+    const size_t abytes = sizeof(float) * (size_t)(HL_MIN(MC, (g->M + MR - 1) / MR * MR) *
+                                                   HL_MAX(g->K, 1));
+    bool failed = false;
+#pragma omp parallel num_threads(threads) if (threads > 1)
     {
 #ifdef _OPENMP
         const int n = omp_get_num_threads();
@@ -302,11 +316,17 @@ static void run_product(const product *g) {
         const int n = 1;
 #endif
         const int t = hl_thread_num();
-        run_panels(g, g->P * t / n, g->P * (t + 1) / n);
+        float *apack = aligned_alloc(64, (abytes + 63) & ~(size_t)63);
+        if (apack) run_panels(g, g->P * t / n, g->P * (t + 1) / n, apack);
+        else failed = true;  /* any thread that sets it sets true */
+        free(apack);
     }
+    return failed ? hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld "
+                            "block of a", (long long)HL_MIN(MC, g->M), (long long)g->K)
+                  : HL_OK;
 }
 
-/* ---- float64 and the other paths: BLAS, then the epilogue over the rows ---- */
+/* ---- a plain B (float32 or float64): BLAS, then the epilogue over the rows ---- */
 
 static void epilogue_pass(hl_dtype dt, const epilogue *e, char *c, int64_t M, int64_t N) {
     if (!epilogue_needed(e)) return;
@@ -355,34 +375,27 @@ static hl_status matmul_fused(const hl_call *c) {
                   .bias = bias ? hl_ptr(bias) : NULL, .res = res ? hl_ptr(res) : NULL,
                   .ldr = N};
     if (M == 0 || N == 0) return HL_OK;
-    if (a->dtype == HL_F32) {
+    if (packed) {
         product g = {.M = M, .N = N, .K = K, .P = (N + NR - 1) / NR, .a = (const float *)hl_ptr(a),
-                     .lda = K, .c = (float *)hl_ptr(o), .ldc = N, .epi = e};
-        float *buf = NULL;
-        if (packed) {
-            g.bp = (const float *)hl_ptr(b);
-        } else {
-            buf = malloc(sizeof(float) * (size_t)(g.P * HL_MAX(K, 1) * NR));
-            if (!buf) return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory packing %s",
-                                     hl_desc(b));
-            g.bp = buf;
-            g.b = (const float *)hl_ptr(b);
-            g.bs0 = b->strides[0];
-            g.bs1 = b->strides[1];
-        }
-        run_product(&g);
-        free(buf);
-        return HL_OK;
+                     .lda = K, .bp = (const float *)hl_ptr(b), .c = (float *)hl_ptr(o),
+                     .ldc = N, .epi = e};
+        return run_product(&g);
     }
-    /* float64: dgemm reads b in place (the entry point made its layout one BLAS takes) */
+    /* A plain b: BLAS (which packs it, well, for any number of rows), then the epilogue as a
+       pass over the rows. b's layout is one BLAS takes (the entry point saw to it). */
     bool tb = false;
     int64_t ldb = N;
     hl_blas_layout(K, N, b->strides[0], b->strides[1], &tb, &ldb);
-    if (K == 0) memset(hl_ptr(o), 0, sizeof(double) * (size_t)(M * N));
+    const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (K == 0) memset(hl_ptr(o), 0, hl_dtype_size(a->dtype) * (size_t)(M * N));
+    else if (a->dtype == HL_F32)
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, opb, (int)M, (int)N, (int)K, 1.0f,
+                          (const float *)hl_ptr(a), (int)K, (const float *)hl_ptr(b), (int)ldb,
+                          0.0f, (float *)hl_ptr(o), (int)N);
     else
-        scipy_cblas_dgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)M,
-                          (int)N, (int)K, 1.0, (const double *)hl_ptr(a), (int)K,
-                          (const double *)hl_ptr(b), (int)ldb, 0.0, (double *)hl_ptr(o), (int)N);
+        scipy_cblas_dgemm(CblasRowMajor, CblasNoTrans, opb, (int)M, (int)N, (int)K, 1.0,
+                          (const double *)hl_ptr(a), (int)K, (const double *)hl_ptr(b), (int)ldb,
+                          0.0, (double *)hl_ptr(o), (int)N);
     epilogue_pass(a->dtype, &e, hl_ptr(o), M, N);
     return HL_OK;
 }
