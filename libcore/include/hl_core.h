@@ -212,9 +212,10 @@ hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, in
                   int trans_b, double alpha, double beta, hl_tensor **out);
 
 /* float32 b (K, N), or b (N, K) read as its transpose when trans_b, in the layout
-   hl_matmul_fused's kernel reads: a contiguous float32 (ceil(N / 16), K, 16) tensor, each
-   16-column panel's rows in order, zeros past column N. Made once for a constant weight (an
-   inference program does it at prepare()), it saves repacking B on every product. */
+   hl_matmul_fused's kernel reads: a contiguous float32 (ceil(N / 16), K, 16) tensor holding
+   16-column panels (zeros past column N) in blocks of rows (cpu/matmul_fused.c describes the
+   order). Made once for a constant weight (an inference program does it at prepare()), it
+   saves repacking B on every product. */
 hl_status hl_gemm_pack_b(const hl_tensor *b, int trans_b, hl_tensor **out);
 /* act(a @ b + bias + residual), each output tile finished while it is in cache (the
    inference epilogue of MatMul/Gemm + Add + Add/Gelu). a is (..., K); b is either a 2-D

@@ -4,10 +4,12 @@
  * the L1 cache, B packed once (hl_gemm_pack_b: what an inference program does with a constant
  * weight at prepare()); with a plain B, OpenBLAS's product and the epilogue as a pass after.
  *
- * Packed B: for each panel of NR = 16 columns, the K rows of those 16 columns one after
- * another (K x 16 floats, zeros past column N): the (P, K, 16) float32 tensor that
- * hl_gemm_pack_b makes, P = ceil(N / 16). The micro-kernel reads a panel's rows in order, so
- * a block of KC rows of a panel is one contiguous 16 KiB run that stays in L1.
+ * Packed B: panels of NR = 16 columns (zeros past column N), cut into blocks of KC rows; the
+ * blocks of rows [0, KC) of every panel come first, panel after panel, then those of rows
+ * [KC, 2 KC), and so on (packed_at). hl_gemm_pack_b makes it as a (P, K, 16) float32 tensor,
+ * P = ceil(N / 16) (the shape gives the size; the order is this one). The micro-kernel reads
+ * a block (16 KiB, it stays in L1) from start to end, and the driver reads the blocks of one
+ * KC step in memory order, a stream the hardware prefetchers follow.
  *
  * Loops: each thread takes a contiguous range of panels; MC rows of A are packed (MR rows
  * interleaved per k) once for all of K; then for each NC_PANELS panels, KC blocks of K, each
@@ -111,21 +113,31 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* ---- packing ---- */
 
-/* Panels [p0, p1) of B (K x N, element (k, n) at b[k * s0 + n * s1]) into dst (P, K, NR). */
+/* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
+   after another, and in each, the panels one after another (kc x NR floats each). */
+static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
+    return pc * P * NR + p * HL_MIN(KC, K - pc) * NR;
+}
+
+/* Panels [p0, p1) of B (K x N, element (k, n) at b[k * s0 + n * s1]) into the packed dst
+   (P panels). */
 static void pack_panels(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
-                        int64_t p0, int64_t p1, float *dst) {
+                        int64_t P, int64_t p0, int64_t p1, float *dst) {
     for (int64_t p = p0; p < p1; p++) {
-        float *d = dst + p * K * NR;
-        int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
-        if (s1 == 1) {
-            for (int64_t k = 0; k < K; k++, d += NR) {
-                memcpy(d, b + k * s0 + j0, sizeof(float) * (size_t)nv);
-                for (int64_t j = nv; j < NR; j++) d[j] = 0;
+        const int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            float *d = dst + packed_at(K, P, p, pc);
+            const int64_t kc = HL_MIN(KC, K - pc);
+            if (s1 == 1) {
+                for (int64_t k = pc; k < pc + kc; k++, d += NR) {
+                    memcpy(d, b + k * s0 + j0, sizeof(float) * (size_t)nv);
+                    for (int64_t j = nv; j < NR; j++) d[j] = 0;
+                }
+            } else {  /* a transposed B: read each column's values in order */
+                for (int64_t j = 0; j < NR; j++)
+                    for (int64_t k = 0; k < kc; k++)
+                        d[k * NR + j] = j < nv ? b[(pc + k) * s0 + (j0 + j) * s1] : 0.0f;
             }
-        } else {  /* a transposed B: read each column's K values in order */
-            for (int64_t j = 0; j < NR; j++)
-                for (int64_t k = 0; k < K; k++)
-                    d[k * NR + j] = j < nv ? b[k * s0 + (j0 + j) * s1] : 0.0f;
         }
     }
 }
@@ -142,11 +154,123 @@ typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b,
 #define PREFETCH_HINT _MM_HINT_T0
 #endif
 
+#define AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* fast_math.h's float32 exp, tanh and erf, eight lanes at a time (the same formulas and
+   error bounds; k is rounded half to even here, which keeps |r| <= ln2 / 2). */
+AVX2 __m256 exp_v(__m256 y) {                           /* y in [-87, 80] */
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), y);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+AVX2 __m256 abs_v(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+AVX2 __m256 copysign_v(__m256 mag, __m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, x));
+}
+/* NaN stays NaN: where x != x, x itself. */
+AVX2 __m256 keep_nan_v(__m256 y, __m256 x) {
+    return _mm256_blendv_ps(x, y, _mm256_cmp_ps(x, x, _CMP_EQ_OQ));
+}
+AVX2 __m256 tanh_v(__m256 x) {
+    const __m256 a = abs_v(x), one = _mm256_set1_ps(1.0f);
+    const __m256 y2 = _mm256_min_ps(_mm256_add_ps(a, a), _mm256_set1_ps(80.0f));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f),
+                                                        _mm256_add_ps(exp_v(y2), one)));
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-1382.0f / 155925);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(62.0f / 2835));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.0f / 315));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.0f / 15));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
+    p = _mm256_fmadd_ps(p, x2, one);
+    const __m256 small = _mm256_mul_ps(x, p);
+    const __m256 y = _mm256_blendv_ps(copysign_v(big, x), small,
+                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.3f), _CMP_LT_OQ));
+    return keep_nan_v(y, x);
+}
+AVX2 __m256 erf_v(__m256 x) {
+    const __m256 a = abs_v(x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
+    __m256 p = _mm256_set1_ps(1.0f / 9360);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 1320));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 216));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 42));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 10));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
+    p = _mm256_fmadd_ps(p, x2, one);
+    const __m256 small = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.12837916709551257f)), p);
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+    __m256 q = _mm256_set1_ps(1.061405429f);
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.453152027f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
+    q = _mm256_mul_ps(q, t);
+    const __m256 e = exp_v(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x2),
+                                         _mm256_set1_ps(-87.0f)));
+    const __m256 big = copysign_v(_mm256_fnmadd_ps(q, e, one), x);
+    const __m256 y = _mm256_blendv_ps(big, small,
+                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+    return keep_nan_v(y, x);
+}
+
+/* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h). */
+AVX2 __m256 act_v(__m256 x, int act, __m256 p0, __m256 p1) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f),
+                 half = _mm256_set1_ps(0.5f);
+    switch (act) {
+    case HL_CONV_ACT_RELU:  /* x > 0 ? x : (x == x ? 0 : x) */
+        return _mm256_blendv_ps(_mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)), x,
+                                _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+    case HL_CONV_ACT_CLIP: {  /* (x < p0 ? p0 : x) > p1 ? p1 : (x < p0 ? p0 : x) */
+        const __m256 lo = _mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ));
+        return _mm256_blendv_ps(lo, p1, _mm256_cmp_ps(lo, p1, _CMP_GT_OQ));
+    }
+    case HL_CONV_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(_mm256_mul_ps(p0, x), x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+    case HL_CONV_ACT_HARD_SIGMOID:
+        return keep_nan_v(_mm256_max_ps(zero, _mm256_min_ps(one, _mm256_fmadd_ps(p0, x, p1))), x);
+    case HL_CONV_ACT_GELU:
+        return _mm256_mul_ps(_mm256_mul_ps(half, x),
+                             _mm256_add_ps(one, erf_v(_mm256_mul_ps(x, _mm256_set1_ps(
+                                                    0.70710678118654752440f)))));
+    case HL_CONV_ACT_GELU_TANH: {
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f),
+                                       _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+        return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, tanh_v(u)));
+    }
+    default:
+        return x;
+    }
+}
+
+/* What the tile's last KC step applies (the whole epilogue, at this tile's place). */
+typedef struct {
+    const float *bias;     /* at the tile's first column, or NULL */
+    const float *res;      /* at the tile's first element, or NULL */
+    int64_t ldr;
+    int act;
+    float p0, p1;
+} tile_epilogue;
+
 /* A is packed: MR values per k (rows past R are zeros, their sums dropped). Named
    accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
 __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
                                                        const float *b, float *c, int64_t ldc,
-                                                       int acc, const float *pf) {
+                                                       int acc, const float *pf,
+                                                       const tile_epilogue *e) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #define ROW(r)                                                                                 \
@@ -170,12 +294,31 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
         }
     }
 #undef ROW
+    __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0, p0 = bias0, p1 = bias0;
+    if (e && e->bias) {
+        bias0 = _mm256_loadu_ps(e->bias);
+        bias1 = _mm256_loadu_ps(e->bias + 8);
+    }
+    if (e) {
+        p0 = _mm256_set1_ps(e->p0);
+        p1 = _mm256_set1_ps(e->p1);
+    }
 #define STORE(r)                                                                               \
     if (R > r) {                                                                               \
         float *cr = c + r * ldc;                                                               \
         if (acc) {                                                                             \
             c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));                             \
             c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));                         \
+        }                                                                                      \
+        if (e) {                                                                               \
+            c##r##0 = _mm256_add_ps(c##r##0, bias0);                                           \
+            c##r##1 = _mm256_add_ps(c##r##1, bias1);                                           \
+            if (e->res) {                                                                      \
+                c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(e->res + r * e->ldr));        \
+                c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(e->res + r * e->ldr + 8));    \
+            }                                                                                  \
+            c##r##0 = act_v(c##r##0, e->act, p0, p1);                                          \
+            c##r##1 = act_v(c##r##1, e->act, p0, p1);                                          \
         }                                                                                      \
         _mm256_storeu_ps(cr, c##r##0);                                                         \
         _mm256_storeu_ps(cr + 8, c##r##1);                                                     \
@@ -206,17 +349,21 @@ static bool use_avx2(void) {
 #endif
 }
 
-static inline void run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
-                            float *c, int64_t ldc, int acc, const float *pf) {
+/* Returns whether the tile got its epilogue (only the AVX2 kernel applies it, from e). */
+static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
+                            float *c, int64_t ldc, int acc, const float *pf,
+                            const tile_epilogue *e) {
 #ifdef HAVE_AVX2_KERNEL
     if (avx2) {
-        tile_avx2(R, kc, a, b, c, ldc, acc, pf);
-        return;
+        tile_avx2(R, kc, a, b, c, ldc, acc, pf, e);
+        return e != NULL;
     }
 #endif
     (void)avx2;
     (void)pf;
+    (void)e;
     tile_portable(R, kc, a, b, c, ldc, acc);
+    return false;
 }
 
 /* Rows [i0, i1) and columns [k0, k0 + kc) of A (rows lda apart) into dst: for each group of
@@ -250,24 +397,31 @@ typedef struct {
 /* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack). */
 static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
                        int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
-    const float *panel = g->bp + p * g->K * NR + pc * NR;
-    const float *next = p + 1 < g->P ? panel + g->K * NR : NULL;  /* the first tile fetches it */
+    const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
+    const float *next = p + 1 < g->P ? panel + kc * NR : NULL;  /* the first tile fetches it */
     const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
     float tmp[MR * NR];
     for (int64_t i = ic; i < mend; i += MR) {
         const int R = (int)HL_MIN(MR, mend - i);
         const float *a = apack + (i - ic) * kc;
         float *c = g->c + i * g->ldc + j0;
+        bool done = false;
         if (nv == NR) {
-            run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, i == ic ? next : NULL);
+            tile_epilogue te = {
+                .bias = g->epi.bias ? (const float *)g->epi.bias + j0 : NULL,
+                .res = g->epi.res ? (const float *)g->epi.res + i * g->epi.ldr + j0 : NULL,
+                .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
+                .p1 = (float)g->epi.beta};
+            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, i == ic ? next : NULL,
+                            last && epi ? &te : NULL);
         } else {  /* the last, narrower panel: through a full-width tile */
             for (int r = 0; r < R && acc; r++)
                 memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
-            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL, NULL);
             for (int r = 0; r < R; r++)
                 memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
         }
-        if (last && epi) epilogue_f32(&g->epi, g->c, g->ldc, i, R, j0, nv);
+        if (last && epi && !done) epilogue_f32(&g->epi, g->c, g->ldc, i, R, j0, nv);
     }
 }
 
@@ -354,7 +508,7 @@ static hl_status pack_b(const hl_call *c) {
     float *dst = (float *)hl_ptr(o);
 #pragma omp parallel for schedule(static) if (K * N >= 65536)
     for (int64_t p = 0; p < P; p++)
-        pack_panels(bp, b->strides[0], b->strides[1], K, N, p, p + 1, dst);
+        pack_panels(bp, b->strides[0], b->strides[1], K, N, P, p, p + 1, dst);
     return HL_OK;
 }
 
