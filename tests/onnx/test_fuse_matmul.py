@@ -29,11 +29,13 @@ def _scalar(name, value):
     return numpy_helper.from_array(np.array(value, np.float32), name)
 
 
-def _model(nodes, inits, x_shape=("b", "t", K), out_shape=("b", "t", None), outputs=("y",)):
+def _model(nodes, inits, outputs=("y",), ranks=None):
+    ranks = ranks or [3] * len(outputs)
     graph = helper.make_graph(
         nodes, "fuse_matmul",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", "t", K])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [f"{o}{i}" for i in range(r)])
+         for o, r in zip(outputs, ranks)], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -128,7 +130,7 @@ def test_split_into_heads_lone_products_and_relu():
              helper.make_node("MatMul", ["x", "Wl"], ["y3"])]
     inits = [_init("Wq", (K, N)), _init("bq", (N,)), _init("Wr", (K, 33)), _init("Wl", (K, 7)),
              numpy_helper.from_array(np.array([0, 0, 4, 10], np.int64), "heads")]
-    rep = _check(_model(nodes, inits, outputs=("qt", "y2", "y3")))
+    rep = _check(_model(nodes, inits, outputs=("qt", "y2", "y3"), ranks=(4, 3, 3)))
     assert _fused(rep) == [("none", False, False, False), ("none", True, False, True),
                            ("relu", False, False, False)]
 
@@ -161,7 +163,7 @@ def test_a_float64_model_is_left_as_written():
     w = numpy_helper.from_array(RNG.standard_normal((K, N)), "W")
     graph = helper.make_graph(nodes, "f64", [helper.make_tensor_value_info(
         "x", TensorProto.DOUBLE, ["b", K])], [helper.make_tensor_value_info(
-            "y", TensorProto.DOUBLE, None)], [w])
+            "y", TensorProto.DOUBLE, ["b", N])], [w])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     rep = hl.onnx.prepare(model)
     assert _fused(rep) == []
