@@ -225,8 +225,11 @@ def test_errors_name_the_op_and_shapes():
     w = hl.tensor(np.ones((4, 5), np.float32), requires_grad=True)
     with pytest.raises(errors.UnsupportedError, match="without a gradient"):
         hl.matmul_fused(a, w)
+    with pytest.raises(errors.UnsupportedError, match="gemm_pack_b: packs a constant weight"):
+        hl.gemm_pack_b(w)
     with hl.no_grad():
         assert hl.matmul_fused(a, w).shape == (3, 5)
+        assert hl.matmul_fused(a, hl.gemm_pack_b(w)).shape == (3, 5)
 
 
 def test_out_of_place_output_never_aliases_inputs():

@@ -18,7 +18,7 @@ FAMILIES = (elementwise, binary, creation, reduce, conv, pool, normalization, so
             resize, linalg, shape, index, indexing)
 
 # ops of hl.ops with no gradient to define, handed on as they are
-PLAIN = ("manual_seed", "nonzero", "one_hot", "setitem", "gemm_pack_b",
+PLAIN = ("manual_seed", "nonzero", "one_hot", "setitem",
          # constructors (requires_grad= makes a leaf; there is nothing to differentiate)
          "empty", "full", "zeros", "ones", "empty_like", "zeros_like", "ones_like", "full_like",
          "arange", "eye", "uniform", "rand", "normal", "randn", "bernoulli")
