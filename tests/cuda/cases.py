@@ -276,6 +276,8 @@ NOT_ON_CUDA = {
     "gemm_pack_b": lambda x: hl.ops.gemm_pack_b(x),
     "matmul_fused": lambda x: hl.ops.matmul_fused_forward(x, hl.zeros((4, 2), device=x.device),
                                                           act="gelu"),
+    # conv_pack: the layouts of the CPU's packed convolution kernels (inference)
+    "conv_pack": lambda x: hl.ops.conv_pack(hl.zeros((6, 1, 1, 1), device=x.device)),
 }
 # reached only through their forward op, which fails first on cuda
 NOT_ON_CUDA_BACKWARD = set()
