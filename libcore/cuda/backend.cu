@@ -155,6 +155,8 @@ static void fill_backend(void) {
     HL_OPS(CUDA_DTYPES_ROW)
     /* conv's kernel does not read conv_fused's epilogue (i[9..11]) yet: leave it to the CPU */
     be.kernels[HL_OP_CONV_FUSED] = NULL;
+    /* gemm's kernel knows neither the packed layout nor matmul_fused's epilogue */
+    be.kernels[HL_OP_GEMM_PACK_B] = be.kernels[HL_OP_MATMUL_FUSED] = NULL;
     be.op_dtypes[HL_OP_RANDOM_BERNOULLI] = CPU_COPY;
     be.op_dtypes[HL_OP_MATMUL] = be.op_dtypes[HL_OP_GEMM] = F32_F64;
     /* element-wise kernels compute in float16 and bfloat16 too (in float, rounded once) */

@@ -272,6 +272,10 @@ NOT_ON_CUDA = {
     "conv_fused": lambda x: hl.ops.conv_fused_forward(
         hl.zeros((1, 1, 3, 3), device=x.device), hl.zeros((1, 1, 1, 1), device=x.device),
         act="relu"),
+    # the packed B of inference products and their epilogue (cpu/matmul_fused.c)
+    "gemm_pack_b": lambda x: hl.ops.gemm_pack_b(x),
+    "matmul_fused": lambda x: hl.ops.matmul_fused_forward(x, hl.zeros((4, 2), device=x.device),
+                                                          act="gelu"),
     # conv_pack: the layouts of the CPU's packed convolution kernels (inference)
     "conv_pack": lambda x: hl.ops.conv_pack(hl.zeros((6, 1, 1, 1), device=x.device)),
 }
