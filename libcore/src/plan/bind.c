@@ -51,6 +51,9 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
         return hl_fail(HL_ERR_VALUE, "plan_bind: the plan is running on another thread");
     if (t->storage == x->storage && t->offset == x->offset && same_layout(x, t)) return HL_OK;
+    /* a captured graph reads the slot's own memory at fixed addresses: bound values are
+       copied there (plan/capture.c) */
+    if (hl_plan_captured(p)) goto copy;
     if (t->storage == s->home && same_layout(x, t)) {  /* back to the slot's own memory */
         redirect(s, s->home, t->offset);
         return HL_OK;
@@ -61,8 +64,23 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
         redirect(s, t->storage, t->offset);
         return HL_OK;
     }
+copy:
     redirect(s, s->home, s->home_offset);
     hl_status st = hl_copy(s->t, t);
     return st ? hl_fail(st, "plan_bind: copying into input slot %lld: %s", (long long)slot,
                         hl_last_error()) : HL_OK;
+}
+
+hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot) {
+    plan_slot *s = &p->slots[slot];
+    hl_tensor *x = s->t;
+    if (x->storage == s->home && x->offset == s->home_offset) return HL_OK;
+    hl_tensor *bound;
+    hl_status st = hl_tensor_wrap(x->storage, x->dtype, x->ndim, x->shape, x->strides, x->offset,
+                                  &bound);
+    if (st) return st;
+    redirect(s, s->home, s->home_offset);
+    st = hl_copy(s->t, bound);
+    hl_tensor_release(bound);
+    return st;
 }
