@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include <cmath>
+#include <tuple>
 
 #define __global__
 #define __device__
@@ -245,11 +246,13 @@ template <class F> static const hl_emu_closure_ops *hl_emu_ops_of(const F &) {
     return &ops;
 }
 
-/* The arguments are taken by value ([=]), as a kernel launch takes them: a captured launch
-   replays with the values of its capture, never with what the launching code holds later. */
+/* The arguments are evaluated at the launch and kept by value, as a kernel launch takes
+   them: a captured launch replays with the values of its capture, never with what the
+   launching code holds (or has freed) later. */
 #define HL_EMU_LAUNCH(coop, kernel, grid, block, shmem, stream, ...)                         \
     do {                                                                                     \
-        auto hl_body_ = [=]() { kernel(__VA_ARGS__); };                                      \
+        auto hl_args_ = std::make_tuple(__VA_ARGS__);                                        \
+        auto hl_body_ = [=]() { std::apply([=](const auto &...a) { kernel(a...); }, hl_args_); }; \
         hl_emu_launch(dim3(grid), dim3(block), (shmem), (stream), (coop), #kernel,           \
                       hl_emu_call<decltype(hl_body_)>, &hl_body_, hl_emu_ops_of(hl_body_));  \
     } while (0)
@@ -284,5 +287,7 @@ extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_next_lau
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_launch_count(void);
 /* Graphs launched so far, and nodes those launches ran. */
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_graph_launches(void);
+/* The next stream capture ends invalidated (as after an API call CUDA refuses in a capture). */
+extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_spoil_next_capture(void);
 
 #endif /* HL_CUDA_EMU_H */

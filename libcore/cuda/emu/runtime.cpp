@@ -362,12 +362,14 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
 
 /* ---- capture and graphs ---- */
 
+namespace { int spoil_next_capture; }  /* test hook */
+
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
     (void)mode;  /* hl captures in ThreadLocal mode */
     if (!s || s->capture || capturing_here) return fail(cudaErrorInvalidValue);
     flush(s);
     s->capture = new hl_emu_graph();
-    s->invalidated = false;
+    s->invalidated = __atomic_exchange_n(&spoil_next_capture, 0, __ATOMIC_RELAXED) != 0;
     capturing_here = s;
     return cudaSuccess;
 }
@@ -421,6 +423,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
         if (cudaPeekAtLastError() != cudaSuccess) return cudaPeekAtLastError();
     }
     return cudaSuccess;
+}
+
+extern "C" void hl_cuda_emu_spoil_next_capture(void) {
+    __atomic_store_n(&spoil_next_capture, 1, __ATOMIC_RELAXED);
 }
 
 extern "C" long long hl_cuda_emu_graph_launches(void) {
