@@ -45,17 +45,20 @@ void wait(buffer *b) {
 buffer *take(size_t want) {
     size_t bytes = SMALLEST;
     while (bytes < want) bytes <<= 1;
+    buffer *found = NULL;
     {
         std::lock_guard<std::mutex> g(pool_lock);
-        for (size_t k = 0; k < pool.size(); k++)
+        for (size_t k = 0; k < pool.size() && !found; k++)
             if (pool[k]->bytes >= bytes && pool[k]->bytes <= 4 * bytes) {
-                buffer *b = pool[k];
+                found = pool[k];
                 pool.erase(pool.begin() + (long)k);
-                pooled_bytes -= b->bytes;
+                pooled_bytes -= found->bytes;
                 n_reused++;
-                wait(b);
-                return b;
             }
+    }
+    if (found) {
+        wait(found);  /* outside the lock: other threads' copies go on meanwhile */
+        return found;
     }
     buffer *b = new buffer{NULL, bytes, NULL, false};
     if (cudaHostAlloc((void **)&b->p, bytes, cudaHostAllocDefault) != cudaSuccess ||

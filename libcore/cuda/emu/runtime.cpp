@@ -94,6 +94,9 @@ struct hl_emu_graph {
 
 struct hl_emu_stream {
     int device;
+    /* held while the stream's work runs: work given to one stream by several threads runs
+       one piece at a time, in the order it was given, as on a GPU */
+    std::recursive_mutex exec;
     std::mutex lock;
     std::vector<std::function<void()>> pending;  /* queued async copies, in order */
     hl_emu_graph *capture = nullptr;  /* the graph being recorded, while capturing */
@@ -107,6 +110,7 @@ thread_local hl_emu_stream *capturing_here;  /* the stream this thread captures 
 
 void flush(hl_emu_stream *s) {
     if (!s) return;
+    std::lock_guard<std::recursive_mutex> order(s->exec);
     std::vector<std::function<void()>> work;
     {
         std::lock_guard<std::mutex> g(s->lock);
@@ -289,8 +293,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     }
     cudaError_t err;
     if (recording(s, [=]() { copy_now(dst, src, n, kind); }, &err)) return err;
+    if (!s) return copy_now(dst, src, n, kind);
+    std::lock_guard<std::recursive_mutex> order(s->exec);
     flush(s);  /* in stream order after what was queued before */
-    if (!pinned || !s) return copy_now(dst, src, n, kind);  /* pageable: synchronous */
+    if (!pinned) return copy_now(dst, src, n, kind);  /* pageable: synchronous */
     /* checked now (the direction, device memory), done when the stream is next ordered */
     bool dev_ok = kind == cudaMemcpyHostToDevice ? is_device(dst, n) : is_device(src, n);
     if (!dev_ok) return fail(cudaErrorInvalidValue);
@@ -302,8 +308,10 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
     if (n && !is_device(p, n)) return fail(cudaErrorInvalidValue);
     cudaError_t err;
     if (recording(s, [=]() { memset(p, value, n); }, &err)) return err;
+    if (s) s->exec.lock();
     flush(s);
     memset(p, value, n);
+    if (s) s->exec.unlock();
     return cudaSuccess;
 }
 
@@ -415,6 +423,8 @@ namespace { long long graph_launches; }
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
     if (!exec) return fail(cudaErrorInvalidValue);
     if (s && s->capture) return fail(cudaErrorStreamCaptureUnsupported);
+    std::unique_lock<std::recursive_mutex> order;
+    if (s) order = std::unique_lock<std::recursive_mutex>(s->exec);
     flush(s);
     __atomic_add_fetch(&graph_launches, 1, __ATOMIC_RELAXED);
     for (auto &node : exec->nodes) {
@@ -685,8 +695,10 @@ void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coo
                   &err);
         return;
     }
+    if (s) s->exec.lock();
     flush(s);
     run_launch(grid, block, shmem, coop, kernel, body, closure);
+    if (s) s->exec.unlock();
 }
 
 extern "C" void hl_cuda_emu_fail_next_launch(int code) {
@@ -747,6 +759,8 @@ static size_t span(int rows, int cols, int ld, size_t esz) {
         if (recording(h->stream, [=]() { NAME(h, ta, tb, m, n, k, &a_, A, lda, B, ldb, &b_,   \
                                              C, ldc); }, &err_))                              \
             return err_ ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;              \
+        std::unique_lock<std::recursive_mutex> order_;                                         \
+        if (h->stream) order_ = std::unique_lock<std::recursive_mutex>(h->stream->exec);       \
         flush(h->stream);                                                                      \
         if (k == 0) {                                                                          \
             for (int j = 0; j < n; j++)                                                        \
