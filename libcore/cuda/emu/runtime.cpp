@@ -725,11 +725,6 @@ cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
     h->stream = s;
     return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t cublasSetWorkspace(cublasHandle_t h, void *workspace, size_t bytes) {
-    (void)workspace;
-    (void)bytes;
-    return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
-}
 
 /* cuBLAS reads and writes device memory only: check the operands are (part of) it, as a
    GPU would fault on a host pointer. */
