@@ -172,6 +172,23 @@ def test_a_failing_launch_inside_a_graph_is_a_device_error():
     np.testing.assert_allclose(y.numpy(), np.sqrt(np.e + 1) * np.ones(8), rtol=1e-6)
 
 
+@needs_emulation
+def test_a_plan_arena_past_the_device_memory_is_a_memory_error(monkeypatch):
+    x = _cuda(np.ones((1000, 1000), np.float32))
+    plan, _, y = _record(lambda: ((x * 2.0).exp() + x).sum(), x)
+    hl.cuda.synchronize()
+    hl.cuda.empty_cache()
+    used = hl.cuda.memory_stats()["in_use"]
+    monkeypatch.setenv("HL_CUDA_EMU_MEMORY_MB", str((used >> 20) + 1))  # < 1 intermediate
+    with pytest.raises(hl.errors.MemoryError, match="out of memory"):
+        _core.plan_run(plan)
+        _core.plan_run(plan)  # the arena is made before the second replay
+    monkeypatch.delenv("HL_CUDA_EMU_MEMORY_MB")
+    _core.plan_run(plan)
+    _core.plan_run(plan)
+    assert y.numpy() == pytest.approx(float((np.exp(2.0) + 1) * 1e6), rel=1e-5)
+
+
 def test_other_threads_work_never_lands_in_a_capture():
     """A capture records on the capturing thread's own stream: eager work of another thread
     on the same device runs (and is not replayed by the graph)."""
