@@ -163,6 +163,9 @@ hl_status hl_check_float(const char *op, const char *what, const hl_tensor *t);
 /* ---- allocator ---- */
 
 hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out);
+/* The same with a block of nbytes (rounded up to 64) taken from the device, never from the
+   cache's size classes: for one large buffer made once, such as a plan's arena. */
+hl_status hl_storage_new_exact(hl_device device, size_t nbytes, hl_storage **out);
 
 /* ---- output preparation ---- */
 

@@ -443,6 +443,12 @@ def plan_bind(plan, slot, h):
     check(lib.hl_plan_bind(plan, slot, h))
 
 
+def plan_link_inputs(plan, later):
+    """Makes plan `later` (recorded after `plan`, reading its input slots) follow plan's
+    binds; call it before the first bind."""
+    check(lib.hl_plan_link_inputs(plan, later))
+
+
 def plan_set_options(plan, options):
     """PLAN_* bits, before the first run: turn off planned memory, in-place writes or fusion,
     or choose the topological scheduler."""

@@ -227,6 +227,8 @@ CASES += [
             r.standard_normal((2, 3, 5, 4)).astype(dt), r.standard_normal((4, 3, 3, 3)).astype(dt),
             r.standard_normal((4,)).astype(dt), r.standard_normal((2, 4, 5, 4)).astype(dt)]),
 ]
+# conv_pack: the layouts of the CPU's packed convolution kernels (inference)
+CASES += [backend("conv_pack", hl.ops.conv_pack, normal(6, 1, 1, 1), dtypes=(F32,))]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
                 "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
@@ -240,4 +242,4 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}
 # a kernel): their cases must fail there with the registry's "<op> is not implemented on
 # <backend>". conv_fused: the inference epilogue of ONNX's Conv + Add + activation, which the
 # CUDA conv kernel does not read yet.
-NOT_ON = {"cuda": {"conv_fused"}}
+NOT_ON = {"cuda": {"conv_fused", "conv_pack"}}

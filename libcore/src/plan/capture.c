@@ -115,8 +115,6 @@ static hl_status make_runs(hl_plan *p) {
     return HL_OK;
 }
 
-bool hl_plan_captured(const hl_plan *p) { return p->capture && p->capture->observed; }
-
 /* Records run r's calls into a graph; NULL graph (and the note) when that fails. Nothing of
    the run has run on return. */
 static hl_status capture(hl_plan *p, capture_run *r) {

@@ -18,11 +18,13 @@
    tensor's storage, at the same relative offsets. */
 typedef struct {
     hl_tensor *t;            /* the tensor declared (the plan holds a reference) */
-    hl_storage *home;        /* its storage when declared (held): target of a copying bind */
+    hl_storage *home;        /* its storage when declared (held): target of a copying bind;
+                                NULL while bound without a copy and nothing else holds it */
     int64_t home_offset;     /* t->offset when declared */
+    size_t home_nbytes;      /* home's size, to make it again for a copying bind */
     hl_tensor **aliases;     /* plan tensors whose storage was home (t among them), held */
     int64_t *alias_offsets;  /* their offsets minus home_offset */
-    int n_aliases;
+    int n_aliases, cap_aliases;
 } plan_slot;
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
@@ -36,6 +38,10 @@ struct hl_plan {
     uint64_t id;             /* this recording's number (hl_storage.written_by) */
     plan_slot *slots;
     int64_t n_slots, cap_slots;
+    /* Recordings whose tensors joined these slots' aliases (hl_plan_link_inputs): a tensor
+       they write is not bound without a copy either. */
+    uint64_t *linked_ids;
+    int64_t n_linked;
     /* Set up before the first replay (replay.c): kernels resolved, memory planned. */
     bool prepared;
     hl_kernel *kernels;      /* per call */
@@ -72,13 +78,14 @@ void hl_plan_capture_observe(hl_plan *p, int64_t i);
 hl_status hl_plan_replay_captured(hl_plan *p);
 void hl_plan_capture_release(hl_plan *p);
 void hl_plan_capture_stats(const hl_plan *p, hl_plan_info *info);
-/* Whether a graph of the plan is captured: its input slots must keep their addresses. */
-bool hl_plan_captured(const hl_plan *p);
 /* bind.c: points slot's tensors back at the slot's own memory, copying the values bound. */
 hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot);
 
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
+/* record.c: adds every tensor of q's records viewing the slot's home storage to the slot's
+   aliases (held), at its offset from the slot's. */
+hl_status hl_plan_collect_aliases(const hl_plan *q, plan_slot *s);
 
 /* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
 hl_status hl_plan_order_topologically(hl_plan *p);

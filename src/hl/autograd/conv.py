@@ -12,6 +12,8 @@ with the same weight, stride, pads, dilation and groups). The bias gradient is d
 the batch and spatial axes. 'same' padding is resolved to explicit pads once, in forward, so
 backward and shape inference use the very pads the forward used.
 """
+import math
+
 from .. import errors, ops
 from ..ops.conv import _ints, conv_pads
 from ._nn import as_input, check_rank, window_out
@@ -77,9 +79,17 @@ class Conv(Function):
         nx, nw = self.needs[0], self.needs[1]
         nb = len(self.needs) > 2 and self.needs[2]
         args = (self.stride, self.pads, self.dilation, self.groups)
-        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
+        # The smaller gradient first: it is alive while the other is computed (a recorded
+        # plan, graph mode, frees everything at its last use). dw first also lets x, saved for
+        # dw, go before dx is made (early layers: large planes, small kernels); dx first keeps
+        # a large dw (deep layers) from being alive during dx's work buffers.
+        dw_first = math.prod(self.w_shape) <= math.prod(self.x_shape)
+        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx and not dw_first \
+            else None
         dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
         db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
+        if nx and dw_first:
+            dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args)
         return dx, dw, db
 
 
@@ -156,7 +166,7 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
 
 
 def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, groups=1,
-               act="none", alpha=0.0, beta=0.0):
+               act="none", alpha=0.0, beta=0.0, packed=None):
     """hl.ops.conv_fused_forward (act(conv(x, w, b) + residual) in one pass, for inference). It has no
     gradient: where one would be recorded it refuses, rather than drop it silently."""
     if is_grad_enabled() and any(getattr(t, "requires_grad", False)
@@ -165,4 +175,5 @@ def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, gro
             "conv_fused: an inference kernel without a gradient, called on tensors that "
             "require one; use conv2d (or conv1d), add and the activation, or hl.no_grad()")
     return ops.conv_fused_forward(x, w, b, residual, stride=stride, padding=padding,
-                          dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta)
+                          dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta,
+                          packed=packed)
