@@ -463,7 +463,8 @@ enum {
     HL_PLAN_NO_IN_PLACE = 2, /* planned memory, but no element-wise op writes over its input */
     HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
     HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
-    HL_PLAN_OPTION_MASK = 15
+    HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
+    HL_PLAN_OPTION_MASK = 31
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
@@ -476,6 +477,11 @@ typedef struct {
     int64_t planned_bytes;     /* their bytes, before sharing */
     int64_t in_place;          /* element-wise calls writing over their input */
     int64_t fused_groups, fused_calls;
+    /* Device graphs (CUDA Graphs, plan/capture.c): runs of calls captured, the calls in them,
+       graph launches so far, calls on a capturing device that run one by one, and why the
+       first of those could not be captured ("" when every such call is in a graph). */
+    int64_t graphs, graph_calls, graph_launches, uncaptured_calls;
+    char capture_note[200];
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Fails with HL_ERR_UNSUPPORTED when t's values are to be computed by the plan being recorded
