@@ -163,6 +163,12 @@ static void fill_backend(void) {
     HL_UNARY_FLOAT_OPS(CUDA_HALF_ROW) HL_UNARY_NUMERIC_OPS(CUDA_HALF_ROW)
     HL_UNARY_PREDICATE_OPS(CUDA_HALF_ROW) HL_BINARY_ARITH_OPS(CUDA_HALF_ROW)
     HL_BINARY_BOOL_OPS(CUDA_HALF_ROW)
+    /* so do the GEMMs (half operands, float32 sums), convolution and the reductions
+       (float32 or wider accumulators, rounded once): mixed precision's half-type ops */
+    static const int half_ops[] = {HL_OP_MATMUL, HL_OP_GEMM, HL_OP_CONV, HL_OP_CONV_GRAD_INPUT,
+                                   HL_OP_CONV_GRAD_WEIGHT, HL_OP_SUM, HL_OP_MEAN, HL_OP_MAX,
+                                   HL_OP_MIN, HL_OP_PROD, HL_OP_L2, HL_OP_LOGSUMEXP};
+    for (int op : half_ops) be.op_dtypes[op] |= halves;
 }
 
 extern "C" __attribute__((visibility("default"))) const hl_backend *
