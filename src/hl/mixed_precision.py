@@ -104,3 +104,15 @@ def device_kind_of(xs):
             target = getattr(x, "_target", None)
             return (target if target is not None else x.device).kind
     return None
+
+
+def variable_inputs(xs):
+    """What a layer's initialize() sees inside an autocast region: half inputs as float32, so
+    the parameters it makes from their dtype are float32 (Keras's variable dtype)."""
+    if not _autocast_state.active:
+        return xs
+    return tuple(x.astype(_dt.float32) if getattr(x, "dtype", None) in _HALVES else x
+                 for x in xs)
+
+
+_HALVES = (_dt.float16, _dt.bfloat16)

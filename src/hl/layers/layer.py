@@ -76,7 +76,7 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
             self._check_init_attrs()
             self._link_children()
             with no_grad():
-                self.initialize(*initialize_inputs(xs))
+                self.initialize(*_mp.variable_inputs(initialize_inputs(xs)))
             self.__dict__["_built"] = True
             out = self.forward(*xs, **kwargs)
             # the output shapes of the building call (summary's column), as Keras keeps its
