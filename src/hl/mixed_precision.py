@@ -27,6 +27,7 @@ from .autograd.autocast import autocast
 from .autograd.autocast import state as _autocast_state
 
 _NAMES = {"float32": None, "mixed_float16": _dt.float16, "mixed_bfloat16": _dt.bfloat16}
+POLICY_NAMES = frozenset(_NAMES)
 # Keras's LossScaleOptimizer defaults: fit uses them for "mixed_float16"
 LOSS_SCALE_INITIAL = 2.0 ** 15
 LOSS_SCALE_GROWTH_STEPS = 2000

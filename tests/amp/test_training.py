@@ -76,6 +76,15 @@ def test_policy_names_and_refusals(policy):
         layer(hl.tensor(np.ones((2, 4), np.float32)))  # float16 on the CPU
 
 
+def test_policy_survives_save_and_load(policy, tmp_path):
+    policy("mixed_bfloat16")
+    model = hl.Sequential(L.Linear(3))
+    model(hl.tensor(np.ones((2, 4), np.float32)))
+    hl.save(model, str(tmp_path / "m.hl"))  # hl.load's safe unpickler admits Policy by name
+    back = hl.load(str(tmp_path / "m.hl"))
+    assert back.layers[0].dtype_policy.name == "mixed_bfloat16"
+
+
 class CNN(hl.Module):
     def __init__(self):
         super().__init__()
