@@ -91,3 +91,53 @@ def test_half_on_the_cpu_still_says_to_cast():
     a = hl.tensor(np.ones((2, 2), np.float32)).astype("float16")
     with pytest.raises(hl.errors.DTypeError, match="float16"):
         a @ a
+
+
+def _forward_backward(f, arrays, dtype):
+    """f on cuda in dtype and on the CPU in float32 (same half-rounded inputs), with the
+    gradient of each input for the same half-rounded dy."""
+    outs = {}
+    for side in ("cuda", "cpu"):
+        xs = []
+        for a in arrays:
+            g, c = _pair(a, dtype)
+            t = (g if side == "cuda" else c).detach()
+            t.requires_grad = True
+            xs.append(t)
+        y = f(*xs)
+        dy = hl.tensor(np.cos(np.arange(y.size, dtype=np.float32)).reshape(y.shape)).astype(dtype)
+        y.backward(dy.to("cuda") if side == "cuda" else dy.astype("float32"))
+        outs[side] = [y] + [x.grad for x in xs]
+    return outs["cuda"], outs["cpu"]
+
+
+@pytest.mark.parametrize("dtype", list(HALVES))
+@pytest.mark.parametrize("case", ["softmax", "log_softmax", "cross_entropy", "batch_norm",
+                                  "layer_norm", "max_pool", "avg_pool"])
+def test_softmax_losses_norms_pooling_in_half(dtype, case):
+    """Forward to twice the half type's rounding as above; gradients to four times it: the
+    backward reads the forward's rounded output (softmax's y, log_softmax's log-probabilities,
+    the norms' saved statistics) or rounds a sum per window (pooling), one more rounding."""
+    rng = np.random.default_rng(4)
+    labels = np.array([1, 0, 3, 2, 4, 1])
+    x2, x4 = rng.standard_normal((6, 11)), rng.standard_normal((3, 4, 6, 6))
+    fs = {
+        "softmax": (lambda x: F.softmax(x), [x2]),
+        "log_softmax": (lambda x: F.log_softmax(x), [x2]),
+        "cross_entropy": (lambda x: F.softmax_cross_entropy(
+            x, hl.tensor(labels, device=x.device), reduction="none"), [x2]),
+        "batch_norm": (lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+                       [x4, rng.uniform(0.5, 1.5, 4), rng.standard_normal(4)]),
+        "layer_norm": (lambda x, w, b: F.layer_norm(x, (6, 6), w, b),
+                       [x4, rng.uniform(0.5, 1.5, (6, 6)), rng.standard_normal((6, 6))]),
+        "max_pool": (lambda x: F.max_pool2d(x, 3, 2, padding=1), [x4]),
+        "avg_pool": (lambda x: F.avg_pool2d(x, 3, 2, padding=1), [x4]),
+    }
+    f, arrays = fs[case]
+    got, want = _forward_backward(f, arrays, dtype)
+    assert got[0].dtype == hl.dtype(dtype)
+    _close(got[0], want[0], dtype)
+    for g, w in zip(got[1:], want[1:]):
+        assert g.dtype == hl.dtype(dtype)
+        gv, wv = g.astype("float32").numpy(), w.numpy()
+        assert np.abs(gv - wv).max() <= 4 * HALVES[dtype] * np.abs(wv).max(), case
