@@ -8,10 +8,11 @@ float32 tensors (parameters stay float32; their gradients arrive in float32):
     "half"     matmul, gemm, linear, conv, conv-transpose: float32 (and the other half type)
                inputs become the region's dtype (float16 or bfloat16); float64 is left alone
     "float32"  softmax, log-softmax, the losses, batch/layer/group norm, the reductions that
-               can overflow or lose precision (sum, mean, prod, norms, logsumexp, var, cumsum):
+               can overflow or lose precision (sum, mean, prod, norms, logsumexp, var, cumsum),
+               pow, exp, log and the other unary ops of PyTorch's float32 list, dropout:
                float16/bfloat16 inputs become float32
-    None       everything else runs in whatever dtype its inputs have (element-wise ops on
-               mixed inputs promote, as without autocast)
+    None       everything else runs in whatever dtype its inputs have (element-wise ops and
+               pooling; mixed inputs promote, as without autocast)
 
 Within one region (outermost ``__enter__`` to its ``__exit__``) the half copy of a leaf
 tensor that requires a gradient (a parameter) is made once and reused by every op that

@@ -22,7 +22,6 @@ _AVG_GRAD = {1: ops.avg_pool1d_grad, 2: ops.avg_pool2d_grad}
 
 class Pool(Function):
     """The window arguments, checked once, and shape inference shared by both pools."""
-    autocast = "float32"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, n, kernel_size, stride, padding, dilation, ceil_mode, op):
         self.n, self.op, self.ceil_mode = n, op, bool(ceil_mode)
