@@ -131,3 +131,32 @@ def test_pytorch_style_cnn_with_autocast_and_grad_scaler_on_cuda():
     acc, scaler = _train_cnn(True)
     assert acc32 > 0.75 and acc >= acc32 - 0.01, (acc, acc32)
     assert scaler.get_scale() == 2.0 ** 16  # no overflow, fewer than 2000 steps: unchanged
+
+
+def test_graph_mode_fit_runs_bfloat16(policy):
+    """bfloat16 needs no loss scaling, so its step records as a plan like float32's and gives
+    the eager run's numbers."""
+    x, y, _, _ = _digits()
+    losses = {}
+    for graph in (False, True):
+        policy("mixed_bfloat16")
+        hl.manual_seed(0)
+        model = hl.Sequential(L.Linear(32), L.ReLU(), L.Linear(10))
+        model.compile(optimizer=hl.opt.SGD(lr=0.05), loss="sparse_categorical_crossentropy")
+        model.graph(graph)
+        losses[graph] = model.fit(x[:256], y[:256], epochs=1, batch_size=32, verbose=0,
+                                  shuffle=False).history["loss"]
+    np.testing.assert_allclose(losses[True], losses[False], rtol=1e-5)
+
+
+@pytest.mark.gpu
+def test_graph_mode_fit_refuses_float16_loss_scaling(policy):
+    """float16's scaling decides on the host whether to update, which a plan cannot."""
+    x, y, _, _ = _digits()
+    policy("mixed_float16")
+    model = hl.Sequential(L.Linear(10))
+    model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
+    model.to("cuda")
+    model.graph(True)
+    with pytest.raises(hl.errors.UnsupportedError, match="mixed_float16"):
+        model.fit(x[:64], y[:64], epochs=1, batch_size=32, verbose=0)
