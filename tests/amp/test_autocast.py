@@ -170,3 +170,36 @@ def test_autocast_state_is_per_thread():
         seen["main"] = F.linear(x, w).dtype
     t.join()
     assert seen == {"other": hl.float32, "other_enabled": False, "main": hl.float16}
+
+
+@gpu
+def test_one_autocast_object_entered_on_two_threads():
+    """The saved state is per thread too: a shared `with region:` on two threads, entered and
+    left in an interleaved order, restores each thread's own state."""
+    region = autocast("cuda", dtype=hl.bfloat16)
+    x, w = _t((3, 8), "cuda"), _t((5, 8), "cuda")
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def a():
+        with autocast("cuda", dtype=hl.float16):
+            with region:
+                a_in.set()
+                b_in.wait()
+            seen["a"] = F.linear(x, w).dtype  # back to this thread's float16
+        a_out.set()
+
+    def b():
+        a_in.wait()
+        with region:
+            b_in.set()
+            a_out.wait()
+            seen["b_inside"] = F.linear(x, w).dtype
+        seen["b"] = F.linear(x, w).dtype
+
+    ts = [threading.Thread(target=f) for f in (a, b)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert seen == {"a": hl.float16, "b_inside": hl.bfloat16, "b": hl.float32}

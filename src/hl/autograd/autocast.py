@@ -92,7 +92,14 @@ class autocast(contextlib.ContextDecorator):  # noqa: N801 - named like torch.au
                 "autocast on 'cuda'")
         self.enabled = bool(enabled)
         self.cache_enabled = bool(cache_enabled)
-        self._saved = []
+        self._local = threading.local()  # one object may be entered on several threads
+
+    @property
+    def _saved(self):
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
 
     def __enter__(self):
         s = state
