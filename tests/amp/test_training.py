@@ -102,6 +102,7 @@ def _train_cnn(amp, epochs=1):  # one epoch: ~15 s per run under emulation
     hl.manual_seed(0)
     x, y, xt, yt = _digits(flat=False)
     model = CNN()
+    model.train()  # explicitly: not SINGA's global default, which another test may have left off
     model.to("cuda")
     opt = None
     scaler = hl.amp.GradScaler("cuda", enabled=amp)
