@@ -89,17 +89,21 @@ def _bind(slot, leaf):
 
 class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
-    hooks to run before each replay and the owner's validity check."""
+    hooks to run before each replay and the owner's validity check. A recording that was cut
+    (recording.cut) gives its segments: ``core`` is then the first (the one that declared
+    the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid):
-        self.core = core
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=()):
+        cores = [c for c, _ in segments] + [core]
+        self.core = cores[0]
+        self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
         self.still_valid = still_valid
-        self.size = _core.plan_size(core)
+        self.size = sum(_core.plan_size(c) for c in cores)
 
     def run(self, leaves, hooks=True):
         for slot, leaf in zip(self.slots, leaves):
@@ -108,6 +112,9 @@ class Plan:
             for fn in self.hooks:
                 fn()
         _core.plan_run(self.core)
+        for fn, core in self.then:
+            fn()
+            _core.plan_run(core)
         return self.outputs
 
 
@@ -192,10 +199,12 @@ class PlanCache:
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
         if second is None:
-            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid)
+            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
+                              rec.segments)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
-        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid)
+        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
+                          first[1].segments)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments)
         entry.plan.run(leaves, hooks=False)
 
         def finish(run):
