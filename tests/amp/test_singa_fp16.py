@@ -8,6 +8,15 @@ import pytest
 import hl
 from hl.singa import device, layer, model, opt, tensor
 
+@pytest.fixture(autouse=True)
+def _singa_training_flag():
+    """SINGA's m.eval() sets hl.autograd.training (a process-wide default) to False: put it
+    back, so the layers of later tests that never chose a mode still train."""
+    saved = hl.autograd.training
+    yield
+    hl.autograd.training = saved
+
+
 np_dtype = {"float16": np.float16, "float32": np.float32}
 singa_dtype = {"float16": tensor.float16, "float32": tensor.float32}
 
