@@ -183,6 +183,16 @@ static void fill_backend(void) {
     HL_UNARY_FLOAT_OPS(CUDA_HALF_ROW) HL_UNARY_NUMERIC_OPS(CUDA_HALF_ROW)
     HL_UNARY_PREDICATE_OPS(CUDA_HALF_ROW) HL_BINARY_ARITH_OPS(CUDA_HALF_ROW)
     HL_BINARY_BOOL_OPS(CUDA_HALF_ROW)
+    /* so do the GEMMs (half operands, float32 sums), convolution, the reductions, softmax
+       and cross-entropy, the norms and pooling (float or double arithmetic, rounded once) */
+    static const int half_ops[] = {
+        HL_OP_MATMUL, HL_OP_GEMM, HL_OP_CONV, HL_OP_CONV_GRAD_INPUT, HL_OP_CONV_GRAD_WEIGHT,
+        HL_OP_SUM, HL_OP_MEAN, HL_OP_MAX, HL_OP_MIN, HL_OP_PROD, HL_OP_L2, HL_OP_LOGSUMEXP,
+        HL_OP_SOFTMAX, HL_OP_LOG_SOFTMAX, HL_OP_SOFTMAX_GRAD, HL_OP_LOG_SOFTMAX_GRAD,
+        HL_OP_SOFTMAX_CROSS_ENTROPY, HL_OP_SOFTMAX_CROSS_ENTROPY_GRAD, HL_OP_BATCH_NORM,
+        HL_OP_BATCH_NORM_GRAD, HL_OP_LAYER_NORM, HL_OP_LAYER_NORM_GRAD, HL_OP_MAX_POOL,
+        HL_OP_AVG_POOL, HL_OP_MAX_POOL_GRAD, HL_OP_AVG_POOL_GRAD};
+    for (int op : half_ops) be.op_dtypes[op] |= halves;
 }
 
 extern "C" __attribute__((visibility("default"))) const hl_backend *

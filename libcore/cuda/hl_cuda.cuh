@@ -67,6 +67,11 @@ struct hl_cuda_mat { char *p; int64_t s0, s1; };
 hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
                        double alpha, hl_cuda_mat A, hl_cuda_mat B, double beta, hl_cuda_mat C,
                        const char *op);
+/* The same with C in dtype ct: float16/bfloat16 A and B may write a float32 C (a sum kept in
+   float32 across calls, conv's weight gradient). */
+hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
+                             int64_t K, double alpha, hl_cuda_mat A, hl_cuda_mat B, double beta,
+                             hl_cuda_mat C, const char *op);
 /* A device buffer of at least nbytes for one kernel family's intermediate (im2col columns),
    reused across calls; the caller holds the device's scratch lock (hl_cuda_scratch_lock)
    while it enqueues the work that uses it. Kernels on the one stream run in order, so the

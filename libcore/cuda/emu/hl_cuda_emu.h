@@ -280,6 +280,17 @@ cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
                            int n, int k, const double *alpha, const double *A, int lda,
                            const double *B, int ldb, const double *beta, double *C, int ldc);
 
+/* cublasGemmEx, for half operands: float16/bfloat16 A and B, C in their type or float32,
+   computed in float32 (CUBLAS_COMPUTE_32F; alpha and beta are floats), as tensor cores do. */
+typedef enum { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType atype,
+                            int lda, const void *B, cudaDataType btype, int ldb,
+                            const void *beta, void *C, cudaDataType ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo);
+
 /* ---- hooks for tests (exported from the emulated library only) ---- */
 
 extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_next_launch(int code);

@@ -4,6 +4,7 @@
  * served by OpenBLAS.
  */
 #include "hl_cuda_emu.h"
+#include "../hl_cuda.cuh"  /* the half/bfloat16 conversions cublasGemmEx uses */
 
 #include <cblas.h>
 #include <pthread.h>
@@ -769,3 +770,60 @@ static size_t span(int rows, int cols, int ld, size_t esz) {
     }
 EMU_GEMM(cublasSgemm, float, scipy_cblas_sgemm)
 EMU_GEMM(cublasDgemm, double, scipy_cblas_dgemm)
+
+/* cublasGemmEx: each half operand widened to float over the span it covers, OpenBLAS's sgemm
+   (so products are summed in float32, as CUBLAS_COMPUTE_32F does), C rounded back once. */
+static size_t emu_type_size(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+static float emu_widen(const void *p, cudaDataType t, size_t i) {
+    if (t == CUDA_R_32F) return ((const float *)p)[i];
+    uint16_t h = ((const uint16_t *)p)[i];
+    return t == CUDA_R_16F ? hl_cuda_half_to_float(h) : hl_cuda_bf16_to_float(h);
+}
+static float *emu_widened(const void *p, cudaDataType t, size_t n) {
+    float *w = (float *)malloc((n ? n : 1) * sizeof(float));
+    if (w)
+        for (size_t i = 0; i < n; i++) w[i] = emu_widen(p, t, i);
+    return w;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType atype,
+                            int lda, const void *B, cudaDataType btype, int ldb,
+                            const void *beta, void *C, cudaDataType ctype, int ldc,
+                            cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+    (void)algo;
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (m < 0 || n < 0 || k < 0 || compute != CUBLAS_COMPUTE_32F || atype != btype)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+    size_t an = span(ar, ac, lda, 1), bn = span(br, bc, ldb, 1), cn = span(m, n, ldc, 1);
+    if (!gemm_operands_ok(A, an * emu_type_size(atype), B, bn * emu_type_size(btype), C,
+                          cn * emu_type_size(ctype)))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    float *wa = emu_widened(A, atype, an), *wb = emu_widened(B, btype, bn);
+    float *wc = b == 0 ? (float *)calloc(cn, sizeof(float)) : emu_widened(C, ctype, cn);
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (!wa || !wb || !wc) {
+        st = CUBLAS_STATUS_EXECUTION_FAILED;
+    } else {
+        if (k == 0)
+            for (size_t i = 0; i < cn; i++) wc[i] *= b;
+        else
+            scipy_cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans,
+                              tb ? CblasTrans : CblasNoTrans, m, n, k, a, wa, lda, wb, ldb, b,
+                              wc, ldc);
+        for (int j = 0; j < n; j++)  /* only C's own elements: the gaps between columns stay */
+            for (int i = 0; i < m; i++) {
+                size_t at = (size_t)j * ldc + i;
+                if (ctype == CUDA_R_32F) ((float *)C)[at] = wc[at];
+                else if (ctype == CUDA_R_16F) ((uint16_t *)C)[at] = hl_cuda_float_to_half(wc[at]);
+                else ((uint16_t *)C)[at] = hl_cuda_float_to_bf16(wc[at]);
+            }
+    }
+    free(wa);
+    free(wb);
+    free(wc);
+    return st;
+}
