@@ -2,9 +2,11 @@
 
     python bench/gpu.py                        # on a GPU: sgemm, MNIST CNN, ResNet-18 (CIFAR)
     python bench/gpu.py --only sgemm --steps 50
+    python bench/gpu.py --only hgemm,cnn,cnn_amp,resnet18,resnet18_amp   # the AMP speed-up
     HL_CUDA_EMULATE=1 python bench/gpu.py --tiny   # a smoke run on the emulated backend
 
-Items: sgemm (hl.matmul on cuda vs torch.matmul on cuda, float32 N x N, in GFLOP/s); the MNIST
+Items: sgemm and hgemm (hl.matmul on cuda vs torch.matmul on cuda, float32 / float16 N x N,
+in GFLOP/s); the MNIST
 CNN of SINGA's documentation at batch 128 and a CIFAR ResNet-18 at batch 128 (bench/train.py's
 models), each step forward, softmax cross-entropy, backward and SGD with momentum. The goal of
 issue 23 is hl >= 0.9x PyTorch's speed on the training steps.
@@ -26,6 +28,11 @@ ITEMS = {  # name: (description, full size, tiny size)
     "sgemm": ("sgemm float32, N x N", 4096, 64),
     "cnn": ("MNIST CNN training step, batch", 128, 4),
     "resnet18": ("ResNet-18 (CIFAR) training step, batch", 128, 2),
+    # mixed precision (docs/amp.md): autocast float16 + GradScaler on both sides; the AMP
+    # speed-up is each *_amp row's step time beside its float32 row's
+    "hgemm": ("hgemm float16 (float32 sums), N x N", 4096, 64),
+    "cnn_amp": ("MNIST CNN training step, autocast float16 + GradScaler, batch", 128, 4),
+    "resnet18_amp": ("ResNet-18 (CIFAR) step, autocast float16 + GradScaler, batch", 128, 2),
 }
 
 
@@ -34,10 +41,13 @@ def _hl_item(name, size):
     import hl
     sync = hl.cuda.synchronize
     rng = np.random.default_rng(0)
-    if name == "sgemm":
+    if name in ("sgemm", "hgemm"):
+        dt = "float32" if name == "sgemm" else "float16"
         a = hl.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
         b = hl.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
+        a, b = a.astype(dt), b.astype(dt)
         return (lambda: a @ b), sync
+    amp, name = name.endswith("_amp"), name.removesuffix("_amp")
     from train import hl_model
     shape = (1, 28, 28) if name == "cnn" else (3, 32, 32)
     hl.manual_seed(0)
@@ -48,9 +58,12 @@ def _hl_item(name, size):
     model.to("cuda")
     model(hl.Placeholder(x.shape, device="cuda"))
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
+    scaler = hl.amp.GradScaler("cuda", enabled=amp)
 
     def step():
-        opt.backward_and_update(hl.losses.softmax_cross_entropy(model(x), y))
+        with hl.amp.autocast("cuda", dtype=hl.float16, enabled=amp):
+            loss = hl.losses.softmax_cross_entropy(model(x), y)
+        scaler.backward_and_update(opt, loss)
     return step, sync
 
 
@@ -61,10 +74,13 @@ def _torch_item(name, size):
         return None, None
     sync = torch.cuda.synchronize
     rng = np.random.default_rng(0)
-    if name == "sgemm":
+    if name in ("sgemm", "hgemm"):
+        dt = torch.float32 if name == "sgemm" else torch.float16
         a = torch.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
         b = torch.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
+        a, b = a.to(dt), b.to(dt)
         return (lambda: a @ b), sync
+    amp, name = name.endswith("_amp"), name.removesuffix("_amp")
     from train import torch_model
     shape = (1, 28, 28) if name == "cnn" else (3, 32, 32)
     torch.manual_seed(0)
@@ -73,11 +89,15 @@ def _torch_item(name, size):
     y = torch.tensor(rng.integers(0, 10, size).astype(np.int64), device="cuda")
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss_fn(model(x), y).backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
     return step, sync
 
 
@@ -133,7 +153,7 @@ def main():
                for lib in ("hl", "torch")}
         devices |= {f"{lib}: {r['device']}" for lib, r in res.items() if r["device"]}
         h, t = res["hl"]["median"], res["torch"]["median"]
-        if name == "sgemm":
+        if name in ("sgemm", "hgemm"):
             flops = 2 * size ** 3
             fmt = lambda s: f"{flops / s / 1e9:9.1f} GF/s" if s else "n/a"  # noqa: E731
         else:

@@ -7,8 +7,11 @@
  *   conv_grad_input:  dcols = W_g^T @ dy_g, then each dx element gathers its taps (no
  *                     atomics: deterministic), + bias (conv_transpose)
  * The columns (im2col) live in the device's scratch buffer; the products go to cuBLAS.
+ * float16 and bfloat16: the columns are half, the GEMMs sum in float32 (cublasGemmEx), col2im
+ * and the bias sum in double/float and round once, and the weight gradient is summed over the
+ * batch in a float32 buffer, rounded to the half type at the end.
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 struct geom {
     int64_t n, c, h, w, oc, oh, ow, kh, kw, groups, sh, sw, dh, dw, pt, pl;
@@ -46,7 +49,7 @@ __global__ void im2col_k(geom g, const T *x, T *cols) {
         int64_t oy = p / g.ow, ox = p - oy * g.ow;
         int64_t iy = oy * g.sh - g.pt + ty * g.dh, ix = ox * g.sw - g.pl + tx * g.dw;
         cols[e] = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w ? x[(ci * g.h + iy) * g.w + ix]
-                                                              : (T)0;
+                                                              : T{};
     }
 }
 
@@ -68,16 +71,21 @@ __global__ void col2im_k(geom g, const T *dcols, T *dx, const T *bias) {
                 if (nx < 0 || nx % g.sw) continue;
                 int64_t ox = nx / g.sw;
                 if (ox >= g.ow) continue;
-                s += (double)dcols[((ci * g.kh + ty) * g.kw + tx) * P + oy * g.ow + ox];
+                s += (double)hl_widen(dcols[((ci * g.kh + ty) * g.kw + tx) * P + oy * g.ow + ox]);
             }
         }
-        dx[e] = (T)(s + (bias ? (double)bias[ci] : 0.0));
+        dx[e] = hl_narrow<T>(s + (bias ? (double)hl_widen(bias[ci]) : 0.0));
     }
 }
 
 template <class T>
 __global__ void add_bias_k(T *y, const T *bias, int64_t n, int64_t c, int64_t plane) {
-    HL_GRID_STRIDE(e, n * c * plane) y[e] += bias[(e / plane) % c];
+    HL_GRID_STRIDE(e, n * c * plane) y[e] = hl_narrow<T>(hl_widen(y[e]) + hl_widen(bias[(e / plane) % c]));
+}
+
+template <class T>
+__global__ void narrow_k(T *o, const float *x, int64_t n) {
+    HL_GRID_STRIDE(e, n) o[e] = hl_narrow<T>(x[e]);
 }
 
 template <class T>
@@ -161,10 +169,17 @@ static hl_status run_conv_grad_weight(const hl_call *c) {
     if (g.n * P == 0)  /* nothing contributes */
         return cudaMemsetAsync(dwp, 0, (size_t)(g.oc * K) * sizeof(T), d->stream) == cudaSuccess
                    ? HL_OK : hl_cuda_check_launch("conv_grad_weight");
+    /* half types: the sum over the batch goes to a float32 buffer after the columns */
+    const bool half = !std::is_same<T, float>::value && !std::is_same<T, double>::value;
+    size_t cols_bytes = ((size_t)(K * P) * sizeof(T) + 15) & ~(size_t)15;
+    size_t acc_bytes = half ? (size_t)(g.oc * K) * sizeof(float) : 0;
     hl_cuda_scratch_lock(d);
-    T *cols = (T *)hl_cuda_scratch(d, (size_t)(K * P) * sizeof(T));
-    hl_status st = cols ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "conv_grad_weight: out of cuda memory "
-                                          "for %lld im2col columns", (long long)(K * P));
+    char *buf = (char *)hl_cuda_scratch(d, cols_bytes + acc_bytes);
+    hl_status st = buf ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "conv_grad_weight: out of cuda memory "
+                                         "for %lld im2col columns", (long long)(K * P));
+    T *cols = (T *)buf;
+    char *acc = half ? buf + cols_bytes : (char *)dwp;
+    size_t acc_esz = half ? sizeof(float) : sizeof(T);
     const T *xp = (const T *)hl_cuda_ptr(x), *dyp = (const T *)hl_cuda_ptr(dy);
     for (int64_t n = 0; n < g.n && !st; n++)
         for (int64_t gi = 0; gi < g.groups && !st; gi++) {
@@ -172,11 +187,18 @@ static hl_status run_conv_grad_weight(const hl_call *c) {
             HL_LAUNCH(im2col_kernel, hl_cuda_blocks(K * P), HL_CUDA_THREADS, 0, d->stream, g,
                       xp + (n * g.c + gi * cg) * g.h * g.w, cols);
             if ((st = hl_cuda_check_launch("conv_grad_weight"))) break;
-            st = hl_cuda_gemm(d, x->dtype, og, K, P, 1.0,
-                              hl_cuda_mat{(char *)(dyp + (n * g.oc + gi * og) * P), P, 1},
-                              hl_cuda_mat{(char *)cols, 1, P}, n ? 1.0 : 0.0,
-                              hl_cuda_mat{(char *)(dwp + gi * og * K), K, 1}, "conv_grad_weight");
+            st = hl_cuda_gemm_mixed(d, x->dtype, half ? HL_F32 : x->dtype, og, K, P, 1.0,
+                                    hl_cuda_mat{(char *)(dyp + (n * g.oc + gi * og) * P), P, 1},
+                                    hl_cuda_mat{(char *)cols, 1, P}, n ? 1.0 : 0.0,
+                                    hl_cuda_mat{acc + (size_t)(gi * og * K) * acc_esz, K, 1},
+                                    "conv_grad_weight");
         }
+    if (!st && half) {
+        auto narrow_kernel = narrow_k<T>;
+        HL_LAUNCH(narrow_kernel, hl_cuda_blocks(g.oc * K), HL_CUDA_THREADS, 0, d->stream, dwp,
+                  (const float *)acc, g.oc * K);
+        st = hl_cuda_check_launch("conv_grad_weight");
+    }
     hl_cuda_scratch_unlock(d);
     return st;
 }
@@ -186,6 +208,8 @@ static hl_status run_conv_grad_weight(const hl_call *c) {
         hl_dtype dt = c->out[0]->dtype;                                                      \
         if (dt == HL_F32) return run_##family<float>(c);                                     \
         if (dt == HL_F64) return run_##family<double>(c);                                    \
+        if (dt == HL_F16) return run_##family<hl_f16>(c);                                    \
+        if (dt == HL_BF16) return run_##family<hl_bf16>(c);                                  \
         return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op),          \
                        HL_DESC(c->out[0]));                                                  \
     }

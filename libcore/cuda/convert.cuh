@@ -20,6 +20,8 @@ template <class T> __device__ __host__ static inline T hl_widen(T x) { return x;
 __device__ __host__ static inline uint8_t hl_widen(hl_b8 x) { return x.v; }
 __device__ __host__ static inline float hl_widen(hl_f16 x) { return hl_cuda_half_to_float(x.v); }
 __device__ __host__ static inline float hl_widen(hl_bf16 x) { return hl_cuda_bf16_to_float(x.v); }
+/* The type a kernel computes a storage type in: itself, float for float16 and bfloat16. */
+template <class T> using hl_arith = decltype(hl_widen(T{}));
 
 __device__ __host__ static inline float hl_f64_to_f32_odd(double d) {
     float f = (float)d;

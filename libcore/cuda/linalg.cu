@@ -3,6 +3,8 @@
  * under emulation). Operands are read in place as the entry points hand them over (row-major
  * with a leading dimension, or a transposed view: cpu/blas_layout.h decides, as on the CPU);
  * cuBLAS is column-major, so each row-major C = A B is computed as C^T = B^T A^T.
+ * float16 and bfloat16 go through cublasGemmEx: half operands, products summed in float32,
+ * the result rounded once (to the half type, or kept in float32 for hl_cuda_gemm_mixed).
  */
 #include "hl_cuda.cuh"
 
@@ -12,8 +14,11 @@ hl_status hl_cuda_copy_call(const hl_call *c);
 
 typedef hl_cuda_mat mat;
 
-hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
-                       double alpha, mat A, mat B, double beta, mat C, const char *op) {
+static bool is_half(hl_dtype dt) { return dt == HL_F16 || dt == HL_BF16; }
+
+hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
+                             int64_t K, double alpha, mat A, mat B, double beta, mat C,
+                             const char *op) {
     if (M == 0 || N == 0) return HL_OK;
     bool ta, tb, tc;
     int64_t lda, ldb, ldc;
@@ -22,17 +27,22 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
         return HL_FAIL(HL_ERR_INTERNAL, "%s: operand layout cuBLAS cannot read", op);
     if (K == 0) lda = ldb = 1;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    int ilda = (int)(lda < 1 ? 1 : lda), ildb = (int)(ldb < 1 ? 1 : ldb);
     cublasStatus_t st;
     pthread_mutex_lock(&d->blas_mutex);
-    if (dt == HL_F32) {
+    if (is_half(dt)) {  /* half operands, float32 products and sums (tensor cores' contract) */
+        float a = (float)alpha, b = (float)beta;
+        cudaDataType ht = dt == HL_F16 ? CUDA_R_16F : CUDA_R_16BF;
+        cudaDataType cdt = ct == HL_F32 ? CUDA_R_32F : ht;
+        st = cublasGemmEx(d->blas, opb, opa, (int)N, (int)M, (int)K, &a, B.p, ht, ildb, A.p, ht,
+                          ilda, &b, C.p, cdt, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    } else if (dt == HL_F32) {
         float a = (float)alpha, b = (float)beta;
         st = cublasSgemm(d->blas, opb, opa, (int)N, (int)M, (int)K, &a, (const float *)B.p,
-                         (int)(ldb < 1 ? 1 : ldb), (const float *)A.p, (int)(lda < 1 ? 1 : lda), &b,
-                         (float *)C.p, (int)ldc);
+                         ildb, (const float *)A.p, ilda, &b, (float *)C.p, (int)ldc);
     } else {
         st = cublasDgemm(d->blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B.p,
-                         (int)(ldb < 1 ? 1 : ldb), (const double *)A.p, (int)(lda < 1 ? 1 : lda),
-                         &beta, (double *)C.p, (int)ldc);
+                         ildb, (const double *)A.p, ilda, &beta, (double *)C.p, (int)ldc);
     }
     pthread_mutex_unlock(&d->blas_mutex);
     if (st != CUBLAS_STATUS_SUCCESS)
@@ -40,13 +50,20 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
     return HL_OK;
 }
 
+hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,
+                       double alpha, mat A, mat B, double beta, mat C, const char *op) {
+    return hl_cuda_gemm_mixed(d, dt, dt, M, N, K, alpha, A, B, beta, C, op);
+}
+
+static bool gemm_dtype(hl_dtype dt) { return dt == HL_F32 || dt == HL_F64 || is_half(dt); }
+
 /* in[0] = a (..., M, K), in[1] = b (..., K, N), out[0] (..., M, N) contiguous. */
 extern "C" hl_status hl_cuda_matmul(const hl_call *c) {
     const hl_tensor *a = c->in[0], *b = c->in[1];
     hl_tensor *o = c->out[0];
     int nd = o->ndim, na = a->ndim, nb = b->ndim, nbd = nd - 2;
     hl_dtype dt = a->dtype;
-    if (dt != HL_F32 && dt != HL_F64)
+    if (!gemm_dtype(dt))
         return HL_FAIL(HL_ERR_DTYPE, "matmul: no CUDA kernel for %s", HL_DESC(a));
     int64_t M = o->shape[nd - 2], N = o->shape[nd - 1], K = a->shape[na - 1];
     int64_t esz = (int64_t)hl_cuda_dtype_size(dt), nbatch = 1;
@@ -86,7 +103,7 @@ extern "C" hl_status hl_cuda_gemm(const hl_call *c) {
     hl_tensor *o = c->out[0];
     bool ta = c->i[0] != 0, tb = c->i[1] != 0;
     double beta = c->f[1];
-    if (a->dtype != HL_F32 && a->dtype != HL_F64)
+    if (!gemm_dtype(a->dtype))
         return HL_FAIL(HL_ERR_DTYPE, "gemm: no CUDA kernel for %s", HL_DESC(a));
     if (c->n_in == 3) {
         const hl_tensor *cv = c->in[2];

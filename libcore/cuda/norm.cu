@@ -4,15 +4,17 @@
  * (PyTorch), inference using the running statistics. Batch norm: a block per channel sums its
  * statistics (a fixed tree of warp shuffles: the same result every run), then an element-wise
  * kernel applies them. Layer norm: a thread per row (and per column for dscale/dbias).
+ * float16 and bfloat16 (every operand in the one dtype) are read widened, their statistics
+ * computed in double like float32's, and each stored value rounded once.
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 /* A per-channel vector (C entries, any stride), or absent. */
 template <class T> struct vec {
     T *p;
     int64_t s;
-    __device__ double get(int64_t i) const { return (double)p[i * s]; }
-    __device__ void set(int64_t i, double v) const { p[i * s] = (T)v; }
+    __device__ double get(int64_t i) const { return (double)hl_widen(p[i * s]); }
+    __device__ void set(int64_t i, double v) const { p[i * s] = hl_narrow<T>(v); }
 };
 template <class T> static vec<T> vec_of(const hl_tensor *t) {
     vec<T> v;
@@ -34,11 +36,11 @@ __global__ void bn_stats_k(const T *x, vec<T> rmean, vec<T> rvar, vec<T> smean, 
         if (training) {
             double s = 0, q = 0;
             for (int64_t t = threadIdx.x; t < M; t += blockDim.x)
-                s += (double)x[((t / S) * C + ch) * S + t % S];
+                s += (double)hl_widen(x[((t / S) * C + ch) * S + t % S]);
             s = hl_cuda_block_sum(s);
             mean = M ? s / (double)M : 0;
             for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
-                double d = (double)x[((t / S) * C + ch) * S + t % S] - mean;
+                double d = (double)hl_widen(x[((t / S) * C + ch) * S + t % S]) - mean;
                 q += d * d;
             }
             q = hl_cuda_block_sum(q);
@@ -66,7 +68,7 @@ __global__ void bn_apply_k(const T *x, T *y, vec<T> scale, vec<T> bias, const do
     HL_GRID_STRIDE(e, n) {
         int64_t ch = (e / S) % C;
         double a = (scale.p ? scale.get(ch) : 1) * stats[2 * ch + 1];
-        y[e] = (T)(((double)x[e] - stats[2 * ch]) * a + (bias.p ? bias.get(ch) : 0));
+        y[e] = hl_narrow<T>(((double)hl_widen(x[e]) - stats[2 * ch]) * a + (bias.p ? bias.get(ch) : 0));
     }
 }
 
@@ -81,8 +83,8 @@ __global__ void bn_grad_stats_k(const T *dy, const T *x, vec<T> smean, vec<T> si
         double mean = smean.get(ch), sdy = 0, sdyx = 0;
         for (int64_t t = threadIdx.x; t < M; t += blockDim.x) {
             int64_t e = ((t / S) * C + ch) * S + t % S;
-            sdy += (double)dy[e];
-            sdyx += (double)dy[e] * ((double)x[e] - mean);
+            sdy += (double)hl_widen(dy[e]);
+            sdyx += (double)hl_widen(dy[e]) * ((double)hl_widen(x[e]) - mean);
         }
         sdy = hl_cuda_block_sum(sdy);
         sdyx = hl_cuda_block_sum(sdyx);
@@ -104,9 +106,9 @@ __global__ void bn_grad_apply_k(const T *dy, const T *x, vec<T> scale, vec<T> sm
     HL_GRID_STRIDE(e, n) {
         int64_t ch = (e / S) % C;
         double k = (scale.p ? scale.get(ch) : 1) * sinv.get(ch);
-        dx[e] = training ? (T)(k * ((double)dy[e] - stats[2 * ch] -
-                                    ((double)x[e] - smean.get(ch)) * stats[2 * ch + 1]))
-                         : (T)(k * (double)dy[e]);
+        dx[e] = training ? hl_narrow<T>(k * ((double)hl_widen(dy[e]) - stats[2 * ch] -
+                                    ((double)hl_widen(x[e]) - smean.get(ch)) * stats[2 * ch + 1]))
+                         : hl_narrow<T>(k * (double)hl_widen(dy[e]));
     }
 }
 
@@ -117,21 +119,21 @@ __global__ void ln_forward_k(const T *x, const T *g, const T *b, T *y, T *mo, T 
         const T *xr = x + r * cols;
         T *yr = y + r * cols;
         double s = 0, q = 0;
-        for (int64_t j = 0; j < cols; j++) s += (double)xr[j];
+        for (int64_t j = 0; j < cols; j++) s += (double)hl_widen(xr[j]);
         double mean = cols ? s / (double)cols : 0;
         for (int64_t j = 0; j < cols; j++) {
-            double d = (double)xr[j] - mean;
+            double d = (double)hl_widen(xr[j]) - mean;
             q += d * d;
         }
         double inv = cols ? 1 / sqrt(q / (double)cols + eps) : NAN;
         for (int64_t j = 0; j < cols; j++) {
-            double v = ((double)xr[j] - mean) * inv;
-            if (g) v *= (double)g[j];
-            if (b) v += (double)b[j];
-            yr[j] = (T)v;
+            double v = ((double)hl_widen(xr[j]) - mean) * inv;
+            if (g) v *= (double)hl_widen(g[j]);
+            if (b) v += (double)hl_widen(b[j]);
+            yr[j] = hl_narrow<T>(v);
         }
-        if (mo) mo[r] = (T)mean;
-        if (io) io[r] = (T)inv;
+        if (mo) mo[r] = hl_narrow<T>(mean);
+        if (io) io[r] = hl_narrow<T>(inv);
     }
 }
 
@@ -141,12 +143,12 @@ __global__ void ln_params_grad_k(const T *dy, const T *x, const T *mean, const T
     HL_GRID_STRIDE(j, cols) {
         double as = 0, ab = 0;
         for (int64_t r = 0; r < rows; r++) {
-            double d = (double)dy[r * cols + j];
+            double d = (double)hl_widen(dy[r * cols + j]);
             ab += d;
-            as += d * (((double)x[r * cols + j] - (double)mean[r]) * (double)inv[r]);
+            as += d * (((double)hl_widen(x[r * cols + j]) - (double)hl_widen(mean[r])) * (double)hl_widen(inv[r]));
         }
-        if (ds) ds[j] = (T)as;
-        if (db) db[j] = (T)ab;
+        if (ds) ds[j] = hl_narrow<T>(as);
+        if (db) db[j] = hl_narrow<T>(ab);
     }
 }
 
@@ -155,16 +157,16 @@ __global__ void ln_input_grad_k(const T *dy, const T *x, const T *g, const T *me
                                 const T *inv, T *dx, int64_t rows, int64_t cols) {
     HL_GRID_STRIDE(r, rows) {
         const T *dr = dy + r * cols, *xr = x + r * cols;
-        double m = (double)mean[r], iv = (double)inv[r], sg = 0, sgx = 0;
+        double m = (double)hl_widen(mean[r]), iv = (double)hl_widen(inv[r]), sg = 0, sgx = 0;
         for (int64_t j = 0; j < cols; j++) {
-            double gj = g ? (double)dr[j] * (double)g[j] : (double)dr[j];
+            double gj = g ? (double)hl_widen(dr[j]) * (double)hl_widen(g[j]) : (double)hl_widen(dr[j]);
             sg += gj;
-            sgx += gj * (((double)xr[j] - m) * iv);
+            sgx += gj * (((double)hl_widen(xr[j]) - m) * iv);
         }
         double a = sg / (double)cols, b = sgx / (double)cols;
         for (int64_t j = 0; j < cols; j++) {
-            double gj = g ? (double)dr[j] * (double)g[j] : (double)dr[j];
-            dx[r * cols + j] = (T)(iv * (gj - a - ((double)xr[j] - m) * iv * b));
+            double gj = g ? (double)hl_widen(dr[j]) * (double)hl_widen(g[j]) : (double)hl_widen(dr[j]);
+            dx[r * cols + j] = hl_narrow<T>(iv * (gj - a - ((double)hl_widen(xr[j]) - m) * iv * b));
         }
     }
 }
@@ -288,6 +290,8 @@ static hl_status run_layer_norm_grad(const hl_call *c) {
         hl_dtype dt = c->in[which]->dtype;                                                   \
         if (dt == HL_F32) return run_##family<float>(c);                                     \
         if (dt == HL_F64) return run_##family<double>(c);                                    \
+        if (dt == HL_F16) return run_##family<hl_f16>(c);                                    \
+        if (dt == HL_BF16) return run_##family<hl_bf16>(c);                                  \
         return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op),          \
                        HL_DESC(c->in[which]));                                               \
     }

@@ -4,9 +4,11 @@
  * alone gives -inf and index -1; a NaN tap wins; the average divides by the taps inside the
  * padded input (count_include_pad) or inside the input. Forward: a thread per output element.
  * Gradients: a thread per input plane, adding in the CPU's order (deterministic, no atomics);
- * max_pool_grad first checks every index like the CPU.
+ * max_pool_grad first checks every index like the CPU. float16/bfloat16: read widened to
+ * float, results rounded once (a gradient element that several windows reach is rounded
+ * after each addition).
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 #include "../src/kernel_scalar.h"
 
 struct pgeom {
@@ -48,26 +50,26 @@ __global__ void pool_k(pgeom g, const T *x, T *y, int64_t *idx, bool is_max) {
         hl_tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
         hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
         if (is_max) {
-            T best = -INFINITY;
+            hl_arith<T> best = -INFINITY;
             int64_t at = -1;
             for (int64_t ty = ylo; ty < yhi; ty++)
                 for (int64_t tx = xlo; tx < xhi; tx++) {
                     int64_t i = (y0 + ty * g.dh) * g.w + x0 + tx * g.dw;
-                    T v = plane[i];
+                    hl_arith<T> v = hl_widen(plane[i]);
                     if (at < 0 || v > best || v != v) {
                         best = v;
                         at = i;
                     }
                 }
-            y[o] = best;
+            y[o] = hl_narrow<T>(best);
             if (idx) idx[o] = at;
         } else {
-            T sum = 0;
+            hl_arith<T> sum = 0;
             for (int64_t ty = ylo; ty < yhi; ty++)
                 for (int64_t tx = xlo; tx < xhi; tx++)
-                    sum += plane[(y0 + ty * g.dh) * g.w + x0 + tx * g.dw];
+                    sum += hl_widen(plane[(y0 + ty * g.dh) * g.w + x0 + tx * g.dw]);
             int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
-            y[o] = div > 0 ? sum / (T)div : (T)0;
+            y[o] = hl_narrow<T>(div > 0 ? sum / (hl_arith<T>)div : (hl_arith<T>)0);
         }
     }
 }
@@ -77,10 +79,10 @@ __global__ void max_pool_grad_k(pgeom g, const T *dy, const void *idx, bool i64,
     int64_t HW = g.h * g.w, OP = g.oh * g.ow;
     HL_GRID_STRIDE(p, g.planes) {
         T *plane = dx + p * HW;
-        for (int64_t i = 0; i < HW; i++) plane[i] = 0;
+        for (int64_t i = 0; i < HW; i++) plane[i] = T{};
         for (int64_t o = p * OP; o < (p + 1) * OP; o++) {
             int64_t i = i64 ? ((const int64_t *)idx)[o] : ((const int32_t *)idx)[o];
-            if (i >= 0) plane[i] += dy[o];
+            if (i >= 0) plane[i] = hl_narrow<T>(hl_widen(plane[i]) + hl_widen(dy[o]));
         }
     }
 }
@@ -90,7 +92,7 @@ __global__ void avg_pool_grad_k(pgeom g, const T *dy, T *dx) {
     int64_t HW = g.h * g.w, OP = g.oh * g.ow;
     HL_GRID_STRIDE(p, g.planes) {
         T *plane = dx + p * HW;
-        for (int64_t i = 0; i < HW; i++) plane[i] = 0;
+        for (int64_t i = 0; i < HW; i++) plane[i] = T{};
         for (int64_t oy = 0; oy < g.oh; oy++) {
             int64_t y0 = oy * g.sh - g.pt, ylo, yhi;
             hl_tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
@@ -99,10 +101,12 @@ __global__ void avg_pool_grad_k(pgeom g, const T *dy, T *dx) {
                 hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
                 int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
                 if (div <= 0) continue;
-                T v = dy[p * OP + oy * g.ow + ox] / (T)div;
+                hl_arith<T> v = hl_widen(dy[p * OP + oy * g.ow + ox]) / (hl_arith<T>)div;
                 for (int64_t ty = ylo; ty < yhi; ty++)
-                    for (int64_t tx = xlo; tx < xhi; tx++)
-                        plane[(y0 + ty * g.dh) * g.w + x0 + tx * g.dw] += v;
+                    for (int64_t tx = xlo; tx < xhi; tx++) {
+                        T &q = plane[(y0 + ty * g.dh) * g.w + x0 + tx * g.dw];
+                        q = hl_narrow<T>(hl_widen(q) + v);
+                    }
             }
         }
     }
@@ -174,11 +178,15 @@ static hl_status run_pool_grad(const hl_call *c) {
 extern "C" hl_status hl_cuda_pool(const hl_call *c) {
     if (c->in[0]->dtype == HL_F32) return run_pool<float>(c);
     if (c->in[0]->dtype == HL_F64) return run_pool<double>(c);
+    if (c->in[0]->dtype == HL_F16) return run_pool<hl_f16>(c);
+    if (c->in[0]->dtype == HL_BF16) return run_pool<hl_bf16>(c);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->in[0]));
 }
 
 extern "C" hl_status hl_cuda_pool_grad(const hl_call *c) {
     if (c->out[0]->dtype == HL_F32) return run_pool_grad<float>(c);
     if (c->out[0]->dtype == HL_F64) return run_pool_grad<double>(c);
+    if (c->out[0]->dtype == HL_F16) return run_pool_grad<hl_f16>(c);
+    if (c->out[0]->dtype == HL_BF16) return run_pool_grad<hl_bf16>(c);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->out[0]));
 }

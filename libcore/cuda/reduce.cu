@@ -3,14 +3,15 @@
  * arg_reduce (argmax, argmin) families on CUDA, with the CPU's rules: double accumulators for
  * floats and wrapping int64 ones for integers, NaN winning max and min (numpy), logsumexp in
  * two passes (the max, then the sum of exp(x - max)), argmax/argmin returning the first (or
- * last) NaN when there is one.
+ * last) NaN when there is one. float16 and bfloat16 are read widened, accumulated in double
+ * like float32, and the result rounded once to the input's type.
  *
  * The input's axes are split into kept axes (one output each) and reduced ones
  * (hl_cuda_split). Many outputs: a thread per output loops over its reduced elements. Few
  * outputs with many elements each (a full sum): a block per output, its threads striding
  * over the elements and combining through warp shuffles and shared memory.
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 struct hl_cuda_split {
     int nk, nr;
@@ -96,7 +97,7 @@ template <class A> __device__ static inline A combine(int kind, A a, A b) {
 /* One element's contribution: x, x*x or exp(x - m). */
 template <class A, class T> __device__ static inline A term(int kind, T v, double m) {
     if constexpr (std::is_same<A, double>::value) {
-        double x = (double)v;
+        double x = (double)hl_widen(v);
         return kind == K_SQ ? x * x : (kind == K_EXP ? exp(x - m) : x);
     } else {
         return (A)v;
@@ -146,7 +147,7 @@ __device__ static inline void finish(int op, const hl_cuda_split &s, A a, double
             case HL_OP_LOGSUMEXP: v = isfinite(m) ? m + log(a) : m; break;
             default: break;
         }
-        ((T *)out)[oo] = (T)v;
+        ((T *)out)[oo] = hl_narrow<T>(v);
     } else {
         if (op == HL_OP_SUM || op == HL_OP_PROD) ((int64_t *)out)[oo] = a;
         else ((T *)out)[oo] = (T)a;
@@ -226,6 +227,8 @@ extern "C" hl_status hl_cuda_reduce(const hl_call *c) {
     switch (c->in[0]->dtype) {
         case HL_F32: return run_reduce<float, true>(c);
         case HL_F64: return run_reduce<double, true>(c);
+        case HL_F16: return run_reduce<hl_f16, true>(c);  /* summed in double, rounded once */
+        case HL_BF16: return run_reduce<hl_bf16, true>(c);
         case HL_I32: return run_reduce<int32_t, false>(c);
         case HL_I64: return run_reduce<int64_t, false>(c);
         case HL_U8: case HL_BOOL: return run_reduce<uint8_t, false>(c);

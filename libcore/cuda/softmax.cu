@@ -4,8 +4,10 @@
  * in double; cross-entropy takes class labels (int32/int64, ignore_index) or probabilities.
  * A thread handles one row (one sample's classes, which may be strided by the inner size).
  * A label outside [0, classes) that is not ignore_index fails with the CPU's message.
+ * float16 and bfloat16 are read widened to float (the arithmetic the CPU does in float32),
+ * summed in double like float32, and each result rounded once.
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 /* x viewed as (outer, n, inner), contiguous: row (q, t) is x[q*n*inner + j*inner + t]. */
 struct rows { int64_t outer, n, inner; };
@@ -23,20 +25,22 @@ template <class T>
 __global__ void softmax_k(rows r, const T *x, T *y, bool log_out) {
     HL_GRID_STRIDE(row, r.outer * r.inner) {
         int64_t q = row / r.inner, t = row - q * r.inner, base = q * r.n * r.inner + t;
-        T m = -INFINITY;
+        hl_arith<T> m = -INFINITY;
         for (int64_t j = 0; j < r.n; j++) {
-            T v = x[base + j * r.inner];
+            hl_arith<T> v = hl_widen(x[base + j * r.inner]);
             m = v > m || v != v ? v : m;
         }
         double s = 0;
-        for (int64_t j = 0; j < r.n; j++) s += exp((double)(x[base + j * r.inner] - m));
+        for (int64_t j = 0; j < r.n; j++) s += exp((double)(hl_widen(x[base + j * r.inner]) - m));
         if (log_out) {
             double ls = log(s);
             for (int64_t j = 0; j < r.n; j++)
-                y[base + j * r.inner] = (T)((double)(x[base + j * r.inner] - m) - ls);
+                y[base + j * r.inner] =
+                    hl_narrow<T>((double)(hl_widen(x[base + j * r.inner]) - m) - ls);
         } else {
             for (int64_t j = 0; j < r.n; j++)
-                y[base + j * r.inner] = (T)(exp((double)(x[base + j * r.inner] - m)) / s);
+                y[base + j * r.inner] =
+                    hl_narrow<T>(exp((double)(hl_widen(x[base + j * r.inner]) - m)) / s);
         }
     }
 }
@@ -49,12 +53,13 @@ __global__ void softmax_grad_k(rows r, const T *y, const T *dy, T *dx, bool log_
         double s = 0;
         for (int64_t j = 0; j < r.n; j++) {
             int64_t e = base + j * r.inner;
-            s += log_in ? (double)dy[e] : (double)dy[e] * (double)y[e];
+            double dye = (double)hl_widen(dy[e]);
+            s += log_in ? dye : dye * (double)hl_widen(y[e]);
         }
         for (int64_t j = 0; j < r.n; j++) {
             int64_t e = base + j * r.inner;
-            dx[e] = log_in ? (T)((double)dy[e] - exp((double)y[e]) * s)
-                           : (T)((double)y[e] * ((double)dy[e] - s));
+            double ye = (double)hl_widen(y[e]), dye = (double)hl_widen(dy[e]);
+            dx[e] = log_in ? hl_narrow<T>(dye - exp(ye) * s) : hl_narrow<T>(ye * (dye - s));
         }
     }
 }
@@ -75,6 +80,8 @@ static hl_status run_softmax(const hl_call *c) {
 extern "C" hl_status hl_cuda_softmax(const hl_call *c) {
     if (c->in[0]->dtype == HL_F32) return run_softmax<float>(c);
     if (c->in[0]->dtype == HL_F64) return run_softmax<double>(c);
+    if (c->in[0]->dtype == HL_F16) return run_softmax<hl_f16>(c);
+    if (c->in[0]->dtype == HL_BF16) return run_softmax<hl_bf16>(c);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->in[0]));
 }
 
@@ -94,6 +101,8 @@ static hl_status run_softmax_grad(const hl_call *c) {
 extern "C" hl_status hl_cuda_softmax_grad(const hl_call *c) {
     if (c->in[0]->dtype == HL_F32) return run_softmax_grad<float>(c);
     if (c->in[0]->dtype == HL_F64) return run_softmax_grad<double>(c);
+    if (c->in[0]->dtype == HL_F16) return run_softmax_grad<hl_f16>(c);
+    if (c->in[0]->dtype == HL_BF16) return run_softmax_grad<hl_bf16>(c);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->in[0]));
 }
 
@@ -122,31 +131,32 @@ __global__ void ce_k(ce_args a, const T *x, const void *tgt, T *loss, T *lp) {
     rows r = a.r;
     HL_GRID_STRIDE(pos, r.outer * r.inner) {
         int64_t q = pos / r.inner, t = pos - q * r.inner, base = q * r.n * r.inner + t;
-        T m = -INFINITY;
+        hl_arith<T> m = -INFINITY;
         for (int64_t j = 0; j < r.n; j++) {
-            T v = x[base + j * r.inner];
+            hl_arith<T> v = hl_widen(x[base + j * r.inner]);
             m = v > m ? v : m;
         }
         double s = 0;
-        for (int64_t j = 0; j < r.n; j++) s += exp((double)(x[base + j * r.inner] - m));
+        for (int64_t j = 0; j < r.n; j++) s += exp((double)(hl_widen(x[base + j * r.inner]) - m));
         double ls = log(s);
         if (a.labels) {
             int64_t k = label_at(tgt, pos, a.is64);
             if (!label_ok(a, k, pos)) continue;
-            loss[pos] = k == a.ignore ? (T)0 : (T)(ls - (double)(x[base + k * r.inner] - m));
+            loss[pos] = k == a.ignore ? hl_narrow<T>(0.0)
+                                      : hl_narrow<T>(ls - (double)(hl_widen(x[base + k * r.inner]) - m));
         } else {
             const T *p = (const T *)tgt;
             double acc = 0;
             for (int64_t j = 0; j < r.n; j++) {
                 int64_t e = base + j * r.inner;
-                acc -= (double)p[e] * ((double)(x[e] - m) - ls);
+                acc -= (double)hl_widen(p[e]) * ((double)(hl_widen(x[e]) - m) - ls);
             }
-            loss[pos] = (T)acc;
+            loss[pos] = hl_narrow<T>(acc);
         }
         if (lp)
             for (int64_t j = 0; j < r.n; j++) {
                 int64_t e = base + j * r.inner;
-                lp[e] = (T)((double)(x[e] - m) - ls);
+                lp[e] = hl_narrow<T>((double)(hl_widen(x[e]) - m) - ls);
             }
     }
 }
@@ -157,24 +167,24 @@ __global__ void ce_grad_k(ce_args a, const T *lp, const void *tgt, const T *dl, 
     rows r = a.r;
     HL_GRID_STRIDE(pos, r.outer * r.inner) {
         int64_t q = pos / r.inner, t = pos - q * r.inner, base = q * r.n * r.inner + t;
-        double d = (double)dl[pos], ts = 1;
+        double d = (double)hl_widen(dl[pos]), ts = 1;
         int64_t k = -1;
         const T *p = (const T *)tgt;
         if (a.labels) {
             k = label_at(tgt, pos, a.is64);
             if (!label_ok(a, k, pos)) continue;
             if (k == a.ignore) {
-                for (int64_t j = 0; j < r.n; j++) o[base + j * r.inner] = 0;
+                for (int64_t j = 0; j < r.n; j++) o[base + j * r.inner] = hl_narrow<T>(0.0);
                 continue;
             }
         } else {
             ts = 0;
-            for (int64_t j = 0; j < r.n; j++) ts += (double)p[base + j * r.inner];
+            for (int64_t j = 0; j < r.n; j++) ts += (double)hl_widen(p[base + j * r.inner]);
         }
         for (int64_t j = 0; j < r.n; j++) {
             int64_t e = base + j * r.inner;
-            double tj = a.labels ? (double)(k == j) : (double)p[e];
-            o[e] = (T)((exp((double)lp[e]) * ts - tj) * d);
+            double tj = a.labels ? (double)(k == j) : (double)hl_widen(p[e]);
+            o[e] = hl_narrow<T>((exp((double)hl_widen(lp[e])) * ts - tj) * d);
         }
     }
 }
@@ -225,6 +235,8 @@ static hl_status run_ce(const hl_call *c, bool grad) {
 extern "C" hl_status hl_cuda_softmax_cross_entropy(const hl_call *c) {
     if (c->in[0]->dtype == HL_F32) return run_ce<float>(c, false);
     if (c->in[0]->dtype == HL_F64) return run_ce<double>(c, false);
+    if (c->in[0]->dtype == HL_F16) return run_ce<hl_f16>(c, false);
+    if (c->in[0]->dtype == HL_BF16) return run_ce<hl_bf16>(c, false);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->in[0]));
 }
 
@@ -232,5 +244,7 @@ extern "C" hl_status hl_cuda_softmax_cross_entropy(const hl_call *c) {
 extern "C" hl_status hl_cuda_softmax_cross_entropy_grad(const hl_call *c) {
     if (c->in[0]->dtype == HL_F32) return run_ce<float>(c, true);
     if (c->in[0]->dtype == HL_F64) return run_ce<double>(c, true);
+    if (c->in[0]->dtype == HL_F16) return run_ce<hl_f16>(c, true);
+    if (c->in[0]->dtype == HL_BF16) return run_ce<hl_bf16>(c, true);
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", HL_OPNAME(c->op), HL_DESC(c->in[0]));
 }

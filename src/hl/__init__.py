@@ -20,6 +20,7 @@ from . import autograd
 from .autograd.functional import *  # noqa: F401,F403 - every op users call, recording gradients
 from .autograd import Placeholder, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import losses, metrics
+from . import amp, mixed_precision  # mixed precision: torch.amp's and Keras's front doors
 from . import layers
 from .model import Input, Model, Module, Sequential
 from .layers import activations

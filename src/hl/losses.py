@@ -11,6 +11,7 @@ hl.nll_loss): ignore_index before reduction.
     loss_fn = hl.losses.SoftmaxCrossEntropy()                   # a callable object
     loss = loss_fn(logits, labels)
 """
+from . import dtypes as _dt
 from . import errors
 from ._tensor import Tensor
 from .autograd import functional as F
@@ -38,6 +39,9 @@ def _reduce(loss, reduction):
     if reduction == "sum":
         return F.sum(loss)
     return loss
+
+
+_HALVES = (_dt.float16, _dt.bfloat16)
 
 
 def _input(x):
@@ -140,6 +144,8 @@ class Loss:
         return self.compute(pred, target, self.reduction)
 
     def __call__(self, pred, target, sample_weight=None):
+        if getattr(pred, "dtype", None) in _HALVES:  # Keras: losses read y_pred as float32
+            pred = F.cast(pred, _dt.float32)
         if sample_weight is None:
             return self.forward(pred, target)
         if type(self).compute is Loss.compute:

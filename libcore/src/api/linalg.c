@@ -9,7 +9,10 @@
 #include "../core.h"
 #include "../cpu/blas_layout.h"
 
-static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
+/* The dtypes BLAS (and cuBLAS's GemmEx, for the half types on CUDA) reads with a layout. */
+static bool is_float(hl_dtype d) {
+    return d == HL_F32 || d == HL_F64 || d == HL_F16 || d == HL_BF16;
+}
 
 /* Common checks: both present, on one device, one supported dtype. */
 static hl_status check_operands(const char *op, int code, const hl_tensor *a,

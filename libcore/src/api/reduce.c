@@ -10,8 +10,11 @@
 
 static bool is_float(hl_dtype d) { return d == HL_F32 || d == HL_F64; }
 
-/* The dtype numpy gives a sum (or cumulative sum, or product) of d. */
-static hl_dtype sum_dtype(hl_dtype d) { return is_float(d) ? d : HL_I64; }
+/* The dtype numpy gives a sum (or cumulative sum, or product) of d (float16 and bfloat16
+   keep theirs: backends that reduce them accumulate in a wider type). */
+static hl_dtype sum_dtype(hl_dtype d) {
+    return is_float(d) || d == HL_F16 || d == HL_BF16 ? d : HL_I64;
+}
 
 /* *target is the contiguous tensor a kernel writes: out itself, or a new temporary when out is
    not contiguous (the caller copies the temporary into out afterwards). */

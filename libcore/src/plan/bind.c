@@ -63,6 +63,11 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
         return hl_fail(HL_ERR_VALUE, "plan_bind: the plan is running on another thread");
     if (t->storage == x->storage && t->offset == x->offset && same_layout(x, t)) return HL_OK;
+    /* On a device that captures graphs (CUDA), a graph of this plan or of one linked to its
+       slots reads the slot's memory at fixed addresses (plan/capture.c): the values bound are
+       copied there. */
+    const hl_backend *be = hl_backend_for(x->storage->device);
+    if (be && be->capture_begin) goto copy;
     if (t->storage == s->home && same_layout(x, t)) {  /* back to the slot's own memory */
         redirect(s, s->home, t->offset);
         return HL_OK;
@@ -79,6 +84,7 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
         }
         return HL_OK;
     }
+copy:
     if (!s->home) {
         hl_status st = hl_storage_new(x->storage->device, s->home_nbytes, &s->home);
         if (st) return hl_fail(st, "plan_bind: memory for input slot %lld: %s", (long long)slot,
@@ -111,4 +117,19 @@ hl_status hl_plan_link_inputs(hl_plan *p, hl_plan *later) {
         if (st) return st;
     }
     return HL_OK;
+}
+
+hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot) {
+    plan_slot *s = &p->slots[slot];
+    hl_tensor *x = s->t;
+    if (x->storage == s->home && x->offset == s->home_offset) return HL_OK;
+    hl_status st = s->home ? HL_OK : hl_storage_new(x->storage->device, s->home_nbytes, &s->home);
+    if (st) return st;
+    hl_tensor *bound;
+    st = hl_tensor_wrap(x->storage, x->dtype, x->ndim, x->shape, x->strides, x->offset, &bound);
+    if (st) return st;
+    redirect(s, s->home, s->home_offset);
+    st = hl_copy(s->t, bound);
+    hl_tensor_release(bound);
+    return st;
 }

@@ -378,15 +378,17 @@ static hl_status place(hl_plan *p, planner *pl) {
     int64_t first_scratch = nb;
     for (int64_t i = 0; p->scratch_need && i < p->n; i++)
         if (p->scratch_need[i] > 0) {
-            if (pl->arena_index[HL_DEVICE_CPU] < 0) pl->arena_index[HL_DEVICE_CPU] = 0;
-            if (pl->arena_index[HL_DEVICE_CPU] != 0) continue;
+            /* in the arena of the call's device (a cuda kernel's work buffer is device memory) */
+            hl_device dev = hl_plan_call_device(&p->calls[i]);
+            if (pl->arena_index[dev.kind] < 0) pl->arena_index[dev.kind] = dev.index;
+            if (pl->arena_index[dev.kind] != dev.index) continue;
             int64_t t = call_time(p, i);
-            blocks[nb++] = (block){t, t, p->scratch_need[i], 0, HL_DEVICE_CPU, i};
+            blocks[nb++] = (block){t, t, p->scratch_need[i], 0, dev.kind, i};
         }
     bool ok = place_blocks(blocks, nb, p->n, pl->top);
     for (int64_t b = first_scratch; ok && b < nb; b++) {
         p->scratch_offset[blocks[b].call] = blocks[b].offset;
-        p->scratch_kind[blocks[b].call] = HL_DEVICE_CPU;
+        p->scratch_kind[blocks[b].call] = blocks[b].kind;
         p->scratch_bytes += blocks[b].size;
     }
     /* the most bytes alive at one call: no placement can do with less */

@@ -29,6 +29,8 @@ typedef struct {
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
 typedef struct plan_group plan_group;
+/* The plan's runs of calls replayed as device graphs (capture.c). */
+typedef struct plan_capture plan_capture;
 
 struct hl_plan {
     hl_call *calls;
@@ -60,7 +62,25 @@ struct hl_plan {
     int64_t *scratch_need, *scratch_offset;
     int *scratch_kind;
     int busy;                /* atomic: a replay is running */
+    plan_capture *capture;   /* NULL: no call runs on a backend that captures graphs */
 };
+
+/* replay.c: runs calls [from, to) (fused groups as one pass); reseed: advance the Philox key
+   of random calls afterwards, for the next replay. */
+hl_status hl_plan_replay_range(hl_plan *p, int64_t from, int64_t to, bool reseed);
+/* Advances the keys of the random calls in [from, to) (a Weyl step: keys never repeat). */
+void hl_plan_reseed_range(hl_plan *p, int64_t from, int64_t to);
+/* capture.c: set up before the first replay (p->capture stays NULL when nothing captures);
+   a plan with p->capture replays through hl_plan_replay_captured: the first replay call by
+   call, noting after each call whether it could be captured (observe), the later ones with
+   graphs. */
+hl_status hl_plan_capture_prepare(hl_plan *p);
+void hl_plan_capture_observe(hl_plan *p, int64_t i);
+hl_status hl_plan_replay_captured(hl_plan *p);
+void hl_plan_capture_release(hl_plan *p);
+void hl_plan_capture_stats(const hl_plan *p, hl_plan_info *info);
+/* bind.c: points slot's tensors back at the slot's own memory, copying the values bound. */
+hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot);
 
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
@@ -87,6 +107,12 @@ bool hl_plan_element_wise(int op);
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
     return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
+}
+
+/* The device call c runs on: its first output's, else its first input's (the CPU for none). */
+static inline hl_device hl_plan_call_device(const hl_call *c) {
+    const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
+    return first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
 }
 
 /* The same view of the same dtype: element i of one is element i of the other. */

@@ -164,6 +164,7 @@ void hl_plan_release(hl_plan *p) {
         hl_tensor_release(s->t);
         hl_storage_release(s->home);
     }
+    hl_plan_capture_release(p);  /* graphs first: they read the arenas */
     for (int d = 0; d < HL_DEVICE_KINDS; d++) hl_storage_release(p->arenas[d]);
     hl_plan_free_groups(p);
     free(p->slots);

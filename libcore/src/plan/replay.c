@@ -10,8 +10,7 @@ static hl_status resolve_kernels(hl_plan *p) {
     if (!p->kernels) return hl_fail(HL_ERR_MEMORY, "plan_run: out of memory");
     for (int64_t i = 0; i < p->n; i++) {
         const hl_call *c = &p->calls[i];
-        const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
-        hl_device d = first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
+        hl_device d = hl_plan_call_device(c);
         const hl_backend *be = hl_backend_for(d);
         if (!be)
             return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", hl_op_str(c->op),
@@ -28,6 +27,7 @@ static hl_status prepare(hl_plan *p) {
     hl_status st = p->options & HL_PLAN_TOPOLOGICAL ? hl_plan_order_topologically(p) : HL_OK;
     if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
+    if (!st && !(p->options & HL_PLAN_NO_CAPTURE)) st = hl_plan_capture_prepare(p);
     if (!st && !(p->options & HL_PLAN_NO_MEMORY)) {
         p->scratch_need = calloc((size_t)p->n + 1, sizeof *p->scratch_need);
         p->scratch_offset = malloc(sizeof *p->scratch_offset * (p->n + 1));
@@ -47,9 +47,8 @@ static hl_status prepare(hl_plan *p) {
     return HL_OK;
 }
 
-static hl_status replay(hl_plan *p) {
-    for (int64_t i = 0; i < p->n; i++) {
-        hl_call *c = &p->calls[i];
+hl_status hl_plan_replay_range(hl_plan *p, int64_t from, int64_t to, bool reseed) {
+    for (int64_t i = from; i < to; i++) {
         hl_status st;
         int g = p->group_of ? p->group_of[i] : -1;
         if (g >= 0) {
@@ -61,10 +60,22 @@ static hl_status replay(hl_plan *p) {
         }
         st = hl_plan_run_call(p, i);
         if (st) return st;
+        if (p->capture) hl_plan_capture_observe(p, i);
+        if (reseed) hl_plan_reseed_range(p, i, i + 1);
+    }
+    return HL_OK;
+}
+
+void hl_plan_reseed_range(hl_plan *p, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i++) {
+        hl_call *c = &p->calls[i];
         if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
             c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
     }
-    return HL_OK;
+}
+
+static hl_status replay(hl_plan *p) {
+    return p->capture ? hl_plan_replay_captured(p) : hl_plan_replay_range(p, 0, p->n, true);
 }
 
 hl_status hl_plan_run(hl_plan *p) {
@@ -117,5 +128,6 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->fused_groups = p->n_groups;
     info->fused_calls = p->fused_calls;
     info->conv_epilogues = p->conv_epilogues;
+    hl_plan_capture_stats(p, info);
     return HL_OK;
 }

@@ -9,6 +9,7 @@ from .. import dtypes as _dt
 from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, operands, scalar_like
+from . import autocast as _autocast
 from .elementwise import floor, logical_not
 from .function import Function, sum_to, tracing
 from .mode import state as _grad
@@ -91,6 +92,7 @@ class Div(Binary):
 
 
 class Pow(Binary):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "pow"
 
     def grads(self, dy):
@@ -392,6 +394,7 @@ def cast(x, dtype):
 
 
 astype = cast
+_autocast.cast = cast  # autocast's casts are recorded Casts (autograd/autocast.py)
 
 __all__ = (list(_BINARY_DOCS) + list(COMPARISONS) +
            ["floor_divide", "bitwise_and", "bitwise_or", "bitwise_xor", "invert",

@@ -49,6 +49,7 @@ def _call(fn, x, w, b, op):
 
 class Conv(Function):
     """y = conv(x, w) + b over n spatial axes."""
+    autocast = "half"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, n, stride, padding, dilation, groups, op):
         self.n, self.op, self.groups = n, op, int(groups)
@@ -95,6 +96,7 @@ class Conv(Function):
 
 class ConvTranspose(Function):
     """y = conv_transpose(x, w) + b over n spatial axes (w is (C_in, C_out / groups, k...))."""
+    autocast = "half"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, n, stride, padding, output_padding, groups, dilation, op):
         self.n, self.op, self.groups = n, op, int(groups)

@@ -136,6 +136,12 @@ def _zero(x, y, dy, a, b):
     return ops.zeros_like(dy)
 
 
+# Unary ops that compute in float32 inside hl.amp.autocast: PyTorch's float32 list (their
+# results or gradients overflow or lose too much in half)
+AUTOCAST_FLOAT32 = frozenset(("exp", "expm1", "log", "log2", "log10", "log1p", "reciprocal",
+                              "rsqrt", "sinh", "cosh", "tan", "acos", "asin", "softplus"))
+
+
 def unary(name, x, alpha=0.0, beta=0.0, out=None):
     """The op `name` on x, recorded when a gradient flows; with out= the kernel writes into
     out and nothing records (as in PyTorch, out= is not differentiable)."""
@@ -145,6 +151,8 @@ def unary(name, x, alpha=0.0, beta=0.0, out=None):
     if not isinstance(x, (Tensor, Placeholder)):
         x = as_tensor(x)
     f = Unary(name, derivative, alpha, beta, uses_x)
+    if name in AUTOCAST_FLOAT32:
+        f.autocast = "float32"
     if name in PREDICATES:
         f.differentiable = False
     return f(x)

@@ -21,6 +21,7 @@ whatever it saved.
 import weakref
 
 from .._tensor import Tensor
+from . import autocast as _amp
 from .mode import state as _grad
 from .mode import trace_state as _trace
 from .placeholder import Placeholder, adopt, as_meta
@@ -41,6 +42,7 @@ class Function:
     src = None     # per input: (creator, output index), (None, leaf tensor) or None
     outs = None    # weak references to the outputs, for intermediate tensors that store grads
     out_specs = None  # (shape, dtype, device) of each output of an op with several
+    autocast = None   # inside hl.amp.autocast: "half" or "float32" (see autograd/autocast.py)
 
     def forward(self, *xs):
         raise NotImplementedError
@@ -55,6 +57,10 @@ class Function:
     def __call__(self, *xs):
         if _trace.tracer is not None:  # hl.onnx.to_onnx is tracing a forward: it sees each op
             return _trace.tracer(self, xs)
+        if self.autocast is not None and _amp.state.active:
+            xs, emulated = _amp.cast_inputs(self, xs)
+            if emulated:  # CPU bfloat16: float32 compute on rounded operands, result rounded
+                return _amp.run_emulated(self, xs)
         recording = False
         for x in xs:
             if x is None:

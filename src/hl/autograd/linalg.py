@@ -12,6 +12,7 @@ from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor
 from .binary import _broadcast_shape, _recorded_operands, mul
+from .autocast import state as _amp
 from .function import Function, sum_to
 from .mode import no_grad
 from .mode import state as _grad
@@ -38,7 +39,10 @@ def _desc(x):
 
 def _plain(*xs):
     """True when nothing needs recording: plain tensors, none requiring a gradient (or grad
-    mode off), so the plain op can run without a Function."""
+    mode off), so the plain op can run without a Function. Never inside autocast: the
+    Function's call chooses the dtype there."""
+    if _amp.active:
+        return False
     for x in xs:
         if x is None:
             continue
@@ -49,6 +53,7 @@ def _plain(*xs):
 
 class MatMul(Function):
     """numpy.matmul: 1-D operands become matrices for the product, batch axes broadcast."""
+    autocast = "half"  # hl.amp (autograd/autocast.py)
 
     def forward(self, a, b):
         if self.needs:
@@ -95,6 +100,7 @@ def matmul(a, b, out=None):
 
 class Gemm(Function):
     """alpha * op(a) @ op(b) + beta * c (ONNX Gemm)."""
+    autocast = "half"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, trans_a, trans_b, alpha, beta):
         self.ta, self.tb = bool(trans_a), bool(trans_b)
@@ -159,6 +165,7 @@ def _linear(x, w, b):
 
 class Linear(Function):
     """x @ w.T + b with w (out, in) and x (..., in) (torch.nn.functional.linear)."""
+    autocast = "half"  # hl.amp (autograd/autocast.py)
 
     def forward(self, x, w, b=None):
         if self.needs:
@@ -237,4 +244,26 @@ def outer(a, b):
     return mul(reshape(a, -1, 1), reshape(b, 1, -1))
 
 
-__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear"]
+def gemm_pack_b(b, trans_b=False):
+    """hl.ops.gemm_pack_b (a constant weight packed once for matmul_fused, inference). The
+    packed copy has no gradient: a b that requires one is refused, not silently cut off."""
+    if _grad.enabled and getattr(b, "requires_grad", False):
+        raise errors.UnsupportedError(
+            "gemm_pack_b: packs a constant weight for inference, and b requires a gradient; "
+            "use matmul (or linear), or hl.no_grad()")
+    return ops.gemm_pack_b(b, trans_b=trans_b)
+
+
+def matmul_fused(a, b, bias=None, residual=None, act="none", alpha=0.0, beta=0.0):
+    """hl.ops.matmul_fused_forward (act(a @ b + bias + residual) in one pass, for inference;
+    b may be a PackedMatrix from hl.gemm_pack_b). It has no gradient: where one would be
+    recorded it refuses, rather than drop it silently."""
+    if _grad.enabled and any(getattr(t, "requires_grad", False)
+                             for t in (a, b, bias, residual)):
+        raise errors.UnsupportedError(
+            "matmul_fused: an inference kernel without a gradient, called on tensors that "
+            "require one; use matmul (or linear), add and the activation, or hl.no_grad()")
+    return ops.matmul_fused_forward(a, b, bias, residual, act=act, alpha=alpha, beta=beta)
+
+
+__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear", "gemm_pack_b", "matmul_fused"]

@@ -28,6 +28,7 @@ def _check_param(p, shape, what, op, x):
 
 
 class BatchNorm(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     mean = invstd = None
 
     def __init__(self, running_mean, running_var, training, momentum, eps):
@@ -70,6 +71,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 
 class LayerNorm(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     mean = invstd = None
 
     def __init__(self, normalized_shape, axis, eps):
@@ -110,6 +112,7 @@ def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=
 class GroupNorm(Function):
     """x (N, C, ...) normalised per sample over groups of C / G channels, then
     y = x_hat * weight[c] + bias[c]."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, num_groups, eps, op):
         self.groups, self.eps, self.op = int(num_groups), eps, op

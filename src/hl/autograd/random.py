@@ -13,6 +13,7 @@ __all__ = ["dropout"]
 
 
 class Dropout(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     def __init__(self, p, generator):
         self.p, self.generator = p, generator
 

@@ -16,6 +16,7 @@ from .. import errors, ops
 from .._tensor import Tensor
 from ..ops._util import as_tensor, norm_axes, norm_axis
 from ..ops.reduce import _axis_arg, _keep_arg, _scalar_axis
+from .autocast import state as _amp
 from .function import Function, tracing
 from .mode import state as _grad
 from .placeholder import Placeholder
@@ -55,6 +56,7 @@ class Reduction(Function):
 
 
 class Sum(Reduction):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "sum"
 
     def forward(self, x):
@@ -69,6 +71,7 @@ class Sum(Reduction):
 
 
 class Mean(Reduction):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "mean"
 
     def forward(self, x):
@@ -189,6 +192,7 @@ class Prod(Reduction):
     """Product. d y / d x_i is the product of the other elements: y / x_i when the slice has
     no zero; with exactly one zero, only that zero's gradient is non-zero (the product of the
     rest); with two or more zeros, every gradient is 0. No division by zero is ever made."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "prod"
 
     def forward(self, x):
@@ -219,6 +223,7 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, out=None, dim=None, keepdi
 
 class LogSumExp(Reduction):
     """log(sum(exp(x))); its gradient is softmax(x) over the reduced axes."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "logsumexp"
 
     def forward(self, x):
@@ -245,7 +250,7 @@ def logsumexp(x, axis=None, keepdims=False, *, out=None, dim=None, keepdim=None)
 
 def _plain(x):
     """x is a tensor whose reductions need no recording: the plain op runs directly."""
-    return x.__class__ is Tensor and not (x.requires_grad and _grad.enabled)
+    return x.__class__ is Tensor and not (x.requires_grad and _grad.enabled) and not _amp.active
 
 
 def _floating(x):
@@ -288,6 +293,7 @@ class VectorNorm(Reduction):
     """torch.linalg.vector_norm. Gradients: x / ||x|| for ord 2 (0 for a zero vector),
     sign(x) for ord 1, sign(x) shared equally among the elements of largest (smallest)
     magnitude for inf (-inf), 0 for ord 0, sign(x) |x|^(p-1) / ||x||^(p-1) otherwise."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "norm"
 
     def __init__(self, ord, axis, keepdims):  # noqa: A002
@@ -335,6 +341,7 @@ class Var(Reduction):
     """Variance with n - ddof in the denominator; with std=True its square root. The
     gradient is 2 (x - mean) / (n - ddof) times dy (divided by 2 std for std, and 0 where
     std is 0: every deviation is 0 there)."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     op = "var"
 
     def __init__(self, axis, keepdims, ddof, std):
@@ -391,6 +398,7 @@ class CumSum(Function):
     """Cumulative sum along one axis (the flattened x when axis is None). Each x_i appears in
     the sums after it (before it when reverse), so its gradient is the cumulative sum of dy
     running the other way, exclusive when the forward was."""
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
 
     def __init__(self, axis, exclusive, reverse):
         self.axis, self.exclusive, self.reverse = axis, bool(exclusive), bool(reverse)

@@ -24,6 +24,7 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 class Softmax(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     grad_kernel = staticmethod(ops.softmax_grad)
     kernel = staticmethod(ops.softmax_forward)
 
@@ -115,6 +116,7 @@ def _class_axis_view(g, x):
 
 
 class SoftmaxCrossEntropy(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     log_prob = None
 
     def __init__(self, ignore_index, reduction):
@@ -163,6 +165,7 @@ def softmax_cross_entropy(logits, target, ignore_index=-100, reduction="mean",
 
 
 class NLLLoss(Function):
+    autocast = "float32"  # hl.amp (autograd/autocast.py)
     def __init__(self, ignore_index, reduction):
         self.ignore_index, self.reduction = int(ignore_index), reduction
 

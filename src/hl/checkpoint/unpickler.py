@@ -426,9 +426,17 @@ def _check_dtype_name(args):
     return None
 
 
+def _check_policy_name(args):
+    from .. import mixed_precision as _mp
+    if len(args) != 1 or args[0] not in _mp.POLICY_NAMES:
+        return "takes the name of one of hl's dtype policies"
+    return None
+
+
 def _reconstructor(func):
     """The argument check for a call a pickle may make, or None if it may not make it."""
     from .. import dtypes as _dt
+    from .. import mixed_precision as _mp
     from ..devices import Device
     b = _BUILTIN_TYPES
     table = {
@@ -441,6 +449,7 @@ def _reconstructor(func):
         collections.OrderedDict: _args_of((), 0), collections.deque: _check_deque,
         collections.defaultdict: _check_defaultdict,
         np.dtype: _check_dtype, Device: _check_device, _dt.dtype: _check_dtype_name,
+        _mp.Policy: _check_policy_name,  # a layer's dtype_policy
     }
     for key in _NUMPY_FUNCTIONS:
         fn = _numpy_function(key)

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import autograd, errors
 from .. import dtypes as _dt
+from .. import mixed_precision as _mp
 from .._tensor import Tensor, as_tensor
 from ..autograd import no_grad
 from ..autograd.mode import trace_state as _trace
@@ -45,6 +46,7 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
         d["_parent"] = None
         d["_local_name"] = None
         d["_output_shapes"] = None  # of the building call, for summary
+        d["_dtype_policy"] = _mp.global_policy()  # Keras: the policy at construction
 
     # ---- subclasses override ------------------------------------------------------------
 
@@ -63,13 +65,18 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
         return self._layer_call(xs, kwargs)
 
     def _layer_call(self, xs, kwargs):
+        if _mp.autocast_needed(self.__dict__.get("_dtype_policy")):
+            kind = _mp.device_kind_of(xs)
+            if kind in ("cpu", "cuda"):  # a mixed policy: the forward runs under autocast
+                with self._dtype_policy.autocast(kind):
+                    return self._layer_call(xs, kwargs)
         if symbolic.any_symbolic(xs, kwargs):  # the functional API: record the call
             return symbolic.record_call(self, xs, kwargs)
         if not self._built:
             self._check_init_attrs()
             self._link_children()
             with no_grad():
-                self.initialize(*initialize_inputs(xs))
+                self.initialize(*_mp.variable_inputs(initialize_inputs(xs)))
             self.__dict__["_built"] = True
             out = self.forward(*xs, **kwargs)
             # the output shapes of the building call (summary's column), as Keras keeps its
@@ -95,6 +102,16 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
     @property
     def built(self):
         return self._built
+
+    @property
+    def dtype_policy(self):
+        """Keras's dtype policy (hl.mixed_precision.Policy): the global one when the layer
+        was constructed, unless assigned."""
+        return self.__dict__.get("_dtype_policy") or _mp.FLOAT32
+
+    @dtype_policy.setter
+    def dtype_policy(self, policy):
+        self.__dict__["_dtype_policy"] = _mp.Policy(policy)
 
     # ---- parameters and buffers ---------------------------------------------------------
 

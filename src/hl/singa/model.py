@@ -16,11 +16,22 @@
     out, loss = m(tx, ty)        # training mode: one train_one_batch step
     m.eval(); out = m(tx)        # evaluation mode: forward
 
+**float16** (SINGA's ``train_cnn.py -p float16``: float16 input tensors): hl runs compile,
+train_one_batch and forward under ``hl.amp.autocast("cuda", dtype=float16)``, so the
+parameters stay float32 (SINGA's would be float16), matmul and convolution compute in
+float16, the loss and the norms in float32 (docs/amp.md). On the CPU, which has no float16
+arithmetic in hl (nor in SINGA), a float16 input raises UnsupportedError.
+
 ``save_states`` writes SINGA's checkpoint zip by default (``format="hl"`` for hl's);
 ``load_states`` reads either. Graph mode (``use_graph=True``, ``graph(True)``) runs
 train_one_batch as a recorded plan (hl.Module.graph; docs/training.md).
 """
+import contextlib
+
+from .. import dtypes as _dt
+from .. import errors
 from .. import model as _model
+from ..amp import autocast
 from . import autograd as _autograd
 from . import layer as _layer
 from .tensor import _py
@@ -39,8 +50,9 @@ class Model(_layer.Layer, _model.Module):
     def compile(self, inputs, is_train=True, use_graph=False, sequential=False):
         """Creates every parameter by running forward once on `inputs` (tensors or
         placeholders), and sets training or evaluation mode."""
-        _model.Module.compile(self, list(inputs), is_train=is_train, use_graph=use_graph,
-                              sequential=sequential)
+        with _float16_region(inputs):
+            _model.Module.compile(self, list(inputs), is_train=is_train, use_graph=use_graph,
+                                  sequential=sequential)
         self.train(is_train)
         self.graph(use_graph, sequential)
         return self
@@ -59,12 +71,13 @@ class Model(_layer.Layer, _model.Module):
 
     def __call__(self, *xs, **kwargs):
         """In training mode one ``train_one_batch`` step, in evaluation mode ``forward``."""
-        if self.training:
-            if not self._built:
-                self.__dict__["_built"] = True
-                self._link_children()
-            return _py(self.train_one_batch(*xs, **kwargs))
-        return _layer.Layer.__call__(self, *xs, **kwargs)
+        with _float16_region(xs):
+            if self.training:
+                if not self._built:
+                    self.__dict__["_built"] = True
+                    self._link_children()
+                return _py(self.train_one_batch(*xs, **kwargs))
+            return _layer.Layer.__call__(self, *xs, **kwargs)
 
     def train_one_batch(self, *xs, **kwargs):
         raise NotImplementedError(f"{type(self).__name__} defines no train_one_batch()")
@@ -82,3 +95,17 @@ class Model(_layer.Layer, _model.Module):
 
 
 __all__ = ["Model"]
+
+
+def _float16_region(xs):
+    """SINGA's float16 path as hl's mixed precision: an autocast region when an input is a
+    float16 tensor on cuda (module docstring)."""
+    for x in xs:
+        if getattr(x, "dtype", None) is _dt.float16:
+            kind = getattr(x, "_target", None) or x.device
+            if kind.kind != "cuda":
+                raise errors.UnsupportedError(
+                    f"SINGA's float16 training (a float16 input on {kind}) needs a cuda device: "
+                    f"hl's CPU kernels have no float16 arithmetic; use float32 on the CPU")
+            return autocast("cuda", dtype=_dt.float16)
+    return contextlib.nullcontext()

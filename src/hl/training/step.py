@@ -11,7 +11,9 @@ import math
 import numpy as np
 
 from .. import errors
+from .. import mixed_precision as _mp
 from .._tensor import Tensor, tensor
+from ..amp import GradScaler
 from ..autograd import no_grad
 from ..layers.layer import Layer
 from ..losses import Loss
@@ -82,6 +84,30 @@ def compute_loss(loss_fn, out, y, sample_weight=None):
         from ..losses import _weighted
         return _weighted(loss, sample_weight, "mean", "fit")
     return loss.mean() if loss.ndim else loss
+
+
+def loss_scaler(model):
+    """The model's hl.amp.GradScaler when its dtype policy is "mixed_float16" (made on first
+    use with Keras's LossScaleOptimizer settings, kept on the model so the scale carries over
+    from one fit to the next), else None."""
+    policy = getattr(model, "dtype_policy", None)
+    if policy is None or not policy.needs_loss_scaling:
+        return None
+    d = model.__dict__
+    if d.get("loss_scaler") is None:
+        d["loss_scaler"] = GradScaler(init_scale=_mp.LOSS_SCALE_INITIAL,
+                                      growth_interval=_mp.LOSS_SCALE_GROWTH_STEPS)
+    return d["loss_scaler"]
+
+
+def backward_and_update(model, loss):
+    """fit's update: the optimiser's, through the loss scaler under "mixed_float16" (the
+    update is skipped, and the scale backs off, when a gradient overflows)."""
+    scaler = loss_scaler(model)
+    if scaler is None:
+        model.optim.backward_and_update(loss)
+    else:
+        scaler.backward_and_update(model.optim, loss)
 
 
 def forward_loss(model, x, y, sample_weight=None):
@@ -176,8 +202,14 @@ class TrainStep:
             sw_t = None if sw is None else to_tensor(sw, self.device)
             if runner is None:
                 out, loss = forward_loss(model, x, y, sw_t)
-                finish = lambda run: model.optim.backward_and_update(loss) if run else None  # noqa: E731
-            else:  # the forward and the update are two plans: the update waits for the loss
+                finish = lambda run: backward_and_update(model, loss) if run else None  # noqa: E731
+            else:
+                if model.dtype_policy.needs_loss_scaling:  # the skip decision reads the host
+                    raise errors.UnsupportedError(
+                        f"fit: graph mode (compile(use_graph=True)) does not run the "
+                        f"{model.dtype_policy.name!r} policy yet (its loss scaling decides on "
+                        f"the host whether to update); compile without use_graph, or use "
+                        f"'mixed_bfloat16'")  # the forward and the update are two plans: the update waits for the loss
                 (out, loss), finish = runner.run(
                     "fit", lambda x_, y_, sw_: forward_loss(model, x_, y_, sw_), (x, y, sw_t),
                     second=lambda outputs: model.optim.backward_and_update(outputs[1]))

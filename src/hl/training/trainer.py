@@ -11,7 +11,7 @@ from . import checks, config, distributed
 from .callbacks import CallbackList, History, ProgbarLogger
 from .data import ArrayData, check_batch_size, is_arrays, iterable_source
 from .loop import Loop, Tracker
-from .step import (TrainStep, builtin_step, forward_loss, len_of, mode, predict_step,
+from .step import (TrainStep, backward_and_update, builtin_step, forward_loss, len_of, mode, predict_step,
                    test_step)
 
 
@@ -31,7 +31,7 @@ class Trainer:
         override)."""
         checks.check_trainable(self, f"{type(self).__name__}.train_one_batch")
         out, loss = forward_loss(self, x, y)
-        self.optim.backward_and_update(loss)
+        backward_and_update(self, loss)  # loss-scaled under a "mixed_float16" policy
         return out, loss
 
     # ---- compile, Keras's half -----------------------------------------------------------

@@ -1,0 +1,221 @@
+"""GradScaler: dynamic loss scaling with torch.amp.GradScaler's semantics.
+
+float16 has 5 exponent bits: gradients below 2^-24 flush to zero. Multiplying the loss by a
+large scale S moves the whole backward pass up by S; the gradients are divided by S again
+(``unscale_``) before the update. When a gradient is inf or NaN the scale was too large: the
+update is skipped and S shrinks (``backoff_factor``); after ``growth_interval`` updates in a
+row without one, S grows (``growth_factor``) to keep small gradients representable.
+
+PyTorch style (the optimiser was given ``params``)::
+
+    scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+
+SINGA style (the optimiser updates as gradients arrive)::
+
+    scaler.backward_and_update(opt, loss)   # backward, unscale, step unless inf/NaN, update
+
+The check for inf/NaN is one sum per gradient of ``grad * 0`` (0 for finite values, NaN
+otherwise), all added on the device and read once: one synchronisation per step.
+"""
+import math
+
+from .. import errors
+from .._tensor import Tensor
+from ..autograd import functional as F
+from ..autograd.engine import backward as _backward
+from ..autograd.mode import no_grad
+
+_READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+
+
+class GradScaler:
+    def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0,
+                 backoff_factor=0.5, growth_interval=2000, enabled=True):
+        if not growth_factor > 1.0:
+            raise errors.ValueError(f"GradScaler: growth_factor must be > 1, got {growth_factor}")
+        if not 0.0 < backoff_factor < 1.0:
+            raise errors.ValueError(f"GradScaler: backoff_factor must be in (0, 1), got "
+                                    f"{backoff_factor}")
+        if int(growth_interval) != growth_interval or growth_interval < 1:
+            raise errors.ValueError(f"GradScaler: growth_interval must be a positive integer, "
+                                    f"got {growth_interval}")
+        if not (init_scale > 0 and math.isfinite(init_scale)):
+            raise errors.ValueError(f"GradScaler: init_scale must be a positive finite number, "
+                                    f"got {init_scale}")
+        self.device = str(device)
+        self._enabled = bool(enabled)
+        self._scale = float(init_scale)
+        self._growth_factor = float(growth_factor)
+        self._backoff_factor = float(backoff_factor)
+        self._growth_interval = int(growth_interval)
+        self._growth_tracker = 0
+        self._per_optimizer = {}  # id(optimizer) -> {"stage", "found_inf"} since update()
+
+    # ---- the PyTorch-style steps ----------------------------------------------------------
+
+    def is_enabled(self):
+        return self._enabled
+
+    def scale(self, outputs):
+        """outputs (a tensor, or lists/tuples of them) multiplied by the current scale."""
+        if not self._enabled:
+            return outputs
+        if isinstance(outputs, Tensor):
+            return F.mul(outputs, self._scale)
+        if isinstance(outputs, (list, tuple)):
+            return type(outputs)(self.scale(o) for o in outputs)
+        raise errors.ValueError(f"GradScaler.scale: expected a Tensor or a list/tuple of them, "
+                                f"got {type(outputs).__name__}")
+
+    def unscale_(self, optimizer):
+        """Divides the gradients (``.grad``) of optimizer's parameters by the scale, in place,
+        and records whether one is inf or NaN. At most once per optimizer between updates."""
+        if not self._enabled:
+            return
+        st = self._state(optimizer)
+        if st["stage"] is _UNSCALED:
+            raise errors.ValueError("GradScaler.unscale_() has already been called on this "
+                                    "optimizer since the last update()")
+        if st["stage"] is _STEPPED:
+            raise errors.ValueError("GradScaler.unscale_() is being called after step()")
+        grads = [p.grad for p in optimizer._known_params() if p.grad is not None]
+        st["found_inf"] = self._unscale(grads)
+        st["stage"] = _UNSCALED
+
+    def step(self, optimizer, *args, **kwargs):
+        """optimizer.step() unless a gradient was inf or NaN (unscales first if unscale_ was
+        not called); returns what step returned, or None when it was skipped."""
+        if not self._enabled:
+            return optimizer.step(*args, **kwargs)
+        st = self._state(optimizer)
+        if st["stage"] is _STEPPED:
+            raise errors.ValueError("GradScaler.step() has already been called since the last "
+                                    "update()")
+        if st["stage"] is _READY:
+            self.unscale_(optimizer)
+        st["stage"] = _STEPPED
+        if st["found_inf"]:
+            return None
+        return optimizer.step(*args, **kwargs)
+
+    def update(self, new_scale=None):
+        """Sets the scale for the next iteration: new_scale when given; otherwise backoff when
+        any optimizer stepped this iteration saw inf/NaN, growth after growth_interval clean
+        iterations in a row."""
+        if not self._enabled:
+            return
+        if new_scale is not None:
+            value = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            if not (value > 0 and math.isfinite(value)):
+                raise errors.ValueError(f"GradScaler.update: new_scale must be a positive "
+                                        f"finite number, got {value}")
+            self._scale = value
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer.values()
+                     if s["found_inf"] is not None]
+            if not found:
+                raise errors.ValueError("GradScaler.update: no inf checks were recorded prior "
+                                        "to update() (call step() or unscale_() first)")
+            self._apply(any(found))
+        self._per_optimizer = {}
+
+    # ---- SINGA style ----------------------------------------------------------------------
+
+    def backward_and_update(self, optimizer, loss, dy=None):
+        """optimizer.backward_and_update(loss) with the loss scaled: backward from loss * scale,
+        every gradient unscaled, the update applied to all of them unless one is inf or NaN,
+        then update(). Returns True when the update was applied."""
+        if not self._enabled:
+            optimizer.backward_and_update(loss, dy)
+            return True
+        scaled = F.mul(loss, self._scale)
+        pairs = list(_backward(scaled, None if dy is None else F.mul(dy, self._scale)))
+        found_inf = self._unscale([g for _, g in pairs])
+        if not found_inf:
+            optimizer._update_all(pairs)
+            optimizer._count_step()
+        self._apply(found_inf)
+        self._per_optimizer = {}
+        return not found_inf
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def get_scale(self):
+        return self._scale if self._enabled else 1.0
+
+    def get_growth_factor(self):
+        return self._growth_factor
+
+    def set_growth_factor(self, value):
+        self._growth_factor = float(value)
+
+    def get_backoff_factor(self):
+        return self._backoff_factor
+
+    def set_backoff_factor(self, value):
+        self._backoff_factor = float(value)
+
+    def get_growth_interval(self):
+        return self._growth_interval
+
+    def set_growth_interval(self, value):
+        self._growth_interval = int(value)
+
+    def state_dict(self):
+        if not self._enabled:
+            return {}
+        return {"scale": self._scale, "growth_factor": self._growth_factor,
+                "backoff_factor": self._backoff_factor,
+                "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
+
+    def load_state_dict(self, state):
+        if not self._enabled:
+            return
+        if not state:
+            raise errors.ValueError("GradScaler.load_state_dict: the state is empty (saved from "
+                                    "a disabled scaler?)")
+        self._scale = float(state["scale"])
+        self._growth_factor = float(state["growth_factor"])
+        self._backoff_factor = float(state["backoff_factor"])
+        self._growth_interval = int(state["growth_interval"])
+        self._growth_tracker = int(state["_growth_tracker"])
+
+    def __repr__(self):
+        return (f"GradScaler(scale={self._scale}, growth_factor={self._growth_factor}, "
+                f"backoff_factor={self._backoff_factor}, growth_interval="
+                f"{self._growth_interval}, enabled={self._enabled})")
+
+    # ---- inside ---------------------------------------------------------------------------
+
+    def _state(self, optimizer):
+        return self._per_optimizer.setdefault(id(optimizer),
+                                              {"stage": _READY, "found_inf": None})
+
+    def _unscale(self, grads):
+        """grads *= 1/scale in place; True when one of them holds inf or NaN."""
+        if not grads:
+            return False
+        inv = 1.0 / self._scale
+        with no_grad():
+            probe = None
+            for g in grads:
+                F.mul(g, inv, out=g)
+                # 0 for finite values, NaN for inf/NaN: summed in float32 on the device
+                term = F.sum(F.mul(g, 0.0), dtype="float32")
+                probe = term if probe is None else F.add(probe, term)
+            return not math.isfinite(float(probe.item()))
+
+    def _apply(self, found_inf):
+        """torch's _amp_update_scale_: backoff on inf/NaN, growth after an interval."""
+        if found_inf:
+            self._scale *= self._backoff_factor
+            self._growth_tracker = 0
+            return
+        successful = self._growth_tracker + 1
+        if successful == self._growth_interval:
+            grown = self._scale * self._growth_factor
+            if math.isfinite(grown):
+                self._scale = grown
+            self._growth_tracker = 0
+        else:
+            self._growth_tracker = successful
