@@ -27,6 +27,8 @@ typedef struct {
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
 typedef struct plan_group plan_group;
+/* Per-record times of profiled replays (profile.c). */
+typedef struct plan_profile plan_profile;
 
 struct hl_plan {
     hl_call *calls;
@@ -50,13 +52,18 @@ struct hl_plan {
     /* scratch.c: the first replay measures each call's kernel scratch (measuring), the memory
        plan gives it arena bytes (offset -1: none) */
     bool measuring, memory_planned;
+    bool ran;                /* a replay has completed (record.c's host-read guard) */
     int64_t *scratch_need, *scratch_offset;
     int *scratch_kind;
     int busy;                /* atomic: a replay is running */
+    plan_profile *profile;   /* NULL until profiling is first switched on (atomic pointer) */
 };
 
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
+/* record.c: plan `id` has run (or is released): the host-read guard stops refusing the
+   values it writes. */
+void hl_plan_mark_run(uint64_t id);
 
 /* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
 hl_status hl_plan_order_topologically(hl_plan *p);
@@ -73,6 +80,19 @@ int64_t hl_plan_group_start(const hl_plan *p, int64_t g);
 /* Unary and binary ops whose output has their inputs' dtype, read element i of each input
    and write element i of the output: they fuse, and may write over an input. */
 bool hl_plan_element_wise(int op);
+
+/* replay.c: runs record i, or the fused group that starts at i; *last is the last record run. */
+hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last);
+/* profile.c: whether this replay is timed (profiling on and past the replays it skips);
+   hl_plan_replay_timed replays with every record timed. */
+bool hl_plan_profile_this_replay(hl_plan *p);
+hl_status hl_plan_replay_timed(hl_plan *p);
+
+/* The device a call runs on: its first output's (or first input's), the host when it has none. */
+static inline hl_device hl_call_device(const hl_call *c) {
+    const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
+    return first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
+}
 
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {

@@ -10,8 +10,7 @@ static hl_status resolve_kernels(hl_plan *p) {
     if (!p->kernels) return hl_fail(HL_ERR_MEMORY, "plan_run: out of memory");
     for (int64_t i = 0; i < p->n; i++) {
         const hl_call *c = &p->calls[i];
-        const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
-        hl_device d = first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
+        hl_device d = hl_call_device(c);
         const hl_backend *be = hl_backend_for(d);
         if (!be)
             return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", hl_op_str(c->op),
@@ -47,22 +46,22 @@ static hl_status prepare(hl_plan *p) {
     return HL_OK;
 }
 
+hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last) {
+    int g = p->group_of ? p->group_of[i] : -1;
+    if (g >= 0) return hl_plan_run_group(p, g, last);
+    *last = i;
+    hl_call *c = &p->calls[i];
+    hl_status st = hl_plan_run_call(p, i);
+    if (!st && c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
+        c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
+    return st;
+}
+
 static hl_status replay(hl_plan *p) {
+    if (hl_plan_profile_this_replay(p)) return hl_plan_replay_timed(p);  /* profile.c */
     for (int64_t i = 0; i < p->n; i++) {
-        hl_call *c = &p->calls[i];
-        hl_status st;
-        int g = p->group_of ? p->group_of[i] : -1;
-        if (g >= 0) {
-            int64_t last;
-            st = hl_plan_run_group(p, g, &last);
-            if (st) return st;
-            i = last;
-            continue;
-        }
-        st = hl_plan_run_call(p, i);
+        hl_status st = hl_plan_run_record(p, i, &i);
         if (st) return st;
-        if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
-            c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
     }
     return HL_OK;
 }
@@ -85,6 +84,10 @@ hl_status hl_plan_run(hl_plan *p) {
     }
     if (!st) st = replay(p);
     if (!st && p->measuring) p->measuring = false;
+    if (!st && !p->ran) {
+        p->ran = true;
+        hl_plan_mark_run(p->id);  /* what it writes has values now */
+    }
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return st;
 }

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import _core, errors
 from .._tensor import Tensor, _fill, tensor
+from . import profiling as _profile
 from . import recording
 
 DEFAULT_SIZE = 8
@@ -91,9 +92,10 @@ class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
     hooks to run before each replay and the owner's validity check."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size")
+    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size", "name")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid):
+    def __init__(self, core, slots, outputs, hooks, still_valid, name=None):
+        self.name = name  # in hl.graph.profile's tables
         self.core = core
         self.slots = slots
         self.outputs = outputs
@@ -107,6 +109,8 @@ class Plan:
         if hooks:
             for fn in self.hooks:
                 fn()
+        if _profile._active:
+            _profile._active[0].seen(self, self.name)
         _core.plan_run(self.core)
         return self.outputs
 
@@ -191,11 +195,13 @@ class PlanCache:
         core = recording.end()
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
+        name = f"{self.what} #{self.stats['recorded']}"
         if second is None:
-            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid)
+            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid, name)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
-        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid)
+        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid, name)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid,
+                            f"{name} (backward and update)")
         entry.plan.run(leaves, hooks=False)
 
         def finish(run):

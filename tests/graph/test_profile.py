@@ -1,0 +1,69 @@
+"""hl.graph.profile: per-op times of graph mode's replays. Checked against what is known
+independently: how many replays fit makes (steps, minus the eager and skipped ones), which ops
+a Linear-ReLU-Linear step records, the wall time measured around fit, and that profiling
+changes no number of training (the same history without it)."""
+import time
+
+import numpy as np
+import pytest
+
+import hl
+from hl import errors
+
+
+def _model(graph=True):
+    hl.manual_seed(0)
+    m = hl.Sequential([hl.layers.Linear(16), hl.layers.ReLU(), hl.layers.Linear(3)])
+    m.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9), loss="cross_entropy",
+              jit_compile=graph)
+    return m
+
+
+def _data(rng):
+    return rng.standard_normal((96, 10)).astype(np.float32), rng.integers(0, 3, 96)
+
+
+def test_fit_profile_counts_ops_and_time(rng):
+    x, y = _data(rng)
+    plain = _model().fit(x, y, batch_size=32, epochs=4, verbose=0, shuffle=False).history
+    m = _model()
+    start = time.perf_counter()
+    with hl.graph.profile(skip=1) as prof:
+        h = m.fit(x, y, batch_size=32, epochs=4, verbose=0, shuffle=False).history
+    wall = time.perf_counter() - start
+    assert h == plain  # timing changes nothing
+    rows = prof.records()
+    plans = sorted({r["plan"] for r in rows})
+    assert plans == ["Sequential.fit #1", "Sequential.fit #1 (backward and update)"]
+    # 12 steps: the first eager, the second recorded and run (skipped), 10 timed replays
+    assert {r["replays"] for r in rows} == {10}
+    forward = {op for r in rows if "(backward" not in r["plan"] for op in r["ops"]}
+    backward = {op for r in rows if "(backward" in r["plan"] for op in r["ops"]}
+    assert {"relu", "softmax_cross_entropy"} <= forward and not any(
+        op.endswith("_grad") for op in forward)
+    assert {"relu_grad", "softmax_cross_entropy_grad"} <= backward
+    by_op = prof.by_op()
+    assert by_op["relu"]["calls"] == 10 and by_op["relu_grad"]["calls"] == 10
+    assert all(e["seconds"] > 0 for e in by_op.values())
+    assert list(by_op) == sorted(by_op, key=lambda k: -by_op[k]["seconds"])  # slowest first
+    assert 0 < prof.total() <= wall
+    assert prof.total() == pytest.approx(sum(e["seconds"] for e in by_op.values()))
+    table = prof.table().splitlines()
+    assert table[0].split() == ["op", "calls", "total", "ms", "mean", "us", "share"]
+    assert len(table) == len(by_op) + 2 and table[-1].startswith("total")
+    # stopped: the totals stay, the plans are let go and later replays are not timed
+    assert not prof.active and prof._plans == {}
+    m.fit(x, y, batch_size=32, epochs=1, verbose=0)
+    assert prof.records() == rows
+
+
+def test_one_profile_at_a_time_and_eager_models(rng):
+    x, y = _data(rng)
+    with hl.graph.profile() as prof:
+        with pytest.raises(errors.ValueError, match="one profile at a time"):
+            hl.graph.profile().start()
+        _model(graph=False).fit(x, y, batch_size=32, epochs=2, verbose=0)
+    assert prof.records() == [] and prof.total() == 0  # eager ops are not timed
+    with pytest.raises(errors.ValueError, match="skip must be >= 0"):
+        hl.graph.profile(skip=-1)
+    assert hl.graph.profile().start().stop().records() == []
