@@ -3,7 +3,7 @@
     python examples/singa/run_singa_examples.py /path/to/singa-checkout \
         [--models cnn mlp] [--epochs 3] [--batch 32] [--graph both] [--verbosity 1]
     python examples/singa/run_singa_examples.py CHECKOUT --smoke     # alexnet, resnet,
-        # xceptionnet (224x224 and 299x299) on 8 images, batch 4, one epoch: a smoke run
+        # xceptionnet (224x224 and 299x299) on 12 images, batch 4, one epoch: a smoke run
     python examples/singa/run_singa_examples.py CHECKOUT --mpi 2 --models cnn
         # train_mpi.py on 2 ranks (python -m hl.distributed), graph on and off
 
@@ -139,12 +139,12 @@ def main(argv=None):
     ap.add_argument("--mpi", type=int, default=0, metavar="RANKS",
                     help="run train_mpi.py on RANKS processes (SINGA's DistOpt = hl's)")
     ap.add_argument("--smoke", action="store_true",
-                    help="the 224x224 / 299x299 models (alexnet, resnet, xceptionnet) on 8 "
+                    help="the 224x224 / 299x299 models (alexnet, resnet, xceptionnet) on 12 "
                          "images, batch 4, one epoch")
     args = ap.parse_args(argv)
     if args.smoke:
         args.models, args.epochs, args.batch, args.limit = (["alexnet", "resnet",
-                                                             "xceptionnet"], 1, 4, 8)
+                                                             "xceptionnet"], 1, 4, 12)
     if args.mpi or args.smoke:
         args.no_mlp_scripts = True
     tmp = tempfile.mkdtemp(prefix="hl_singa_examples_")

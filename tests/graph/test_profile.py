@@ -67,3 +67,29 @@ def test_one_profile_at_a_time_and_eager_models(rng):
     with pytest.raises(errors.ValueError, match="skip must be >= 0"):
         hl.graph.profile(skip=-1)
     assert hl.graph.profile().start().stop().records() == []
+
+
+def test_two_threads_under_one_profile(rng):
+    """Plans replayed on two threads at once are both timed, and each thread's training gets
+    exactly what it gets alone."""
+    import threading
+    x, y = _data(rng)
+    alone = _model().fit(x, y, batch_size=32, epochs=3, verbose=0, shuffle=False).history
+    models, out = [], [None, None]
+    for _ in range(2):  # built here: their first draws from the generator are not concurrent
+        models.append(_model())
+        models[-1].predict(x[:1], verbose=0)
+
+    def train(k):
+        out[k] = models[k].fit(x, y, batch_size=32, epochs=3, verbose=0, shuffle=False).history
+
+    with hl.graph.profile() as prof:
+        threads = [threading.Thread(target=train, args=(k,)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert out == [alone, alone]
+    # each model: 9 steps, the first eager: 8 runs of each of its two plans
+    rows = prof.records()
+    assert len({r["plan_number"] for r in rows}) == 4 and {r["replays"] for r in rows} == {8}

@@ -182,3 +182,18 @@ def test_print_time_profiling_per_verbosity(dev, rng, capsys):
     dev.SetVerbosity(3)
     dev.PrintTimeProfiling()
     assert capsys.readouterr().out.splitlines()[1] == "Time Profiling:"
+
+
+def test_buffering_belongs_to_its_thread(dev):
+    import threading
+    t = threading.Thread(target=lambda: dev.EnableGraph(True))
+    t.start()
+    t.join()
+    with pytest.raises(errors.ValueError, match="another thread"):
+        dev.EnableGraph(False)
+    done = []
+    t = threading.Thread(target=lambda: (dev.ResetGraph(), dev.EnableGraph(False),
+                                         done.append(dev.graph_enabled())))
+    t.start()
+    t.join()
+    assert done == [False]

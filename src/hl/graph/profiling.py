@@ -87,7 +87,7 @@ class Profile:
 
     def _read(self):
         rows = []
-        for key in self._order:
+        for number, key in enumerate(self._order):
             plan, name = self._plans[key]
             timed, ops, first, ns = _core.plan_profile(plan.core)
             groups = {}
@@ -97,15 +97,16 @@ class Profile:
                 if first[i] != i:
                     continue  # timed under its group's first record
                 members = groups[i]
-                rows.append({"plan": name, "index": i,
+                rows.append({"plan": name, "plan_number": number, "index": i,
                              "op": op if len(members) == 1 else f"fused({'+'.join(members)})",
                              "ops": members, "replays": timed,
                              "seconds": ns[i] / 1e9})
         return rows
 
     def records(self):
-        """One dict per timed row, in replay order, plan by plan: ``plan`` (its name),
-        ``index`` (of the record in the plan), ``op``, ``ops`` (the records a fused row ran),
+        """One dict per timed row, in replay order, plan by plan: ``plan`` (its name; two
+        models of one class give the same names), ``plan_number`` (in the order plans first
+        ran under this profile), ``index`` (of the record in the plan), ``op``, ``ops`` (the records a fused row ran),
         ``replays`` (timed replays of that plan) and ``seconds`` (total over them)."""
         if self._rows is not None:
             return [dict(r) for r in self._rows]

@@ -44,16 +44,21 @@ class DeviceGraph:
             self.enabled = False
             self._end()
 
+    def _own_buffer(self, what):
+        """The buffering in progress, which must be this thread's (hl records per thread)."""
+        rec, thread, breaks = self.buffering
+        if thread != threading.get_ident():
+            raise errors.ValueError(f"{self.name}.{what}: ops are being buffered on another "
+                                    f"thread (hl records a graph per thread); call it on the "
+                                    f"thread that called EnableGraph(True)")
+        self.buffering = None
+        return rec, breaks
+
     def _end(self):
         """Ends the recording in progress and appends it to the graph."""
         if self.buffering is None:
             return
-        rec, thread, breaks = self.buffering
-        if thread != threading.get_ident():
-            raise errors.ValueError(f"{self.name}.EnableGraph(False): ops are being buffered on "
-                                    f"another thread (hl records a graph per thread); end it "
-                                    f"on the thread that enabled it")
-        self.buffering = None
+        rec, breaks = self._own_buffer("EnableGraph(False)")
         if errors.graph_breaks() != breaks:  # a GraphBreak was raised (and caught) meanwhile
             recording.abandon()
             raise errors.GraphBreak(
@@ -96,7 +101,7 @@ class DeviceGraph:
         state their recording advanced."""
         was = self.enabled
         if self.buffering is not None:
-            self.buffering = None
+            self._own_buffer("ResetGraph()")
             self.enabled = False
             recording.abandon()
         for plan in reversed(self.plans):
@@ -116,7 +121,7 @@ def _split(rows):
     one named *Backward are forward), from it on, and the plan's timed replays."""
     plans = {}
     for r in rows:
-        p = plans.setdefault(r["plan"], {"forward": 0.0, "backward": 0.0, "replays": 0,
+        p = plans.setdefault(r["plan_number"], {"forward": 0.0, "backward": 0.0, "replays": 0,
                                          "back": "(backward" in r["plan"]})
         p["back"] = p["back"] or any(op.endswith("_grad") for op in r["ops"])
         p["forward" if not p["back"] else "backward"] += r["seconds"]
@@ -140,12 +145,12 @@ def time_report(prof, verbosity):
         out += [f"Forward Propagation Time : {fwd:g} sec",
                 f"Backward Propagation Time : {bwd:g} sec"]
     elif verbosity == 2:
-        names = set(r["plan"] for r in rows)
+        several = len(set(r["plan_number"] for r in rows)) > 1
         last = None
         for r in rows:
-            if len(names) > 1 and r["plan"] != last:
+            if several and r["plan_number"] != last:
                 out.append(f"[{r['plan']}]")
-            last = r["plan"]
+            last = r["plan_number"]
             per = r["seconds"] / r["replays"] if r["replays"] else 0.0
             if per > 0:
                 out.append(f"OP_ID{r['index']}. {r['op']} : {per:g} sec")
