@@ -186,14 +186,23 @@ def test_print_time_profiling_per_verbosity(dev, rng, capsys):
 
 def test_buffering_belongs_to_its_thread(dev):
     import threading
-    t = threading.Thread(target=lambda: dev.EnableGraph(True))
-    t.start()
-    t.join()
-    with pytest.raises(errors.ValueError, match="another thread"):
+    started, finish, seen = threading.Event(), threading.Event(), []
+
+    def buffer():
+        dev.EnableGraph(True)
+        started.set()
+        finish.wait(60)
         dev.EnableGraph(False)
-    done = []
-    t = threading.Thread(target=lambda: (dev.ResetGraph(), dev.EnableGraph(False),
-                                         done.append(dev.graph_enabled())))
+        seen.append(dev.graph_enabled())
+
+    t = threading.Thread(target=buffer)
     t.start()
-    t.join()
-    assert done == [False]
+    started.wait(60)
+    try:
+        for call in (lambda: dev.EnableGraph(False), dev.ResetGraph):
+            with pytest.raises(errors.ValueError, match="another thread"):
+                call()
+    finally:
+        finish.set()
+        t.join()
+    assert seen == [False]

@@ -47,11 +47,16 @@ class DeviceGraph:
     def _own_buffer(self, what):
         """The buffering in progress, which must be this thread's (hl records per thread)."""
         rec, thread, breaks = self.buffering
-        if thread != threading.get_ident():
+        if thread != threading.get_ident() and any(t.ident == thread
+                                                   for t in threading.enumerate()):
             raise errors.ValueError(f"{self.name}.{what}: ops are being buffered on another "
                                     f"thread (hl records a graph per thread); call it on the "
                                     f"thread that called EnableGraph(True)")
         self.buffering = None
+        if thread != threading.get_ident():  # that thread has ended: its recording went too
+            raise errors.ValueError(f"{self.name}.{what}: the thread that called "
+                                    f"EnableGraph(True) ended while buffering; what it "
+                                    f"buffered is lost (the graph is no longer enabled)")
         return rec, breaks
 
     def _end(self):
@@ -101,9 +106,15 @@ class DeviceGraph:
         state their recording advanced."""
         was = self.enabled
         if self.buffering is not None:
-            self._own_buffer("ResetGraph()")
             self.enabled = False
-            recording.abandon()
+            try:
+                self._own_buffer("ResetGraph()")
+                recording.abandon()
+            except errors.ValueError:
+                if self.buffering is not None:  # another live thread buffers: leave it be
+                    self.enabled = True
+                    raise
+                was = False  # its thread ended: forgetting it is all ResetGraph can do
         for plan in reversed(self.plans):
             for fn in reversed(self.unrun.pop(plan, ())):
                 fn()
