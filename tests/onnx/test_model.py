@@ -1,5 +1,7 @@
 """hl.onnx.prepare / BackendRep.run and ONNXModel: the API around the importer (the operators
 themselves are checked by the conformance cases and the per-family tests)."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -302,6 +304,34 @@ def test_shape_arithmetic_is_computed_once_per_input_shape():
         (y,) = rep.run([x])
         np.testing.assert_array_equal(y, x.reshape(shape[0], -1) + 1)
     assert len(program.shape_values) == 2  # one entry per input shape seen
+
+
+@pytest.mark.parametrize("chain", ["nonzero", "computed_reshape"])
+def test_shapes_set_by_data_are_not_cached_per_signature(chain):
+    """A Shape downstream of an op whose output shape follows the data (NonZero; a
+    ConstantOfShape sized by a ReduceMax of the input) is recomputed on each run: same input
+    shape, different values, different answer (onnxruntime is the reference)."""
+    pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper
+    if chain == "nonzero":
+        nodes = [helper.make_node("NonZero", ["x"], ["v"])]
+    else:
+        nodes = [helper.make_node("ReduceMax", ["x"], ["m"], keepdims=1),
+                 helper.make_node("Cast", ["m"], ["n"], to=TensorProto.INT64),
+                 helper.make_node("ConstantOfShape", ["n"], ["v"])]
+    nodes.append(helper.make_node("Shape", ["v"], ["y"]))
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl.onnx.prepare(model)
+    for x in ([1, 0, 0, 0], [1, 1, 3, 0], [2, 0, 0, 0]):
+        x = np.array(x, np.float32)
+        (want,) = ort_run(model, {"x": x})
+        with warnings.catch_warnings():  # "runs node by node, not as a plan": expected here
+            warnings.simplefilter("ignore", RuntimeWarning)
+            (got,) = rep.run([x])
+        np.testing.assert_array_equal(got, want)
 
 
 def test_compile_with_placeholders_builds_a_subclass_head():

@@ -23,6 +23,25 @@ SHAPE_SIGNATURES = 4
 NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
            "Multinomial", "Bernoulli", "Dropout", "BatchNormalization"}
 
+# Ops whose output shapes depend on their inputs' data: a Shape of what they produce is not
+# a function of the input signature (NonZero's row count changes with the values).
+DATA_SHAPED = {"NonZero", "Unique", "Compress", "NonMaxSuppression", "StringSplit",
+               "SplitToSequence", "ConcatFromSequence", "SequenceAt", "SequenceConstruct",
+               "SequenceInsert", "SequenceErase", "SequenceEmpty", "SequenceLength",
+               "SequenceMap", "Optional", "OptionalGetElement", "OptionalHasElement"}
+# Ops whose output shapes follow from the values of these inputs (besides input shapes and
+# attributes): their shapes are fixed by the signature only when those values are.
+_REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+           "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare")
+VALUE_SHAPED = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Tile": (1,),
+                "Range": (0, 1, 2), "ConstantOfShape": (0,), "Pad": (1, 2, 3),
+                "Resize": (1, 2, 3), "Upsample": (1,), "TopK": (1,), "Squeeze": (1,),
+                "Unsqueeze": (1,), "OneHot": (1,), "Split": (1,), "CenterCropPad": (1,),
+                "Col2Im": (1, 2), "MaxUnpool": (2,), "DFT": (1, 2), "STFT": (2, 3),
+                "MelWeightMatrix": (0, 1, 2, 3, 4), "BlackmanWindow": (0,),
+                "HannWindow": (0,), "HammingWindow": (0,), "AffineGrid": (1,),
+                **{op: (1,) for op in _REDUCE}}
+
 
 class Program:
     def __init__(self, graph, device, constants, fold=True, fuse=False):
@@ -75,14 +94,24 @@ class Program:
         """Nodes whose outputs depend on the inputs' shapes alone: Shape and Size, and what
         reads only their outputs and constants (the exporters' Gather/Unsqueeze/Concat chains
         around Reshape and Expand, Range for positions, even the position-embedding Gather).
-        Their outputs are computed once per input-shape signature and kept (shape_values)."""
+        Their outputs are computed once per input-shape signature and kept (shape_values).
+        A Shape reads a shape the signature fixes only when no op upstream shapes its output
+        by data (NonZero, or a Reshape to a computed size): those run every time."""
         derived, nodes = set(self.constants), set()
+        unfixed = set()  # values whose shape the input signature does not determine
         for node in self.graph.nodes:
-            if node.index in self.folded or node.op_type in NO_FOLD or not node.outputs or \
-                    any(isinstance(v, Graph) for v in node.attrs.values()):
-                continue
             reads = [n for n in node.inputs if n]
-            if node.op_type in ("Shape", "Size") or all(n in derived for n in reads):
+            subgraph = any(isinstance(v, Graph) for v in node.attrs.values())
+            by_value = [node.inputs[i] for i in VALUE_SHAPED.get(node.op_type, ())
+                        if i < len(node.inputs) and node.inputs[i]]
+            if subgraph or node.op_type in DATA_SHAPED or any(n in unfixed for n in reads) \
+                    or any(n not in derived for n in by_value):
+                unfixed.update(n for n in node.outputs if n)
+            if node.index in self.folded or node.op_type in NO_FOLD or not node.outputs or \
+                    subgraph:
+                continue
+            if (node.op_type in ("Shape", "Size") and reads and reads[0] not in unfixed) \
+                    or all(n in derived for n in reads):
                 nodes.add(node.index)
                 derived.update(n for n in node.outputs if n)
         return nodes
