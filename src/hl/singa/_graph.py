@@ -30,7 +30,6 @@ class DeviceGraph:
         self.unrun = {}        # plan -> its recording's abort hooks, until its first run
         self.buffering = None  # (Recording, thread id, GraphBreak count) while buffering
         self.enabled = False   # SINGA's graph_enabled_
-        self.serial = None     # the order RunGraph first chose (plans are ordered once)
 
     # ---- buffering ----------------------------------------------------------------------
 
@@ -132,8 +131,8 @@ def _split(rows):
     one named *Backward are forward), from it on, and the plan's timed replays."""
     plans = {}
     for r in rows:
-        p = plans.setdefault(r["plan_number"], {"forward": 0.0, "backward": 0.0, "replays": 0,
-                                         "back": "(backward" in r["plan"]})
+        p = plans.setdefault(r["plan_number"], {"forward": 0.0, "backward": 0.0,
+                                                "replays": 0, "back": "(backward" in r["plan"]})
         p["back"] = p["back"] or any(op.endswith("_grad") for op in r["ops"])
         p["forward" if not p["back"] else "backward"] += r["seconds"]
         p["replays"] = max(p["replays"], r["replays"])
@@ -142,7 +141,7 @@ def _split(rows):
 
 def time_report(prof, verbosity):
     """SINGA's Graph::PrintTimeProfiling text for hl's profile `prof`."""
-    if verbosity <= 0:
+    if verbosity not in (1, 2, 3):  # SINGA prints nothing for other levels
         return ""
     rows = prof.records() if prof is not None else []
     out = ["", "Time Profiling:"]
