@@ -8,10 +8,10 @@ blocks (so load changes hit both alike).
 Models are bench/train.py's: the MLP 784-512-512-10 at batch 1 (short records), the MNIST CNN
 at batch 64; and ``chain``, the worst case: a plan of 2000 tiny element-wise records (a (1, 8)
 tensor, fusion off, as bench/graph_overhead.py), replayed through the core alone, its figure
-per replay. Figures: the median step time of
-each setting over all its blocks, and on/off as a ratio. ``--clock cpu`` times the process's
-CPU time instead of the wall clock (steadier on a shared host; use it with --threads 1). "off" is the plain replay (the
-profiling branch costs one pointer test per replay in the core and one list test in Python).
+per replay. Figures: the median step time of each setting over all its blocks, and on/off as
+a ratio. ``--clock cpu`` times the process's CPU time instead of the wall clock (steadier on a
+shared host; use it with --threads 1). "off" is the plain replay (the profiling branch costs
+one pointer test per replay in the core and one list test in Python).
 """
 import argparse
 import statistics

@@ -106,8 +106,9 @@ class Profile:
     def records(self):
         """One dict per timed row, in replay order, plan by plan: ``plan`` (its name; two
         models of one class give the same names), ``plan_number`` (in the order plans first
-        ran under this profile), ``index`` (of the record in the plan), ``op``, ``ops`` (the records a fused row ran),
-        ``replays`` (timed replays of that plan) and ``seconds`` (total over them)."""
+        ran under this profile), ``index`` (of the record in the plan), ``op``, ``ops`` (the
+        records a fused row ran), ``replays`` (timed replays of that plan) and ``seconds``
+        (total over them)."""
         if self._rows is not None:
             return [dict(r) for r in self._rows]
         with _lock:
