@@ -8,14 +8,18 @@
   reduced by hl's Reducer as DistOpt drives it (gradients handed over as backward hands
   them out, weight already in them; tensors of 4 MB and more reduced in their own memory,
   the rest copied into a fused 25 MB bucket; wait for all) beside one bare mpi4py
-  ``Allreduce`` of a contiguous buffer of the same bytes, 2 ranks; the median time of each
-  and hl's throughput as a fraction of mpi4py's; the same for the fastest repetition.
+  ``Allreduce`` of a contiguous buffer of the same bytes (float32, MPI_SUM, the same MPI;
+  the bound), and beside mpi4py reducing the same gradients as a script (or PyTorch DDP,
+  by default) does: copied into one buffer, one Allreduce, copied back ("staged"); 2 ranks
+  x 1 thread; the median time of each and hl's throughput as a fraction of the others';
+  the same for the fastest repetition.
 - overlap: the time of one data-parallel step (DistOpt, 2 ranks) beside the same step's
   compute alone (the wrapped optimiser, 1 process, the rank's half batch, 1 thread).
 - cnn / resnet18 (bench/train.py's MNIST CNN at global batch 64 and CIFAR-size ResNet-18
-  at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt), hl in
-  1 process x 2 threads, and PyTorch DDP (Gloo) on 2 ranks x 1 thread, each rank on half
-  the global batch. Every configuration runs in processes of its own, `--repeat` times
+  at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt; eagerly,
+  and in graph mode: a train_one_batch recorded once and replayed, the bucket reductions
+  between the plan's segments), hl in 1 process x 2 threads, and PyTorch DDP (Gloo) on 2
+  ranks x 1 thread, each rank on half the global batch. Every configuration runs in processes of its own, `--repeat` times
   round the configurations; the figure is the median step time.
 """
 import argparse
@@ -39,7 +43,7 @@ def allreduce_worker(sizes_mb, repeat):
     import hl
     from hl.distributed.buckets import Reducer
     from mpi4py import MPI
-    world = hl.distributed.init()
+    world = hl.distributed.init()  # hl's threads: OMP_NUM_THREADS (1), as every peer's
     out = {}
     for mb in sizes_mb:
         n = int(mb * 1024 * 1024 / 4)
@@ -49,23 +53,60 @@ def allreduce_worker(sizes_mb, repeat):
         params = [hl.zeros((k,)) for k in sizes]
         grads = [hl.tensor(np.random.default_rng(i).standard_normal(k).astype(np.float32))
                  for i, k in enumerate(sizes)]
+        arrays = [g.numpy().copy() for g in grads]
         reducer = Reducer(world, params[::-1])
+        # the same bytes, dtype, op and MPI for every contender
         flat = np.ones(sum(sizes), np.float32)
-        hl_t, mpi_t = [], []
-        for _ in range(repeat):
-            world.data.Barrier()
-            t0 = time.perf_counter()
+        staged = np.empty_like(flat)
+
+        def hl_step():
             reducer.start_step()
             for p, g in zip(params[::-1], grads[::-1]):
                 reducer.add(p, g, owned=True)
             reducer.finish()
-            hl_t.append(time.perf_counter() - t0)
-            world.data.Barrier()
-            t0 = time.perf_counter()
+
+        def mpi_bare():  # the bound: one call on bytes that already lie contiguous
             world.data.Allreduce(MPI.IN_PLACE, flat, op=MPI.SUM)
-            mpi_t.append(time.perf_counter() - t0)
-        out[str(mb)] = {"hl": statistics.median(hl_t), "mpi4py": statistics.median(mpi_t),
-                        "hl_min": min(hl_t), "mpi4py_min": min(mpi_t)}
+
+        def mpi_staged():  # what a script reducing a model's gradients with mpi4py does
+            at = 0            # (and PyTorch DDP by default): copy in, one call, copy out
+            for a in arrays:
+                staged[at:at + a.size] = a
+                at += a.size
+            world.data.Allreduce(MPI.IN_PLACE, staged, op=MPI.SUM)
+            at = 0
+            for a in arrays:
+                a[...] = staged[at:at + a.size]
+                at += a.size
+        # where hl's time goes: its MPI calls alone (bare Allreduces of its buckets' sizes,
+        # in its order), and its add() calls alone (the copies into buckets and the Python
+        # around them, on a second Reducer whose buckets never start)
+        pieces = [np.ones(int(b.offsets[-1]), np.float32) for b in reducer.buckets]
+        quiet = Reducer(world, params[::-1])
+        quiet._start_now = lambda b: None
+
+        def mpi_hl_calls():
+            for piece in pieces:
+                world.data.Allreduce(MPI.IN_PLACE, piece, op=MPI.SUM)
+
+        def hl_adds():
+            quiet.start_step()
+            for p, g in zip(params[::-1], grads[::-1]):
+                quiet.add(p, g, owned=True)
+        contenders = {"hl": hl_step, "mpi4py": mpi_bare, "mpi4py_staged": mpi_staged,
+                      "hl_calls": mpi_hl_calls, "hl_adds": hl_adds}
+        times = {k: [] for k in contenders}
+        for _ in range(repeat):
+            for k, fn in contenders.items():
+                world.data.Barrier()
+                t0 = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - t0)
+        out[str(mb)] = {k: statistics.median(v) for k, v in times.items()}
+        out[str(mb)].update({k + "_min": min(v) for k, v in times.items()})
+        out[str(mb)]["buckets"] = [
+            f"{'solo' if b.solo else 'fused'} {int(b.offsets[-1]) * 4 / 2**20:.2f} MB"
+            for b in reducer.buckets]
     if world.rank == 0:
         report(out)
 
@@ -83,24 +124,42 @@ def train_worker(lib, name, steps, warmup, per_rank_batch):
     if lib == "torch-ddp":
         step, rank = _torch_ddp(name, xs, ys)
     else:
-        step, rank = _hl(name, xs, ys, distributed=(lib == "hl-dist"))
+        step, rank = _hl(name, xs, ys, distributed=lib.startswith("hl-dist"),
+                         graph=lib.endswith("-graph"))
     times = time_steps(step, steps, warmup)
     if rank == 0:
         report({"times": times})
 
 
-def _hl(name, xs, ys, distributed):
+def _hl(name, xs, ys, distributed, graph=False):
     import hl
     from train import hl_model
     hl.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     hl.manual_seed(0)
-    model = hl_model(name)
     x, y = hl.tensor(xs), hl.tensor(ys)
-    model.train()
-    model(hl.Placeholder(x.shape))
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
     if distributed:
         opt = hl.opt.DistOpt(opt)
+    if graph:  # a Module's train_one_batch, recorded once and replayed (bench/graph.py's)
+        class Net(hl.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = hl_model(name)
+                self.optim = opt
+
+            def forward(self, x):
+                return self.net(x)
+
+            def train_one_batch(self, x, y):
+                loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+                self.optim.backward_and_update(loss)
+                return loss
+        net = Net()
+        net.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=True)
+        return (lambda: net.train_one_batch(x, y)), hl.distributed.rank()
+    model = hl_model(name)
+    model.train()
+    model(hl.Placeholder(x.shape))
 
     def step():
         loss = hl.losses.softmax_cross_entropy(model(x), y)
@@ -174,23 +233,36 @@ def main():
         # the median, and the fastest of the repetitions: on a host shared with other work
         # every collective waits for both ranks to be scheduled, and the fastest run is the
         # one least disturbed by that (the nearest to an idle host's figure)
-        print("\nallreduce, 2 ranks: hl buckets vs one bare mpi4py Allreduce (30 each, "
-              "alternating)")
-        print(f"{'MB':>6} {'hl ms':>9} {'mpi4py ms':>10} {'hl GB/s':>8} {'ratio':>6}   "
-              f"{'fastest: hl ms':>14} {'mpi4py ms':>10} {'ratio':>6}")
+        print("\nallreduce, 2 ranks, float32 MPI_SUM: hl buckets vs one bare mpi4py Allreduce "
+              "of the same bytes (the bound), and mpi4py copying the gradients into one "
+              "buffer and back around its Allreduce (30 each, interleaved)")
+        print(f"{'MB':>6} {'hl ms':>8} {'mpi4py':>8} {'staged':>8} {'hl GB/s':>8} "
+              f"{'vs bare':>7} {'vs staged':>9}   {'fastest: hl':>11} {'mpi4py':>8} "
+              f"{'vs bare':>7}")
         runs = [_launch(2, 1, ["allreduce", a.sizes, 30]) for _ in range(a.repeat)]
         for mb in a.sizes.split(","):
             key = str(float(mb))
-            h = statistics.median(r[key]["hl"] for r in runs)
-            m = statistics.median(r[key]["mpi4py"] for r in runs)
-            hm = min(r[key]["hl_min"] for r in runs)
-            mm = min(r[key]["mpi4py_min"] for r in runs)
-            print(f"{mb:>6} {h * 1e3:9.2f} {m * 1e3:10.2f} {float(mb) / 1024 / h:8.2f} "
-                  f"{m / h:6.2f}x   {hm * 1e3:14.2f} {mm * 1e3:10.2f} {mm / hm:6.2f}x")
+            h, m, st = (statistics.median(r[key][k] for r in runs)
+                        for k in ("hl", "mpi4py", "mpi4py_staged"))
+            hm, mm = (min(r[key][k + "_min"] for r in runs) for k in ("hl", "mpi4py"))
+            print(f"{mb:>6} {h * 1e3:8.2f} {m * 1e3:8.2f} {st * 1e3:8.2f} "
+                  f"{float(mb) / 1024 / h:8.2f} {m / h:6.2f}x {st / h:8.2f}x   "
+                  f"{hm * 1e3:11.2f} {mm * 1e3:8.2f} {mm / hm:6.2f}x")
+        print("\nwhere hl's time goes (medians, ms): its MPI calls alone (bare Allreduces of "
+              "its buckets' sizes), its add() calls alone (copies into buckets + Python), "
+              "and the rest (hand-over to the communication thread, waits, polling)")
+        print(f"{'MB':>6} {'hl':>8} {'calls':>8} {'adds':>8} {'rest':>8}   buckets")
+        for mb in a.sizes.split(","):
+            key = str(float(mb))
+            h, c, ad = (statistics.median(r[key][k] for r in runs)
+                        for k in ("hl", "hl_calls", "hl_adds"))
+            print(f"{mb:>6} {h * 1e3:8.3f} {c * 1e3:8.3f} {ad * 1e3:8.3f} "
+                  f"{(h - c - ad) * 1e3:8.3f}   {', '.join(runs[0][key]['buckets'])}")
     port = 29400
     for name in [m for m in ("cnn", "resnet18") if m in only or "overlap" in only]:
         B = GLOBAL_BATCH[name]
         configs = {"hl 2 ranks x 1 thread": (2, 1, "hl-dist", B // 2),
+                   "hl 2 ranks x 1 thread, graph mode": (2, 1, "hl-dist-graph", B // 2),
                    "hl 1 process x 2 threads": (None, 2, "hl", B),
                    "PyTorch DDP (Gloo) 2 ranks x 1 thread": (2, 1, "torch-ddp", B // 2)}
         if "overlap" in only:

@@ -49,9 +49,13 @@ from . import data  # noqa: E402
 from . import distributed, distribution  # noqa: E402 - MPI itself loads only under mpiexec
 
 # SINGA's spellings of two things that live a layer above the package SINGA names:
-# hl.opt.DistOpt (it needs the MPI group) and hl.autograd.mse_loss (a loss). The namespace
-# that imports both sides joins them, so hl.opt and hl.autograd never import upward.
+# hl.opt.DistOpt (it needs the MPI group) and hl.autograd.mse_loss (a loss), and PyTorch's
+# place for SyncBatchNorm (torch.nn, here hl.layers; it needs the MPI group too). The
+# namespace that imports both sides joins them, so hl.opt, hl.autograd and hl.layers never
+# import upward.
 opt.DistOpt = distributed.DistOpt
+layers.SyncBatchNorm = distributed.SyncBatchNorm
+layers.__all__.append("SyncBatchNorm")
 autograd.mse_loss = losses.mse
 
 

@@ -61,7 +61,7 @@ def test_distopt_states_and_pickle_are_the_wrapped_optimisers():
 
 
 def test_distopt_bad_arguments():
-    with pytest.raises(errors.UnsupportedError, match="CUDA backend"):
+    with pytest.raises(errors.UnsupportedError, match="no NCCL group yet"):
         hl.opt.DistOpt(hl.opt.SGD(), nccl_id=object())
     with pytest.raises(errors.ValueError, match="must be an hl.opt optimiser"):
         hl.opt.DistOpt("sgd")
@@ -101,7 +101,7 @@ def test_keras_distribution_names():
         hl.distribution.DataParallel(devices=["cpu:0", "cpu:1"])
     with pytest.raises(errors.ValueError, match="DataParallel or None"):
         hl.distribution.set_distribution("data_parallel")
-    with pytest.raises(errors.UnsupportedError, match="CUDA backend"):
+    with pytest.raises(errors.UnsupportedError, match="whatever device each rank"):
         hl.distribution.list_devices("gpu")
 
 
@@ -123,3 +123,14 @@ def test_timeout_must_be_positive(monkeypatch):
     monkeypatch.setenv("HL_DIST_TIMEOUT", "-3")
     with pytest.raises(errors.ValueError, match="HL_DIST_TIMEOUT"):
         world.timeout_from_env()
+
+
+def test_sync_batchnorm_is_also_a_layer_as_in_torch_nn():
+    """PyTorch keeps SyncBatchNorm in torch.nn: hl.layers has it too (the same class; alone
+    it is plain batch norm: the output equals BatchNorm2d's with the same parameters)."""
+    from hl.layers import SyncBatchNorm
+    assert SyncBatchNorm is hl.distributed.SyncBatchNorm is hl.layers.SyncBatchNorm
+    assert "SyncBatchNorm" in hl.layers.__all__
+    x = hl.tensor(np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype(np.float32))
+    sync, plain = SyncBatchNorm(), hl.layers.BatchNorm2d()
+    np.testing.assert_allclose(sync(x).numpy(), plain(x).numpy(), rtol=1e-6, atol=1e-6)

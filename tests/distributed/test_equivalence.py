@@ -93,9 +93,21 @@ def test_v2_trainer_data_parallel_equals_one_process(tmp_path, v2_reference, n):
                                                                 else 2]
         if got[0] == "iteration":
             np.testing.assert_allclose(got[3], want[3], rtol=1e-6)
-        assert got[-1] == pytest.approx(want[-1], rel=1e-12)  # error rates: counts
+        else:  # the pass's error rates (counts), and the handler's test() alone on rank 0
+            assert got[2] == pytest.approx(want[2], rel=1e-12)
+            np.testing.assert_allclose(got[3], want[3], rtol=1e-6)
+            assert got[4] == pytest.approx(want[4], rel=1e-12)
+        if got[0] == "iteration":
+            assert got[-1] == pytest.approx(want[-1], rel=1e-12)  # error rates: counts
     handlers = sorted(f for f in os.listdir(tmp_path) if ".handler." in f)
     assert handlers == ["dist.handler.rank0"]
+    # test(distribute=True) and paddle.infer(distribute=True) after training: sharded, and
+    # every rank has the whole result (infer's rows are in the npz compared above)
+    want = load_json(f"{v2_reference}.test.rank0.json")
+    for r in range(n):
+        got = load_json(f"{out}.test.rank{r}.json")
+        assert got[0] == pytest.approx(want[0], rel=1e-6)
+        assert got[1] == pytest.approx(want[1], rel=1e-12)
 
 
 def test_checkpoint_saved_on_two_ranks_resumes_on_four_and_alone(tmp_path):

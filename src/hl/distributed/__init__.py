@@ -20,8 +20,8 @@ Files, bottom up:
   sync.py         same model on every rank: signature check, broadcast from rank 0
   dist_opt.py     DistOpt and SINGA's _half / _partial / _sparse variants
   launch.py       python -m hl.distributed: finds mpiexec, sets threads per rank
-On GPUs (NCCL from the nvidia-nccl wheel) this waits for hl's CUDA backend; until then a
-CUDA tensor in a data-parallel step raises hl.errors.UnsupportedError.
+Models on cuda train over MPI too, each gradient staged through host memory; NCCL (SINGA's
+way on GPUs) is not built yet (docs/distributed.md).
 """
 from ..errors import DistributedError
 from .dist_opt import DistOpt

@@ -29,6 +29,7 @@ from .. import errors
 from .._tensor import tensor
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
@@ -41,7 +42,7 @@ SINGA_THRESHOLD = 2097152
 class DistOpt(Optimizer):
     """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
-    belong to SINGA's NCCL-with-multiprocessing start, which needs the CUDA backend; hl
+    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have (no NCCL yet); hl
     joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
@@ -55,9 +56,9 @@ class DistOpt(Optimizer):
         if nccl_id is not None or local_rank is not None or world_size is not None:
             raise errors.UnsupportedError(
                 "DistOpt: nccl_id / local_rank / world_size start SINGA's NCCL group from "
-                "Python processes, which needs hl's CUDA backend (not there yet); start the "
-                "ranks with mpiexec -n N python script.py (or python -m hl.distributed -n N "
-                "script.py) and call DistOpt(opt)")
+                "Python processes; hl has no NCCL group yet (models on cuda reduce over MPI, "
+                "staged through host memory); start the ranks with mpiexec -n N python "
+                "script.py (or python -m hl.distributed -n N script.py) and call DistOpt(opt)")
         if isinstance(buffSize, bool) or not isinstance(buffSize, int) or buffSize < 1:
             raise errors.ValueError(f"DistOpt: buffSize must be a number of elements >= 1, "
                                     f"got {buffSize!r}")
@@ -73,6 +74,7 @@ class DistOpt(Optimizer):
         self._reducers = {}
         self._partial = 0
         self._residuals = {}
+        self._step_values = StepValues()  # graph mode: the rank's weight, read at replay
 
     # ---- the wrapped optimiser's face ---------------------------------------------------
 
@@ -158,7 +160,7 @@ class DistOpt(Optimizer):
             return
         summed = reduce_arrays(self.world, [t.numpy() for t in tensors], "DistOpt.all_reduce")
         for t, s in zip(tensors, summed):
-            t.numpy()[...] = s
+            sync.write_(t, s)
 
     def wait(self):
         """SINGA waits for its CUDA streams here; hl's reductions are complete on return."""
@@ -186,12 +188,16 @@ class DistOpt(Optimizer):
             self.opt._update_all(pairs)
             self.opt.step_count += 1
             return
-        scale = self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+        scale = self._scale()
         if clip is None:
             # the rank's weight rides on the loss's gradient: backward is linear in dy, so
-            # every gradient arrives weighted and the buckets need no multiplying pass
+            # every gradient arrives weighted and the buckets need no multiplying pass. A
+            # recorded step reads this step's weight at each replay (fit's short last batch)
+            weight = self._step_values.get("grad_scale", scale, loss)
+            on_replay(self._set_replay_scale)
             with no_grad():
-                dy = F.full_like(loss, scale) if dy is None else F.mul(dy, scale)
+                dy = (F.full_like(loss, scale) if dy is None and weight is scale else
+                      F.mul(F.ones_like(loss) if dy is None else dy, weight))
             scale = 1.0
         grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
@@ -212,6 +218,13 @@ class DistOpt(Optimizer):
             reducer.add(p, g, scale, owned=True)
         self._apply(reducer.finish())
 
+    def _scale(self):
+        """This rank's weight: its share of fit's global batch, else 1 / world_size."""
+        return self.grad_scale if self.grad_scale is not None else 1.0 / self.world.size
+
+    def _set_replay_scale(self):
+        self._step_values.set("grad_scale", self._scale())
+
     def contribute_nothing(self, threshold=SINGA_THRESHOLD):
         """A rank without samples in this step (the last batch of an epoch smaller than the
         number of ranks) still takes part in the reduction with zeros, and updates with
@@ -222,10 +235,14 @@ class DistOpt(Optimizer):
         self._apply(reducer.finish())
 
     def _apply(self, reduced):
-        with no_grad():  # a solo bucket's gradient is already the reduced tensor
-            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else g) for p, g in reduced]
+        """The wrapped optimiser's update with the reduced gradients (hl tensors: views of
+        the buckets, or the gradients themselves where reduced in place; brought back to
+        the parameter's device where MPI reduced a host copy)."""
+        with no_grad():
+            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else
+                      g if g.device == p.device else g.to(p.device)) for p, g in reduced]
         self.opt._update_all(pairs)
-        self.opt.step_count += 1
+        self.opt._count_step()
 
     def _reducer(self, threshold, wire):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
@@ -266,7 +283,7 @@ class DistOpt(Optimizer):
         summed = reduce_arrays(self.world, [p.numpy() for p in part.params],
                                "DistOpt.backward_and_partial_update")
         for p, s in zip(part.params, summed):
-            p.numpy()[...] = s / self.world.size
+            sync.write_(p, s / self.world.size)
 
     def backward_and_sparse_update(self, loss, threshold=SINGA_THRESHOLD, spars=0.05,
                                    topK=False, corr=True):

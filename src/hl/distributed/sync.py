@@ -3,7 +3,7 @@ broadcast of rank 0's values (parameters, buffers, optimiser states) to the othe
 import numpy as np
 
 from .. import errors
-from .._tensor import Tensor
+from .._tensor import Tensor, from_numpy
 from .collectives import allgather_object, bcast_, bcast_object
 
 
@@ -44,24 +44,24 @@ def broadcast_tensors(world, tensors, what):
     """Copies rank 0's values into every rank's tensors, one fused buffer per dtype."""
     for dtype in sorted({t.dtype.name for t in tensors}):
         group = [t for t in tensors if t.dtype.name == dtype]
-        _check_host(group, what)
+        # numpy() is a view of a CPU tensor, a host copy of a CUDA one (staged through
+        # the host: MPI moves host memory)
         flat = np.concatenate([np.ascontiguousarray(t.numpy()).reshape(-1) for t in group])
         bcast_(flat, what, world)
         if world.rank != 0:
             at = 0
             for t in group:
                 n = int(np.prod(t.shape))
-                t.numpy()[...] = flat[at:at + n].reshape(t.shape)
+                write_(t, flat[at:at + n].reshape(t.shape))
                 at += n
 
 
-def _check_host(tensors, what):
-    for t in tensors:
-        if t.device.kind != "cpu":
-            raise errors.UnsupportedError(
-                f"hl.distributed: {what}: {t.name or 'a tensor'} is on {t.device}; "
-                f"data-parallel training runs on CPU tensors over MPI for now. On GPUs it "
-                f"will reduce with NCCL once hl's CUDA backend lands (docs/distributed.md)")
+def write_(t, values):
+    """Puts numpy values into hl tensor t, on whatever device it lives."""
+    if t.device.kind == "cpu":
+        t.numpy()[...] = values
+    else:
+        t.copy_(from_numpy(np.ascontiguousarray(values, t.dtype.np)))
 
 
 def broadcast_model(world, model, what="the start of training"):

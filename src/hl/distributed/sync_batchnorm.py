@@ -25,6 +25,7 @@ from ..autograd import no_grad
 from ..autograd.function import Function
 from ..layers.normalization import BatchNorm1d, BatchNorm2d, _BatchNorm
 from .collectives import allreduce_
+from .sync import write_
 from .world import current
 
 
@@ -81,10 +82,10 @@ class SyncBatchNorm(_BatchNorm):
             y = y * self.scale.reshape(shape) + self.bias.reshape(shape)
         with no_grad():  # running statistics as one process: the unbiased variance
             m = self.momentum
-            self.running_mean.numpy()[...] = ((1 - m) * self.running_mean.numpy()
-                                              + m * mean.numpy())
-            self.running_var.numpy()[...] = ((1 - m) * self.running_var.numpy()
-                                             + m * var.numpy() * (n / (n - 1)))
+            # (write_: numpy() of a cuda tensor is a host copy; written back to the device)
+            write_(self.running_mean, (1 - m) * self.running_mean.numpy() + m * mean.numpy())
+            write_(self.running_var, (1 - m) * self.running_var.numpy()
+                   + m * var.numpy() * (n / (n - 1)))
         return y
 
     @classmethod

@@ -15,11 +15,15 @@ _current = None
 
 
 def list_devices(device_type=None):
-    """The ranks of the group, as 'cpu:<rank>' names (Keras lists local devices)."""
+    """The ranks of the group, as 'cpu:<rank>' names (Keras lists local devices): the
+    process, wherever its model lives (a model on cuda trains data-parallel too, its
+    gradients staged through the host for MPI: docs/distributed.md)."""
     if device_type not in (None, "cpu", "CPU"):
         raise errors.UnsupportedError(f"hl.distribution.list_devices: device_type "
-                                      f"{device_type!r}: data parallelism over GPUs waits "
-                                      f"for hl's CUDA backend; 'cpu' ranks are available")
+                                      f"{device_type!r}: hl lists the ranks (processes) as "
+                                      f"'cpu:<rank>' whatever device each rank's model is on; "
+                                      f"put the model on cuda with model.to('cuda') (each "
+                                      f"rank picks its GPU by hl.distributed.local_rank())")
     from ..distributed import world_size
     return [f"cpu:{r}" for r in range(world_size())]
 

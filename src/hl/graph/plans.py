@@ -90,18 +90,22 @@ def _bind(slot, leaf):
 
 class Plan:
     """One recorded step: the core plan, its input slots, the outputs it writes, the Python
-    hooks to run before each replay and the owner's validity check."""
+    hooks to run before each replay and the owner's validity check. A recording that was cut
+    (recording.cut) gives its segments: ``core`` is then the first (the one that declared
+    the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "slots", "outputs", "hooks", "still_valid", "size", "name")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size", "name")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid, name=None):
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=(), name=None):
+        cores = [c for c, _ in segments] + [core]
+        self.core = cores[0]
+        self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
         self.name = name  # in hl.graph.profile's tables
-        self.core = core
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
         self.still_valid = still_valid
-        self.size = _core.plan_size(core)
+        self.size = sum(_core.plan_size(c) for c in cores)
 
     def run(self, leaves, hooks=True):
         for slot, leaf in zip(self.slots, leaves):
@@ -112,6 +116,9 @@ class Plan:
         if _profile._active:
             _profile._active[0].seen(self, self.name)
         _core.plan_run(self.core)
+        for fn, core in self.then:
+            fn()
+            _core.plan_run(core)
         return self.outputs
 
 
@@ -197,10 +204,12 @@ class PlanCache:
         self.stats["recorded"] += 1
         name = f"{self.what} #{self.stats['recorded']}"
         if second is None:
-            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid, name)
+            entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
+                              rec.segments, name)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
-        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid, name)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid,
+        entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
+                          first[1].segments, name)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments,
                             f"{name} (backward and update)")
         entry.plan.run(leaves, hooks=False)
 

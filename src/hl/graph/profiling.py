@@ -55,7 +55,8 @@ class Profile:
                 return self
             _active.remove(self)
             for plan, _ in self._plans.values():
-                _core.plan_set_profiling(plan.core, False)
+                for core in _cores(plan):
+                    _core.plan_set_profiling(core, False)
             self._rows = self._read()
             self._plans.clear()
             self._order.clear()
@@ -80,8 +81,9 @@ class Profile:
                 return
             self._plans[id(plan)] = (plan, name or f"plan #{len(self._order) + 1}")
             self._order.append(id(plan))
-            _core.plan_profile_reset(plan.core)  # a profile counts from its own start
-            _core.plan_set_profiling(plan.core, True, self.skip)
+            for core in _cores(plan):
+                _core.plan_profile_reset(core)  # a profile counts from its own start
+                _core.plan_set_profiling(core, True, self.skip)
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -89,18 +91,10 @@ class Profile:
         rows = []
         for number, key in enumerate(self._order):
             plan, name = self._plans[key]
-            timed, ops, first, ns = _core.plan_profile(plan.core)
-            groups = {}
-            for i, f in enumerate(first):
-                groups.setdefault(f, []).append(ops[i])
-            for i, op in enumerate(ops):
-                if first[i] != i:
-                    continue  # timed under its group's first record
-                members = groups[i]
-                rows.append({"plan": name, "plan_number": number, "index": i,
-                             "op": op if len(members) == 1 else f"fused({'+'.join(members)})",
-                             "ops": members, "replays": timed,
-                             "seconds": ns[i] / 1e9})
+            cores = _cores(plan)
+            for part, core in enumerate(cores):
+                label = name if len(cores) == 1 else f"{name} part {part + 1}"
+                rows += _rows(core, label, number)
         return rows
 
     def records(self):
@@ -140,6 +134,27 @@ class Profile:
                          f"{mean:>10.1f}  {e['seconds'] / total:>6.1%}")
         lines.append(f"{'total':<{width}}  {'':>8}  {self.total() * 1e3:>10.3f}")
         return "\n".join(lines)
+
+
+def _cores(plan):
+    """The core plans of a Plan: one, or its segments when its recording was cut."""
+    return [plan.core] + [c for _, c in plan.then]
+
+
+def _rows(core, name, number):
+    """The timed rows of one core plan (a fused group is one row, under its first record)."""
+    timed, ops, first, ns = _core.plan_profile(core)
+    groups, rows = {}, []
+    for i, f in enumerate(first):
+        groups.setdefault(f, []).append(ops[i])
+    for i, op in enumerate(ops):
+        if first[i] != i:
+            continue  # timed under its group's first record
+        members = groups[i]
+        rows.append({"plan": name, "plan_number": number, "index": i,
+                     "op": op if len(members) == 1 else f"fused({'+'.join(members)})",
+                     "ops": members, "replays": timed, "seconds": ns[i] / 1e9})
+    return rows
 
 
 def profile(skip=0):

@@ -9,12 +9,20 @@ derived from it (the learning rate of this step, bias corrections) therefore reg
 - ``on_abort(fn)``: fn runs when the recording is abandoned (a GraphBreak: the step then runs
   eagerly), to put back the Python state the abandoned recording advanced.
 Outside a recording both are no-ops, so eager code calls them unconditionally.
+
+A step may also need Python to run *between* its core calls at every replay, with values the
+plan has computed so far: DistOpt starts a gradient bucket's allreduce (MPI, outside the
+core) as soon as the calls filling it have run, while the rest of backward goes on.
+``cut(fn)`` ends the core plan recorded so far as one segment and records the rest into a
+new one; a replay runs the segments in order with fn between them (the core releases the GIL
+while a segment runs, so a thread fn started works meanwhile). Tensors crossing a cut are
+held by both segments, so no segment's memory plan reuses them.
 """
 import threading
 
 import numpy as np
 
-from .. import _core
+from .. import _core, errors
 
 _tls = threading.local()
 
@@ -26,6 +34,7 @@ class Recording:
         self.replay_hooks = []
         self.abort_hooks = []
         self.touched = set()  # ids of objects that registered an abort hook already
+        self.segments = []  # [(core plan, fn)] cut off so far (see cut)
 
 
 def current():
@@ -42,7 +51,8 @@ def begin():
 
 
 def end():
-    """Stops recording; returns the core plan."""
+    """Stops recording; returns the core plan (the last segment when the recording was
+    cut: the earlier ones are in the Recording's ``segments``)."""
     _tls.recording = None
     _core.set_recording(False)
     return _core.plan_end()
@@ -59,6 +69,18 @@ def abandon():
     if rec is not None:
         for fn in reversed(rec.abort_hooks):
             fn()
+
+
+def cut(fn):
+    """While recording: the calls recorded so far become a segment of their own, and fn()
+    runs after it (before the next segment) at every run of the plan. fn must not read
+    values of later segments. Refused outside a recording (eager code calls fn itself)."""
+    rec = current()
+    if rec is None:
+        raise errors.ValueError("hl.graph.recording.cut: no plan is being recorded on this "
+                                "thread (outside a recording, call the function itself)")
+    rec.segments.append((_core.plan_end(), fn))
+    _core.plan_begin()
 
 
 def on_replay(fn):

@@ -72,9 +72,9 @@ class DeviceGraph:
                 f"the buffered ops were dropped. Create parameters and optimiser states "
                 f"before buffering (model.compile, one eager step), as SINGA does")
         core = recording.end()
-        if _core.plan_size(core) == 0:
+        if _core.plan_size(core) == 0 and not rec.segments:
             return
-        plan = Plan(core, [], None, rec.replay_hooks, lambda: True,
+        plan = Plan(core, [], None, rec.replay_hooks, lambda: True, rec.segments,
                     f"{self.name} graph #{len(self.plans) + 1}")
         self.plans.append(plan)
         self.unrun[plan] = rec.abort_hooks
@@ -91,7 +91,8 @@ class DeviceGraph:
                 first = plan in self.unrun
                 if first:
                     if not serial:  # SINGA's default: by dependencies
-                        _core.plan_set_options(plan.core, _core.PLAN_TOPOLOGICAL)
+                        for core in [plan.core] + [c for _, c in plan.then]:
+                            _core.plan_set_options(core, _core.PLAN_TOPOLOGICAL)
                     del self.unrun[plan]
                 # the recording advanced the Python side of its step (optimiser counts); the
                 # replay hooks advance it for each later run
@@ -165,7 +166,8 @@ def time_report(prof, verbosity):
             if per > 0:
                 out.append(f"OP_ID{r['index']}. {r['op']} : {per:g} sec")
     else:
-        out.append("(no distributed ops in hl's plans: DistOpt's all-reduce runs eagerly)")
+        out.append("(no distributed ops among hl's plan records: DistOpt's all-reduce runs "
+                   "outside the core, between plan segments or eagerly, and is not timed)")
     return "\n".join(out) + "\n"
 
 

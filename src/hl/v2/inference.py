@@ -10,7 +10,9 @@ import numpy as np
 from .. import errors
 from ..autograd import no_grad
 from ..layers.layer import Layer
+from ..training.distributed import gather_predictions, slice_bounds
 from ..training.step import mode
+from . import parallel
 from .feeder import Feeder
 from .graph import check_layers
 from .network import Network, host_rows
@@ -28,9 +30,7 @@ class Inference:
 
     def iter_infer(self, input, feeding=None):
         """Per chunk of samples, the output layers' values."""
-        if not isinstance(input, (list, tuple)) or not input:
-            raise errors.ValueError(f"paddle.infer: input must be a non-empty list of samples, "
-                                    f"got {type(input).__name__ if not isinstance(input, (list, tuple)) else 'an empty list'}")
+        _check_input(input)
         feeder = Feeder(self.network.data_layers, feeding, "paddle.infer")
         with mode(self.network, False), no_grad():
             for start in range(0, len(input), _CHUNK):
@@ -38,21 +38,40 @@ class Inference:
                 arrays = feeder.arrays(chunk, start // _CHUNK)
                 yield Layer.__call__(self.network, feeder.values(arrays))
 
-    def infer(self, input, feeding=None, field="value"):
+    def infer(self, input, feeding=None, field="value", distribute=None):
+        """``distribute=True`` (or a set distribution), called on every rank with the same
+        input: each rank runs its contiguous slice of the samples and the outputs are
+        gathered in order, so every rank gets the whole result."""
         fields = [field] if isinstance(field, str) else list(field)
         for f in fields:
             if f not in ("value", "id"):
                 raise errors.ValueError(f"paddle.infer: field must be 'value' or 'id' (or a "
                                         f"list of them), got {f!r}")
-        parts = [[] for _ in range(len(self.layers) * len(fields))]
-        for values in self.iter_infer(input, feeding):
-            k = 0
-            for layer, v in zip(self.layers, values):
-                for f in fields:
-                    parts[k].append(_field(layer, v, f))
-                    k += 1
-        out = [np.concatenate(p, axis=0) for p in parts]
+        _check_input(input)
+        world = parallel.resolve(distribute, "paddle.infer")
+        samples = input
+        if world is not None and isinstance(input, (list, tuple)):
+            lo, hi = slice_bounds(len(input), world)
+            samples = input[lo:hi]
+        out = None
+        if world is None or len(samples):
+            parts = [[] for _ in range(len(self.layers) * len(fields))]
+            for values in self.iter_infer(samples, feeding):
+                k = 0
+                for layer, v in zip(self.layers, values):
+                    for f in fields:
+                        parts[k].append(_field(layer, v, f))
+                        k += 1
+            out = [np.concatenate(p, axis=0) for p in parts]
+        if world is not None:  # every rank's rows, in rank order (= sample order)
+            out = gather_predictions(out, world)
         return out[0] if len(out) == 1 else out
+
+
+def _check_input(input):
+    if not isinstance(input, (list, tuple)) or not input:
+        raise errors.ValueError(f"paddle.infer: input must be a non-empty list of samples, "
+                                f"got {type(input).__name__ if not isinstance(input, (list, tuple)) else 'an empty list'}")
 
 
 def _field(layer, v, field):
@@ -67,5 +86,5 @@ def _field(layer, v, field):
     return rows.reshape(-1, 1).astype(np.float32) if is_id else rows
 
 
-def infer(output_layer, parameters, input, feeding=None, field="value"):
-    return Inference(output_layer, parameters).infer(input, feeding, field)
+def infer(output_layer, parameters, input, feeding=None, field="value", distribute=None):
+    return Inference(output_layer, parameters).infer(input, feeding, field, distribute)

@@ -18,13 +18,98 @@ no weights, no averaging. What each rank does per batch:
 - Events: the event handler runs on rank 0 only (it prints, saves parameters, tests).
 - Start: every rank checks that it built the same parameters (names, shapes, dtypes) and
   takes rank 0's values.
+
+``trainer.test`` and ``paddle.infer`` shard the same way when asked (``distribute=True``, or
+a distribution set with hl.distribution.set_distribution): test's batches come from rank 0
+and its cost and evaluators are summed over the ranks; infer's samples are split in
+contiguous slices and the outputs gathered in order. Every rank gets the whole result.
+Inside train's event handler (rank 0 only) they run whole on rank 0, as the other ranks are
+not there to take part.
 """
+import contextlib
+import threading
+
 import numpy as np
 
+from .. import errors
 from .._tensor import Tensor, tensor
 from ..autograd.engine import backward
+from ..training.distributed import resolve as resolve_distribute, slice_bounds
 
 WHAT = "paddle.trainer.SGD.train"
+_handler = threading.local()
+
+
+@contextlib.contextmanager
+def main_rank_only():
+    """Marks code that runs on rank 0 alone (train's event handler)."""
+    before = getattr(_handler, "inside", False)
+    _handler.inside = True
+    try:
+        yield
+    finally:
+        _handler.inside = before
+
+
+def resolve(distribute, what):
+    """The group test() / infer() shard over, or None (alone, not asked, or inside the event
+    handler, which only rank 0 runs)."""
+    if getattr(_handler, "inside", False):
+        if distribute:
+            raise errors.ValueError(
+                f"{what}: distribute=True inside train's event handler, which runs on rank 0 "
+                f"only: the other ranks could never take part. Leave distribute out there "
+                f"(rank 0 then runs it alone, on all the data), or call it on every rank "
+                f"after train()")
+        return None
+    return resolve_distribute(distribute, what)
+
+
+def broadcast_batches(world, read, what):
+    """Rank 0's sequence of batches (``read()`` yields them on rank 0) on every rank; the end
+    is broadcast as None."""
+    from ..distributed.collectives import bcast_object
+    if world.rank == 0:
+        for arrays in read():
+            bcast_object(arrays, what + " (the batches)", world)
+            yield arrays
+        bcast_object(None, what + " (the batches)", world)
+        return
+    while True:
+        arrays = bcast_object(None, what + " (the batches)", world)
+        if arrays is None:
+            return
+        yield arrays
+
+
+def my_slice(arrays, world):
+    """(this rank's contiguous slice of a batch's arrays, or None when it is empty; the
+    batch's size)."""
+    first = next(iter(arrays.values()))  # an array, or (padded array, lengths)
+    n = len(first[1] if isinstance(first, tuple) else first)
+    lo, hi = slice_bounds(n, world)
+    if lo == hi:
+        return None, n
+    return {k: (a[0][lo:hi], a[1][lo:hi]) if isinstance(a, tuple) else a[lo:hi]
+            for k, a in arrays.items()}, n
+
+
+def merge_evaluators(world, evaluators, what):
+    """Each evaluator with the counts of every rank's (fresh copies absorb them)."""
+    from ..distributed.collectives import allgather_object
+    everyone = allgather_object(evaluators, what + " (the evaluators)", world)
+    for i, e in enumerate(evaluators):
+        e.reset()
+        for theirs in everyone:
+            e.absorb(theirs[i])
+
+
+def sum_over(world, values, what):
+    """The sums over the ranks of a few numbers."""
+    from ..distributed.collectives import allreduce_
+    sums = np.array(values, np.float64)
+    allreduce_(sums, what, world)
+    return [float(v) for v in sums]
 
 
 class Shards:
@@ -44,20 +129,8 @@ class Shards:
         return self.world.rank == 0
 
     def batches(self, read):
-        """Every rank gets rank 0's sequence of checked batches (``read()`` yields them on
-        rank 0); the end is broadcast as None."""
-        from ..distributed.collectives import bcast_object
-        if self.is_main:
-            for arrays in read():
-                bcast_object(arrays, WHAT + " (the batches)", self.world)
-                yield arrays
-            bcast_object(None, WHAT + " (the batches)", self.world)
-            return
-        while True:
-            arrays = bcast_object(None, WHAT + " (the batches)", self.world)
-            if arrays is None:
-                return
-            yield arrays
+        """Every rank gets rank 0's sequence of checked batches."""
+        return broadcast_batches(self.world, read, WHAT)
 
     def count(self, n):
         """Rank 0's number of batches, on every rank."""
@@ -66,31 +139,15 @@ class Shards:
 
     def mine(self, arrays):
         """(this rank's slice of the batch, or None when it is empty; the global size)."""
-        first = next(iter(arrays.values()))
-        n = len(first[1] if isinstance(first, tuple) else first)
-        from ..training.distributed import slice_bounds
-        lo, hi = slice_bounds(n, self.world)
-        if lo == hi:
-            return None, n
-        part = {k: (a[0][lo:hi], a[1][lo:hi]) if isinstance(a, tuple) else a[lo:hi]
-                for k, a in arrays.items()}
-        return part, n
+        return my_slice(arrays, self.world)
 
     def total(self, value):
         """The sum of the ranks' costs (a NaN or inf anywhere makes it non-finite)."""
-        from ..distributed.collectives import allreduce_
-        sums = np.array([value], np.float64)
-        allreduce_(sums, WHAT + " (the cost)", self.world)
-        return float(sums[0])
+        return sum_over(self.world, [value], WHAT + " (the cost)")[0]
 
     def merge(self, evaluators):
-        """Each evaluator with the counts of every rank's (fresh copies absorb them)."""
-        from ..distributed.collectives import allgather_object
-        everyone = allgather_object(evaluators, WHAT + " (the evaluators)", self.world)
-        for i, e in enumerate(evaluators):
-            e.reset()
-            for theirs in everyone:
-                e.absorb(theirs[i])
+        """Each evaluator with the counts of every rank's."""
+        merge_evaluators(self.world, evaluators, WHAT)
 
     def gradients(self, objective):
         """[(parameter, summed gradient)]: backward of this rank's objective (or zeros

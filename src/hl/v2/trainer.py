@@ -27,6 +27,7 @@ from . import event as v2_event
 from .feeder import Feeder
 from .graph import check_layers, topological
 from .network import Network
+from . import parallel
 from .parallel import Shards
 from .parameters import Parameters
 
@@ -144,6 +145,8 @@ class SGD:
         handler = event_handler if event_handler is not None else (lambda e: None)
         if shards is not None and not shards.is_main:
             handler = lambda e: None  # noqa: E731  (rank 0 prints and writes)
+        elif shards is not None:
+            handler = _on_main_rank_only(handler)
         feeder = self._feeder(feeding, what)
         batches = 0
         if shards is None or shards.is_main:
@@ -178,21 +181,43 @@ class SGD:
 
     # ---- testing and saving -----------------------------------------------------------
 
-    def test(self, reader, feeding=None):
+    def test(self, reader, feeding=None, distribute=None):
         """The cost per sample and the evaluators' values over the reader's batches, in
-        evaluation mode (with the model average when the optimiser keeps one)."""
+        evaluation mode (with the model average when the optimiser keeps one).
+
+        ``distribute=True`` (or a distribution set with hl.distribution.set_distribution),
+        called on every rank: rank 0 reads the reader and broadcasts each batch, every rank
+        evaluates its slice, and the cost and evaluators are summed over the ranks, so
+        every rank gets the whole reader's result. Inside train's event handler (rank 0
+        only) it runs alone on rank 0."""
         what = "paddle.trainer.SGD.test"
         _check_reader(reader, what)
         feeder = self._feeder(feeding, what)
+        world = parallel.resolve(distribute, what)
         evaluators = _fresh(_evaluators(self._network))
         total, samples = 0.0, 0
-        with mode(self._network, False), no_grad(), self._averaged():
+
+        def read():
             for i, batch in enumerate(reader()):
-                values = Layer.__call__(self._network, feeder.values(feeder.arrays(batch, i)))
+                yield feeder.arrays(batch, i)
+        batches = read() if world is None else parallel.broadcast_batches(world, read, what)
+        with mode(self._network, False), no_grad(), self._averaged():
+            for arrays in batches:
+                part, n = (arrays, None) if world is None else parallel.my_slice(arrays,
+                                                                                 world)
+                if n is None:
+                    first = next(iter(arrays.values()))
+                    n = len(first[1] if isinstance(first, tuple) else first)
+                samples += n
+                if part is None:  # this rank's slice of a short batch is empty
+                    continue
+                values = Layer.__call__(self._network, feeder.values(part))
                 total += float(_total_cost(values, self._costs)[1].item())
-                samples += len(batch)
                 for e in evaluators:
                     e.update(self._network.last_values)
+        if world is not None:
+            total = parallel.sum_over(world, [total], what + " (the cost)")[0]
+            parallel.merge_evaluators(world, evaluators, what)
         if samples == 0:
             raise errors.ValueError(f"{what}: the reader yields no batch")
         return v2_event.TestResult(total / samples, _metrics(evaluators))
@@ -201,6 +226,15 @@ class SGD:
         """The parameters (model-averaged when the optimiser averages) in v2's tar format."""
         with self._averaged():
             self._parameters.to_tar(f)
+
+
+def _on_main_rank_only(handler):
+    """train's event handler on rank 0 of a data-parallel run: test() / infer() called in it
+    run alone there (parallel.resolve)."""
+    def call(event):
+        with parallel.main_rank_only():
+            return handler(event)
+    return call
 
 
 class _TrainStep:

@@ -2,7 +2,9 @@
 `random` differently: only rank 0's order may count), Momentum, an error-rate evaluator and
 a short last batch (53 samples in batches of 10: on 4 ranks the last batch of 3 leaves one
 rank without samples). Alone, the same script is the single-process reference: its
-`random` seed is rank 0's."""
+`random` seed is rank 0's. With DataParallel set as the distribution, the handler's
+trainer.test runs alone on rank 0 (the handler runs there only); after training, test and
+paddle.infer with distribute=True shard over every rank and give each the whole result."""
 import json
 import random
 
@@ -39,11 +41,19 @@ def handler(e):
     if isinstance(e, paddle.event.EndIteration):
         events.append(["iteration", e.pass_id, e.batch_id, e.cost, e.metrics])
     elif isinstance(e, paddle.event.EndPass):
-        events.append(["pass", e.pass_id, e.metrics])
+        result = trainer.test(test_reader)  # rank 0 alone, on the whole reader
+        events.append(["pass", e.pass_id, e.metrics, result.cost, result.metrics])
 
 
+test_reader = paddle.batch(lambda: iter(samples), a.batch)  # a short last batch too
+hl.distribution.set_distribution(hl.distribution.DataParallel())
 trainer.train(reader, num_passes=a.passes, event_handler=handler, distribute=True)
-save(a.out, **{n: params.get(n) for n in params.names()})
+result = trainer.test(test_reader, distribute=True)
+inferred = paddle.infer(output_layer=prob, parameters=params,
+                        input=[(s[0],) for s in samples[:23]], distribute=True)
+save(a.out, infer=inferred, **{n: params.get(n) for n in params.names()})
+with open(f"{a.out}.test.rank{r}.json", "w") as f:
+    json.dump([result.cost, result.metrics], f)
 if r == 0:
     with open(f"{a.out}.events.json", "w") as f:
         json.dump(events, f)
