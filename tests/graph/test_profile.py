@@ -93,3 +93,28 @@ def test_two_threads_under_one_profile(rng):
     # each model: 9 steps, the first eager: 8 runs of each of its two plans
     rows = prof.records()
     assert len({r["plan_number"] for r in rows}) == 4 and {r["replays"] for r in rows} == {8}
+
+
+def test_a_cut_plan_is_timed_part_by_part():
+    """A plan cut into segments (recording.cut, as DistOpt's buckets) is timed in every part;
+    the Python between the parts is not."""
+    from hl import _core
+    from hl.graph import PlanCache, recording
+    buf = hl.zeros((3,))
+
+    def step(x):
+        y = x * 2.0
+        _core.copy_into(buf._h, y._h)
+        if recording.current() is not None:
+            recording.cut(lambda: None)
+        return hl.relu(buf * 3.0)
+
+    cache = PlanCache("cut")
+    with hl.graph.profile() as prof:
+        for i in range(5):
+            out = cache.call(step, (hl.tensor(np.full(3, float(i), np.float32)),))
+            np.testing.assert_array_equal(out.numpy(), np.full(3, 6.0 * i))
+    rows = prof.records()
+    assert {r["plan"] for r in rows} == {"cut #1 part 1", "cut #1 part 2"}
+    assert {r["plan_number"] for r in rows} == {0} and {r["replays"] for r in rows} == {4}
+    assert "relu" in {op for r in rows if r["plan"].endswith("part 2") for op in r["ops"]}
