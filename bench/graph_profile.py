@@ -56,7 +56,7 @@ def chain_fn():
         v = v + 0.5 if k % 3 == 0 else (v * 0.999 if k % 3 == 1 else hl.relu(v))
     core = _core.plan_end()
     _core.plan_set_options(core, _core.PLAN_NO_FUSION)
-    plan = Plan(core, [], v, [], lambda: True, "chain")
+    plan = Plan(core, [], v, [], lambda: True, name="chain")
     return lambda: plan.run(())
 
 
