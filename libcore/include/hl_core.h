@@ -231,11 +231,24 @@ enum {
    inference epilogue ONNX importers fuse: Conv + Add + Relu and the like). residual may be
    NULL, else it has the output's shape and dtype; act is one of HL_CONV_ACT_*, with alpha
    and beta as listed there. The other arguments are hl_conv's. The result equals hl_conv,
-   then hl_add, then the activation's own op, NaN and infinities included. */
+   then hl_add, then the activation's own op, NaN and infinities included. packed (float32
+   only, may be NULL) is hl_conv_pack's copy of w for these groups, in either layout: the CPU
+   then takes it where that is its fastest way (no re-packing or transforming per call), and
+   the result differs from the unpacked one by float rounding only. The caller keeps packed
+   equal to w's packing. */
 hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
-                        const hl_tensor *residual, const int64_t *stride, const int64_t *pads,
+                        const hl_tensor *residual, const hl_tensor *packed,
+                        const int64_t *stride, const int64_t *pads,
                         const int64_t *dilation, int64_t groups, int act, double alpha,
                         double beta, hl_tensor **out);
+/* w (C_out, C_in / groups, k...) repacked, once, into a layout hl_conv_fused's CPU kernels
+   read (float32): HL_CONV_PACK_PANELS, for its products, is (groups * panels, C_in / groups *
+   k..., HL_CONV_PACK_ROWS), each panel HL_CONV_PACK_ROWS output channels of a group (the last
+   padded with zeros); HL_CONV_PACK_WINOGRAD, for a 3x3 kernel of one group, is (4, 4, C_out,
+   C_in), the kernels transformed for Winograd's F(2x2, 3x3). */
+enum { HL_CONV_PACK_ROWS = 6 };
+enum { HL_CONV_PACK_PANELS = 0, HL_CONV_PACK_WINOGRAD = 1 };
+hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out);
 /* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,
                              const int64_t *stride, const int64_t *pads,

@@ -127,6 +127,7 @@
     X(GEMM, gemm, gemm) \
     X(CONV, conv, conv) \
     X(CONV_FUSED, conv_fused, conv) \
+    X(CONV_PACK, conv_pack, conv_pack) \
     X(CONV_GRAD_INPUT, conv_grad_input, conv_grad_input) \
     X(CONV_GRAD_WEIGHT, conv_grad_weight, conv_grad_weight) \
     X(MAX_POOL, max_pool, pool) \
@@ -170,7 +171,8 @@ typedef enum { HL_OPS(HL_OP_ENUM_ROW) HL_OP_COUNT } hl_op;
 /* Every kernel family a backend implements. */
 #define HL_KERNEL_FAMILIES(F) \
     F(unary) F(binary) F(copy) F(fill) F(arange) F(eye) F(triangle) F(where) F(reduce) \
-    F(arg_reduce) F(cumsum) F(matmul) F(gemm) F(conv) F(conv_grad_input) F(conv_grad_weight) \
+    F(arg_reduce) F(cumsum) F(matmul) F(gemm) F(conv) F(conv_pack) F(conv_grad_input) \
+    F(conv_grad_weight) \
     F(pool) F(pool_grad) F(batch_norm) F(batch_norm_grad) F(layer_norm) F(layer_norm_grad) \
     F(softmax) F(softmax_grad) F(softmax_cross_entropy) F(softmax_cross_entropy_grad) \
     F(gather) F(gather_grad) F(gather_elements) F(scatter_elements) F(one_hot) F(nonzero) \

@@ -272,6 +272,8 @@ NOT_ON_CUDA = {
     "conv_fused": lambda x: hl.ops.conv_fused_forward(
         hl.zeros((1, 1, 3, 3), device=x.device), hl.zeros((1, 1, 1, 1), device=x.device),
         act="relu"),
+    # conv_pack: the layouts of the CPU's packed convolution kernels (inference)
+    "conv_pack": lambda x: hl.ops.conv_pack(hl.zeros((6, 1, 1, 1), device=x.device)),
 }
 # reached only through their forward op, which fails first on cuda
 NOT_ON_CUDA_BACKWARD = set()

@@ -1,5 +1,6 @@
 """Inference fusions of hl/onnx/fuse.py: convolution epilogues (Conv [+ BatchNormalization]
-+ Add + Relu/Clip/LeakyRelu/HardSigmoid run as one conv_fused node).
++ Add + Relu/Clip/LeakyRelu/HardSigmoid run as one conv_fused node), and constant weights
+packed once at prepare() for the CPU's kernels.
 
 Each graph runs three ways: prepare()'d (fused), with all_outputs (the graph as written,
 node by node) and in onnxruntime. Tolerance against onnxruntime: rtol 1e-5, atol 1e-5
@@ -34,8 +35,11 @@ def _model(nodes, inits, outputs=("y",), channels=4, opset=17):
 
 
 def _fused_kinds(rep):
+    """(activation, whether a residual) of each FusedConv that absorbed nodes (a lone Conv
+    becomes one too, for its packed weight: see test_constant_weights_are_packed_once)."""
     nodes = rep.model.program.fused_nodes or []
-    return sorted((n.epilogue[0], bool(n.inputs[3])) for n in nodes if n.op_type == "FusedConv")
+    return sorted((n.epilogue[0], bool(n.inputs[3])) for n in nodes
+                  if n.op_type == "FusedConv" and len(n.fused_chain) > 1)
 
 
 def _check(model, batches=(1, 3)):
@@ -138,3 +142,33 @@ def test_fused_results_equal_the_graph_as_written_exactly_without_batchnorm():
     (got,) = rep.run([x])
     np.testing.assert_array_equal(got, rep.run([x], all_outputs=True)["y"])
     assert np.isnan(got).any()
+
+
+def test_constant_weights_are_packed_once():
+    """Float32 constant Conv weights are packed at prepare() (hl.ops.conv_pack): 3x3
+    stride-1 ones in Winograd's layout, 1x1 ones as the product's panels, depthwise and other
+    kernels not at all; a lone Conv becomes a FusedConv node for it. The runs agree
+    with onnxruntime, at channel counts Winograd and the packed product both take."""
+    c = 16
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1], group=c),
+             helper.make_node("Conv", ["c2", "w3"], ["c3"]),
+             helper.make_node("Conv", ["c3", "w4"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    inits = [_init("w1", (c, c, 3, 3)), _init("b1", (c,)), _init("w2", (c, 1, 3, 3)),
+             _init("w3", (24, c, 1, 1)), _init("w4", (8, 24, 3, 3))]
+    graph = helper.make_graph(
+        nodes, "pack", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, 19, 17])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 8, 10, 9])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl.onnx.prepare(model)
+    fused = {n.fused_chain[0].inputs[1]: n for n in rep.model.program.fused_nodes
+             if n.op_type == "FusedConv"}
+    assert sorted(fused) == ["w1", "w3"]  # not the depthwise w2, not the strided 3x3 w4
+    assert tuple(fused["w1"].packed_weight.shape) == (4, 4, c, c)  # Winograd
+    assert tuple(fused["w3"].packed_weight.shape) == (4, c, 6)  # 24 channels in 4 panels
+    for n in (1, 4):
+        x = RNG.standard_normal((n, c, 19, 17)).astype(np.float32)
+        (got,) = rep.run([x])
+        (want,) = ort_run(model, {"x": x})
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

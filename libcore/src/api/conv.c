@@ -8,9 +8,12 @@
  *   i[0] groups, i[1..2] stride (h, w), i[3..4] dilation (h, w), i[5..6] pads at the start
  *   (top, left), i[7..8] pads at the end (bottom, right).
  *   conv:             in {x, w, bias?}  out {y}
- *   conv_fused:       in {x, w, bias?, residual?} out {y}; i[9] the activation
- *                     (HL_CONV_ACT_*), i[10] whether a bias, i[11] whether a residual is
- *                     given; f[0..1] the activation's alpha and beta
+ *   conv_fused:       in {x, w, bias?, residual?, packed?} out {y}; i[9] the activation
+ *                     (HL_CONV_ACT_*), i[10] whether a bias, i[11] whether a residual, i[12]
+ *                     packed weights (conv_pack's of w): 0 none, 1 + their HL_CONV_PACK_*
+ *                     layout; f[0..1] the activation's alpha and beta
+ *   conv_pack:        in {w} out {packed}; i[0] groups, i[1] the layout (HL_CONV_PACK_*;
+ *                     cpu/conv_packed.c)
  *   conv_grad_input:  in {dy, w, bias?} out {dx}  (bias is added to dx: conv_transpose)
  *   conv_grad_weight: in {dy, x}        out {dw}
  * The kernels take spatial sizes from the tensors: for conv_grad_input they loop over dy's
@@ -136,11 +139,12 @@ static hl_status check_bias(const char *op, const hl_tensor *bias, int64_t chann
 
 /* Prepares *out (contiguous, not overlapping the inputs), makes contiguous 4-D views of the
    inputs and submits the record. On failure *out is restored to caller. */
-/* What conv_fused adds to the record (i[9..11], f[0..1]); NULL for the other ops. */
+/* What conv_fused adds to the record (i[9..12], f[0..1]); NULL for the other ops. */
 typedef struct {
     int act;
     double alpha, beta;
     bool bias, residual;
+    int packed;   /* 0, or 1 + the packed weight's HL_CONV_PACK_* layout */
 } fused_attrs;
 
 static hl_status submit(const char *opname, int op, const conv_attrs *a,
@@ -182,6 +186,7 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
             c.i[9] = fu->act;
             c.i[10] = fu->bias;
             c.i[11] = fu->residual;
+            c.i[12] = fu->packed;
             c.f[0] = fu->alpha;
             c.f[1] = fu->beta;
         }
@@ -193,10 +198,57 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
     return st;
 }
 
+/* The shape conv_pack gives weights w (C_out, C_in / groups, k...) in a layout: PANELS
+   (groups * panels, K, HL_CONV_PACK_ROWS), panels of HL_CONV_PACK_ROWS output channels of a
+   group; WINOGRAD (4, 4, C_out, C_in). Returns the number of axes. */
+static int packed_shape(const hl_tensor *w, int64_t groups, int layout, int64_t shape[4]) {
+    if (layout == HL_CONV_PACK_WINOGRAD) {
+        shape[0] = shape[1] = 4;
+        shape[2] = w->shape[0];
+        shape[3] = w->shape[1];
+        return 4;
+    }
+    int64_t k = 1;
+    for (int d = 1; d < w->ndim; d++) k = mul_sat(k, w->shape[d]);
+    const int64_t cg = w->shape[0] / groups;
+    shape[0] = groups * ((cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS);
+    shape[1] = k;
+    shape[2] = HL_CONV_PACK_ROWS;
+    return 3;
+}
+
+/* Whether w (groups) can be packed in Winograd's layout: a 2-D 3x3 kernel, one group. */
+static bool winograd_packable(const hl_tensor *w, int64_t groups) {
+    return w->ndim == 4 && w->shape[2] == 3 && w->shape[3] == 3 && groups == 1;
+}
+
+/* packed (may be NULL) must be conv_pack's layout of w for these groups, float32 as x: a
+   3-D tensor is the panels, a 4-D one Winograd's kernels. Sets *layout (HL_CONV_PACK_*). */
+static hl_status check_packed(const char *op, const hl_tensor *packed, const hl_tensor *x,
+                              const hl_tensor *w, int64_t groups, hl_device dev, int *layout) {
+    if (!packed) return HL_OK;
+    if (x->dtype != HL_F32)
+        return hl_fail(HL_ERR_DTYPE, "%s: packed weights are float32 only, but the input is %s; "
+                       "pass packed=None", op, hl_desc(x));
+    hl_status st = check_tensor(op, "the packed weight", packed, dev, HL_F32);
+    if (st) return st;
+    *layout = packed->ndim == 4 && winograd_packable(w, groups) ? HL_CONV_PACK_WINOGRAD
+                                                                : HL_CONV_PACK_PANELS;
+    int64_t want[4];
+    const int nd = packed_shape(w, groups, *layout, want);
+    bool same = packed->ndim == nd;
+    for (int d = 0; same && d < nd; d++) same = packed->shape[d] == want[d];
+    if (!same)
+        return hl_fail(HL_ERR_SHAPE, "%s: the packed weight must be conv_pack's layout of weight "
+                       "%s with groups=%lld, shape %s, got %s", op, hl_desc(w), (long long)groups,
+                       hl_shape_str(nd, want), hl_desc(packed));
+    return HL_OK;
+}
+
 /* conv and conv_fused (fu NULL for conv). */
 static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const hl_tensor *w,
                             const hl_tensor *bias, const hl_tensor *residual,
-                            const int64_t *stride, const int64_t *pads,
+                            const hl_tensor *packed, const int64_t *stride, const int64_t *pads,
                             const int64_t *dilation, int64_t groups, const fused_attrs *fu,
                             hl_tensor **out) {
     if (!x || !w || !out) return hl_fail(HL_ERR_VALUE, "%s: input, weight or output is NULL", op);
@@ -234,7 +286,7 @@ static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const 
     if ((st = out_sizes(op, &a, x->shape + 2, w->shape + 2, oshape + 2)) ||
         (st = check_gemm_sizes(op, w->shape[1], w->shape + 2, S, c_out / groups, oshape + 2)))
         return st;
-    const hl_tensor *ins[4] = {x, w};
+    const hl_tensor *ins[5] = {x, w};
     int n_in = 2;
     if (bias) ins[n_in++] = bias;
     if (residual) {
@@ -246,27 +298,78 @@ static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const 
                            "%s", op, hl_shape_str(x->ndim, oshape), hl_desc(residual));
         ins[n_in++] = residual;
     }
+    int layout = 0;
+    if ((st = check_packed(op, packed, x, w, groups, dev, &layout))) return st;
+    fused_attrs f;
+    if (packed) {
+        ins[n_in++] = packed;
+        f = *fu;
+        f.packed = 1 + layout;
+        fu = &f;
+    }
     return submit(op, code, &a, ins, n_in, x->dtype, dev, x->ndim, oshape, fu, out);
 }
 
 hl_status hl_conv(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
                   const int64_t *stride, const int64_t *pads, const int64_t *dilation,
                   int64_t groups, hl_tensor **out) {
-    return conv_entry("conv", HL_OP_CONV, x, w, bias, NULL, stride, pads, dilation, groups,
-                      NULL, out);
+    return conv_entry("conv", HL_OP_CONV, x, w, bias, NULL, NULL, stride, pads, dilation,
+                      groups, NULL, out);
 }
 
 hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor *bias,
-                        const hl_tensor *residual, const int64_t *stride, const int64_t *pads,
+                        const hl_tensor *residual, const hl_tensor *packed,
+                        const int64_t *stride, const int64_t *pads,
                         const int64_t *dilation, int64_t groups, int act, double alpha,
                         double beta, hl_tensor **out) {
     const char *op = "conv_fused";
     if (act < HL_CONV_ACT_NONE || act > HL_CONV_ACT_HARD_SIGMOID)
         return hl_fail(HL_ERR_VALUE, "%s: act must be one of HL_CONV_ACT_* (0 none, 1 relu, "
                        "2 clip, 3 leaky_relu, 4 hard_sigmoid), got %d", op, act);
-    const fused_attrs fu = {act, alpha, beta, bias != NULL, residual != NULL};
-    return conv_entry(op, HL_OP_CONV_FUSED, x, w, bias, residual, stride, pads, dilation,
-                      groups, &fu, out);
+    const fused_attrs fu = {act, alpha, beta, bias != NULL, residual != NULL, 0};
+    return conv_entry(op, HL_OP_CONV_FUSED, x, w, bias, residual, packed, stride, pads,
+                      dilation, groups, &fu, out);
+}
+
+hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out) {
+    const char *op = "conv_pack";
+    if (!w || !out) return hl_fail(HL_ERR_VALUE, "%s: weight or output is NULL", op);
+    hl_device dev = w->storage->device;
+    hl_status st = hl_check_op_dtype(op, HL_OP_CONV_PACK, dev, "the weight", w);
+    if (st) return st;
+    if (w->ndim < 3 || w->ndim > 4)
+        return hl_fail(HL_ERR_SHAPE, "%s: expected a weight of shape (C_out, C_in / groups, k) or "
+                       "(C_out, C_in / groups, kh, kw), got %s", op, hl_desc(w));
+    if (groups < 1 || groups >= HL_WINDOW_LIMIT || w->shape[0] % groups)
+        return hl_fail(HL_ERR_VALUE, "%s: groups must be a positive number that divides the "
+                       "weight's %lld output channels, got %lld", op, (long long)w->shape[0],
+                       (long long)groups);
+    if (layout != HL_CONV_PACK_PANELS && layout != HL_CONV_PACK_WINOGRAD)
+        return hl_fail(HL_ERR_VALUE, "%s: layout must be HL_CONV_PACK_PANELS (0) or "
+                       "HL_CONV_PACK_WINOGRAD (1), got %d", op, layout);
+    if (layout == HL_CONV_PACK_WINOGRAD && !winograd_packable(w, groups))
+        return hl_fail(HL_ERR_VALUE, "%s: the Winograd layout is for 3x3 kernels of one group, "
+                       "got weight %s with groups=%lld", op, hl_desc(w), (long long)groups);
+    int64_t shape[4];
+    const int nd = packed_shape(w, groups, layout, shape);
+    if (shape[1] >= INT_MAX)
+        return hl_fail(HL_ERR_SHAPE, "%s: weight %s is too large", op, hl_desc(w));
+    hl_tensor *caller = *out;
+    if ((st = hl_out_prepare(op, out, HL_F32, dev, nd, shape))) return st;
+    if (!hl_tensor_is_contiguous(*out))
+        st = hl_fail(HL_ERR_VALUE, "%s: the output tensor given (%s) must be contiguous", op,
+                     hl_desc(*out));
+    if (!st) st = hl_check_no_overlap(op, *out, w, false);
+    hl_tensor *wc = NULL;
+    if (!st) st = hl_contiguous(w, &wc);
+    if (!st) {
+        hl_call c = {.op = HL_OP_CONV_PACK, .n_in = 1, .n_out = 1, .in = {wc}, .out = {*out},
+                     .i = {groups, layout}};
+        st = hl_submit(&c);
+    }
+    hl_tensor_release(wc);
+    if (st) hl_out_abandon(out, caller);
+    return st;
 }
 
 /* Shared by conv_grad_input and conv_transpose: dy (N, C_out, out...) and w (C_out,

@@ -21,6 +21,7 @@
 
 #include "../core.h"
 #include <math.h>
+#include <stdlib.h>
 
 #include "conv.h"
 #include "out_range.h"
@@ -109,14 +110,75 @@ static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
 #undef SFX
 #undef CBLAS_GEMM
 
+/* Whether a call with packed weights takes them rather than Winograd (when that fits). */
+static bool packed_beats_winograd(const conv_geom *g) {
+    const char *env = getenv("HL_CONV_PACKED");   /* 0: never (for comparisons), 1: always */
+    if (env && env[0] && !env[1]) return env[0] == '1';
+    return !(hl_winograd_fits(g) && hl_winograd_pays_forward(g));
+}
+
+/* y = conv(x, w) + bias, then the epilogue, by products against packed weights
+   (conv_packed.c): x itself is the column matrix of a pointwise convolution, im2col's tiles
+   are the others' (each sample's outputs written in place, NCHW, by the product). */
+static hl_status conv_forward_packed(const conv_geom *g, const float *x, const float *packed,
+                                     const float *bias, const conv_epilogue *e, float *y) {
+    const int64_t P = g->P, K = g->K, CO = g->c_out, cg = g->cg_out;
+    const int64_t panel_floats = (cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS * K *
+                                 HL_CONV_PACK_ROWS;
+    if (g->n == 0 || CO == 0 || P == 0) return HL_OK;
+    const float *res = e ? e->res : NULL;
+    conv_packed_problem pr = {.m = cg, .k = K, .bias = NULL, .epi = e, .ldc = P,
+                              .c_step = CO * P};
+    if (is_pointwise(g)) {
+        for (int64_t grp = 0; grp < g->groups; grp++) {
+            pr.n = P, pr.count = g->n;
+            pr.a = packed + grp * panel_floats;
+            pr.b = x + grp * g->cg_in * P, pr.ldb = P, pr.b_step = g->c_in * P;
+            pr.c = y + grp * cg * P;
+            pr.res = res ? res + grp * cg * P : NULL;
+            pr.bias = bias ? bias + grp * cg : NULL;
+            hl_conv_packed_product(&pr);
+        }
+        return HL_OK;
+    }
+    const tiling t = plan_tiles(g, sizeof(float), 2);
+    const int64_t col_floats = K * t.samples * t.rows * g->ow;
+    scratch sc;
+    float *cols;   /* im2col's columns, then the product's work (one block for all tiles) */
+    hl_status st = scratch_get("conv", &sc, (size_t)(col_floats + hl_conv_packed_work(
+                                   t.rows * g->ow, K)) * sizeof(float), (void **)&cols);
+    if (st) return st;
+    pr.work = cols + col_floats;
+    for (int64_t n0 = 0; n0 < g->n; n0 += t.samples) {
+        const int64_t m = HL_MIN(t.samples, g->n - n0);
+        for (int64_t oy0 = 0; oy0 < g->oh; oy0 += t.rows) {
+            const int64_t r = HL_MIN(t.rows, g->oh - oy0), pt = r * g->ow;
+            for (int64_t grp = 0; grp < g->groups; grp++) {
+                im2col_f32(g, x, n0, m, oy0, r, grp * g->cg_in, cols);
+                const int64_t off = (n0 * CO + grp * cg) * P + oy0 * g->ow;
+                pr.n = pt, pr.count = m;
+                pr.a = packed + grp * panel_floats;
+                pr.b = cols, pr.ldb = m * pt, pr.b_step = pt;
+                pr.c = y + off;
+                pr.res = res ? res + off : NULL;
+                pr.bias = bias ? bias + grp * cg : NULL;
+                hl_conv_packed_product(&pr);
+            }
+        }
+    }
+    scratch_put(&sc);
+    return HL_OK;
+}
+
 /* conv and conv_fused (whose record says which optional inputs it has, api/conv.c). */
 hl_status hl_cpu_conv(const hl_call *c) {
-    const hl_tensor *x = c->in[0], *w = c->in[1], *b = NULL;
+    const hl_tensor *x = c->in[0], *w = c->in[1], *b = NULL, *packed = NULL;
     conv_epilogue epi = {HL_CONV_ACT_NONE, 0, 0, NULL};
     if (c->op == HL_OP_CONV_FUSED) {
         int k = 2;
         if (c->i[10]) b = c->in[k++];
         if (c->i[11]) epi.res = hl_ptr(c->in[k++]);
+        if (c->i[12]) packed = c->in[k++];
         epi.act = (int)c->i[9];
         epi.alpha = c->f[0];
         epi.beta = c->f[1];
@@ -127,6 +189,19 @@ hl_status hl_cpu_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
+    if (packed && c->i[12] == 1 + HL_CONV_PACK_WINOGRAD) {
+        if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
+            hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
+            return hl_winograd_forward_packed(&g, (const float *)hl_ptr(x),
+                                              (const float *)hl_ptr(packed),
+                                              b ? (const float *)hl_ptr(b) : NULL, e,
+                                              (float *)hl_ptr(y));
+        packed = NULL;   /* the unpacked paths below (im2col and OpenBLAS) */
+    }
+    if (packed && x->dtype == HL_F32 && !(g.cg_in == 1 && g.groups > 1) &&
+        packed_beats_winograd(&g))
+        return conv_forward_packed(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),
+                                   b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
     if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),

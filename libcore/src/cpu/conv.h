@@ -34,6 +34,28 @@ static inline bool conv_epilogue_active(const conv_epilogue *e) {
     return e && (e->act != HL_CONV_ACT_NONE || e->res);
 }
 
+/* A float32 product against packed weights (conv_packed.c), for count samples at once:
+   c[s][i][j] = act(sum_k A[i][k] b[s][k][j] + bias[i] + res[s][i][j]) for i < m, j < n, where
+   A is m x k packed by conv_pack, b[s] the k rows of n columns from b + s * b_step (rows ldb
+   apart), c[s] and res[s] the m rows from c + s * c_step (ldc apart; res likewise, or NULL). */
+typedef struct {
+    int64_t m, n, k, count;
+    const float *a;
+    const float *b;
+    int64_t ldb, b_step;
+    float *c;
+    int64_t ldc, c_step;
+    const float *bias;           /* m values, or NULL */
+    const float *res;            /* shaped like c, or NULL */
+    const conv_epilogue *epi;    /* its act (and res above); NULL: none */
+    float *work;                 /* hl_conv_packed_work(n, k) floats, or NULL: the product
+                                    takes its own */
+} conv_packed_problem;
+
+hl_status hl_conv_packed_product(const conv_packed_problem *pr);
+/* The work floats of a product of n positions and k steps (for the threads of this call). */
+int64_t hl_conv_packed_work(int64_t n, int64_t k);
+
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {
@@ -65,6 +87,11 @@ bool hl_winograd_pays_forward(const conv_geom *g);
 bool hl_winograd_weights_ok(const float *w, int64_t n);
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, const conv_epilogue *epi, float *y);
+/* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in)), made once
+   for a constant weight, and the forward pass that takes them instead of transforming w. */
+void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U);
+hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
+                                     const float *bias, const conv_epilogue *epi, float *y);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
                                  const float *bias, float *dx);
 hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,

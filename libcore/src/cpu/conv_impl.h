@@ -198,14 +198,142 @@ static void FN(depthwise_plane)(const conv_geom *g, const T *restrict xp, const 
     }
 }
 
+/* A 3x3 depthwise kernel with dilation 1 and stride 1 or 2 (MobileNet's): row by row, the
+   three taps of each kernel row in one pass over the output row while it is in L1 (three
+   passes per row instead of nine over the plane), then the epilogue on the finished row.
+   Small planes at stride 1 go through a zero-padded copy instead (dw3x3_flat). Padding is
+   zeros that are multiplied, as ONNX and im2col define it (an infinite weight makes NaN at
+   the border), and each output sums b, then its taps by kernel row, then column: both
+   variants give the same bits. */
+static bool FN(is_dw3x3)(const conv_geom *g) {
+    return g->kh == 3 && g->kw == 3 && g->dh == 1 && g->dw == 1 && g->sh == g->sw &&
+           (g->sw == 1 || g->sw == 2);
+}
+
+/* Planes whose padded copy has at most this many values take dw3x3_flat (28x28 and below). */
+#ifndef DW_FLAT_MAX
+#define DW_FLAT_MAX 1024
+#endif
+
+static bool FN(dw3x3_flat_fits)(const conv_geom *g) {
+    return g->sw == 1 && (g->oh + 2) * (g->ow + 2) <= DW_FLAT_MAX;
+}
+
+/* Stride 1 on a small plane: the plane copied into a zero-padded (oh + 2) x (ow + 2) grid, so
+   that every output is one expression over the flat grid (a vector loop as long as the
+   plane, where rows of 7 or 14 are too short for one). */
+HL_CLONES
+static void FN(dw3x3_flat)(const conv_geom *g, const T *restrict xp, const T *wk, T b0,
+                           const conv_epilogue *epi, T *yall, int64_t yoff) {
+    T pad[DW_FLAT_MAX], t[DW_FLAT_MAX];
+    const int64_t Wp = g->ow + 2, Hp = g->oh + 2, H = g->h, W = g->w;
+    for (int64_t i = 0; i < Hp * Wp; i++) pad[i] = 0;
+    for (int64_t iy = 0; iy < H && iy + g->pt < Hp; iy++)
+        for (int64_t ix = 0; ix < W && ix + g->pl < Wp; ix++)
+            pad[(iy + g->pt) * Wp + ix + g->pl] = xp[iy * W + ix];
+    const T w00 = wk[0], w01 = wk[1], w02 = wk[2], w10 = wk[3], w11 = wk[4], w12 = wk[5],
+            w20 = wk[6], w21 = wk[7], w22 = wk[8];
+    const int64_t n = (g->oh - 1) * Wp + g->ow;
+    const T *restrict p0 = pad, *restrict p1 = pad + Wp, *restrict p2 = pad + 2 * Wp;
+    for (int64_t q = 0; q < n; q++) {
+        T v = b0;
+        v += w00 * p0[q];
+        v += w01 * p0[q + 1];
+        v += w02 * p0[q + 2];
+        v += w10 * p1[q];
+        v += w11 * p1[q + 1];
+        v += w12 * p1[q + 2];
+        v += w20 * p2[q];
+        v += w21 * p2[q + 1];
+        v += w22 * p2[q + 2];
+        t[q] = v;
+    }
+    T *restrict yp = yall + yoff;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        for (int64_t ox = 0; ox < g->ow; ox++) yp[oy * g->ow + ox] = t[oy * Wp + ox];
+        if (epi) FN(conv_epilogue_at)(epi, yall, yoff + oy * g->ow, g->ow);
+    }
+}
+
+HL_CLONES
+static void FN(dw3x3_plane)(const conv_geom *g, const T *restrict xp, const T *wk, T b0,
+                            const conv_epilogue *epi, T *yall, int64_t yoff) {
+    const int64_t W = g->w, ow = g->ow, s = g->sw, pl = g->pl;
+    T *restrict yp = yall + yoff;
+    /* columns whose three taps all lie in the row: ox * s - pl >= 0, ox * s - pl + 2 < W */
+    int64_t lo = (pl + s - 1) / s, hi = W - 3 + pl >= 0 ? (W - 3 + pl) / s + 1 : 0;
+    lo = HL_MIN(lo, ow);
+    hi = HL_MAX(lo, HL_MIN(hi, ow));
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        T *restrict yr = yp + oy * ow;
+        for (int64_t ox = 0; ox < ow; ox++) yr[ox] = b0;
+        for (int64_t ky = 0; ky < 3; ky++) {
+            const int64_t iy = oy * g->sh - g->pt + ky;
+            const T w0 = wk[ky * 3], w1 = wk[ky * 3 + 1], w2 = wk[ky * 3 + 2];
+            if (iy < 0 || iy >= g->h) {   /* a padding row: its zeros times the weights */
+                for (int64_t ox = 0; ox < ow; ox++) {
+                    T v = yr[ox];
+                    v += w0 * (T)0;
+                    v += w1 * (T)0;
+                    v += w2 * (T)0;
+                    yr[ox] = v;
+                }
+                continue;
+            }
+            const T *restrict xr = xp + iy * W;
+            for (int64_t ox = 0; ox < lo; ox++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    const int64_t ix = ox * s - pl + kx;
+                    yr[ox] += wk[ky * 3 + kx] * (ix >= 0 && ix < W ? xr[ix] : (T)0);
+                }
+            const T *restrict a = xr - pl;
+            if (s == 1) {
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    T v = yr[ox];
+                    v += w0 * a[ox];
+                    v += w1 * a[ox + 1];
+                    v += w2 * a[ox + 2];
+                    yr[ox] = v;
+                }
+            } else {
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    T v = yr[ox];
+                    v += w0 * a[2 * ox];
+                    v += w1 * a[2 * ox + 1];
+                    v += w2 * a[2 * ox + 2];
+                    yr[ox] = v;
+                }
+            }
+            for (int64_t ox = hi; ox < ow; ox++)
+                for (int64_t kx = 0; kx < 3; kx++) {
+                    const int64_t ix = ox * s - pl + kx;
+                    yr[ox] += wk[ky * 3 + kx] * (ix >= 0 && ix < W ? xr[ix] : (T)0);
+                }
+        }
+        if (epi) FN(conv_epilogue_at)(epi, yall, yoff + oy * ow, ow);
+    }
+}
+
 static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
                                     const conv_epilogue *epi, T *y) {
     const int64_t planes = g->n * g->c_out;
-#pragma omp parallel for schedule(static) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
+    const bool k3 = FN(is_dw3x3)(g), flat = k3 && FN(dw3x3_flat_fits)(g);
+    /* dynamic: a thread that the host deschedules leaves its planes to the others */
+#pragma omp parallel for schedule(dynamic, 4) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        FN(depthwise_plane)(g, x + (n * g->c_in + ci) * g->h * g->w, w + co * g->kh * g->kw,
-                            bias ? bias[co] : (T)0, y + pl * g->P);
+        const T *xp = x + (n * g->c_in + ci) * g->h * g->w;
+        const T *wk = w + co * g->kh * g->kw;
+        const T b0 = bias ? bias[co] : (T)0;
+        if (flat) {
+            FN(dw3x3_flat)(g, xp, wk, b0, epi, y, pl * g->P);
+            continue;
+        }
+        if (k3) {
+            FN(dw3x3_plane)(g, xp, wk, b0, epi, y, pl * g->P);
+            continue;
+        }
+        FN(depthwise_plane)(g, xp, wk, b0, y + pl * g->P);
         if (epi) FN(conv_epilogue_at)(epi, y, pl * g->P, g->P);
     }
     return HL_OK;

@@ -28,6 +28,7 @@ enum {
 #define DTYPES_matmul (F32_F64 | (1u << HL_I32) | (1u << HL_I64))
 #define DTYPES_gemm (F32_F64 | (1u << HL_I32) | (1u << HL_I64))
 #define DTYPES_conv F32_F64
+#define DTYPES_conv_pack (1u << HL_F32)   /* the packed products are float32 only */
 #define DTYPES_conv_grad_input F32_F64
 #define DTYPES_conv_grad_weight F32_F64
 #define DTYPES_pool F32_F64

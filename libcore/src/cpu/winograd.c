@@ -54,7 +54,9 @@ enum { MIN_CHANNELS = 16 };
 /* A forward pass transforms all C_out x C_in kernels (16 values each) every call, a cost
    that only many tiles repay: ResNet-18's 512-channel 7x7 layers at batch 1 (16 tiles) took
    8.0 ms by Winograd and 4.7 ms by im2col + sgemm, its 256-channel 14x14 ones (49 tiles)
-   3.4 ms either way, one thread (docs/performance.md, onnx_infer). */
+   3.4 ms either way, one thread (docs/performance.md, onnx_infer). Kernels transformed once
+   (hl_winograd_pack) do not move the threshold: the 512-channel 7x7 layer still took 6.6 ms
+   by Winograd against 4.3 ms by im2col, the transform is not what costs there. */
 enum { MIN_FORWARD_TILES = 32 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
    MIN_BLOCK_TILES tiles (the products of wide layers are slow below that). Within those
@@ -414,24 +416,33 @@ static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *s
    180 degrees, as grad_input needs. Its kernels are transformed in w's own order either way,
    which reads and writes memory in sequence (read the other way round, a 512 x 512 kernel
    took 3 ms), and the products read the transformed kernel transposed when turned. */
-static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
-                          bool turned, const float *bias, const conv_epilogue *epi,
-                          float *y) {
-    const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
-    const int64_t us = entry_stride(C0 * C1);
-    const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
-    const int64_t vs = entry_stride(g->c_in * tb), ms = entry_stride(g->c_out * tb);
-    hl_status st;
-    scratch s;
-    float *U = scratch_floats(op, &s, 16 * (us + vs + ms) + wpt * hl_max_threads(), &st);
-    if (st) return st;
-    float *V = U + 16 * us, *M = V + 16 * vs, *work = M + 16 * ms;
+static void transform_weights(const float *w, int64_t C0, int64_t C1, bool turned, float *U,
+                              int64_t us) {
     /* a turned kernel is read from tap (2, 2) backwards */
     const int64_t first = turned ? 8 : 0, row = turned ? -3 : 3, col = turned ? -1 : 1;
 #pragma omp parallel for schedule(static) if (C0 * C1 * 16 > PAR_MIN)
     for (int64_t i = 0; i < C0; i++)
         for (int64_t j = 0; j < C1; j++)
             weight_tile(w + (i * C1 + j) * 9 + first, row, col, U + i * C1 + j, us);
+}
+
+/* Ugiven: w's transformed kernels made before (hl_winograd_pack: 16 entries, CO x CI each,
+   packed one after another), or NULL to transform w here. */
+static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
+                          const float *Ugiven, bool turned, const float *bias,
+                          const conv_epilogue *epi, float *y) {
+    const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
+    const int64_t us = Ugiven ? C0 * C1 : entry_stride(C0 * C1);
+    const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
+    const int64_t vs = entry_stride(g->c_in * tb), ms = entry_stride(g->c_out * tb);
+    hl_status st;
+    scratch s;
+    float *U = scratch_floats(op, &s, 16 * ((Ugiven ? 0 : us) + vs + ms) +
+                              wpt * hl_max_threads(), &st);
+    if (st) return st;
+    float *V = U + (Ugiven ? 0 : 16 * us), *M = V + 16 * vs, *work = M + 16 * ms;
+    if (Ugiven) U = (float *)Ugiven;
+    else transform_weights(w, C0, C1, turned, U, us);
     for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g->tiles - t0);
         input_block(g, x, t0, count, V, vs, work, wpt);
@@ -446,7 +457,18 @@ hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *
                               const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
-    return convolve("conv", &g, x, w, false, bias, epi, y);
+    return convolve("conv", &g, x, w, NULL, false, bias, epi, y);
+}
+
+void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U) {
+    transform_weights(w, c_out, c_in, false, U, c_out * c_in);
+}
+
+hl_status hl_winograd_forward_packed(const conv_geom *cg, const float *x, const float *U,
+                                     const float *bias, const conv_epilogue *epi, float *y) {
+    const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
+                               cg->pt, cg->pl);
+    return convolve("conv", &g, x, NULL, U, false, bias, epi, y);
 }
 
 /* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
@@ -455,7 +477,7 @@ hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const flo
                                  const float *bias, float *dx) {
     const wgeom g = wgeom_make(cg->n, cg->c_out, cg->oh, cg->ow, cg->c_in, cg->h, cg->w,
                                2 - cg->pt, 2 - cg->pl);
-    return convolve("conv_grad_input", &g, dy, w, true, bias, NULL, dx);
+    return convolve("conv_grad_input", &g, dy, w, NULL, true, bias, NULL, dx);
 }
 
 /* ---- grad_weight ------------------------------------------------------------------------- */

@@ -156,7 +156,7 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, groups
 
 
 def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, groups=1,
-               act="none", alpha=0.0, beta=0.0):
+               act="none", alpha=0.0, beta=0.0, packed=None):
     """hl.ops.conv_fused_forward (act(conv(x, w, b) + residual) in one pass, for inference). It has no
     gradient: where one would be recorded it refuses, rather than drop it silently."""
     if is_grad_enabled() and any(getattr(t, "requires_grad", False)
@@ -165,4 +165,5 @@ def conv_fused(x, w, b=None, residual=None, stride=1, padding=0, dilation=1, gro
             "conv_fused: an inference kernel without a gradient, called on tensors that "
             "require one; use conv2d (or conv1d), add and the activation, or hl.no_grad()")
     return ops.conv_fused_forward(x, w, b, residual, stride=stride, padding=padding,
-                          dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta)
+                          dilation=dilation, groups=groups, act=act, alpha=alpha, beta=beta,
+                          packed=packed)

@@ -13,6 +13,7 @@ import copy
 
 import numpy as np
 
+from .. import ops
 from ..autograd import functional as F
 from ..autograd import is_grad_enabled
 from .ops._spatial import pads_for, strides_dilations
@@ -104,9 +105,12 @@ ACTIVATIONS = {"Relu": _relu, "LeakyRelu": _leaky_relu, "HardSigmoid": _hard_sig
 
 
 def conv_epilogues(nodes, graph, constants, device, skip):
-    """Conv, then Add of another value, then an activation (each step optional, at least one
-    present) become one node that runs hl.conv_fused: the residual add and the activation
-    applied while each output is in cache, instead of two more passes over the activations.
+    """Conv, then Add of another value, then an activation (each step optional) become one
+    node that runs hl.conv_fused: the residual add and the activation applied while each
+    output is in cache, instead of two more passes over the activations. Each such node whose
+    weight is a float32 constant 1x1 or 3x3 stride-1 kernel also gets that weight packed,
+    once, into the layout the CPU's kernels read (hl.ops.conv_pack, _packed_weight), which a
+    lone Conv takes too.
 
     ``nodes`` is the program's node list (BatchNormalization already folded), ``skip`` the
     indices of the nodes that do not run (folded constants, absorbed BatchNormalization),
@@ -153,7 +157,8 @@ def conv_epilogues(nodes, graph, constants, device, skip):
             if got is not None:
                 act = got
                 chain.append(nxt)
-        if len(chain) == 1:
+        packed = _packed_weight(conv, constants)
+        if len(chain) == 1 and packed is None:
             continue
         fused = copy.copy(conv)
         fused.op_type = "FusedConv"
@@ -165,6 +170,7 @@ def conv_epilogues(nodes, graph, constants, device, skip):
         fused.fused_chain = chain
         fused.epilogue = act
         fused.fused_geometry = {}
+        fused.packed_weight = packed
         absorbed.update(id(n) for n in chain)
         at[id(chain[-1])] = fused
     if not at:
@@ -187,7 +193,33 @@ def run_fused_conv(n, x, w, b=None, r=None):
             cache[key] = geometry
     if geometry is None:  # the absorbed nodes, one after another
         return _run_chain(n, x, w, b, r)
-    return F.conv_fused(x, w, b, r, **geometry)
+    packed = n.packed_weight if w.dtype.name == "float32" else None
+    return F.conv_fused(x, w, b, r, packed=packed, **geometry)
+
+
+def _packed_weight(conv, constants):
+    """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
+    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one;
+    None for the others: a weight that is no float32 constant, a depthwise convolution (it
+    has a direct kernel), more than 2 spatial axes, other kernel sizes."""
+    w = constants.get(conv.inputs[1])
+    group = conv.attr("group", 1)
+    if w is None or w.dtype.name != "float32" or w.ndim not in (3, 4) or \
+            not isinstance(group, int) or group < 1 or w.shape[0] % group:
+        return None
+    if group > 1 and w.shape[1] == 1:
+        return None
+    strides, dilations = conv.attr("strides", None), conv.attr("dilations", None)
+    if w.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and \
+            all(s == 1 for s in strides or [1]) and all(d == 1 for d in dilations or [1]):
+        # the kernel takes Winograd where it fits (enough channels and positions) and the
+        # unpacked paths elsewhere
+        return ops.conv_pack(w, group, "winograd")
+    if all(k == 1 for k in w.shape[2:]):
+        return ops.conv_pack(w, group)
+    # Other kernels (a 7x7 stem, strided 3x3) stay with im2col + OpenBLAS: the packed product
+    # on im2col's columns measured no faster, the stem up to 20% slower (docs/performance.md)
+    return None
 
 
 # How many input signatures a FusedConv node keeps the geometry of.

@@ -12,9 +12,11 @@ import operator
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor
 
-__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_transpose1d_forward",
+__all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_pack",
+           "conv_transpose1d_forward",
            "conv_transpose2d_forward", "conv1d_grad_input",
-           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "CONV_ACTIVATIONS"]
+           "conv1d_grad_weight", "conv2d_grad_input", "conv2d_grad_weight", "CONV_ACTIVATIONS",
+           "CONV_PACK_LAYOUTS"]
 
 # The activations conv_fused_forward applies after its residual add (HL_CONV_ACT_* in
 # hl_core.h), with what alpha and beta mean for each.
@@ -126,14 +128,21 @@ def conv2d_forward(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilation=1,
-                       groups=1, act="none", alpha=0.0, beta=0.0):
+                       groups=1, act="none", alpha=0.0, beta=0.0, packed=None):
     """act(conv(x, w, b) + residual) in one pass over the output, for inference (no
     gradient): what an ONNX Conv followed by Add and Relu/Clip/LeakyRelu/HardSigmoid computes,
     with each output finished while it is in cache. x is 3-D or 4-D as in conv1d/conv2d;
     residual (optional) has the output's shape exactly; act is a key of CONV_ACTIVATIONS:
     'clip' bounds to [alpha, beta], 'leaky_relu' has slope alpha, 'hard_sigmoid' is
     max(0, min(1, alpha * x + beta)). The answer is bit for bit conv, add, then the
-    activation's own op (NaN included)."""
+    activation's own op (NaN included).
+
+    packed (float32 only): conv_pack(w, groups, layout), made once for a constant weight; the
+    CPU then takes it where that is its fastest way ('panels': the products of every
+    convolution but depthwise ones and those Winograd runs; 'winograd': 3x3 stride-1 ones
+    with enough positions), without re-packing or transforming the weights per call. The answer then differs from the
+    unpacked one by float rounding only (the sums run in another order). The caller keeps
+    packed equal to w's packing: a stale one is not detected."""
     op = "conv_fused"
     x, w = _tensor(x, op, "input"), _tensor(w, op, "weight")
     if x.ndim not in (3, 4):
@@ -150,8 +159,31 @@ def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilatio
     pads = conv_pads(padding, n, list(x.shape[2:]), kernel, stride, dilation, op)
     bh = None if b is None else _tensor(b, op, "bias")._h
     rh = None if residual is None else _tensor(residual, op, "residual")._h
-    return _wrap(_core.call("conv_fused", x._h, w._h, bh, rh, stride, pads, dilation,
+    ph = None if packed is None else _tensor(packed, op, "packed")._h
+    return _wrap(_core.call("conv_fused", x._h, w._h, bh, rh, ph, stride, pads, dilation,
                             int(groups), code, float(alpha), float(beta), _core.OUT), x._dtype)
+
+
+# conv_pack's layouts (HL_CONV_PACK_* in hl_core.h).
+CONV_PACK_LAYOUTS = {"panels": 0, "winograd": 1}
+
+
+def conv_pack(w, groups=1, layout="panels"):
+    """A float32 convolution weight w (C_out, C_in / groups, k...) copied, once, into a layout
+    the CPU's convolution kernels read (conv_fused_forward's packed): 'panels', for its
+    products, is (groups * panels, C_in / groups * k..., PACK_ROWS), each panel PACK_ROWS
+    output channels of one group, the last one padded with zeros; 'winograd' (a 3x3 kernel,
+    one group) is (4, 4, C_out, C_in), the kernels transformed for Winograd's F(2x2, 3x3),
+    which 3x3 stride-1 convolutions with enough positions take. hl.onnx packs each constant
+    weight at prepare()."""
+    op = "conv_pack"
+    w = _tensor(w, op, "weight")
+    code = CONV_PACK_LAYOUTS.get(layout)
+    if code is None:
+        raise errors.ValueError(f"{op}: layout must be one of {sorted(CONV_PACK_LAYOUTS)}, got "
+                                f"{layout!r}")
+    return _wrap(_core.call("conv_pack", w._h, _ints(groups, 1, "groups", op)[0], code,
+                            _core.OUT), w._dtype)
 
 
 def _conv_transpose(n, x, w, b, stride, padding, output_padding, groups, dilation, op):

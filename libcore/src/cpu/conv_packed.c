@@ -1,0 +1,394 @@
+/*
+ * conv_packed.c - float32 convolution products against weights packed once (conv_pack), for
+ * inference: a prepared ONNX model packs every constant convolution weight at prepare() and
+ * passes the packed copy to each call, where OpenBLAS would re-pack the weights on every call
+ * (MobileNetV2's 1x1 layers at batch 1 spent as long packing as multiplying).
+ *
+ * The packed layout (HL_CONV_PACK_ROWS = MR rows per panel, hl_core.h): per group, the
+ * group's C_out/g x K weight matrix (K = C_in/g * kh * kw) cut into panels of MR output
+ * channels, each stored k-major, MR values per k, the last panel padded with zeros:
+ *     packed[(grp * panels + p) * K * MR + k * MR + r] = w[grp * cg + p * MR + r][k]
+ * The product reads one panel's MR weights for each k as broadcasts and the columns (x itself
+ * for a 1x1 convolution, im2col's rows otherwise) NR positions at a time: an MR x NR block
+ * of outputs held in 12 AVX2 registers, to which the bias, the residual and the activation
+ * are applied before the one store into y (NCHW: a panel's rows are output channel planes,
+ * so no scatter). A block of positions is sized so that its rows of columns stay in the L2
+ * cache while every panel passes over them, copied once into strips of NR columns (per
+ * call, per thread) unless K is short enough that the panels' weights stay in L1 and each
+ * strip is read where it is.
+ *
+ * The AVX2 + FMA kernel is taken where the CPU has both (checked once; HL_CONV_AVX2=0 in the
+ * environment turns it off, for tests); elsewhere a portable loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
+ * from hl_conv's by float rounding (tests/ops/test_conv_packed.py checks both against float64).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "../core.h"
+#include "conv.h"
+#include "parallel.h"
+
+#define T float
+#define SFX f32
+#include "conv_epilogue_impl.h"   /* conv_epilogue_run_f32: the portable path's epilogue */
+#undef T
+#undef SFX
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#else
+#define HAVE_X86 0
+#endif
+
+enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
+/* A block of positions: its K rows of columns about this many bytes (half a core's L2). */
+enum { BLOCK_BYTES = 192 << 10 };
+/* Steps of K per block: a panel's MR x KC weights (6 KiB) stay in L1 across a block of
+   positions. */
+enum { KC = 256 };
+/* The weights a task may keep in L1 across strips of columns (most of a 32 KiB L1). */
+enum { L1_BYTES = 20 << 10 };
+
+/* ---- packing ---- */
+
+/* conv_pack: in {w (C_out, C_in/g, k...)} out {packed}; i[0] groups, i[1] the layout:
+   HL_CONV_PACK_PANELS (g * panels, K, MR) as above, or HL_CONV_PACK_WINOGRAD (4, 4, C_out,
+   C_in), the 16 transformed kernels of Winograd's F(2x2, 3x3) (winograd.c). */
+hl_status hl_cpu_conv_pack(const hl_call *c) {
+    const hl_tensor *wt = c->in[0];
+    const float *w = (const float *)hl_ptr(wt);
+    float *out = (float *)hl_ptr(c->out[0]);
+    if (c->i[1] == HL_CONV_PACK_WINOGRAD) {
+        hl_winograd_pack(w, wt->shape[0], wt->shape[1], out);
+        return HL_OK;
+    }
+    const int64_t groups = c->i[0], cout = wt->shape[0];
+    const int64_t K = c->out[0]->shape[1], cg = cout / groups, panels = (cg + MR - 1) / MR;
+#pragma omp parallel for schedule(static) if (cout * K > 65536)
+    for (int64_t gp = 0; gp < groups * panels; gp++) {
+        const int64_t grp = gp / panels, p = gp % panels;
+        float *d = out + gp * K * MR;
+        for (int r = 0; r < MR; r++) {
+            const int64_t row = p * MR + r;
+            const float *s = w + (grp * cg + row) * K;
+            if (row < cg)
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = s[k];
+            else
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = 0;
+        }
+    }
+    return HL_OK;
+}
+
+/* ---- the epilogue of one MR x NR block ---- */
+
+/* What every block of a call shares. */
+typedef struct {
+    int64_t K;                  /* the steps of this block of K (the product's, cut in kc) */
+    const conv_epilogue *epi;   /* NULL: none */
+    bool first, last;           /* the first block of K starts from 0, the others from C; */
+} block_args;                   /* the last one adds the bias and applies the epilogue */
+
+/* ---- the portable block ---- */
+
+/* C[r][j] (r < mr, j < nr; rows ldc apart) = sum_k A[k][r] B[k][j] + bias[r], epilogue. */
+HL_CLONES
+static void block_portable(const block_args *a, const float *restrict A, const float *B,
+                           int64_t ldb, float *C, int64_t ldc, const float *bias,
+                           const float *res, int mr, int nr) {
+    float acc[MR][NR] = {{0}};
+    if (!a->first)
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < nr; j++) acc[r][j] = C[r * ldc + j];
+    for (int64_t k = 0; k < a->K; k++) {
+        const float *restrict b = B + k * ldb;
+        const float *restrict ak = A + k * MR;
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < nr; j++) acc[r][j] += ak[r] * b[j];
+    }
+    for (int r = 0; r < mr; r++) {
+        float *y = C + r * ldc;
+        const float bv = bias && a->last ? bias[r] : 0;
+        for (int j = 0; j < nr; j++) y[j] = acc[r][j] + bv;
+        if (a->epi && a->last) conv_epilogue_run_f32(a->epi, y, res ? res + r * ldc : NULL, nr);
+    }
+}
+
+/* ---- the AVX2 + FMA block ---- */
+
+#if HAVE_X86
+#define AVX2 __attribute__((target("avx2,fma")))
+
+/* The activation on 8 values, as conv_epilogue_impl.h computes each (NaN passes through). */
+AVX2 static inline __m256 act8(const conv_epilogue *e, __m256 x) {
+    const __m256 zero = _mm256_setzero_ps();
+    switch (e->act) {
+    case HL_CONV_ACT_RELU:   /* x > 0 or NaN: x; else +0 */
+        return _mm256_and_ps(x, _mm256_cmp_ps(x, zero, _CMP_NLE_UQ));
+    case HL_CONV_ACT_CLIP: {   /* max_ps(a, b) = a > b ? a : b, so NaN x stays */
+        const __m256 t = _mm256_max_ps(_mm256_set1_ps((float)e->alpha), x);
+        return _mm256_min_ps(_mm256_set1_ps((float)e->beta), t);
+    }
+    case HL_CONV_ACT_LEAKY_RELU: {
+        const __m256 neg = _mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x);
+        return _mm256_blendv_ps(neg, x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+    }
+    case HL_CONV_ACT_HARD_SIGMOID: {
+        const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x),
+                                       _mm256_set1_ps((float)e->beta));
+        /* fminf(1, v): 1 when v is NaN; fmaxf(0, u) */
+        const __m256 u = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(1)), zero);
+        return _mm256_blendv_ps(x, u, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
+    }
+    default: return x;
+    }
+}
+
+/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each). */
+#define BLOCK_LOOP(LOAD0, LOAD1)                                                              \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+        const __m256 b0 = LOAD0, b1 = LOAD1;                                                  \
+        __m256 w;                                                                             \
+        w = _mm256_broadcast_ss(A + 0), c00 = _mm256_fmadd_ps(w, b0, c00),                    \
+        c01 = _mm256_fmadd_ps(w, b1, c01);                                                    \
+        w = _mm256_broadcast_ss(A + 1), c10 = _mm256_fmadd_ps(w, b0, c10),                    \
+        c11 = _mm256_fmadd_ps(w, b1, c11);                                                    \
+        w = _mm256_broadcast_ss(A + 2), c20 = _mm256_fmadd_ps(w, b0, c20),                    \
+        c21 = _mm256_fmadd_ps(w, b1, c21);                                                    \
+        w = _mm256_broadcast_ss(A + 3), c30 = _mm256_fmadd_ps(w, b0, c30),                    \
+        c31 = _mm256_fmadd_ps(w, b1, c31);                                                    \
+        w = _mm256_broadcast_ss(A + 4), c40 = _mm256_fmadd_ps(w, b0, c40),                    \
+        c41 = _mm256_fmadd_ps(w, b1, c41);                                                    \
+        w = _mm256_broadcast_ss(A + 5), c50 = _mm256_fmadd_ps(w, b0, c50),                    \
+        c51 = _mm256_fmadd_ps(w, b1, c51);                                                    \
+        A += MR;                                                                              \
+        B += ldb;                                                                             \
+    }
+
+/* An MR x NR block of which the first mr rows and nr columns are stored: the panel's padding
+   rows are computed (their weights are zeros) and dropped; columns past nr are neither read
+   nor written (masked loads and stores). */
+AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
+                            int64_t ldb, float *C, int64_t ldc, const float *bias,
+                            const float *res, int mr, int nr) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const int64_t K = a->K;
+    __m256i m0 = _mm256_set1_epi32(-1), m1 = m0;
+    if (nr < NR) {
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr), lane);
+        m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr - 8), lane);
+    }
+    if (!a->first) {   /* rows past mr hold zeros (their weights are zeros too) */
+#define LOAD_ROW(r, lo, hi)                                                                   \
+    if (r < mr) lo = _mm256_maskload_ps(C + r * ldc, m0), hi = _mm256_maskload_ps(C + r * ldc + 8, m1);
+        LOAD_ROW(0, c00, c01) LOAD_ROW(1, c10, c11) LOAD_ROW(2, c20, c21)
+        LOAD_ROW(3, c30, c31) LOAD_ROW(4, c40, c41) LOAD_ROW(5, c50, c51)
+#undef LOAD_ROW
+    }
+    if (nr == NR) {
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
+    } else {
+        BLOCK_LOOP(_mm256_maskload_ps(B, m0), _mm256_maskload_ps(B + 8, m1))
+    }
+    __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                         {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < mr; r++) {
+        float *y = C + r * ldc;
+        const float *rr = res ? res + r * ldc : NULL;
+        for (int h = 0; h < 2; h++) {
+            const __m256i m = h ? m1 : m0;
+            __m256 v = acc[r][h];
+            if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+            if (a->epi && a->last) {
+                if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
+                                                      : _mm256_maskload_ps(rr + 8 * h, m));
+                v = act8(a->epi, v);
+            }
+            if (nr == NR) _mm256_storeu_ps(y + 8 * h, v);
+            else _mm256_maskstore_ps(y + 8 * h, m, v);
+        }
+    }
+}
+#undef BLOCK_LOOP
+
+/* The same for a block of at most 8 columns: one vector per row (the columns of a position
+   count that is not a multiple of NR, e.g. the 49 of a 7x7 plane, cost half as much). */
+AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const float *B,
+                             int64_t ldb, float *C, int64_t ldc, const float *bias,
+                             const float *res, int mr, int nr) {
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0;
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(nr),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const int64_t K = a->K;
+    if (!a->first) {
+        __m256 *cs[MR] = {&c0, &c1, &c2, &c3, &c4, &c5};
+        for (int r = 0; r < mr; r++) *cs[r] = _mm256_maskload_ps(C + r * ldc, m);
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_maskload_ps(B, m);
+        c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 0), b0, c0);
+        c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 1), b0, c1);
+        c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 2), b0, c2);
+        c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 3), b0, c3);
+        c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 4), b0, c4);
+        c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(A + 5), b0, c5);
+        A += MR;
+        B += ldb;
+    }
+    const __m256 acc[MR] = {c0, c1, c2, c3, c4, c5};
+    for (int r = 0; r < mr; r++) {
+        __m256 v = acc[r];
+        if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
+        if (a->epi && a->last) {
+            if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + r * ldc, m));
+            v = act8(a->epi, v);
+        }
+        _mm256_maskstore_ps(C + r * ldc, m, v);
+    }
+}
+
+static bool have_avx2(void) {
+    static int known = -1;
+    int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
+    if (k < 0) {
+        __builtin_cpu_init();
+        const char *env = getenv("HL_CONV_AVX2");   /* 0: the portable block, for tests */
+        k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+            !(env && env[0] == '0' && env[1] == '\0');
+        __atomic_store_n(&known, k, __ATOMIC_RELAXED);
+    }
+    return k;
+}
+#else
+static bool have_avx2(void) { return false; }
+#endif
+
+/* A block of mr x nr outputs: the AVX2 kernel where the CPU has it, else the portable one. */
+static inline void block(const block_args *a, bool avx2, const float *A, const float *B,
+                         int64_t ldb, float *C, int64_t ldc, const float *bias,
+                         const float *res, int mr, int nr) {
+#if HAVE_X86
+    if (avx2 && nr <= 8) {
+        block8_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        return;
+    }
+    if (avx2) {
+        block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        return;
+    }
+#endif
+    (void)avx2;
+    block_portable(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+}
+
+/* ---- the product ---- */
+
+/* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
+   NR contiguous (a partial last strip padded with zeros): the blocks then read their columns
+   in sequence instead of one row (and, for wide planes, one page) per step of K. */
+static void pack_columns(const float *B, int64_t ldb, int64_t kc, int64_t j0, int64_t j1,
+                         float *dst) {
+    for (int64_t js = j0; js < j1; js += NR) {
+        const int64_t w = HL_MIN(NR, j1 - js);
+        for (int64_t k = 0; k < kc; k++) {
+            const float *src = B + k * ldb + js;
+            float *d = dst + k * NR;
+            for (int64_t j = 0; j < w; j++) d[j] = src[j];
+            for (int64_t j = w; j < NR; j++) d[j] = 0;
+        }
+        dst += kc * NR;
+    }
+}
+
+/* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
+   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR. */
+static void blocking(int64_t K, int64_t *kc, int64_t *nb) {
+    const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
+    *kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
+    const int64_t n = *kc > 0 ? BLOCK_BYTES / (*kc * (int64_t)sizeof(float)) : NR;
+    *nb = HL_MAX(NR, n / NR * NR);
+}
+
+/* Floats of packed columns one thread needs for products of n positions and k steps. */
+static int64_t thread_work(int64_t n, int64_t k) {
+    int64_t kc, nb;
+    blocking(k, &kc, &nb);
+    return kc * HL_MIN(nb, (n + NR - 1) / NR * NR);
+}
+
+int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_max_threads(); }
+
+hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
+    const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
+    if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
+    const int64_t panels = (M + MR - 1) / MR;
+    int64_t kc, nb;
+    blocking(K, &kc, &nb);
+    const int64_t blocks = (N + nb - 1) / nb;
+    /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
+       the host deschedules then delays the call by one piece, not by half of it. */
+    const int threads = hl_max_threads();
+    int64_t chunks = 1;
+    if (threads > 1) {
+        const int64_t want = 4 * (int64_t)threads, have = count * blocks;
+        chunks = HL_MIN(panels, HL_MAX(1, (want + have - 1) / have));
+    }
+    const int64_t per_chunk = (panels + chunks - 1) / chunks;
+    chunks = (panels + per_chunk - 1) / per_chunk;
+    const int64_t tasks = count * blocks * chunks;
+    const bool avx2 = have_avx2();
+    const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
+    const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
+    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR) */
+    const int64_t per_thread = thread_work(N, K);
+    scratch sb = {NULL};
+    float *packed_b = pr->work;
+    if (!packed_b) {
+        hl_status st = scratch_get("conv", &sb, (size_t)(per_thread * threads) * sizeof(float),
+                                   (void **)&packed_b);
+        if (st) return st;
+    }
+#pragma omp parallel for schedule(dynamic, 1) if (parallel)
+    for (int64_t t = 0; t < tasks; t++) {
+        const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
+        const int64_t bl = rem / chunks, ch = rem % chunks;
+        const float *B = pr->b + s * pr->b_step;
+        float *C = pr->c + s * pr->c_step;
+        const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
+        const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
+        const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
+        float *mine = packed_b + (parallel ? hl_thread_num() : 0) * per_thread;
+        for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
+            const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
+            /* The chunk's weights for this block of K fit in L1 (a short K): every panel
+               passes over one NR-column strip of the columns while it is in L1, read where
+               they are. Otherwise each panel passes over the whole block of positions, packed
+               once for all the panels (from L2). */
+            const bool strips = (p1 - p0) * a.K * MR * (int64_t)sizeof(float) <= L1_BYTES;
+            if (!strips && K > 0) pack_columns(B + k0 * pr->ldb, pr->ldb, a.K, j0, j1, mine);
+            const int64_t jstep = strips ? NR : j1 - j0;
+            for (int64_t js = j0; js < j1; js += jstep) {
+                const int64_t je = HL_MIN(j1, js + jstep);
+                for (int64_t p = p0; p < p1; p++) {
+                    const float *A = pr->a + p * K * MR + k0 * MR;
+                    const int64_t r0 = p * MR;
+                    const int mr = (int)HL_MIN(MR, M - r0);
+                    for (int64_t j = js; j < je; j += NR) {
+                        const int nr = (int)HL_MIN(NR, je - j);
+                        const float *Bj = strips ? B + k0 * pr->ldb + j
+                                                 : mine + (j - j0) * a.K;
+                        block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
+                              pr->ldc, pr->bias ? pr->bias + r0 : NULL,
+                              R ? R + r0 * pr->ldc + j : NULL, mr, nr);
+                    }
+                }
+            }
+            if (K == 0) break;
+        }
+    }
+    scratch_put(&sb);
+    return HL_OK;
+}

@@ -1,0 +1,300 @@
+"""Convolutions against packed weights (hl.ops.conv_pack, conv_fused(packed=...)): the CPU's
+float32 product for inference (libcore/src/cpu/conv_packed.c), and the depthwise 3x3 row
+kernel (conv_impl.h) that MobileNet's layers take.
+
+The packed product sums in another order than OpenBLAS, so it is held to float64 references
+with a rounding bound, not to the unpacked path's bits: for each output,
+|got - ref| <= (K + 2) * 2^-24 * (conv(|x|, |w|) + |b| + |r|), the worst case of a float32
+sum of K + 2 terms (K = C_in/g * kh * kw), times the activation's largest slope (1 here).
+Adversarial values (NaN, infinities, weights that overflow) must give NaN and infinities
+exactly where the float64 reference has them.
+"""
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import hl
+from hl import errors, ops
+from tests.ops.test_conv import ref_conv
+from tests.ops.test_conv_fused import ACTS, ref_act
+
+EPS32 = 2.0 ** -24
+
+# (x shape, w shape, stride, padding, groups): each path of conv_forward_packed and each
+# edge of the product's blocks (6 output channels by 16 positions; tails of 1..15 columns,
+# 1..5 rows), 1-D and grouped.
+CASES = {
+    "pointwise": ((2, 8, 20, 20), (12, 8, 1, 1), 1, 0, 1),
+    "pointwise_tails": ((3, 17, 7, 7), (13, 17, 1, 1), 1, 0, 1),      # 49 positions, 13 rows
+    "pointwise_narrow": ((1, 5, 1, 3), (1, 5, 1, 1), 1, 0, 1),        # 3 positions, 1 row
+    "pointwise_wide": ((1, 24, 56, 56), (144, 24, 1, 1), 1, 0, 1),    # MobileNetV2's sizes
+    "pointwise_deep": ((1, 320, 7, 7), (64, 320, 1, 1), 1, 0, 1),   # K in 2 blocks
+    "deep_tails": ((2, 600, 5, 6), (11, 600, 1, 1), 1, 0, 1),       # 3 blocks, 14 columns
+    "im2col_3x3": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1),
+    "im2col_stride2": ((3, 5, 15, 13), (10, 5, 3, 3), 2, 1, 1),
+    "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
+    "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
+    "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
+    "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
+    "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
+}
+
+
+def _data(case, seed=0, scale=1.0):
+    xs, ws, stride, padding, groups = CASES[case]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * scale).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    return x, w, b, stride, padding, groups
+
+
+def _pads(x, padding):
+    S = x.ndim - 2
+    return [padding] * (2 * S)
+
+
+def _reference(x, w, b, r, stride, padding, groups, act, alpha, beta):
+    """float64 output and its rounding bound."""
+    S = x.ndim - 2
+    st, pads = [stride] * S, _pads(x, padding)
+    with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs, on purpose
+        return _reference_f64(x, w, b, r, st, pads, groups, act, alpha, beta)
+
+
+def _reference_f64(x, w, b, r, st, pads, groups, act, alpha, beta):
+    y = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64), st, pads,
+                 None, groups)
+    mag = ref_conv(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64),
+                   np.abs(b).astype(np.float64), st, pads, None, groups)
+    if r is not None:
+        y = y + r
+        mag = mag + np.abs(r)
+    K = w.shape[1] * int(np.prod(w.shape[2:]))
+    return ref_act(y, act, alpha, beta), (K + 2) * EPS32 * mag
+
+
+def _packed(x, w, b, r, stride, padding, groups, act="none", alpha=0.0, beta=0.0,
+            layout="panels"):
+    pk = ops.conv_pack(hl.tensor(w), groups, layout)
+    return hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b),
+                         None if r is None else hl.tensor(r), stride=stride, padding=padding,
+                         groups=groups, act=act, alpha=alpha, beta=beta, packed=pk).numpy()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("act,alpha,beta", ACTS)
+def test_packed_matches_float64(case, act, alpha, beta):
+    x, w, b, stride, padding, groups = _data(case)
+    ref0, _ = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
+    r = np.random.default_rng(1).standard_normal(ref0.shape).astype(np.float32)
+    for res in (None, r):
+        got = _packed(x, w, b, res, stride, padding, groups, act, alpha, beta)
+        ref, bound = _reference(x, w, b, res, stride, padding, groups, act, alpha, beta)
+        assert got.shape == ref.shape
+        err = np.abs(got - ref)
+        assert (err <= bound + 1e-30).all(), (case, act, float((err - bound).max()))
+
+
+def test_portable_block():
+    """The portable block (CPUs without AVX2 + FMA; HL_CONV_AVX2=0 forces it, read once per
+    process, hence the subprocess) passes the float64 checks above on every case (with
+    the clip activations, which exercise the epilogue) and the adversarial values."""
+    code = ("import sys; sys.argv = ['x']; import pytest; sys.exit(pytest.main(['-q', '-x', "
+            "'-p', 'no:cacheprovider', '-k', '(matches_float64 and clip) or adversarial', __file__]))")
+    env = dict(os.environ, HL_CONV_AVX2="0")
+    p = subprocess.run([sys.executable, "-c", code.replace("__file__", repr(__file__))],
+                       env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3"])
+def test_packed_adversarial_values(case):
+    """NaN and infinities in the input and the residual, and weights that overflow float32:
+    NaN and infinities land exactly where the float64 reference puts them (computed with
+    float32's overflow: the reference is the float64 sum rounded to float32)."""
+    x, w, b, stride, padding, groups = _data(case, seed=3)
+    x = x.copy()
+    x.flat[::37] = np.nan
+    x.flat[5::41] = np.inf
+    x.flat[9::53] = -np.inf
+    ref0, _ = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
+    r = np.random.default_rng(4).standard_normal(ref0.shape).astype(np.float32)
+    r.flat[::29] = np.nan
+    for act, alpha, beta in ACTS:
+        got = _packed(x, w, b, r, stride, padding, groups, act, alpha, beta)
+        ref, _ = _reference(x, w, b, r, stride, padding, groups, act, alpha, beta)
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+        np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
+    # weights near float32's limit: sums overflow to infinity as float32 ones do
+    x, w, b, stride, padding, groups = _data(case, seed=5, scale=1e37)
+    got = _packed(x, w, b, None, stride, padding, groups)
+    ref, bound = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
+    finite = np.abs(ref) < 3e38  # far from the boundary either way
+    big = np.abs(ref) > 4e38
+    assert np.isinf(got[big]).all()
+    ok = finite & (bound < 3e38)
+    assert (np.abs(got[ok] - ref[ok]) <= bound[ok]).all()
+
+
+def test_packed_layout():
+    """conv_pack's layout, as hl_core.h documents it: panels of PACK_ROWS output channels per
+    group, k-major, the last panel padded with zeros."""
+    rows = hl._core.lib.HL_CONV_PACK_ROWS
+    w = np.arange(2 * 7 * 3 * 2 * 2, dtype=np.float32).reshape(14, 3, 2, 2)
+    got = ops.conv_pack(hl.tensor(w), 2).numpy()
+    panels = -(-7 // rows)
+    assert got.shape == (2 * panels, 12, rows)
+    want = np.zeros((2, panels * rows, 12), np.float32)
+    want[:, :7] = w.reshape(2, 7, 12)
+    want = want.reshape(2, panels, rows, 12).transpose(0, 1, 3, 2).reshape(got.shape)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_packed_threads_agree():
+    """Each output is summed by one thread in a fixed order: 1 and 2 threads, and several
+    Python threads at once, give the same bits."""
+    x, w, b, stride, padding, groups = _data("pointwise_wide")
+    prev = hl.get_num_threads()
+    try:
+        hl.set_num_threads(1)
+        one = _packed(x, w, b, None, stride, padding, groups, "relu")
+        hl.set_num_threads(2)
+        two = _packed(x, w, b, None, stride, padding, groups, "relu")
+    finally:
+        hl.set_num_threads(prev)
+    np.testing.assert_array_equal(one, two)
+    pk = ops.conv_pack(hl.tensor(w))
+    xt, wt, bt = hl.tensor(x), hl.tensor(w), hl.tensor(b)
+    outs, errs = [None] * 4, []
+
+    def work(i):
+        try:
+            outs[i] = hl.conv_fused(xt, wt, bt, act="relu", packed=pk).numpy()
+        except Exception as e:  # pragma: no cover - reported below
+            errs.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errs
+    for o in outs:
+        np.testing.assert_array_equal(o, one)
+
+
+def test_packed_refusals():
+    x = hl.tensor(np.ones((1, 4, 5, 5), np.float32))
+    w = hl.tensor(np.ones((6, 4, 3, 3), np.float32))
+    pk = ops.conv_pack(w)
+    with pytest.raises(errors.ShapeError, match=r"conv_fused: the packed weight must be "
+                       r"conv_pack's layout of weight \(6, 4, 3, 3\).* shape \(1, 36, 6\)"):
+        hl.conv_fused(x, w, packed=ops.conv_pack(hl.tensor(np.ones((6, 4, 1, 1), np.float32))))
+    with pytest.raises(errors.DTypeError, match="conv_fused: packed weights are float32 only"):
+        hl.conv_fused(hl.tensor(np.ones((1, 4, 5, 5))), hl.tensor(np.ones((6, 4, 3, 3))),
+                      packed=pk)
+    with pytest.raises(errors.DTypeError, match="conv_pack"):
+        ops.conv_pack(hl.tensor(np.ones((6, 4, 3, 3))))
+    with pytest.raises(errors.ValueError, match="conv_pack: groups must be a positive number "
+                       "that divides the weight's 6 output channels, got 4"):
+        ops.conv_pack(w, 4)
+    with pytest.raises(errors.ShapeError, match="conv_pack: expected a weight of shape"):
+        ops.conv_pack(hl.tensor(np.ones((6, 4), np.float32)))
+
+
+@pytest.mark.parametrize("xs,ws", [((2, 16, 9, 11), (16, 16, 3, 3)),   # 60 tiles: Winograd
+                                   ((1, 16, 5, 6), (24, 16, 3, 3)),    # 9 tiles: im2col
+                                   ((1, 8, 12, 12), (8, 8, 3, 3))])    # too few channels
+@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2]])
+def test_winograd_packed(xs, ws, act, alpha, beta):
+    """Kernels transformed once ('winograd' layout) give exactly what the unpacked call
+    gives, Winograd or not (a call Winograd does not take runs the unpacked path), and match
+    float64 at the Winograd tests' tolerance (tests/ops/test_conv_fused.py: 1e-4)."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.3).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    got = _packed(x, w, b, None, 1, 1, 1, act, alpha, beta, layout="winograd")
+    plain = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=1, act=act,
+                          alpha=alpha, beta=beta).numpy()
+    np.testing.assert_array_equal(got, plain)
+    ref, _ = _reference(x, w, b, None, 1, 1, 1, act, alpha, beta)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_winograd_layout():
+    """'winograd' is (4, 4, C_out, C_in): entry (i, j) is G g G^T's (i, j) for each kernel g,
+    with G Winograd's F(2x2, 3x3) kernel transform."""
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    want = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G)
+    got = ops.conv_pack(hl.tensor(w), 1, "winograd").numpy()
+    assert got.shape == (4, 4, 5, 3)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(errors.ValueError, match="conv_pack: the Winograd layout is for 3x3 "
+                       "kernels of one group"):
+        ops.conv_pack(hl.tensor(np.ones((4, 2, 1, 1), np.float32)), 1, "winograd")
+    with pytest.raises(errors.ValueError, match="conv_pack: layout must be one of"):
+        ops.conv_pack(hl.tensor(w), 1, "nchwc")
+
+
+# ---- depthwise 3x3 -------------------------------------------------------------------------
+
+# small planes at stride 1 take the padded flat loop, larger ones and stride 2 the row loop
+DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
+      ((1, 3, 9, 9), 1, 0), ((1, 3, 8, 9), 2, 0), ((1, 32, 112, 112), 2, 1),
+      ((1, 5, 7, 7), 1, (0, 1, 1, 0))]
+
+
+@pytest.mark.parametrize("xs,stride,padding", DW)
+@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2], ACTS[4]])
+def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(xs).astype(np.float32)
+    c = xs[1]
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    pads = list(padding) if isinstance(padding, tuple) else [padding] * 4
+    ref = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                   [stride] * 2, pads, None, c)
+    mag = ref_conv(np.abs(x).astype(np.float64), np.abs(w).astype(np.float64),
+                   np.abs(b).astype(np.float64), [stride] * 2, pads, None, c)
+    got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
+                        groups=c, act=act, alpha=alpha, beta=beta).numpy()
+    ref = ref_act(ref, act, alpha, beta)
+    assert (np.abs(got - ref) <= 11 * EPS32 * mag + 1e-30).all()
+    # the plain conv takes the same kernel: the fused one equals it and the activation
+    plain = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
+                      groups=c).numpy()
+    if act == "none":
+        np.testing.assert_array_equal(got, plain)
+
+
+@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2)])
+def test_depthwise3x3_pads_with_zeros(xs, stride):
+    """Padding is zeros that are multiplied, as ONNX (and im2col) define it: an infinite or
+    NaN weight gives NaN where it meets the border, exactly where the float64 reference has
+    NaN, in the flat and the row loop alike."""
+    rng = np.random.default_rng(8)
+    c = xs[1]
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[0, 1, 3, 4] = np.nan
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    w[0, 0, 0, 0] = np.inf
+    w[2, 0, 2, 1] = -np.inf
+    b = np.zeros(c, np.float32)
+    with np.errstate(invalid="ignore"):
+        ref = ref_conv(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                       [stride] * 2, [1] * 4, None, c)
+    got = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=1,
+                    groups=c).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+    fin = np.isfinite(ref)
+    np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
