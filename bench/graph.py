@@ -21,6 +21,9 @@ from _common import report, run_worker, setup, step_worker_args
 from train import MODELS, hl_model, measure, torch_step_fn
 
 LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
+# Timed steps at most, per model: a ResNet-18 step takes seconds on a loaded two-core machine,
+# and 4 libraries x 2 processes x (warm-up + steps) of them must finish in minutes.
+MOST_STEPS = {"resnet18": 3}
 
 
 def hl_step_fn(name, batch, shape, graph):
@@ -47,7 +50,11 @@ def hl_step_fn(name, batch, shape, graph):
     x = hl.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
     y = hl.tensor(rng.integers(0, 10, batch).astype(np.int64))
     model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph)
-    return lambda: model.train_one_batch(x, y)
+
+    def step():
+        return model.train_one_batch(x, y)
+    step.model = model  # for bench/graph_memory.py's plan statistics
+    return step
 
 
 def worker(lib, name, steps, warmup, threads):
@@ -74,6 +81,7 @@ def run(args):
     names = [n.strip() for n in args.only.split(",")] if args.only else ["mlp1", "cnn",
                                                                          "resnet18"]
     print(f"threads: {args.threads or 'default'}   timed steps per process: {args.steps} "
+          f"(at most {MOST_STEPS} for those models) "
           f"(after {args.warmup} warm-up), two processes per library; median ms per step")
     head = (f"{'model':30} " + " ".join(f"{lib:>13}" for lib in libs) +
             f" {'graph/eager':>11} {'graph/torch':>11}   {'MiB eager':>9} {'graph':>7}")
@@ -81,11 +89,13 @@ def run(args):
     print("-" * len(head))
     for name in names:
         res = {lib: {"times": [], "mem": []} for lib in libs}
+        margs = argparse.Namespace(**{**vars(args),
+                                      "steps": min(args.steps, MOST_STEPS.get(name, args.steps))})
         for _ in range(2):
             for lib in libs:
-                r = run_worker(__file__, step_worker_args(lib, name, args),
+                r = run_worker(__file__, step_worker_args(lib, name, margs),
                                f"{name}, {lib}") if lib != "torch-compile" else \
-                    _optional(name, lib, args)
+                    _optional(name, lib, margs)
                 if r is None:
                     continue
                 res[lib]["times"] += r["times"]

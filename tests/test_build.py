@@ -138,14 +138,16 @@ def _cuda_libraries():
 
 def test_cuda_libraries_export_only_the_plugin_entry_and_need_no_runpath():
     """libhlcuda*.so (docs/cuda.md): built beside the extension (the emulated one always),
-    exporting the plugin entry (and the emulation's test hooks) only, finding the CUDA
+    exporting the plugin entry and test hooks only (cuda/exports.map), finding the CUDA
     runtime by soname (hl/_cuda_libs.py preloads the wheels' copies), no RUNPATH."""
     libs = _cuda_libraries()
     assert any(p.endswith("libhlcuda_emu.so") for p in libs), libs
     for path in libs:
         exported = {line.split()[-1] for line in _binutils(
             "nm", "-D", "--defined-only", path).splitlines() if line.strip()}
-        hooks = {"hl_cuda_emu_fail_next_launch", "hl_cuda_emu_launch_count"}
+        hooks = {"hl_cuda_emu_fail_next_launch", "hl_cuda_emu_launch_count",
+                 "hl_cuda_emu_graph_launches", "hl_cuda_emu_spoil_next_capture",
+                 "hl_cuda_pinned_stats"}
         assert exported - hooks - {"hl_plugin_backend"} == set(), (path, exported)
         dynamic = _binutils("readelf", "-d", path)
         assert "RPATH" not in dynamic and "RUNPATH" not in dynamic, path

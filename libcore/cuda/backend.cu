@@ -27,6 +27,7 @@ static int count;
 
 hl_cuda_device *hl_cuda_dev(int index) {
     cudaSetDevice(index);
+    if (hl_cuda_device *view = hl_cuda_capture_view(index)) return view;
     if (__atomic_load_n(&device_ready[index], __ATOMIC_ACQUIRE)) return &devices[index];
     pthread_mutex_lock(&device_lock);
     if (!device_ready[index]) {
@@ -49,6 +50,13 @@ void hl_cuda_scratch_lock(hl_cuda_device *d) { pthread_mutex_lock(&d->scratch_mu
 void hl_cuda_scratch_unlock(hl_cuda_device *d) { pthread_mutex_unlock(&d->scratch_mutex); }
 
 void *hl_cuda_scratch(hl_cuda_device *d, size_t nbytes) {
+    void *planned = hl_cuda_host->plan_scratch(nbytes);
+    if (planned) return planned;
+    /* (a plan's first replay measures what it asks for: the next replays get arena memory) */
+    if (!hl_cuda_host->plan_scratch_measuring())
+        hl_cuda_uncapturable("%s: its work buffer is the device's shared one, which a later "
+                             "call may reallocate", "a kernel");
+    if (hl_cuda_capturing()) return NULL;
     if (nbytes <= d->scratch_bytes) return d->scratch;
     if (d->scratch) {
         cudaStreamSynchronize(d->stream);  /* queued kernels may still read the old one */
@@ -78,6 +86,10 @@ hl_status hl_cuda_check_launch(const char *op) {
 }
 
 hl_status hl_cuda_take_flag(hl_cuda_device *d, const char *op, int64_t *pos) {
+    hl_cuda_uncapturable("%s: checks its indices on the host (reads the device's error flag)",
+                         op);
+    if (hl_cuda_capturing())
+        return HL_FAIL(HL_ERR_DEVICE, "%s: cannot be captured in a graph", op);
     int flag = 0;
     cudaMemcpyAsync(&flag, d->error_flag, sizeof flag, cudaMemcpyDeviceToHost, d->stream);
     cudaError_t e = cudaStreamSynchronize(d->stream);
@@ -113,9 +125,14 @@ static hl_status cuda_memcpy(void *dst, const void *src, size_t nbytes, int kind
     static const cudaMemcpyKind kinds[3] = {cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
                                            cudaMemcpyDeviceToDevice};
     if (kind < 0 || kind > 2) return HL_FAIL(HL_ERR_VALUE, "cuda memcpy: bad kind %d", kind);
-    cudaError_t e = cudaMemcpyAsync(dst, src, nbytes, kinds[kind], d->stream);
-    /* host memory is pageable: wait, so the caller may reuse or read it at once */
-    if (e == cudaSuccess && kind != 2) e = cudaStreamSynchronize(d->stream);
+    if (hl_cuda_capturing() && kind != 2) {
+        hl_cuda_uncapturable("%s: copies between the host and the device", "a copy");
+        return HL_FAIL(HL_ERR_DEVICE, "a copy between the host and cuda:%d cannot be captured",
+                       index);
+    }
+    /* host copies stage through pinned buffers; device copies stay queued on the stream */
+    cudaError_t e = kind == 2 ? cudaMemcpyAsync(dst, src, nbytes, kinds[kind], d->stream)
+                              : hl_cuda_copy_host(d, dst, src, nbytes, kind == 0);
     if (e != cudaSuccess)
         return HL_FAIL(HL_ERR_DEVICE, "copy %s cuda:%d failed: %s",
                        kind == 0 ? "to" : kind == 1 ? "from" : "within", index,
@@ -152,9 +169,12 @@ static void fill_backend(void) {
     be.raw_free = cuda_free;
     be.memcpy = cuda_memcpy;
     be.synchronize = cuda_synchronize;
+    hl_cuda_fill_capture(&be);
     HL_OPS(CUDA_DTYPES_ROW)
     /* conv's kernel does not read conv_fused's epilogue (i[9..11]) yet: leave it to the CPU */
     be.kernels[HL_OP_CONV_FUSED] = NULL;
+    /* gemm's kernel knows neither the packed layout nor matmul_fused's epilogue */
+    be.kernels[HL_OP_GEMM_PACK_B] = be.kernels[HL_OP_MATMUL_FUSED] = NULL;
     be.op_dtypes[HL_OP_RANDOM_BERNOULLI] = CPU_COPY;
     be.op_dtypes[HL_OP_MATMUL] = be.op_dtypes[HL_OP_GEMM] = F32_F64;
     /* element-wise kernels compute in float16 and bfloat16 too (in float, rounded once) */

@@ -70,10 +70,29 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
 /* A device buffer of at least nbytes for one kernel family's intermediate (im2col columns),
    reused across calls; the caller holds the device's scratch lock (hl_cuda_scratch_lock)
    while it enqueues the work that uses it. Kernels on the one stream run in order, so the
-   next user cannot overwrite it early. NULL when the device is out of memory. */
+   next user cannot overwrite it early. Inside a plan it is the call's block of the plan's
+   arena (fixed, so a captured graph may keep it). NULL when the device is out of memory. */
 void *hl_cuda_scratch(hl_cuda_device *d, size_t nbytes);
 void hl_cuda_scratch_lock(hl_cuda_device *d);
 void hl_cuda_scratch_unlock(hl_cuda_device *d);
+
+/* ---- graph capture (graph.cu) and host copies (pinned.cu) ---- */
+
+/* The device as this thread's kernels see it while it captures device index (its capture
+   stream and cuBLAS handle), else NULL: hl_cuda_dev answers it. */
+hl_cuda_device *hl_cuda_capture_view(int index);
+bool hl_cuda_capturing(void);
+/* Notes that the kernel running now cannot be captured (fmt has one %s, given op): a plan
+   keeps the call out of its graphs; during a capture, the capture is discarded. */
+void hl_cuda_uncapturable(const char *fmt, const char *op);
+/* While capturing: a device address holding *src at every launch of the graph (a value the
+   plan changes between replays, such as a Philox key); NULL when not capturing (the kernel
+   takes *src by value) or when no word is left (the capture is then discarded). */
+const uint64_t *hl_cuda_capture_word(const uint64_t *src);
+void hl_cuda_fill_capture(hl_backend *be);
+/* n bytes between the host and device memory on d's stream, through pinned buffers. */
+cudaError_t hl_cuda_copy_host(hl_cuda_device *d, void *dst, const void *src, size_t n,
+                              bool to_device);
 
 /* ---- sizes and pointers (libcore's own inline helpers call into libcore: not here) ---- */
 

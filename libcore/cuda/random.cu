@@ -22,8 +22,9 @@ __device__ static inline T scale(double u, double low, double high) {
 enum { R_UNIFORM, R_NORMAL, R_BERNOULLI };
 
 template <class T>
-__global__ void random_float_k(T *out, int64_t n, uint64_t seed, uint64_t offset, int kind,
-                               double a, double b) {
+__global__ void random_float_k(T *out, int64_t n, uint64_t seed_value, const uint64_t *seed_at,
+                               uint64_t offset, int kind, double a, double b) {
+    uint64_t seed = seed_at ? *seed_at : seed_value;  /* seed_at: a captured graph's key */
     const int per = sizeof(T) == 4 ? 4 : 2;
     int64_t nblocks = (n + per - 1) / per;
     HL_GRID_STRIDE(blk, nblocks) {
@@ -58,7 +59,9 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed, uint64_t offset
 
 /* 1 (in the tensor's dtype: `one`) where word / 2^32 < p, else 0. */
 template <class T>
-__global__ void bernoulli_k(T *out, int64_t n, uint64_t seed, uint64_t offset, double p, T one) {
+__global__ void bernoulli_k(T *out, int64_t n, uint64_t seed_value, const uint64_t *seed_at,
+                            uint64_t offset, double p, T one) {
+    uint64_t seed = seed_at ? *seed_at : seed_value;
     int64_t nblocks = (n + 3) / 4;
     HL_GRID_STRIDE(blk, nblocks) {
         uint32_t w[4];
@@ -70,13 +73,14 @@ __global__ void bernoulli_k(T *out, int64_t n, uint64_t seed, uint64_t offset, d
 
 template <class T>
 static hl_status run_bernoulli(hl_cuda_device *d, hl_tensor *dst, int64_t n, uint64_t seed,
+                               const uint64_t *seed_at,
                                uint64_t offset, double p) {
     uint64_t bits = hl_cuda_value_bits(dst->dtype, 1.0);
     T one;
     memcpy(&one, &bits, sizeof one);
     auto bernoulli_kernel = bernoulli_k<T>;
     HL_LAUNCH(bernoulli_kernel, hl_cuda_blocks((n + 3) / 4), HL_CUDA_THREADS, 0, d->stream,
-              (T *)hl_cuda_ptr(dst), n, seed, offset, p, one);
+              (T *)hl_cuda_ptr(dst), n, seed, seed_at, offset, p, one);
     return hl_cuda_check_launch("random_bernoulli");
 }
 
@@ -89,12 +93,15 @@ extern "C" hl_status hl_cuda_random(const hl_call *c) {
     memcpy(&seed, &c->i[0], sizeof seed);
     memcpy(&offset, &c->i[1], sizeof offset);
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    /* a plan advances the key between replays: a captured kernel reads it from a word the
+       graph's launch refreshes */
+    const uint64_t *seed_at = hl_cuda_capture_word((const uint64_t *)&c->i[0]);
     if (c->op == HL_OP_RANDOM_BERNOULLI) {
         switch (hl_cuda_dtype_size(dst->dtype)) {
-            case 1: return run_bernoulli<uint8_t>(d, dst, n, seed, offset, c->f[0]);
-            case 2: return run_bernoulli<uint16_t>(d, dst, n, seed, offset, c->f[0]);
-            case 4: return run_bernoulli<uint32_t>(d, dst, n, seed, offset, c->f[0]);
-            default: return run_bernoulli<uint64_t>(d, dst, n, seed, offset, c->f[0]);
+            case 1: return run_bernoulli<uint8_t>(d, dst, n, seed, seed_at, offset, c->f[0]);
+            case 2: return run_bernoulli<uint16_t>(d, dst, n, seed, seed_at, offset, c->f[0]);
+            case 4: return run_bernoulli<uint32_t>(d, dst, n, seed, seed_at, offset, c->f[0]);
+            default: return run_bernoulli<uint64_t>(d, dst, n, seed, seed_at, offset, c->f[0]);
         }
     }
     int kind = c->op == HL_OP_RANDOM_UNIFORM ? R_UNIFORM : R_NORMAL;
@@ -102,11 +109,12 @@ extern "C" hl_status hl_cuda_random(const hl_call *c) {
     if (dst->dtype == HL_F32) {
         auto random_kernel = random_float_k<float>;
         HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 3) / 4), HL_CUDA_THREADS, 0, d->stream,
-                  (float *)hl_cuda_ptr(dst), n, seed, offset, kind, c->f[0], c->f[1]);
+                  (float *)hl_cuda_ptr(dst), n, seed, seed_at, offset, kind, c->f[0], c->f[1]);
     } else if (dst->dtype == HL_F64) {
         auto random_kernel = random_float_k<double>;
         HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 1) / 2), HL_CUDA_THREADS, 0, d->stream,
-                  (double *)hl_cuda_ptr(dst), n, seed, offset, kind, c->f[0], c->f[1]);
+                  (double *)hl_cuda_ptr(dst), n, seed, seed_at, offset, kind, c->f[0],
+                  c->f[1]);
     } else {
         return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
     }

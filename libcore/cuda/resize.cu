@@ -123,6 +123,7 @@ static hl_status run(const hl_call *c, const char *op, const int64_t *n_in, cons
     for (int d = 0; d < nd; d++) csr_free(&A[d]);
     if (st) return st;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    hl_cuda_uncapturable("%s: uploads its interpolation weights from the host", op);
     hl_cuda_scratch_lock(d);
     size_t bytes = (size_t)(nints + ndbl) * 8 + 8;
     char *buf = (char *)hl_cuda_scratch(d, bytes);

@@ -211,6 +211,23 @@ hl_status hl_matmul(const hl_tensor *a, const hl_tensor *b, hl_tensor **out);
 hl_status hl_gemm(const hl_tensor *a, const hl_tensor *b, const hl_tensor *c, int trans_a,
                   int trans_b, double alpha, double beta, hl_tensor **out);
 
+/* float32 b (K, N), or b (N, K) read as its transpose when trans_b, in the layout
+   hl_matmul_fused's kernel reads: a contiguous float32 (ceil(N / 16), K, 16) tensor holding
+   16-column panels (zeros past column N) in blocks of rows (cpu/matmul_fused.c describes the
+   order). Made once for a constant weight (an inference program does it at prepare()), it
+   saves repacking B on every product. */
+hl_status hl_gemm_pack_b(const hl_tensor *b, int trans_b, hl_tensor **out);
+/* act(a @ b + bias + residual), each output tile finished while it is in cache (the
+   inference epilogue of MatMul/Gemm + Add + Add/Gelu). a is (..., K); b is either a 2-D
+   (K, N) matrix (n < 0) or what hl_gemm_pack_b made from a (K, n) one (n >= 0, float32).
+   bias (N,) and residual (the output's shape, (..., N)) may be NULL; act is HL_CONV_ACT_*
+   with alpha and beta as listed there. float32 and float64 (plain b only). The result
+   equals matmul, add, add and the activation's op to float rounding (a different order of
+   the sums). */
+hl_status hl_matmul_fused(const hl_tensor *a, const hl_tensor *b, int64_t n,
+                          const hl_tensor *bias, const hl_tensor *residual, int act,
+                          double alpha, double beta, hl_tensor **out);
+
 /* ---- convolution (1-D and 2-D, NC[H]W) ---------------------------------------------------- */
 /* S = number of spatial axes = x's ndim - 2. stride, dilation: S entries; pads: 2*S entries,
    all begins then all ends (ONNX order); NULL gives the defaults (1, 0, 1). w is (C_out,
@@ -225,7 +242,9 @@ enum {
     HL_CONV_ACT_RELU = 1,          /* max(x, 0) */
     HL_CONV_ACT_CLIP = 2,          /* min(max(x, alpha), beta) */
     HL_CONV_ACT_LEAKY_RELU = 3,    /* x >= 0 ? x : alpha * x */
-    HL_CONV_ACT_HARD_SIGMOID = 4   /* max(0, min(1, alpha * x + beta)) */
+    HL_CONV_ACT_HARD_SIGMOID = 4,  /* max(0, min(1, alpha * x + beta)) */
+    HL_CONV_ACT_GELU = 5,          /* x/2 (1 + erf(x / sqrt 2)); hl_matmul_fused only */
+    HL_CONV_ACT_GELU_TANH = 6      /* GELU's tanh form (gelu_tanh); hl_matmul_fused only */
 };
 /* act(conv(x, w, bias) + residual), with every output finished while it is in cache (the
    inference epilogue ONNX importers fuse: Conv + Add + Relu and the like). residual may be
@@ -432,6 +451,11 @@ int64_t hl_plan_num_inputs(const hl_plan *plan);
    slot's tensor itself, as the caller sees it, included) are pointed at t's storage; otherwise,
    or when t is memory the plan writes, t's values are copied into the slot's own memory. */
 hl_status hl_plan_bind(hl_plan *plan, int64_t slot, hl_tensor *t);
+/* Makes `later` (a plan recorded after `plan`, reading some of its input slots' tensors: the
+   backward of a step whose forward is `plan`) follow plan's binds: each later bind of plan's
+   slots retargets later's reads of them too. Call it before the first bind. Both plans keep
+   their own references; either may be released first. */
+hl_status hl_plan_link_inputs(hl_plan *plan, hl_plan *later);
 /* Options, set before the first replay: turn the plan's optimisations off one by one (tests
    compare against the plain replay) or choose the dependency-order scheduler. */
 enum {
@@ -439,7 +463,8 @@ enum {
     HL_PLAN_NO_IN_PLACE = 2, /* planned memory, but no element-wise op writes over its input */
     HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
     HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
-    HL_PLAN_OPTION_MASK = 15
+    HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
+    HL_PLAN_OPTION_MASK = 31
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
@@ -452,6 +477,11 @@ typedef struct {
     int64_t planned_bytes;     /* their bytes, before sharing */
     int64_t in_place;          /* element-wise calls writing over their input */
     int64_t fused_groups, fused_calls;
+    /* Device graphs (CUDA Graphs, plan/capture.c): runs of calls captured, the calls in them,
+       graph launches so far, calls on a capturing device that run one by one, and why the
+       first of those could not be captured ("" when every such call is in a graph). */
+    int64_t graphs, graph_calls, graph_launches, uncaptured_calls;
+    char capture_note[200];
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after

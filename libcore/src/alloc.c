@@ -67,7 +67,9 @@ static hl_status storage_without_memory(hl_device device, size_t nbytes, hl_stor
     return HL_OK;
 }
 
-hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
+/* exact: the block is nbytes rounded up to 64, taken from the device, not from the cache (a
+   plan's arena: made once, as large as the plan needs; a size class would add up to 25%). */
+static hl_status storage_new(hl_device device, size_t nbytes, bool exact, hl_storage **out) {
     const hl_backend *be = hl_backend_for(device);
     if (be && !be->has_memory) return storage_without_memory(device, nbytes, out);
     device_pool *pool = pool_for(device);
@@ -79,8 +81,8 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
                        "absent");
     }
     size_t block = 0;
-    int cls = size_class(nbytes ? nbytes : 1, &block);
-    if (cls < 0) block = nbytes;
+    int cls = exact ? -1 : size_class(nbytes ? nbytes : 1, &block);
+    if (cls < 0) block = exact ? (nbytes + 63) / 64 * 64 : nbytes;
     hl_storage *s = NULL;
 #ifndef HL_NO_CACHE
     if (cls >= 0) {
@@ -120,6 +122,14 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
     s->arena_owner = NULL;
     *out = s;
     return HL_OK;
+}
+
+hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out) {
+    return storage_new(device, nbytes, false, out);
+}
+
+hl_status hl_storage_new_exact(hl_device device, size_t nbytes, hl_storage **out) {
+    return storage_new(device, nbytes, true, out);
 }
 
 static void give_back_block(hl_storage *s);
@@ -165,22 +175,15 @@ static void give_back_block(hl_storage *s) {
     }
 }
 
-/* The block goes back to the cache through a copy of the record (the cache keeps the record
-   it is given), so that s itself lives on over the arena. */
+/* The block is freed, not cached: it held an intermediate of a recorded step, whose bytes are
+   the plan's arena from now on, and the cache would keep a second copy of the step's memory
+   resident (a ResNet-18 step: hundreds of MB) for sizes that are not asked for again. */
 void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset) {
-    hl_storage *old = malloc(sizeof *old);
-    if (old) {
-        *old = *s;
-        old->refcount = 0;
-        old->arena_owner = NULL;
-        give_back_block(old);
-    } else {  /* no record to cache it with: free the bytes */
-        device_pool *pool = pool_for(s->device);
-        pthread_mutex_lock(&pool->lock);
-        pool->in_use -= (int64_t)s->block_bytes;
-        pthread_mutex_unlock(&pool->lock);
-        hl_backend_for(s->device)->raw_free(s->data, s->device.index);
-    }
+    device_pool *pool = pool_for(s->device);
+    pthread_mutex_lock(&pool->lock);
+    pool->in_use -= (int64_t)s->block_bytes;
+    pthread_mutex_unlock(&pool->lock);
+    hl_backend_for(s->device)->raw_free(s->data, s->device.index);
     __atomic_add_fetch(&arena->refcount, 1, __ATOMIC_RELAXED);
     s->arena_owner = arena;
     s->data = (char *)arena->data + offset;

@@ -103,7 +103,7 @@ hl_status hl_submit(const hl_call *c);
    points check arguments once for every backend and ask the backend what it computes
    (op_dtypes) instead of hard-coding dtypes. A new field goes at the end, with a new ABI
    number: registration refuses a struct of another ABI. */
-enum { HL_BACKEND_ABI = 2 };
+enum { HL_BACKEND_ABI = 3 };  /* 3: graph capture */
 
 typedef struct hl_backend {
     int abi;                 /* HL_BACKEND_ABI */
@@ -125,6 +125,17 @@ typedef struct hl_backend {
     /* Per op, bit (1 << dtype) for each dtype the kernel computes in. */
     uint32_t op_dtypes[HL_OP_COUNT];
     hl_kernel kernels[HL_OP_COUNT];
+    /* Graph capture (plan/capture.c; NULL where the backend has none). Between capture_begin
+       and capture_end the kernels this thread calls for device index are recorded, not run;
+       capture_end gives the graph, or NULL and why when the capture failed. graph_launch runs
+       it on the device's compute stream. uncapturable: why a kernel this thread ran since the
+       last question cannot be captured (it waited for or read the device on the host, or used
+       memory a later call may free), or NULL; asking clears it. */
+    hl_status (*capture_begin)(int index);
+    hl_status (*capture_end)(int index, void **graph, char *why, size_t why_len);
+    hl_status (*graph_launch)(void *graph, int index);
+    void (*graph_free)(void *graph, int index);
+    const char *(*uncapturable)(void);
 } hl_backend;
 
 /* Makes be serve be->kind (replacing what served it). Checks the ABI and that every required
@@ -152,6 +163,9 @@ hl_status hl_check_float(const char *op, const char *what, const hl_tensor *t);
 /* ---- allocator ---- */
 
 hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out);
+/* The same with a block of nbytes (rounded up to 64) taken from the device, never from the
+   cache's size classes: for one large buffer made once, such as a plan's arena. */
+hl_status hl_storage_new_exact(hl_device device, size_t nbytes, hl_storage **out);
 
 /* ---- output preparation ---- */
 
@@ -193,6 +207,9 @@ void hl_storage_move_to_arena(hl_storage *s, hl_storage *arena, size_t offset);
    the kernel allocates as usual. While a plan measures its calls (its first replay), the
    request is counted toward the call's scratch. plan/scratch.c. */
 void *hl_plan_scratch(size_t nbytes);
+/* Whether the call running now is in a plan's first replay, which measures scratch
+   (hl_plan_scratch answers NULL then, and gives arena memory from the next replay on). */
+bool hl_plan_scratch_measuring(void);
 
 /* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
 

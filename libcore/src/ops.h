@@ -125,6 +125,8 @@
     X(CUMSUM, cumsum, cumsum) \
     X(MATMUL, matmul, matmul) \
     X(GEMM, gemm, gemm) \
+    X(GEMM_PACK_B, gemm_pack_b, gemm) \
+    X(MATMUL_FUSED, matmul_fused, gemm) \
     X(CONV, conv, conv) \
     X(CONV_FUSED, conv_fused, conv) \
     X(CONV_PACK, conv_pack, conv_pack) \

@@ -37,6 +37,8 @@ static const hl_plugin_host host = {
     .fail = hl_fail,
     .desc = hl_desc,
     .op_name = hl_op_str,
+    .plan_scratch = hl_plan_scratch,
+    .plan_scratch_measuring = hl_plan_scratch_measuring,
 };
 
 hl_status hl_backend_load(const char *path) {

@@ -16,7 +16,7 @@
 extern "C" {
 #endif
 
-enum { HL_PLUGIN_ABI = 2 };  /* 2: the struct sizes in hl_plugin_host */
+enum { HL_PLUGIN_ABI = 3 };  /* 2: the struct sizes in hl_plugin_host; 3: plan scratch */
 
 typedef struct hl_plugin_host {
     int abi;              /* HL_PLUGIN_ABI */
@@ -27,6 +27,8 @@ typedef struct hl_plugin_host {
     hl_status (*fail)(hl_status code, const char *fmt, ...);
     const char *(*desc)(const hl_tensor *t);
     const char *(*op_name)(int op);
+    void *(*plan_scratch)(size_t nbytes);  /* hl_plan_scratch, hl_plan_scratch_measuring */
+    bool (*plan_scratch_measuring)(void);
 } hl_plugin_host;
 
 /* The plugin's entry point: its backend, or NULL with why (a sentence) filled in. */

@@ -169,6 +169,40 @@ static void test_bind(void) {
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) hl_tensor_release(all[k]);
 }
 
+/* A second plan reading the first's input slot through a view of its own follows the first's
+   binds once linked (a training step's backward reads the batch the forward was bound to). */
+static void test_linked_plans(void) {
+    int64_t s23[2] = {2, 3}, s6 = 6;
+    hl_tensor *x = NULL, *y = NULL, *flat = NULL, *z = NULL, *two = filled(1, 2, 0);
+    CHECK(hl_tensor_empty(HL_F32, CPU, 2, s23, &x) == HL_OK && hl_fill(x, 0) == HL_OK);
+    hl_plan *first = NULL, *second = NULL;
+    int64_t slot = -1;
+    CHECK(hl_plan_begin() == HL_OK && hl_plan_input(x, &slot) == HL_OK);
+    CHECK(hl_binary(op("mul"), x, two, &y) == HL_OK && hl_plan_end(&first) == HL_OK);
+    CHECK(hl_plan_begin() == HL_OK && hl_view_reshape(x, 1, &s6, &flat) == HL_OK);
+    CHECK(hl_binary(op("add"), flat, two, &z) == HL_OK && hl_plan_end(&second) == HL_OK);
+    CHECK(hl_plan_link_inputs(first, second) == HL_OK);
+    CHECK(hl_plan_link_inputs(first, first) == HL_ERR_VALUE);
+    hl_tensor *a = filled(6, 1, 1), *a2 = NULL;
+    CHECK(hl_view_reshape(a, 2, s23, &a2) == HL_OK);
+    CHECK(hl_plan_bind(first, slot, a2) == HL_OK);
+    hl_tensor_release(a);  /* the plans hold its storage now */
+    hl_tensor_release(a2);
+    CHECK(hl_plan_run(first) == HL_OK && hl_plan_run(second) == HL_OK);
+    const float *out = hl_tensor_data(z);
+    CHECK(out[0] == 3 && out[5] == 8);
+    CHECK(hl_plan_link_inputs(first, second) == HL_ERR_VALUE);  /* bound already */
+    /* z, written by the linked plan, fed back to the first: copied, not bound */
+    hl_tensor *z2 = NULL;
+    CHECK(hl_view_reshape(z, 2, s23, &z2) == HL_OK && hl_plan_bind(first, slot, z2) == HL_OK);
+    CHECK(!hl_tensor_shares_storage(x, z));
+    hl_plan_release(second);  /* either may go first */
+    CHECK(hl_plan_run(first) == HL_OK && ((const float *)hl_tensor_data(y))[5] == 16);
+    hl_plan_release(first);
+    hl_tensor *all[] = {x, y, flat, z, z2, two};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) hl_tensor_release(all[k]);
+}
+
 /* Lifetimes that do not overlap share arena bytes: a chain of matmuls (not in place). */
 static void test_arena_sharing(void) {
     int64_t s[2] = {64, 64};
@@ -203,6 +237,7 @@ static void test_arena_sharing(void) {
 int main(void) {
     test_record_replay_and_memory();
     test_bind();
+    test_linked_plans();
     test_arena_sharing();
     int64_t in_use = -1;
     CHECK(hl_memory_stats(CPU, &in_use, NULL, NULL) == HL_OK && in_use == 0);

@@ -409,6 +409,7 @@ PLAN_NO_MEMORY = lib.HL_PLAN_NO_MEMORY
 PLAN_NO_IN_PLACE = lib.HL_PLAN_NO_IN_PLACE
 PLAN_NO_FUSION = lib.HL_PLAN_NO_FUSION
 PLAN_TOPOLOGICAL = lib.HL_PLAN_TOPOLOGICAL
+PLAN_NO_CAPTURE = lib.HL_PLAN_NO_CAPTURE
 
 
 def plan_begin():
@@ -441,6 +442,12 @@ def plan_bind(plan, slot, h):
     """Makes the plan's next replays read tensor h at input slot `slot` (same shape, dtype
     and device as recorded; no copy when the strides match too)."""
     check(lib.hl_plan_bind(plan, slot, h))
+
+
+def plan_link_inputs(plan, later):
+    """Makes plan `later` (recorded after `plan`, reading its input slots) follow plan's
+    binds; call it before the first bind."""
+    check(lib.hl_plan_link_inputs(plan, later))
 
 
 def plan_set_options(plan, options):
@@ -487,13 +494,18 @@ def plan_profile_reset(plan):
 
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
                      "alive_peak_bytes", "scratch_bytes", "planned_tensors",
-                     "planned_bytes", "in_place", "fused_groups", "fused_calls")
+                     "planned_bytes", "in_place", "fused_groups", "fused_calls", "graphs",
+                     "graph_calls", "graph_launches", "uncaptured_calls")
 
 
 def plan_stats(plan):
     """What the plan did before its replays: fused groups (from the first), the memory plan
     (arena bytes, planned tensors, in-place calls, kernel scratch: from the second; the first
-    measures the kernels' work buffers)."""
+    measures the kernels' work buffers), device graphs (captured at the second replay on a
+    device that captures: graphs, the calls in them, launches, the calls left uncaptured and
+    ``capture_note``, why the first of those is)."""
     info = _new_out("hl_plan_info *")
     check(lib.hl_plan_stats(plan, info))
-    return {name: getattr(info, name) for name in _PLAN_INFO_FIELDS}
+    stats = {name: getattr(info, name) for name in _PLAN_INFO_FIELDS}
+    stats["capture_note"] = ffi.string(info.capture_note).decode("utf-8", "replace")
+    return stats

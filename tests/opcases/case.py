@@ -12,7 +12,14 @@ attributes, opset) if ONNX has one. The derived tests are:
   - ONNX import: a one-node model run by hl.onnx.prepare against onnxruntime, and trained
     through hl.onnx.ONNXModel, its gradient against float64 finite differences;
   - ONNX export round trip: hl -> hl.onnx.to_onnx -> onnxruntime equals hl;
-  - every other available backend (CUDA when built) against the CPU result.
+  - every other available backend (CUDA when built, emulated in CI) against the CPU result,
+    and the float64 gradient on that backend against its own central differences and the
+    CPU's gradient.
+
+A backend case (``reference`` None: tests/opcases/families.py, the families beyond the
+element-wise ops) has the CPU kernel as its reference and feeds the backend tests only; its
+``draw(rng, dtype, shapes)`` gives the inputs as they are (index arrays keep their dtype) and
+``grad_args`` names the inputs whose gradient is checked.
 
 ``case.run(arrays, device)`` runs the op on any device, so a new backend tests itself against
 the CPU by running every registered case. Adding an op means adding one OpCase.
@@ -44,7 +51,13 @@ TOLERANCES = {
     ("composite", np.float32): (1e-5, 1e-6),
     ("exact", np.float64): (1e-12, 0), ("libm", np.float64): (1e-12, 0),
     ("composite", np.float64): (1e-10, 1e-13),
+    # a backend against the CPU's kernel: same formulas, other summation order (float64);
+    # a GPU's libm and fused multiply-adds (float32)
+    ("backend", np.float32): (2e-5, 1e-6), ("backend", np.float64): (1e-6, 1e-7),
 }
+# a backend's float64 gradient: against its own central differences (as above), and against
+# the CPU's gradient (the same formulas: only summation order differs)
+BACKEND_GRAD_RTOL, BACKEND_GRAD_ATOL = 1e-9, 1e-12
 # gradient check: float64 central differences, eps 1e-6 (truncation ~1e-12, rounding ~1e-10)
 GRAD_RTOL, GRAD_ATOL = 1e-5, 1e-6
 # ONNX: float32 through onnxruntime's own kernels (other formulas, other rounding)
@@ -56,7 +69,7 @@ SPECIAL = (0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0)
 class OpCase:
     name: str
     call: Callable                  # hl tensors -> hl tensor
-    reference: Callable             # float64 numpy arrays -> numpy array
+    reference: Optional[Callable]   # float64 numpy arrays -> numpy array; None: the CPU's
     low: float = -5.0               # inputs drawn uniformly from [low, high]
     high: float = 5.0
     arity: int = 1
@@ -72,13 +85,24 @@ class OpCase:
     grad_shapes: tuple = ((3, 4),)  # arity > 1: broadcasting pairs, so sum_to is checked
     grad_range: Optional[tuple] = None  # (low, high) for the gradient inputs, if narrower
     draw: Optional[Callable] = None  # (rng, dtype, shapes) -> arrays, for a joint domain
+    ops: tuple = ()                 # the libcore ops it reaches (default: its name)
+    grad_args: Optional[tuple] = None  # inputs whose gradient is checked (None: all)
 
     def __str__(self):
         return self.name
 
     # ---- inputs ------------------------------------------------------------------------
+    @property
+    def backend_only(self):
+        return self.reference is None
+
+    def grad_indices(self, n_inputs):
+        return tuple(range(n_inputs)) if self.grad_args is None else self.grad_args
+
     def inputs(self, rng, dtype, shape):
         shapes = shape if self.arity > 1 else (shape,)
+        if self.backend_only:
+            return [np.asarray(a) for a in self.draw(rng, dtype, shapes)]
         if self.draw is not None:
             return [np.asarray(a).astype(dtype) for a in self.draw(rng, dtype, shapes)]
         return [rng.uniform(self.low, self.high, size=s).astype(dtype) for s in shapes]
@@ -103,6 +127,14 @@ class OpCase:
     def run(self, arrays, device="cpu"):
         """The op on `device`, its result as numpy (the hook every backend's test uses)."""
         return self.call(*[hl.tensor(a, device=device) for a in arrays]).numpy()
+
+    def run_all(self, arrays, device="cpu", requires_grad=()):
+        """The op on `device`: its input tensors (those in requires_grad tracking gradients)
+        and its outputs, a list (an op may give several: topk, max_pool's indices)."""
+        xs = [hl.tensor(a, device=device, requires_grad=i in requires_grad)
+              for i, a in enumerate(arrays)]
+        ys = self.call(*xs)
+        return xs, list(ys) if isinstance(ys, (tuple, list)) else [ys]
 
     def expected(self, arrays):
         dtype = self.out_dtype or arrays[0].dtype

@@ -6,11 +6,14 @@ import pytest
 
 import hl
 from tests.autograd.harness import check_grad
-from tests.ops.harness import LAYOUTS, assert_close
+from tests.ops.harness import LAYOUTS, assert_close, numeric_grad
 
-from .case import GRAD_ATOL, GRAD_RTOL, ONNX_ATOL, ONNX_RTOL, SPECIAL
-from .elementwise import CASES
+from . import elementwise, families
+from .case import (BACKEND_GRAD_ATOL, BACKEND_GRAD_RTOL, GRAD_ATOL, GRAD_RTOL, ONNX_ATOL,
+                   ONNX_RTOL, SPECIAL)
 
+ALL = elementwise.CASES + families.CASES
+CASES = [c for c in ALL if not c.backend_only]  # with a numpy reference
 BY_DTYPE = [pytest.param(c, d, id=f"{c.name}-{np.dtype(d).name}") for c in CASES
             for d in c.dtypes]
 GRAD = [pytest.param(c, s, id=f"{c.name}-{s}") for c in CASES if c.grad
@@ -18,7 +21,12 @@ GRAD = [pytest.param(c, s, id=f"{c.name}-{s}") for c in CASES if c.grad
 ONNX = [pytest.param(c, id=c.name) for c in CASES if c.onnx is not None]
 EXPORT = [pytest.param(c, id=c.name) for c in CASES if c.onnx is not None and c.onnx.export]
 # other backends, each against the CPU (skipped, as gpu tests are, where none is built)
-BACKENDS = [pytest.param(c, "cuda", id=f"{c.name}-cuda", marks=pytest.mark.gpu) for c in CASES]
+OTHER_BACKENDS = ("cuda",)
+BACKENDS = [pytest.param(c, b, id=f"{c.name}-{b}", marks=pytest.mark.gpu) for c in ALL
+            for b in OTHER_BACKENDS]
+BACKEND_GRAD = [pytest.param(c, b, id=f"{c.name}-{b}", marks=pytest.mark.gpu) for c in ALL
+                if c.grad and np.float64 in c.dtypes for b in OTHER_BACKENDS
+                if not set(c.ops or (c.name,)) & families.NOT_ON.get(b, set())]
 
 
 def _layout(arrays, name):
@@ -133,12 +141,71 @@ def test_onnx_export_round_trip(case):
                                atol=ONNX_ATOL)
 
 
+def _missing_on(case, device):
+    return [op for op in case.ops or (case.name,) if op in families.NOT_ON.get(device, ())]
+
+
 @pytest.mark.parametrize("case,device", BACKENDS)
 def test_backend_matches_cpu(case, device):
+    missing = _missing_on(case, device)
+    if missing:  # the registry's answer for a kernel the backend lacks
+        arrays = case.inputs(np.random.default_rng(3), case.dtypes[0], case.shapes[0])
+        with pytest.raises(hl.errors.UnsupportedError,
+                           match=f"{missing[0]} is not implemented on {device}"):
+            case.run_all(arrays, device)
+        return
     for dtype in case.dtypes:
         rtol, atol = case.tolerance(dtype)
         for shape in case.shapes:
             arrays = case.inputs(np.random.default_rng(3), dtype, shape)
-            np.testing.assert_allclose(case.run(arrays, device), case.run(arrays, "cpu"),
-                                       rtol=rtol, atol=atol, equal_nan=True,
-                                       err_msg=f"{case.name} on {device}")
+            _, want = case.run_all(arrays, "cpu")
+            _, got = case.run_all(arrays, device)
+            for g, w in zip(got, want):
+                assert g.device == hl.device(device) and g.dtype == w.dtype and \
+                    g.shape == w.shape, f"{case.name} on {device}: {g!r} vs {w!r}"
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol,
+                                           equal_nan=True, err_msg=f"{case.name} on {device}")
+
+
+def _gradient_inputs(case):
+    """float64 inputs for a backend's gradient check: the element-wise cases' (away from
+    kinks), the backend cases' drawing."""
+    if case.backend_only:
+        return case.inputs(np.random.default_rng(0), np.float64, None)
+    return case.grad_inputs(np.random.default_rng(1), case.grad_shapes[-1])
+
+
+@pytest.mark.parametrize("case,device", BACKEND_GRAD)
+def test_backend_gradients_float64(case, device):
+    """The backend's backward kernels against central differences of its own forward, and
+    against the CPU's gradient."""
+    arrays = _gradient_inputs(case)
+    which = case.grad_indices(len(arrays))
+    rng = np.random.default_rng(1)
+    xs, ys = case.run_all(arrays, device, requires_grad=which)
+    dys = [rng.standard_normal(y.shape) for y in ys]
+    sum((y * hl.tensor(d, device=device)).sum() for y, d in zip(ys, dys)).backward()
+    cx, cys = case.run_all(arrays, "cpu", requires_grad=which)
+    sum((y * hl.tensor(d)).sum() for y, d in zip(cys, dys)).backward()
+    for i in which:
+        def f(v, i=i):
+            args = [hl.tensor(v if j == i else a, device=device) for j, a in enumerate(arrays)]
+            with hl.no_grad():
+                outs = case.call(*args)
+                outs = outs if isinstance(outs, (tuple, list)) else [outs]
+                return sum(float((o.numpy() * d).sum()) for o, d in zip(outs, dys))
+        got = xs[i].grad.numpy()
+        np.testing.assert_allclose(got, numeric_grad(f, arrays[i]), rtol=GRAD_RTOL,
+                                   atol=GRAD_ATOL, err_msg=f"{case.name}: gradient of input {i} vs differences")
+        np.testing.assert_allclose(got, cx[i].grad.numpy(), rtol=BACKEND_GRAD_RTOL,
+                                   atol=BACKEND_GRAD_ATOL,
+                                   err_msg=f"{case.name}: gradient of input {i} vs the CPU's")
+
+
+def test_every_op_has_a_case():
+    """Every libcore op is reached by a case (so every backend runs it), is a gradient kernel
+    a case's gradient check reaches, or is random (the Philox stream has its own tests)."""
+    reached = {op for c in ALL for op in (c.ops or (c.name,))}
+    covered = reached | set(families.GRADIENT_OPS) | families.RANDOM_OPS
+    assert set(hl._core.OPS) - covered == set()
+    assert set(families.GRADIENT_OPS.values()) <= reached

@@ -172,6 +172,25 @@ def test_bind_of_other_strides_copies():
     np.testing.assert_array_equal(y.numpy(), src.T + 1)
 
 
+def test_slot_memory_is_given_back_while_bound_and_made_again_to_copy():
+    """A plan bound without a copy holds the bound batch, not also its slot's own memory; a
+    later bind that must copy gets slot memory again."""
+    x = _t(np.zeros((256, 64), np.float32))  # 64 KiB: one allocator block
+    plan, (slot,), y = _record(lambda: x + 1.0, x)
+    del x  # only the plan holds the slot's memory now
+    gc.collect()
+    new = _t(RNG.standard_normal((256, 64), dtype=np.float32))
+    before = hl.memory_stats()["in_use"]
+    _core.plan_bind(plan, slot, new._h)
+    assert before - hl.memory_stats()["in_use"] == 256 * 64 * 4
+    _core.plan_run(plan)
+    np.testing.assert_array_equal(y.numpy(), new.numpy() + 1)
+    src = RNG.standard_normal((64, 256), dtype=np.float32)
+    _core.plan_bind(plan, slot, _t(src).transpose(1, 0)._h)  # other strides: copied
+    _core.plan_run(plan)
+    np.testing.assert_array_equal(y.numpy(), src.T + 1)
+
+
 def test_bind_of_a_plan_output_copies():
     x = _t(np.ones(4, np.float32))
     plan, (slot,), y = _record(lambda: x * 2.0, x)

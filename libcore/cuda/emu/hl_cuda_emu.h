@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include <cmath>
+#include <tuple>
 
 #define __global__
 #define __device__
@@ -148,6 +149,8 @@ typedef enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorLaunchFailure = 719,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
 } cudaError_t;
 
 typedef enum cudaMemcpyKind {
@@ -160,7 +163,14 @@ typedef enum cudaMemcpyKind {
 
 typedef struct hl_emu_stream *cudaStream_t;
 typedef struct hl_emu_event *cudaEvent_t;
+typedef struct hl_emu_graph *cudaGraph_t;
+typedef struct hl_emu_graph *cudaGraphExec_t;  /* instantiation keeps the recorded nodes */
 enum { cudaStreamNonBlocking = 1 };
+enum { cudaHostAllocDefault = 0, cudaHostAllocPortable = 1, cudaHostAllocMapped = 2 };
+typedef enum { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1,
+               cudaStreamCaptureModeRelaxed = 2 } cudaStreamCaptureMode;
+typedef enum { cudaStreamCaptureStatusNone = 0, cudaStreamCaptureStatusActive = 1,
+               cudaStreamCaptureStatusInvalidated = 2 } cudaStreamCaptureStatus;
 
 const char *cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetLastError(void);
@@ -175,6 +185,8 @@ cudaError_t cudaMalloc(void **p, size_t n);
 cudaError_t cudaFree(void *p);
 cudaError_t cudaMallocHost(void **p, size_t n);
 cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags);
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags);
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
@@ -188,6 +200,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+/* Stream capture and graphs. While a stream captures, the work given to it is recorded, not
+   run (kernels keep their arguments by value, as a CUDA graph's kernel nodes do); what CUDA
+   refuses during a capture fails here too and invalidates it: synchronising the stream, a copy
+   to or from pageable host memory, and, from the capturing thread (ThreadLocal mode),
+   cudaMalloc, cudaFree, cudaMemcpy and cudaDeviceSynchronize. */
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
 struct cudaDeviceProp {
     char name[256];
@@ -199,20 +224,37 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d);
 /* ---- launching ---- */
 
 typedef void (*hl_emu_body)(void *closure);
-/* Runs closure once per thread of the grid (see the model above). Errors land where
-   cudaGetLastError finds them, as with a real launch. */
+/* How a capturing stream keeps a launch: a copy of its closure (the kernel's arguments, by
+   value), and how to destroy that copy. */
+struct hl_emu_closure_ops {
+    void *(*clone)(const void *closure);
+    void (*destroy)(void *closure);
+};
+/* Runs closure once per thread of the grid (see the model above), or records it when s is
+   capturing. Errors land where cudaGetLastError finds them, as with a real launch. */
 void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coop,
-                   const char *kernel, hl_emu_body body, void *closure);
+                   const char *kernel, hl_emu_body body, void *closure,
+                   const hl_emu_closure_ops *ops);
 /* Dynamic shared memory of the running block (the launch's shmem bytes). */
 void *hl_emu_dynamic_shared(void);
 
 template <class F> static void hl_emu_call(void *f) { (*(F *)f)(); }
+template <class F> static void *hl_emu_clone(const void *f) { return new F(*(const F *)f); }
+template <class F> static void hl_emu_destroy(void *f) { delete (F *)f; }
+template <class F> static const hl_emu_closure_ops *hl_emu_ops_of(const F &) {
+    static const hl_emu_closure_ops ops = {hl_emu_clone<F>, hl_emu_destroy<F>};
+    return &ops;
+}
 
+/* The arguments are evaluated at the launch and kept by value, as a kernel launch takes
+   them: a captured launch replays with the values of its capture, never with what the
+   launching code holds (or has freed) later. */
 #define HL_EMU_LAUNCH(coop, kernel, grid, block, shmem, stream, ...)                         \
     do {                                                                                     \
-        auto hl_body_ = [&]() { kernel(__VA_ARGS__); };                                      \
+        auto hl_args_ = std::make_tuple(__VA_ARGS__);                                        \
+        auto hl_body_ = [=]() { std::apply([=](const auto &...a) { kernel(a...); }, hl_args_); }; \
         hl_emu_launch(dim3(grid), dim3(block), (shmem), (stream), (coop), #kernel,           \
-                      hl_emu_call<decltype(hl_body_)>, &hl_body_);                           \
+                      hl_emu_call<decltype(hl_body_)>, &hl_body_, hl_emu_ops_of(hl_body_));  \
     } while (0)
 #define HL_LAUNCH(kernel, grid, block, shmem, stream, ...) \
     HL_EMU_LAUNCH(false, kernel, grid, block, shmem, stream, __VA_ARGS__)
@@ -242,5 +284,9 @@ cublasStatus_t cublasDgemm(cublasHandle_t h, cublasOperation_t ta, cublasOperati
 
 extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_next_launch(int code);
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_launch_count(void);
+/* Graphs launched so far, and nodes those launches ran. */
+extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_graph_launches(void);
+/* The next stream capture ends invalidated (as after an API call CUDA refuses in a capture). */
+extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_spoil_next_capture(void);
 
 #endif /* HL_CUDA_EMU_H */

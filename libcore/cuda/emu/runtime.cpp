@@ -13,8 +13,11 @@
 #include <time.h>
 #include <ucontext.h>
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <vector>
 
 thread_local hl_emu_thread *hl_emu_self;
 
@@ -40,6 +43,10 @@ const char *cudaGetErrorString(cudaError_t e) {
         case cudaErrorInvalidDevice: return "invalid device ordinal";
         case cudaErrorLaunchFailure:
             return launch_message[0] ? launch_message : "unspecified launch failure";
+        case cudaErrorStreamCaptureUnsupported:
+            return "operation not permitted when stream is capturing";
+        case cudaErrorStreamCaptureInvalidated:
+            return "operation failed due to a previous error during capture";
     }
     return "unknown error";
 }
@@ -73,9 +80,78 @@ cudaError_t cudaGetDevice(int *d) {
     *d = current_device;
     return cudaSuccess;
 }
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
+
+/* ---- streams: kernels run when launched; copies through pinned memory wait in the stream's
+   queue until something orders them (the next work on the stream, a synchronisation, an event
+   waited for), so host code that reads or reuses a pinned buffer before synchronising sees
+   what a GPU would let it see: the copy not done yet ---- */
+
+struct hl_emu_graph {
+    std::vector<std::function<void()>> nodes;
+};
+
+struct hl_emu_stream {
+    int device;
+    /* held while the stream's work runs: work given to one stream by several threads runs
+       one piece at a time, in the order it was given, as on a GPU */
+    std::recursive_mutex exec;
+    std::mutex lock;
+    std::vector<std::function<void()>> pending;  /* queued async copies, in order */
+    hl_emu_graph *capture = nullptr;  /* the graph being recorded, while capturing */
+    bool invalidated = false;
+};
+
+namespace {
+std::mutex streams_lock;
+std::vector<hl_emu_stream *> all_streams;
+thread_local hl_emu_stream *capturing_here;  /* the stream this thread captures (ThreadLocal) */
+
+void flush(hl_emu_stream *s) {
+    if (!s) return;
+    std::lock_guard<std::recursive_mutex> order(s->exec);
+    std::vector<std::function<void()>> work;
+    {
+        std::lock_guard<std::mutex> g(s->lock);
+        work.swap(s->pending);
+    }
+    for (auto &w : work) w();
+}
+
+void flush_all(void) {
+    std::vector<hl_emu_stream *> streams;
+    {
+        std::lock_guard<std::mutex> g(streams_lock);
+        streams = all_streams;
+    }
+    for (hl_emu_stream *s : streams) flush(s);
+}
+
+/* A call CUDA refuses while this thread captures (ThreadLocal mode): invalidates the capture. */
+bool refused_in_capture(void) {
+    if (!capturing_here) return false;
+    capturing_here->invalidated = true;
+    fail(cudaErrorStreamCaptureUnsupported);
+    return true;
+}
+
+/* Where work given to stream s goes: true when it is recorded into s's capture (or refused
+   because the capture is already invalid: *err set). */
+bool recording(cudaStream_t s, std::function<void()> node, cudaError_t *err) {
+    *err = cudaSuccess;
+    if (!s || !s->capture) return false;
+    if (s->invalidated) *err = fail(cudaErrorStreamCaptureInvalidated);
+    else s->capture->nodes.push_back(std::move(node));
+    return true;
+}
+}  // namespace
+
+cudaError_t cudaDeviceSynchronize(void) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    flush_all();
+    return cudaSuccess;
+}
 
 /* ---- memory: host blocks recorded as device memory, per device, under a limit ---- */
 
@@ -103,9 +179,21 @@ bool is_device(const void *p, size_t n) {
     --it;
     return a >= it->first && a + n <= it->first + it->second.bytes;
 }
+
+std::map<uintptr_t, size_t> pinned_blocks;  /* cudaMallocHost/cudaHostAlloc: start, bytes */
+
+bool is_pinned(const void *p, size_t n) {
+    std::lock_guard<std::mutex> g(memory_lock);
+    uintptr_t a = (uintptr_t)p;
+    auto it = pinned_blocks.upper_bound(a);
+    if (it == pinned_blocks.begin()) return false;
+    --it;
+    return a >= it->first && a + n <= it->first + it->second;
+}
 }  // namespace
 
 cudaError_t cudaMalloc(void **p, size_t n) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
     size_t rounded = ((n ? n : 1) + 255) & ~(size_t)255;
     std::lock_guard<std::mutex> g(memory_lock);
     if (used[current_device] + rounded > memory_limit()) {
@@ -124,22 +212,45 @@ cudaError_t cudaMalloc(void **p, size_t n) {
 }
 
 cudaError_t cudaFree(void *p) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
     if (!p) return cudaSuccess;
+    flush_all();  /* cudaFree synchronises the device */
     std::lock_guard<std::mutex> g(memory_lock);
     auto it = device_blocks.find((uintptr_t)p);
     if (it == device_blocks.end()) return fail(cudaErrorInvalidValue);
     used[it->second.device] -= it->second.bytes;
+    /* poisoned: a graph or kernel that still reads the block (a stale pointer) reads NaNs
+       until the memory is reused */
+    memset(p, 0xff, it->second.bytes);
     device_blocks.erase(it);
     free(p);
     return cudaSuccess;
 }
 
-cudaError_t cudaMallocHost(void **p, size_t n) {
-    *p = aligned_alloc(64, ((n ? n : 1) + 63) & ~(size_t)63);
-    return *p ? cudaSuccess : fail(cudaErrorMemoryAllocation);
+cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags) {
+    (void)flags;  /* the host's memory is the device's here: every pinned block is mapped */
+    size_t rounded = ((n ? n : 1) + 63) & ~(size_t)63;
+    *p = aligned_alloc(64, rounded);
+    if (!*p) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> g(memory_lock);
+    pinned_blocks[(uintptr_t)*p] = rounded;
+    return cudaSuccess;
 }
+cudaError_t cudaMallocHost(void **p, size_t n) { return cudaHostAlloc(p, n, 0); }
 cudaError_t cudaFreeHost(void *p) {
+    if (!p) return cudaSuccess;
+    flush_all();  /* as cudaFree, it waits for the device */
+    std::lock_guard<std::mutex> g(memory_lock);
+    auto it = pinned_blocks.find((uintptr_t)p);
+    if (it == pinned_blocks.end()) return fail(cudaErrorInvalidValue);
+    pinned_blocks.erase(it);
     free(p);
+    return cudaSuccess;
+}
+cudaError_t cudaHostGetDevicePointer(void **device, void *host, unsigned flags) {
+    (void)flags;
+    if (!is_pinned(host, 1)) return fail(cudaErrorInvalidValue);
+    *device = host;
     return cudaSuccess;
 }
 
@@ -151,7 +262,8 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+namespace {
+cudaError_t copy_now(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
     if (n == 0) return cudaSuccess;
     bool dst_dev = is_device(dst, n), src_dev = is_device(src, n);
     bool ok = kind == cudaMemcpyDefault ||
@@ -163,38 +275,81 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind
     memmove(dst, src, n);
     return cudaSuccess;
 }
+}  // namespace
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind kind) {
+    if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
+    return copy_now(dst, src, n, kind);
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind kind,
                             cudaStream_t s) {
-    (void)s;
-    return cudaMemcpy(dst, src, n, kind);
+    bool host_side = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToHost;
+    const void *host = kind == cudaMemcpyHostToDevice ? src : dst;
+    bool pinned = host_side && n && is_pinned(host, n);
+    if (s && s->capture && host_side && !pinned) {  /* pageable memory cannot be captured */
+        s->invalidated = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    cudaError_t err;
+    if (recording(s, [=]() { copy_now(dst, src, n, kind); }, &err)) return err;
+    if (!s) return copy_now(dst, src, n, kind);
+    std::lock_guard<std::recursive_mutex> order(s->exec);
+    flush(s);  /* in stream order after what was queued before */
+    if (!pinned) return copy_now(dst, src, n, kind);  /* pageable: synchronous */
+    /* checked now (the direction, device memory), done when the stream is next ordered */
+    bool dev_ok = kind == cudaMemcpyHostToDevice ? is_device(dst, n) : is_device(src, n);
+    if (!dev_ok) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> g(s->lock);
+    s->pending.push_back([=]() { memmove(dst, src, n); });
+    return cudaSuccess;
 }
 cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s) {
-    (void)s;
     if (n && !is_device(p, n)) return fail(cudaErrorInvalidValue);
+    cudaError_t err;
+    if (recording(s, [=]() { memset(p, value, n); }, &err)) return err;
+    if (s) s->exec.lock();
+    flush(s);
     memset(p, value, n);
+    if (s) s->exec.unlock();
     return cudaSuccess;
 }
 
-/* ---- streams and events: work is done when a call returns ---- */
+/* ---- streams and events ---- */
 
-struct hl_emu_stream { int device; };
-struct hl_emu_event { double seconds; };
+struct hl_emu_event {
+    double seconds;
+    cudaStream_t stream;  /* where it was recorded: waiting for it orders that stream */
+};
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
     (void)flags;
-    *s = new hl_emu_stream{current_device};
+    *s = new hl_emu_stream();
+    (*s)->device = current_device;
+    std::lock_guard<std::mutex> g(streams_lock);
+    all_streams.push_back(*s);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    flush(s);
+    {
+        std::lock_guard<std::mutex> g(streams_lock);
+        for (size_t i = 0; i < all_streams.size(); i++)
+            if (all_streams[i] == s) all_streams.erase(all_streams.begin() + (long)i);
+    }
     delete s;
     return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-    (void)s;
+    if (s && s->capture) {  /* waiting for a capturing stream: CUDA refuses and invalidates */
+        s->invalidated = true;
+        return fail(cudaErrorStreamCaptureUnsupported);
+    }
+    flush(s);
     return cudaSuccess;
 }
 cudaError_t cudaEventCreate(cudaEvent_t *e) {
-    *e = new hl_emu_event{0};
+    *e = new hl_emu_event{0, nullptr};
     return cudaSuccess;
 }
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
@@ -202,15 +357,90 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    (void)s;
+    e->stream = s;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     e->seconds = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-    (void)e;
+    flush(e->stream);
     return cudaSuccess;
+}
+
+/* ---- capture and graphs ---- */
+
+namespace { int spoil_next_capture; }  /* test hook */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    (void)mode;  /* hl captures in ThreadLocal mode */
+    if (!s || s->capture || capturing_here) return fail(cudaErrorInvalidValue);
+    flush(s);
+    s->capture = new hl_emu_graph();
+    s->invalidated = __atomic_exchange_n(&spoil_next_capture, 0, __ATOMIC_RELAXED) != 0;
+    capturing_here = s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph) {
+    *graph = nullptr;
+    if (!s || !s->capture) return fail(cudaErrorInvalidValue);
+    hl_emu_graph *g = s->capture;
+    bool bad = s->invalidated;
+    s->capture = nullptr;
+    s->invalidated = false;
+    if (capturing_here == s) capturing_here = nullptr;
+    if (bad) {
+        delete g;
+        return fail(cudaErrorStreamCaptureInvalidated);
+    }
+    *graph = g;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus *status) {
+    *status = !s || !s->capture ? cudaStreamCaptureStatusNone
+              : s->invalidated ? cudaStreamCaptureStatusInvalidated
+                               : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+    (void)flags;
+    if (!graph) return fail(cudaErrorInvalidValue);
+    *exec = new hl_emu_graph(*graph);  /* the nodes with their arguments, copied */
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete graph;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete exec;
+    return cudaSuccess;
+}
+
+namespace { long long graph_launches; }
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    if (!exec) return fail(cudaErrorInvalidValue);
+    if (s && s->capture) return fail(cudaErrorStreamCaptureUnsupported);
+    std::unique_lock<std::recursive_mutex> order;
+    if (s) order = std::unique_lock<std::recursive_mutex>(s->exec);
+    flush(s);
+    __atomic_add_fetch(&graph_launches, 1, __ATOMIC_RELAXED);
+    for (auto &node : exec->nodes) {
+        node();
+        /* a node that fails stops the graph; the error stays for cudaGetLastError */
+        if (cudaPeekAtLastError() != cudaSuccess) return cudaPeekAtLastError();
+    }
+    return cudaSuccess;
+}
+
+extern "C" void hl_cuda_emu_spoil_next_capture(void) {
+    __atomic_store_n(&spoil_next_capture, 1, __ATOMIC_RELAXED);
+}
+
+extern "C" long long hl_cuda_emu_graph_launches(void) {
+    return __atomic_load_n(&graph_launches, __ATOMIC_RELAXED);
 }
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
     *ms = (float)((end->seconds - start->seconds) * 1e3);
@@ -347,25 +577,31 @@ uint64_t hl_emu_shfl(uint64_t v, int src_lane) {
 
 void *hl_emu_dynamic_shared(void) { return current ? current->dynamic_shared : nullptr; }
 
-void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coop,
-                   const char *kernel, hl_emu_body body, void *closure) {
-    (void)s;
-    launches++;
-    launch_message[0] = 0;
-    if (failing_launches) {
-        cudaError_t code = (cudaError_t)failing_launches;
-        failing_launches = 0;
-        launch_failed(code, "kernel %s failed (injected by hl_cuda_emu_fail_next_launch)",
-                      kernel);
-        return;
-    }
+namespace {
+bool bad_configuration(dim3 grid, dim3 block, size_t shmem, const char *kernel) {
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (nthreads == 0 || nthreads > MAX_THREADS || grid.x == 0 || grid.y == 0 || grid.z == 0 ||
         grid.y > 65535 || grid.z > 65535 || shmem > (228u << 10)) {
         launch_failed(cudaErrorInvalidConfiguration, "kernel %s: invalid launch configuration "
                       "(grid or block size out of range, or too much shared memory)", kernel);
+        return true;
+    }
+    return false;
+}
+
+/* Runs one launch now: directly, or as a node of a graph being launched. */
+void run_launch(dim3 grid, dim3 block, size_t shmem, bool coop, const char *kernel,
+                hl_emu_body body, void *closure) {
+    __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+    launch_message[0] = 0;
+    int injected = __atomic_exchange_n(&failing_launches, 0, __ATOMIC_RELAXED);
+    if (injected) {
+        launch_failed((cudaError_t)injected, "kernel %s failed (injected by "
+                      "hl_cuda_emu_fail_next_launch)", kernel);
         return;
     }
+    if (bad_configuration(grid, block, shmem, kernel)) return;
+    unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     if (!mine) mine = new launcher();
     launcher *L = mine, *outer = current;
     hl_emu_thread *outer_self = hl_emu_self;
@@ -442,11 +678,36 @@ void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coo
     current = outer;
     hl_emu_self = outer_self;
 }
+}  // namespace
+
+void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coop,
+                   const char *kernel, hl_emu_body body, void *closure,
+                   const hl_emu_closure_ops *ops) {
+    if (s && s->capture) {
+        /* a configuration CUDA refuses fails at the capture, as at a launch */
+        if (bad_configuration(grid, block, shmem, kernel)) {
+            s->invalidated = true;
+            return;
+        }
+        std::shared_ptr<void> kept(ops->clone(closure), ops->destroy);
+        cudaError_t err;
+        recording(s, [=]() { run_launch(grid, block, shmem, coop, kernel, body, kept.get()); },
+                  &err);
+        return;
+    }
+    if (s) s->exec.lock();
+    flush(s);
+    run_launch(grid, block, shmem, coop, kernel, body, closure);
+    if (s) s->exec.unlock();
+}
 
 extern "C" void hl_cuda_emu_fail_next_launch(int code) {
-    failing_launches = code ? code : (int)cudaErrorLaunchFailure;
+    __atomic_store_n(&failing_launches, code ? code : (int)cudaErrorLaunchFailure,
+                     __ATOMIC_RELAXED);
 }
-extern "C" long long hl_cuda_emu_launch_count(void) { return launches; }
+extern "C" long long hl_cuda_emu_launch_count(void) {
+    return __atomic_load_n(&launches, __ATOMIC_RELAXED);
+}
 
 /* ---- cuBLAS: column-major gemm through OpenBLAS ---- */
 
@@ -488,6 +749,14 @@ static size_t span(int rows, int cols, int ld, size_t esz) {
                               C, span(m, n, ldc, sizeof(T))))                                  \
             return CUBLAS_STATUS_EXECUTION_FAILED;                                             \
         if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;                                    \
+        T a_ = *alpha, b_ = *beta; /* host scalars: read at the call, as cuBLAS does */        \
+        cudaError_t err_;                                                                      \
+        if (recording(h->stream, [=]() { NAME(h, ta, tb, m, n, k, &a_, A, lda, B, ldb, &b_,   \
+                                             C, ldc); }, &err_))                              \
+            return err_ ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;              \
+        std::unique_lock<std::recursive_mutex> order_;                                         \
+        if (h->stream) order_ = std::unique_lock<std::recursive_mutex>(h->stream->exec);       \
+        flush(h->stream);                                                                      \
         if (k == 0) {                                                                          \
             for (int j = 0; j < n; j++)                                                        \
                 for (int i = 0; i < m; i++)                                                    \

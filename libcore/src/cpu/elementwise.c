@@ -11,49 +11,7 @@
 #include "dtypes.h"
 #include "loops.h"
 
-/* ---- float32 tanh and erf from arithmetic alone ----
- * libm's tanhf is a call per element (about 8 ns); this form has no calls and no branches, so
- * the contiguous loop below vectorises (about 2.4 ns per element with SSE2). |x| < 0.3: the odd
- * Taylor series to x^11 (the next term is below 1e-9 relative). Beyond: 1 - 2 / (e^(2|x|) + 1),
- * e^y by range reduction y = k ln2 + r, |r| <= ln2 / 2 (ln2 split in two so k ln2 is exact),
- * a degree-6 Taylor polynomial in r and 2^k built from its exponent bits. Measured against
- * float64 tanh over [-20, 20] and 1e-30..30: relative error under 2.4e-7 (libm's: 1.6e-7).
- * 2|x| is capped at 80, where the result is 1 in float32 already; NaN stays NaN.
- * erf: |x| < 0.5 by its Taylor series to x^13; beyond, Abramowitz and Stegun's 7.1.26,
- * 1 - (a1 t + ... + a5 t^5) e^(-x^2) with t = 1 / (1 + p|x|), absolute error under 1.5e-7
- * (relative under 3e-7 there, as |erf| >= 0.52). */
-static inline float hl_exp_f32(float y) {           /* y in [-87, 80] */
-    float t = y * 1.44269504088896341f;
-    int32_t k = (int32_t)(t + copysignf(0.5f, t));
-    float r = y - (float)k * 0.693145751953125f - (float)k * 1.42860682030941723212e-6f;
-    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 +
-              r * (1.0f / 120 + r * (1.0f / 720))))));
-    int32_t bits = (k + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-static inline float hl_tanh_f32(float x) {
-    float a = fabsf(x), y2 = 2.0f * a;
-    float big = 1.0f - 2.0f / (hl_exp_f32(y2 < 80.0f ? y2 : 80.0f) + 1.0f);
-    float x2 = x * x;
-    float small = x * (1.0f + x2 * (-1.0f / 3 + x2 * (2.0f / 15 + x2 * (-17.0f / 315 +
-                  x2 * (62.0f / 2835 + x2 * (-1382.0f / 155925))))));
-    float y = a < 0.3f ? small : copysignf(big, x);
-    return x == x ? y : x;
-}
-static inline float hl_erf_f32(float x) {
-    float a = fabsf(x), x2 = x * x;
-    float small = x * 1.12837916709551257f * (1.0f + x2 * (-1.0f / 3 + x2 * (1.0f / 10 +
-                  x2 * (-1.0f / 42 + x2 * (1.0f / 216 + x2 * (-1.0f / 1320 +
-                  x2 * (1.0f / 9360)))))));
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-                 t * (-1.453152027f + t * 1.061405429f))));
-    float e = hl_exp_f32(x2 < 87.0f ? -x2 : -87.0f);
-    float y = a < 0.5f ? small : copysignf(1.0f - poly * e, x);
-    return x == x ? y : x;
-}
+#include "fast_math.h"  /* hl_tanh_f32, hl_erf_f32: float32 tanh and erf without libm */
 #undef HL_TANH
 #define HL_TANH(v) _Generic((v), float: hl_tanh_f32, default: tanh)(v)
 #undef HL_ERF

@@ -15,6 +15,7 @@
 #include "dtypes.h"
 
 hl_status hl_cpu_copy(const hl_call *c);
+hl_status hl_cpu_gemm_inference(const hl_call *c);
 
 /* Element (i, j) of a matrix is at p + (i*s0 + j*s1) elements. */
 typedef struct {
@@ -197,6 +198,7 @@ hl_status hl_cpu_matmul(const hl_call *c) {
 /* in[0] = a, in[1] = b (2-D), in[2] = c broadcast to (M, N) when n_in == 3; out[0] (M, N);
    i[0] = trans_a, i[1] = trans_b; f[0] = alpha, f[1] = beta. */
 hl_status hl_cpu_gemm(const hl_call *c) {
+    if (c->op != HL_OP_GEMM) return hl_cpu_gemm_inference(c);  /* matmul_fused.c */
     const hl_tensor *a = c->in[0], *b = c->in[1];
     hl_tensor *o = c->out[0];
     bool ta = c->i[0] != 0, tb = c->i[1] != 0;

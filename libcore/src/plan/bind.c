@@ -3,6 +3,10 @@
  * When its layout matches the slot's, every plan tensor viewing the slot's memory is redirected
  * to the bound tensor's storage (no copy); otherwise (other strides, or memory the plan itself
  * writes) its values are copied into the slot's own memory.
+ *
+ * The slots are a table shared with the plans linked to the slots' plan (hl_plan_link_inputs):
+ * a training step recorded as two plans (forward and loss, then backward and update, so that
+ * the loss is seen before the update) reads the batch in both, and one bind retargets both.
  */
 #include "plan.h"
 
@@ -23,6 +27,14 @@ static void redirect(plan_slot *slot, hl_storage *s, int64_t base) {
         }
         t->offset = base + slot->alias_offsets[a];
     }
+}
+
+/* Whether s holds the output of a call of p or of a plan linked to its slots. */
+static bool written_by_plans(const hl_plan *p, const hl_storage *s) {
+    if (s->written_by == p->id) return true;
+    for (int64_t k = 0; k < p->n_linked; k++)
+        if (s->written_by == p->linked_ids[k]) return true;
+    return false;
 }
 
 hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
@@ -51,18 +63,73 @@ hl_status hl_plan_bind(hl_plan *p, int64_t slot, hl_tensor *t) {
     if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE))
         return hl_fail(HL_ERR_VALUE, "plan_bind: the plan is running on another thread");
     if (t->storage == x->storage && t->offset == x->offset && same_layout(x, t)) return HL_OK;
+    /* On a device that captures graphs (CUDA), a graph of this plan or of one linked to its
+       slots reads the slot's memory at fixed addresses (plan/capture.c): the values bound are
+       copied there. */
+    const hl_backend *be = hl_backend_for(x->storage->device);
+    if (be && be->capture_begin) goto copy;
     if (t->storage == s->home && same_layout(x, t)) {  /* back to the slot's own memory */
         redirect(s, s->home, t->offset);
         return HL_OK;
     }
     /* Memory the plan writes (one of its outputs fed back) would be overwritten while the
        replay still reads it: those values are copied. */
-    if (same_layout(x, t) && t->storage->written_by != p->id && !t->storage->arena_owner) {
+    if (same_layout(x, t) && !written_by_plans(p, t->storage) && !t->storage->arena_owner) {
         redirect(s, t->storage, t->offset);
+        /* the slot's own memory is idle now: given back unless something else views it (made
+           again by a bind that must copy), so a plan does not hold a second batch */
+        if (s->home && __atomic_load_n(&s->home->refcount, __ATOMIC_ACQUIRE) == 1) {
+            hl_storage_release(s->home);
+            s->home = NULL;
+        }
         return HL_OK;
+    }
+copy:
+    if (!s->home) {
+        hl_status st = hl_storage_new(x->storage->device, s->home_nbytes, &s->home);
+        if (st) return hl_fail(st, "plan_bind: memory for input slot %lld: %s", (long long)slot,
+                               hl_last_error());
     }
     redirect(s, s->home, s->home_offset);
     hl_status st = hl_copy(s->t, t);
     return st ? hl_fail(st, "plan_bind: copying into input slot %lld: %s", (long long)slot,
                         hl_last_error()) : HL_OK;
+}
+
+hl_status hl_plan_link_inputs(hl_plan *p, hl_plan *later) {
+    if (!p || !later) return hl_fail(HL_ERR_VALUE, "plan_link_inputs: a plan is NULL");
+    if (p == later)
+        return hl_fail(HL_ERR_VALUE, "plan_link_inputs: a plan reads its own slots already");
+    if (__atomic_load_n(&p->busy, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&later->busy, __ATOMIC_ACQUIRE))
+        return hl_fail(HL_ERR_VALUE, "plan_link_inputs: a plan is running on another thread");
+    for (int64_t k = 0; k < p->n_slots; k++)
+        if (p->slots[k].t->storage != p->slots[k].home)
+            return hl_fail(HL_ERR_VALUE, "plan_link_inputs: input slot %lld is bound to another "
+                           "tensor already; link the plans before binding their inputs",
+                           (long long)k);
+    uint64_t *ids = realloc(p->linked_ids, sizeof *ids * (p->n_linked + 1));
+    if (!ids) return hl_fail(HL_ERR_MEMORY, "plan_link_inputs: out of memory");
+    p->linked_ids = ids;
+    p->linked_ids[p->n_linked++] = later->id;
+    for (int64_t k = 0; k < p->n_slots; k++) {
+        hl_status st = hl_plan_collect_aliases(later, &p->slots[k]);
+        if (st) return st;
+    }
+    return HL_OK;
+}
+
+hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot) {
+    plan_slot *s = &p->slots[slot];
+    hl_tensor *x = s->t;
+    if (x->storage == s->home && x->offset == s->home_offset) return HL_OK;
+    hl_status st = s->home ? HL_OK : hl_storage_new(x->storage->device, s->home_nbytes, &s->home);
+    if (st) return st;
+    hl_tensor *bound;
+    st = hl_tensor_wrap(x->storage, x->dtype, x->ndim, x->shape, x->strides, x->offset, &bound);
+    if (st) return st;
+    redirect(s, s->home, s->home_offset);
+    st = hl_copy(s->t, bound);
+    hl_tensor_release(bound);
+    return st;
 }

@@ -18,17 +18,21 @@
    tensor's storage, at the same relative offsets. */
 typedef struct {
     hl_tensor *t;            /* the tensor declared (the plan holds a reference) */
-    hl_storage *home;        /* its storage when declared (held): target of a copying bind */
+    hl_storage *home;        /* its storage when declared (held): target of a copying bind;
+                                NULL while bound without a copy and nothing else holds it */
     int64_t home_offset;     /* t->offset when declared */
+    size_t home_nbytes;      /* home's size, to make it again for a copying bind */
     hl_tensor **aliases;     /* plan tensors whose storage was home (t among them), held */
     int64_t *alias_offsets;  /* their offsets minus home_offset */
-    int n_aliases;
+    int n_aliases, cap_aliases;
 } plan_slot;
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
 typedef struct plan_group plan_group;
 /* Per-record times of profiled replays (profile.c). */
 typedef struct plan_profile plan_profile;
+/* The plan's runs of calls replayed as device graphs (capture.c). */
+typedef struct plan_capture plan_capture;
 
 struct hl_plan {
     hl_call *calls;
@@ -36,6 +40,10 @@ struct hl_plan {
     uint64_t id;             /* this recording's number (hl_storage.written_by) */
     plan_slot *slots;
     int64_t n_slots, cap_slots;
+    /* Recordings whose tensors joined these slots' aliases (hl_plan_link_inputs): a tensor
+       they write is not bound without a copy either. */
+    uint64_t *linked_ids;
+    int64_t n_linked;
     /* Set up before the first replay (replay.c): kernels resolved, memory planned. */
     bool prepared;
     hl_kernel *kernels;      /* per call */
@@ -57,13 +65,34 @@ struct hl_plan {
     int *scratch_kind;
     int busy;                /* atomic: a replay is running */
     plan_profile *profile;   /* NULL until profiling is first switched on (atomic pointer) */
+    plan_capture *capture;   /* NULL: no call runs on a backend that captures graphs */
 };
+
+/* replay.c: runs calls [from, to) (fused groups as one pass); reseed: advance the Philox key
+   of random calls afterwards, for the next replay. */
+hl_status hl_plan_replay_range(hl_plan *p, int64_t from, int64_t to, bool reseed);
+/* Advances the keys of the random calls in [from, to) (a Weyl step: keys never repeat). */
+void hl_plan_reseed_range(hl_plan *p, int64_t from, int64_t to);
+/* capture.c: set up before the first replay (p->capture stays NULL when nothing captures);
+   a plan with p->capture replays through hl_plan_replay_captured: the first replay call by
+   call, noting after each call whether it could be captured (observe), the later ones with
+   graphs. */
+hl_status hl_plan_capture_prepare(hl_plan *p);
+void hl_plan_capture_observe(hl_plan *p, int64_t i);
+hl_status hl_plan_replay_captured(hl_plan *p);
+void hl_plan_capture_release(hl_plan *p);
+void hl_plan_capture_stats(const hl_plan *p, hl_plan_info *info);
+/* bind.c: points slot's tensors back at the slot's own memory, copying the values bound. */
+hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot);
 
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
 /* record.c: plan `id` has run (or is released): the host-read guard stops refusing the
    values it writes. */
 void hl_plan_mark_run(uint64_t id);
+/* record.c: adds every tensor of q's records viewing the slot's home storage to the slot's
+   aliases (held), at its offset from the slot's. */
+hl_status hl_plan_collect_aliases(const hl_plan *q, plan_slot *s);
 
 /* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
 hl_status hl_plan_order_topologically(hl_plan *p);
@@ -88,15 +117,15 @@ hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last);
 bool hl_plan_profile_this_replay(hl_plan *p);
 hl_status hl_plan_replay_timed(hl_plan *p);
 
-/* The device a call runs on: its first output's (or first input's), the host when it has none. */
-static inline hl_device hl_call_device(const hl_call *c) {
-    const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
-    return first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
-}
-
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
     return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
+}
+
+/* The device call c runs on: its first output's, else its first input's (the CPU for none). */
+static inline hl_device hl_plan_call_device(const hl_call *c) {
+    const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
+    return first ? first->storage->device : (hl_device){HL_DEVICE_CPU, 0};
 }
 
 /* The same view of the same dtype: element i of one is element i of the other. */

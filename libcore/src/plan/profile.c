@@ -54,7 +54,7 @@ bool hl_plan_profile_this_replay(hl_plan *p) {
 
 /* Waits for the device of record i (NULL synchronize: its kernels are done when they return). */
 static hl_status wait_for_device(const hl_plan *p, int64_t i) {
-    hl_device d = hl_call_device(&p->calls[i]);
+    hl_device d = hl_plan_call_device(&p->calls[i]);
     const hl_backend *be = hl_backend_for(d);
     return be && be->synchronize ? be->synchronize(d.index) : HL_OK;
 }

@@ -65,30 +65,35 @@ hl_status hl_plan_begin(void) {
     return HL_OK;
 }
 
-/* Every plan tensor that views the slot's storage, so that a bind can redirect them all. */
-static hl_status collect_aliases(hl_plan *p, plan_slot *s) {
-    int cap = 4;
-    s->aliases = malloc(sizeof *s->aliases * cap);
-    s->alias_offsets = malloc(sizeof *s->alias_offsets * cap);
-    if (!s->aliases || !s->alias_offsets) return hl_fail(HL_ERR_MEMORY, "plan_end: out of memory");
-    s->aliases[0] = hl_tensor_retain(s->t);
-    s->alias_offsets[0] = 0;
-    s->n_aliases = 1;
-    for (int64_t i = 0; i < p->n; i++) {
-        const hl_call *c = &p->calls[i];
+/* Every tensor of q's records that views the slot's storage, so that a bind can redirect
+   them all (q: the slot's own plan, or one linked to it). */
+hl_status hl_plan_collect_aliases(const hl_plan *q, plan_slot *s) {
+    if (!s->aliases) {
+        s->cap_aliases = 4;
+        s->aliases = malloc(sizeof *s->aliases * s->cap_aliases);
+        s->alias_offsets = malloc(sizeof *s->alias_offsets * s->cap_aliases);
+        if (!s->aliases || !s->alias_offsets)
+            return hl_fail(HL_ERR_MEMORY, "plan_end: out of memory");
+        s->aliases[0] = hl_tensor_retain(s->t);
+        s->alias_offsets[0] = 0;
+        s->n_aliases = 1;
+    }
+    for (int64_t i = 0; i < q->n; i++) {
+        const hl_call *c = &q->calls[i];
         for (int k = 0; k < c->n_in + c->n_out; k++) {
             hl_tensor *t = hl_call_tensor(c, k);
             if (!t || t->storage != s->home) continue;  /* optional inputs may be NULL */
             bool seen = false;
             for (int a = 0; a < s->n_aliases && !seen; a++) seen = s->aliases[a] == t;
             if (seen) continue;
-            if (s->n_aliases == cap) {
-                cap *= 2;
+            if (s->n_aliases == s->cap_aliases) {
+                int cap = 2 * s->cap_aliases;
                 hl_tensor **ga = realloc(s->aliases, sizeof *ga * cap);
                 if (ga) s->aliases = ga;
                 int64_t *go = realloc(s->alias_offsets, sizeof *go * cap);
                 if (go) s->alias_offsets = go;
-                if (!ga || !go) return hl_fail(HL_ERR_MEMORY, "plan_end: out of memory");
+                if (!ga || !go) return hl_fail(HL_ERR_MEMORY, "plan: out of memory");
+                s->cap_aliases = cap;
             }
             s->aliases[s->n_aliases] = hl_tensor_retain(t);
             s->alias_offsets[s->n_aliases++] = t->offset - s->home_offset;
@@ -103,7 +108,7 @@ hl_status hl_plan_end(hl_plan **out) {
     hl_plan *p = recording;
     recording = NULL;
     for (int64_t k = 0; k < p->n_slots; k++) {
-        hl_status st = collect_aliases(p, &p->slots[k]);
+        hl_status st = hl_plan_collect_aliases(p, &p->slots[k]);
         if (st) { hl_plan_release(p); return st; }
     }
     unrun_add(p->id);
@@ -139,6 +144,7 @@ hl_status hl_plan_input(hl_tensor *t, int64_t *slot) {
     s->home = t->storage;
     __atomic_add_fetch(&s->home->refcount, 1, __ATOMIC_RELAXED);
     s->home_offset = t->offset;
+    s->home_nbytes = t->storage->nbytes;
     /* Its values while recording are not those of the replays: reading them now (to decide
        something in Python) would bake this batch into the plan, so the guard refuses it. */
     t->storage->written_by = p->id;
@@ -205,9 +211,11 @@ void hl_plan_release(hl_plan *p) {
         hl_tensor_release(s->t);
         hl_storage_release(s->home);
     }
+    hl_plan_capture_release(p);  /* graphs first: they read the arenas */
     for (int d = 0; d < HL_DEVICE_KINDS; d++) hl_storage_release(p->arenas[d]);
     hl_plan_free_groups(p);
     free(p->slots);
+    free(p->linked_ids);
     free(p->kernels);
     free(p->scratch_need);
     free(p->scratch_offset);

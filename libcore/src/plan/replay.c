@@ -10,7 +10,7 @@ static hl_status resolve_kernels(hl_plan *p) {
     if (!p->kernels) return hl_fail(HL_ERR_MEMORY, "plan_run: out of memory");
     for (int64_t i = 0; i < p->n; i++) {
         const hl_call *c = &p->calls[i];
-        hl_device d = hl_call_device(c);
+        hl_device d = hl_plan_call_device(c);
         const hl_backend *be = hl_backend_for(d);
         if (!be)
             return hl_fail(HL_ERR_DEVICE, "%s: no backend serves device %s", hl_op_str(c->op),
@@ -27,6 +27,7 @@ static hl_status prepare(hl_plan *p) {
     hl_status st = p->options & HL_PLAN_TOPOLOGICAL ? hl_plan_order_topologically(p) : HL_OK;
     if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
+    if (!st && !(p->options & HL_PLAN_NO_CAPTURE)) st = hl_plan_capture_prepare(p);
     if (!st && !(p->options & HL_PLAN_NO_MEMORY)) {
         p->scratch_need = calloc((size_t)p->n + 1, sizeof *p->scratch_need);
         p->scratch_offset = malloc(sizeof *p->scratch_offset * (p->n + 1));
@@ -46,24 +47,47 @@ static hl_status prepare(hl_plan *p) {
     return HL_OK;
 }
 
+hl_status hl_plan_replay_range(hl_plan *p, int64_t from, int64_t to, bool reseed) {
+    for (int64_t i = from; i < to; i++) {
+        hl_status st;
+        int g = p->group_of ? p->group_of[i] : -1;
+        if (g >= 0) {
+            int64_t last;
+            st = hl_plan_run_group(p, g, &last);
+            if (st) return st;
+            i = last;
+            continue;
+        }
+        st = hl_plan_run_call(p, i);
+        if (st) return st;
+        if (p->capture) hl_plan_capture_observe(p, i);
+        if (reseed) hl_plan_reseed_range(p, i, i + 1);
+    }
+    return HL_OK;
+}
+
+void hl_plan_reseed_range(hl_plan *p, int64_t from, int64_t to) {
+    for (int64_t i = from; i < to; i++) {
+        hl_call *c = &p->calls[i];
+        if (c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
+            c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
+    }
+}
+
 hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last) {
     int g = p->group_of ? p->group_of[i] : -1;
     if (g >= 0) return hl_plan_run_group(p, g, last);
     *last = i;
-    hl_call *c = &p->calls[i];
     hl_status st = hl_plan_run_call(p, i);
-    if (!st && c->reseed_on_replay)  /* a Weyl step: keys of successive runs never repeat */
-        c->i[0] = (int64_t)((uint64_t)c->i[0] + 0x9E3779B97F4A7C15ull);
+    if (!st) hl_plan_reseed_range(p, i, i + 1);
     return st;
 }
 
 static hl_status replay(hl_plan *p) {
-    if (hl_plan_profile_this_replay(p)) return hl_plan_replay_timed(p);  /* profile.c */
-    for (int64_t i = 0; i < p->n; i++) {
-        hl_status st = hl_plan_run_record(p, i, &i);
-        if (st) return st;
-    }
-    return HL_OK;
+    /* profiling times record by record (profile.c); a plan replayed as captured device
+       graphs has no per-record boundaries and is not timed */
+    if (!p->capture && hl_plan_profile_this_replay(p)) return hl_plan_replay_timed(p);
+    return p->capture ? hl_plan_replay_captured(p) : hl_plan_replay_range(p, 0, p->n, true);
 }
 
 hl_status hl_plan_run(hl_plan *p) {
@@ -119,5 +143,6 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->in_place = p->in_place_count;
     info->fused_groups = p->n_groups;
     info->fused_calls = p->fused_calls;
+    hl_plan_capture_stats(p, info);
     return HL_OK;
 }

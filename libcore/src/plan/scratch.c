@@ -32,6 +32,8 @@ void *hl_plan_scratch(size_t nbytes) {
     return p;
 }
 
+bool hl_plan_scratch_measuring(void) { return current && current->measuring; }
+
 hl_status hl_plan_run_call(hl_plan *p, int64_t i) {
     hl_call *c = &p->calls[i];
     call_scratch cs = {0};

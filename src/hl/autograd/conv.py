@@ -12,6 +12,8 @@ with the same weight, stride, pads, dilation and groups). The bias gradient is d
 the batch and spatial axes. 'same' padding is resolved to explicit pads once, in forward, so
 backward and shape inference use the very pads the forward used.
 """
+import math
+
 from .. import errors, ops
 from ..ops.conv import _ints, conv_pads
 from ._nn import as_input, check_rank, window_out
@@ -77,9 +79,17 @@ class Conv(Function):
         nx, nw = self.needs[0], self.needs[1]
         nb = len(self.needs) > 2 and self.needs[2]
         args = (self.stride, self.pads, self.dilation, self.groups)
-        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx else None
+        # The smaller gradient first: it is alive while the other is computed (a recorded
+        # plan, graph mode, frees everything at its last use). dw first also lets x, saved for
+        # dw, go before dx is made (early layers: large planes, small kernels); dx first keeps
+        # a large dw (deep layers) from being alive during dx's work buffers.
+        dw_first = math.prod(self.w_shape) <= math.prod(self.x_shape)
+        dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx and not dw_first \
+            else None
         dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
         db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
+        if nx and dw_first:
+            dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args)
         return dx, dw, db
 
 

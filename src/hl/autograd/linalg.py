@@ -237,4 +237,26 @@ def outer(a, b):
     return mul(reshape(a, -1, 1), reshape(b, 1, -1))
 
 
-__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear"]
+def gemm_pack_b(b, trans_b=False):
+    """hl.ops.gemm_pack_b (a constant weight packed once for matmul_fused, inference). The
+    packed copy has no gradient: a b that requires one is refused, not silently cut off."""
+    if _grad.enabled and getattr(b, "requires_grad", False):
+        raise errors.UnsupportedError(
+            "gemm_pack_b: packs a constant weight for inference, and b requires a gradient; "
+            "use matmul (or linear), or hl.no_grad()")
+    return ops.gemm_pack_b(b, trans_b=trans_b)
+
+
+def matmul_fused(a, b, bias=None, residual=None, act="none", alpha=0.0, beta=0.0):
+    """hl.ops.matmul_fused_forward (act(a @ b + bias + residual) in one pass, for inference;
+    b may be a PackedMatrix from hl.gemm_pack_b). It has no gradient: where one would be
+    recorded it refuses, rather than drop it silently."""
+    if _grad.enabled and any(getattr(t, "requires_grad", False)
+                             for t in (a, b, bias, residual)):
+        raise errors.UnsupportedError(
+            "matmul_fused: an inference kernel without a gradient, called on tensors that "
+            "require one; use matmul (or linear), add and the activation, or hl.no_grad()")
+    return ops.matmul_fused_forward(a, b, bias, residual, act=act, alpha=alpha, beta=beta)
+
+
+__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear", "gemm_pack_b", "matmul_fused"]

@@ -7,8 +7,9 @@ values, and what the caller adds: the training flag, which step), in calls:
    create their slots);
 2. recorded: the step runs once more with every core call recorded instead of run, on input
    tensors the plan owns (its input slots); then the plan runs once to compute this step;
-3. and later: the batch is copied into the input slots, the replay hooks advance the Python
-   state (recording.py) and the plan is replayed by one core call, with no Python per op.
+3. and later: the batch is bound to the input slots (the plans read the batch's tensors in
+   place, see ``_bind``), the replay hooks advance the Python state (recording.py) and the
+   plan is replayed by one core call, with no Python per op.
 
 The cache is small and bounded (``PlanCache(size)``): the short last batch of an epoch gets
 its own plan; a signature past the bound runs eagerly, with one warning. A recording that
@@ -79,11 +80,14 @@ def _slot_for(leaf):
                                        else leaf))
 
 
-def _bind(slot, leaf):
-    """Puts this call's value of an input into its slot (a copy until the core binds
-    tensors to slots)."""
+def _bind(core, k, slot, leaf):
+    """Makes this call's value of an input what the plan's slot k reads. A tensor is bound:
+    the plan (and the plans linked to it: a step's backward) reads the tensor's own memory, no
+    copy (the core copies only a tensor of other strides, or one a plan writes), and holds a
+    reference to it until the next bind. A numpy array is written into the slot's own memory
+    (one copy, as turning it into a tensor would make)."""
     if isinstance(leaf, Tensor):
-        _core.copy_into(slot._h, leaf._h)
+        _core.plan_bind(core, k, leaf._h)
     else:
         _core.write(slot._h, np.ascontiguousarray(leaf, dtype=slot.dtype.np))
 
@@ -107,9 +111,24 @@ class Plan:
         self.still_valid = still_valid
         self.size = sum(_core.plan_size(c) for c in cores)
 
+    def cores(self):
+        return [self.core] + [c for _, c in self.then]
+
+    def prepare(self, options, *later):
+        """Before the first run: the PLAN_* options on every core plan, and every core plan
+        after the first (this plan's later segments, and those of ``later``: a step's
+        backward) linked to the first's input slots, so that binding a batch retargets them
+        all (they read it too)."""
+        others = [c for p in (self,) + later for c in p.cores()][1:]
+        for c in [self.core] + others:
+            _core.plan_set_options(c, options)
+        if self.slots:
+            for c in others:
+                _core.plan_link_inputs(self.core, c)
+
     def run(self, leaves, hooks=True):
-        for slot, leaf in zip(self.slots, leaves):
-            _bind(slot, leaf)
+        for k, (slot, leaf) in enumerate(zip(self.slots, leaves)):
+            _bind(self.core, k, slot, leaf)
         if hooks:
             for fn in self.hooks:
                 fn()
@@ -135,9 +154,12 @@ class PlanCache:
     """The plans of one function of one owner (a model's training step, its forward...),
     keyed by input signature; at most ``size`` signatures get plans."""
 
-    def __init__(self, what, size=DEFAULT_SIZE):
+    def __init__(self, what, size=DEFAULT_SIZE, topological=False):
         self.what = what
         self.size = int(size)
+        # graph_alg='topological': each plan's calls run in dependency order (libcore's
+        # plan/order.c), which gives exactly the results of the recorded order
+        self.options = _core.PLAN_TOPOLOGICAL if topological else 0
         self.entries = OrderedDict()
         self._warned_full = False
         self.stats = {"eager": 0, "recorded": 0, "replayed": 0}
@@ -185,6 +207,8 @@ class PlanCache:
         slots = [_slot_for(leaf) for leaf in leaves]
         rec = recording.begin()
         try:
+            for slot in slots:  # slot k is leaf k; reading one on the host is a GraphBreak
+                _core.plan_input(slot._h)
             outputs = fn(*_rebuild(args, iter(slots)))
             if second is not None:
                 first = (recording.end(), rec)
@@ -206,11 +230,13 @@ class PlanCache:
         if second is None:
             entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
                               rec.segments, name)
+            entry.plan.prepare(self.options)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
         entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
                           first[1].segments, name)
         entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments,
                             f"{name} (backward and update)")
+        entry.plan.prepare(self.options, entry.second)  # one bind serves both plans
         entry.plan.run(leaves, hooks=False)
 
         def finish(run):

@@ -55,7 +55,7 @@ class Profile:
                 return self
             _active.remove(self)
             for plan, _ in self._plans.values():
-                for core in _cores(plan):
+                for core in plan.cores():
                     _core.plan_set_profiling(core, False)
             self._rows = self._read()
             self._plans.clear()
@@ -81,7 +81,7 @@ class Profile:
                 return
             self._plans[id(plan)] = (plan, name or f"plan #{len(self._order) + 1}")
             self._order.append(id(plan))
-            for core in _cores(plan):
+            for core in plan.cores():
                 _core.plan_profile_reset(core)  # a profile counts from its own start
                 _core.plan_set_profiling(core, True, self.skip)
 
@@ -91,7 +91,7 @@ class Profile:
         rows = []
         for number, key in enumerate(self._order):
             plan, name = self._plans[key]
-            cores = _cores(plan)
+            cores = plan.cores()
             for part, core in enumerate(cores):
                 label = name if len(cores) == 1 else f"{name} part {part + 1}"
                 rows += _rows(core, label, number)
@@ -134,11 +134,6 @@ class Profile:
                          f"{mean:>10.1f}  {e['seconds'] / total:>6.1%}")
         lines.append(f"{'total':<{width}}  {'':>8}  {self.total() * 1e3:>10.3f}")
         return "\n".join(lines)
-
-
-def _cores(plan):
-    """The core plans of a Plan: one, or its segments when its recording was cut."""
-    return [plan.core] + [c for _, c in plan.then]
 
 
 def _rows(core, name, number):

@@ -26,7 +26,7 @@ class GraphRunner:
         c = self.caches.get(what)
         if c is None:
             c = self.caches[what] = PlanCache(f"{type(self.model).__name__}.{what}",
-                                              self.cache_size)
+                                              self.cache_size, topological=not self.sequential)
         return c
 
     def run(self, what, fn, args, second=None):

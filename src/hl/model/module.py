@@ -140,8 +140,8 @@ class Module(Trainer, Layer):
         """SINGA's switch for graph mode. On, train_one_batch, fit, evaluate, predict and
         train_on_batch run as recorded plans: per input signature the first step runs
         eagerly, the second is recorded, later ones replay the plan in one core call.
-        ``sequential=False`` is SINGA's 'topological' order (today the same records in
-        recorded order: the results are identical). See docs/training.md, graph mode."""
+        ``sequential=False`` is SINGA's 'topological' order: the plan's calls run in
+        dependency order (the results are identical). See docs/training.md, graph mode."""
         d = self.__dict__
         d["graph_mode"] = bool(mode)
         d["sequential"] = bool(sequential)

@@ -46,7 +46,8 @@ VALUE_SHAPED = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Tile": 
 class Program:
     def __init__(self, graph, device, constants, fold=True, fuse=False):
         """``fuse``: every weight is a constant (inference), so Conv + BatchNormalization
-        pairs may run as one Conv (fuse.py) in plain runs."""
+        pairs may run as one Conv, convolutions with their epilogues (fuse.py) and products
+        with a constant B on a packed B with theirs (fuse_matmul.py), in plain runs."""
         self.graph = graph
         self.device = device
         self.constants = dict(constants)  # name -> Tensor
@@ -62,12 +63,13 @@ class Program:
             if replace:
                 self.constants.update(extra)
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
-            nodes = _fuse.conv_epilogues(self.fused_nodes or graph.nodes, graph,
-                                         self.constants, device,
-                                         self.folded | self.fused_skip)
-            if nodes is not None:  # fused nodes read values later than the graph's nodes
-                self.fused_nodes = nodes
-                self.fused_last_use = last_uses(nodes, graph)
+            from .fuse_matmul import matmul_epilogues
+            for rewrite in (_fuse.conv_epilogues, matmul_epilogues):
+                nodes = rewrite(self.fused_nodes or graph.nodes, graph, self.constants, device,
+                                self.folded | self.fused_skip)
+                if nodes is not None:  # fused nodes read values later than the graph's nodes
+                    self.fused_nodes = nodes
+                    self.fused_last_use = last_uses(nodes, graph)
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
         self.plans = PlanCache()
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes

@@ -7,8 +7,10 @@ int32 and int64 run a plain loop. Operands of different dtypes promote as numpy 
 """
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor, into, operands
+from .conv import CONV_ACTIVATIONS
 
-__all__ = ["matmul_forward", "gemm_forward"]
+__all__ = ["matmul_forward", "gemm_forward", "gemm_pack_b", "matmul_fused_forward",
+           "PackedMatrix", "FUSED_ACTIVATIONS"]
 
 
 def matmul_forward(a, b, out=None):
@@ -48,3 +50,61 @@ def gemm_forward(a, b, c=None, trans_a=False, trans_b=False, alpha=1.0, beta=1.0
             c = c.astype(a.dtype)
     return _wrap(_core.call("gemm", a._h, b._h, None if c is None else c._h, int(bool(trans_a)),
                             int(bool(trans_b)), float(alpha), float(beta), _core.out(into(out))))
+
+
+# The activations matmul_fused_forward applies (HL_CONV_ACT_* in hl_core.h): conv_fused's,
+# and the two GELUs of transformer MLPs.
+FUSED_ACTIVATIONS = {**CONV_ACTIVATIONS, "gelu": 5, "gelu_tanh": 6}
+
+
+class PackedMatrix:
+    """A float32 (K, N) matrix packed once (gemm_pack_b) into the layout matmul_fused's kernel
+    reads: ``data`` is the (ceil(N / 16), K, 16) tensor, ``shape`` the matrix's (K, N)."""
+    __slots__ = ("data", "shape")
+
+    def __init__(self, data, shape):
+        self.data, self.shape = data, tuple(shape)
+
+    def __repr__(self):
+        return f"PackedMatrix(shape={self.shape})"
+
+
+def gemm_pack_b(b, trans_b=False):
+    """b (K, N), or b (N, K) read as its transpose when trans_b, packed for
+    matmul_fused_forward: what an inference program does once with a constant weight, so
+    that products with few rows do not pack it again on every call. float32 only."""
+    if not isinstance(b, Tensor):
+        b = as_tensor(b)
+    data = _wrap(_core.call("gemm_pack_b", b._h, int(bool(trans_b)), _core.OUT), b._dtype)
+    k, n = (b.shape[1], b.shape[0]) if trans_b else (b.shape[0], b.shape[1])
+    return PackedMatrix(data, (k, n))
+
+
+def matmul_fused_forward(a, b, bias=None, residual=None, act="none", alpha=0.0, beta=0.0,
+                         out=None):
+    """act(a @ b + bias + residual), each output tile finished while it is in cache: MatMul or
+    Gemm, Add of a bias, Add of a residual and an activation as one pass (inference; no
+    gradient). a is (..., K); b a 2-D (K, N) tensor or a PackedMatrix (gemm_pack_b); bias
+    (N,) and residual (the result's shape) are optional; act is a key of FUSED_ACTIVATIONS,
+    with alpha and beta as for conv_fused_forward. Equal to the unfused ops up to the order
+    of float sums."""
+    op = "matmul_fused"
+    code = FUSED_ACTIVATIONS.get(act)
+    if code is None:
+        raise errors.ValueError(f"{op}: act must be one of {sorted(FUSED_ACTIVATIONS)}, got "
+                                f"{act!r}")
+    if not isinstance(a, Tensor):
+        a = as_tensor(a)
+    if isinstance(b, PackedMatrix):
+        bh, n = b.data._h, b.shape[1]
+    else:
+        if not isinstance(b, Tensor):
+            b = as_tensor(b, dtype=a.dtype)
+        bh, n = b._h, -1
+    extra = []
+    for t, what in ((bias, "bias"), (residual, "residual")):
+        if t is not None and not isinstance(t, Tensor):
+            t = as_tensor(t, dtype=a.dtype, device=a.device)
+        extra.append(None if t is None else t._h)
+    return _wrap(_core.call(op, a._h, bh, n, extra[0], extra[1], code, float(alpha),
+                            float(beta), _core.out(into(out))), a._dtype)

@@ -91,8 +91,7 @@ class DeviceGraph:
                 first = plan in self.unrun
                 if first:
                     if not serial:  # SINGA's default: by dependencies
-                        for core in [plan.core] + [c for _, c in plan.then]:
-                            _core.plan_set_options(core, _core.PLAN_TOPOLOGICAL)
+                        plan.prepare(_core.PLAN_TOPOLOGICAL)
                     del self.unrun[plan]
                 # the recording advanced the Python side of its step (optimiser counts); the
                 # replay hooks advance it for each later run

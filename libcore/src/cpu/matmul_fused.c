@@ -1,0 +1,565 @@
+/*
+ * matmul_fused.c - CPU kernels of gemm_pack_b and matmul_fused (api/matmul_fused.c):
+ * act(A @ B + bias + residual) with the epilogue applied to each output tile while it is in
+ * the L1 cache, B packed once (hl_gemm_pack_b: what an inference program does with a constant
+ * weight at prepare()); with a plain B, OpenBLAS's product and the epilogue as a pass after.
+ *
+ * Packed B: panels of NR = 16 columns (zeros past column N), cut into blocks of KC rows; the
+ * blocks of rows [0, KC) of every panel come first, panel after panel, then those of rows
+ * [KC, 2 KC), and so on (packed_at). hl_gemm_pack_b makes it as a (P, K, 16) float32 tensor,
+ * P = ceil(N / 16) (the shape gives the size; the order is this one). The micro-kernel reads
+ * a block (16 KiB, it stays in L1) from start to end, and the driver reads the blocks of one
+ * KC step in memory order, a stream the hardware prefetchers follow.
+ *
+ * Loops: each thread takes a contiguous range of panels; MC rows of A are packed (MR rows
+ * interleaved per k) once for all of K; then for each NC_PANELS panels, KC blocks of K, each
+ * panel, tiles of MR = 6 rows. A tile's 6 x 16 sums live in 12 AVX2 registers; the block of
+ * C (MC x 256) stays in L2 across the KC steps; the first tile of each panel prefetches the
+ * next panel's rows (B streams from memory once per call, which otherwise stalls the kernel:
+ * 78 -> 83 GF/s at 60 x 256 x 4096). Tiles of the last KC block get the epilogue right after
+ * their store.
+ *
+ * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
+ * build targets baseline x86-64); other CPUs get a portable one.
+ */
+#include <cblas.h>
+#include <stdlib.h>
+
+#include "blas_layout.h"
+#include "dtypes.h"
+#include "fast_math.h"
+#include "parallel.h"
+
+/* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
+   of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
+   the KC steps add into (L2). */
+enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+
+/* ---- the epilogue ---- */
+
+typedef struct {
+    int act;
+    double alpha, beta;    /* the activation's parameters (HL_CONV_ACT_*) */
+    const char *bias;      /* N values, or NULL */
+    const char *res;       /* the residual, rows of ldr elements, or NULL */
+    int64_t ldr;
+} epilogue;
+
+static inline float gelu_f32(float x) {
+    return 0.5f * x * (1.0f + hl_erf_f32(x * 0.70710678118654752440f));
+}
+static inline float gelu_tanh_f32(float x) {
+    return 0.5f * x * (1.0f + hl_tanh_f32(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+static inline double gelu_f64(double x) { return 0.5 * x * (1 + erf(x * 0.70710678118654752440)); }
+static inline double gelu_tanh_f64(double x) {
+    return 0.5 * x * (1 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+
+/* y[j] = act(y[j] + bias[j] + r[j]) for j < n (bias, r may be NULL). The activations are the
+   element-wise ops' expressions (ops.h); one loop per activation so that each vectorises. */
+#define EPILOGUE_ROW(SFX, T, GELU, GELU_TANH)                                                  \
+    HL_CLONES static void epilogue_row_##SFX(int act, T p0, T p1, T *restrict y,               \
+                                             const T *restrict bias, const T *restrict r,     \
+                                             int64_t n) {                                     \
+        if (bias)                                                                              \
+            for (int64_t j = 0; j < n; j++) y[j] += bias[j];                                   \
+        if (r)                                                                                 \
+            for (int64_t j = 0; j < n; j++) y[j] += r[j];                                      \
+        switch (act) {                                                                         \
+        case HL_CONV_ACT_RELU:                                                                 \
+            for (int64_t j = 0; j < n; j++) { const T x = y[j]; y[j] = x > 0 ? x : (x == x ? 0 : x); } \
+            break;                                                                             \
+        case HL_CONV_ACT_CLIP:                                                                 \
+            for (int64_t j = 0; j < n; j++) {                                                  \
+                const T x = y[j];                                                              \
+                y[j] = (x < p0 ? p0 : x) > p1 ? p1 : (x < p0 ? p0 : x);                        \
+            }                                                                                  \
+            break;                                                                             \
+        case HL_CONV_ACT_LEAKY_RELU:                                                           \
+            for (int64_t j = 0; j < n; j++) { const T x = y[j]; y[j] = x >= 0 ? x : p0 * x; }  \
+            break;                                                                             \
+        case HL_CONV_ACT_HARD_SIGMOID:                                                         \
+            for (int64_t j = 0; j < n; j++) {                                                  \
+                const T x = y[j];                                                              \
+                y[j] = x == x ? fmax(0, fmin(1, p0 * x + p1)) : x;                             \
+            }                                                                                  \
+            break;                                                                             \
+        case HL_CONV_ACT_GELU:                                                                 \
+            for (int64_t j = 0; j < n; j++) y[j] = GELU(y[j]);                                 \
+            break;                                                                             \
+        case HL_CONV_ACT_GELU_TANH:                                                            \
+            for (int64_t j = 0; j < n; j++) y[j] = GELU_TANH(y[j]);                            \
+            break;                                                                             \
+        default:                                                                               \
+            break;                                                                             \
+        }                                                                                      \
+    }
+EPILOGUE_ROW(f32, float, gelu_f32, gelu_tanh_f32)
+EPILOGUE_ROW(f64, double, gelu_f64, gelu_tanh_f64)
+
+static inline bool epilogue_needed(const epilogue *e) {
+    return e->act != HL_CONV_ACT_NONE || e->bias || e->res;
+}
+
+/* The epilogue over rows [i0, i0 + rows) and columns [j0, j0 + n) of C. */
+static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, int rows,
+                         int64_t j0, int64_t n) {
+    const float *bias = e->bias ? (const float *)e->bias + j0 : NULL;
+    for (int r = 0; r < rows; r++)
+        epilogue_row_f32(e->act, (float)e->alpha, (float)e->beta, c + (i0 + r) * ldc + j0, bias,
+                         e->res ? (const float *)e->res + (i0 + r) * e->ldr + j0 : NULL, n);
+}
+
+/* ---- packing ---- */
+
+/* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
+   after another, and in each, the panels one after another (kc x NR floats each). */
+static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
+    return pc * P * NR + p * HL_MIN(KC, K - pc) * NR;
+}
+
+/* Panels [p0, p1) of B (K x N, element (k, n) at b[k * s0 + n * s1]) into the packed dst
+   (P panels). A row-major B is read 8 panels (512 bytes of a row) at a time, so that each
+   row is read in long runs while 8 destinations fill: packing GPT-2's weights is then a pass
+   at memory speed rather than one 64-byte copy per row and panel, page after page. */
+static void pack_panels(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
+                        int64_t P, int64_t p0, int64_t p1, float *dst) {
+    enum { GROUP = 8 };
+    for (int64_t pc = 0; pc < K; pc += KC) {
+        const int64_t kc = HL_MIN(KC, K - pc);
+        for (int64_t g = p0; g < p1; g += GROUP) {
+            const int64_t g1 = HL_MIN(p1, g + GROUP);
+            for (int64_t k = 0; k < kc; k++) {
+                for (int64_t p = g; p < g1; p++) {
+                    float *d = dst + packed_at(K, P, p, pc) + k * NR;
+                    const int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
+                    const float *src = b + (pc + k) * s0 + j0 * s1;
+                    if (s1 == 1 && nv == NR) {
+                        for (int j = 0; j < NR; j++) d[j] = src[j];
+                    } else {
+                        for (int64_t j = 0; j < NR; j++) d[j] = j < nv ? src[j * s1] : 0.0f;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- micro-kernels: C[R x 16] (+)= A[R x kc] @ Bpanel[kc x 16] ---- */
+
+typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b, float *c,
+                        int64_t ldc, int acc);
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNEL 1
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_T0
+#endif
+
+#define AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* fast_math.h's float32 exp, tanh and erf, eight lanes at a time (the same formulas and
+   error bounds; k is rounded half to even here, which keeps |r| <= ln2 / 2). */
+AVX2 __m256 exp_v(__m256 y) {                           /* y in [-87, 80] */
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693145751953125f), y);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(
+        _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+AVX2 __m256 abs_v(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
+AVX2 __m256 copysign_v(__m256 mag, __m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, x));
+}
+/* NaN stays NaN: where x != x, x itself. */
+AVX2 __m256 keep_nan_v(__m256 y, __m256 x) {
+    return _mm256_blendv_ps(x, y, _mm256_cmp_ps(x, x, _CMP_EQ_OQ));
+}
+AVX2 __m256 tanh_v(__m256 x) {
+    const __m256 a = abs_v(x), one = _mm256_set1_ps(1.0f);
+    const __m256 y2 = _mm256_min_ps(_mm256_add_ps(a, a), _mm256_set1_ps(80.0f));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f),
+                                                        _mm256_add_ps(exp_v(y2), one)));
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(-1382.0f / 155925);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(62.0f / 2835));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.0f / 315));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.0f / 15));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
+    p = _mm256_fmadd_ps(p, x2, one);
+    const __m256 small = _mm256_mul_ps(x, p);
+    const __m256 y = _mm256_blendv_ps(copysign_v(big, x), small,
+                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.3f), _CMP_LT_OQ));
+    return keep_nan_v(y, x);
+}
+AVX2 __m256 erf_v(__m256 x) {
+    const __m256 a = abs_v(x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
+    __m256 p = _mm256_set1_ps(1.0f / 9360);
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 1320));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 216));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 42));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 10));
+    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
+    p = _mm256_fmadd_ps(p, x2, one);
+    const __m256 small = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.12837916709551257f)), p);
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
+    __m256 q = _mm256_set1_ps(1.061405429f);
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.453152027f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
+    q = _mm256_mul_ps(q, t);
+    const __m256 e = exp_v(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x2),
+                                         _mm256_set1_ps(-87.0f)));
+    const __m256 big = copysign_v(_mm256_fnmadd_ps(q, e, one), x);
+    const __m256 y = _mm256_blendv_ps(big, small,
+                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+    return keep_nan_v(y, x);
+}
+
+/* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h). */
+AVX2 __m256 act_v(__m256 x, int act, __m256 p0, __m256 p1) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f),
+                 half = _mm256_set1_ps(0.5f);
+    switch (act) {
+    case HL_CONV_ACT_RELU:  /* x > 0 ? x : (x == x ? 0 : x) */
+        return _mm256_blendv_ps(_mm256_and_ps(x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)), x,
+                                _mm256_cmp_ps(x, zero, _CMP_GT_OQ));
+    case HL_CONV_ACT_CLIP: {  /* (x < p0 ? p0 : x) > p1 ? p1 : (x < p0 ? p0 : x) */
+        const __m256 lo = _mm256_blendv_ps(x, p0, _mm256_cmp_ps(x, p0, _CMP_LT_OQ));
+        return _mm256_blendv_ps(lo, p1, _mm256_cmp_ps(lo, p1, _CMP_GT_OQ));
+    }
+    case HL_CONV_ACT_LEAKY_RELU:
+        return _mm256_blendv_ps(_mm256_mul_ps(p0, x), x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
+    case HL_CONV_ACT_HARD_SIGMOID:
+        return keep_nan_v(_mm256_max_ps(zero, _mm256_min_ps(one, _mm256_fmadd_ps(p0, x, p1))), x);
+    case HL_CONV_ACT_GELU:
+        return _mm256_mul_ps(_mm256_mul_ps(half, x),
+                             _mm256_add_ps(one, erf_v(_mm256_mul_ps(x, _mm256_set1_ps(
+                                                    0.70710678118654752440f)))));
+    case HL_CONV_ACT_GELU_TANH: {
+        const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+        const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f),
+                                       _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+        return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, tanh_v(u)));
+    }
+    default:
+        return x;
+    }
+}
+
+/* What the tile's last KC step applies (the whole epilogue, at this tile's place). */
+typedef struct {
+    const float *bias;     /* at the tile's first column, or NULL */
+    const float *res;      /* at the tile's first element, or NULL */
+    int64_t ldr;
+    int act;
+    float p0, p1;
+} tile_epilogue;
+
+/* A is packed: MR values per k (rows past R are zeros, their sums dropped). Named
+   accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
+__attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
+                                                       const float *b, float *c, int64_t ldc,
+                                                       int acc, const float *pf,
+                                                       const tile_epilogue *e) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define ROW(r)                                                                                 \
+    av = _mm256_broadcast_ss(a + r);                                                           \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
+    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {
+            _mm_prefetch((const char *)pf, PREFETCH_HINT);
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            __m256 av;
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        }
+    } else {
+#pragma GCC unroll 4
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+            __m256 av;
+            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+        }
+    }
+#undef ROW
+    __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0, p0 = bias0, p1 = bias0;
+    if (e && e->bias) {
+        bias0 = _mm256_loadu_ps(e->bias);
+        bias1 = _mm256_loadu_ps(e->bias + 8);
+    }
+    if (e) {
+        p0 = _mm256_set1_ps(e->p0);
+        p1 = _mm256_set1_ps(e->p1);
+    }
+#define STORE(r)                                                                               \
+    if (R > r) {                                                                               \
+        float *cr = c + r * ldc;                                                               \
+        if (acc) {                                                                             \
+            c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));                             \
+            c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));                         \
+        }                                                                                      \
+        if (e) {                                                                               \
+            c##r##0 = _mm256_add_ps(c##r##0, bias0);                                           \
+            c##r##1 = _mm256_add_ps(c##r##1, bias1);                                           \
+            if (e->res) {                                                                      \
+                c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(e->res + r * e->ldr));        \
+                c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(e->res + r * e->ldr + 8));    \
+            }                                                                                  \
+            c##r##0 = act_v(c##r##0, e->act, p0, p1);                                          \
+            c##r##1 = act_v(c##r##1, e->act, p0, p1);                                          \
+        }                                                                                      \
+        _mm256_storeu_ps(cr, c##r##0);                                                         \
+        _mm256_storeu_ps(cr + 8, c##r##1);                                                     \
+    }
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+#endif
+
+/* The portable micro-kernel (A packed as for tile_avx2). */
+static void tile_portable(int R, int64_t kc, const float *a, const float *b, float *c,
+                          int64_t ldc, int acc) {
+    float s[MR][NR] = {{0}};
+    for (int64_t k = 0; k < kc; k++, b += NR, a += MR)
+        for (int r = 0; r < MR; r++)
+            for (int j = 0; j < NR; j++) s[r][j] += a[r] * b[j];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < NR; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + s[r][j] : s[r][j];
+}
+
+static bool use_avx2(void) {
+#ifdef HAVE_AVX2_KERNEL
+    static int known = -1;  /* a benign race: every thread computes the same answer */
+    if (known < 0) known = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return known;
+#else
+    return false;
+#endif
+}
+
+/* Returns whether the tile got its epilogue (only the AVX2 kernel applies it, from e). */
+static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
+                            float *c, int64_t ldc, int acc, const float *pf,
+                            const tile_epilogue *e) {
+#ifdef HAVE_AVX2_KERNEL
+    if (avx2) {
+        tile_avx2(R, kc, a, b, c, ldc, acc, pf, e);
+        return e != NULL;
+    }
+#endif
+    (void)avx2;
+    (void)pf;
+    (void)e;
+    tile_portable(R, kc, a, b, c, ldc, acc);
+    return false;
+}
+
+/* Rows [i0, i1) and columns [k0, k0 + kc) of A (rows lda apart) into dst: for each group of
+   MR rows, MR values per k (zeros past i1). */
+static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t k0,
+                   int64_t kc, float *dst) {
+    for (int64_t i = i0; i < i1; i += MR, dst += MR * kc) {
+        const int R = (int)HL_MIN(MR, i1 - i);
+        for (int r = 0; r < MR; r++) {
+            const float *src = a + (i + r) * lda + k0;
+            if (r < R)
+                for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = src[k];
+            else
+                for (int64_t k = 0; k < kc; k++) dst[k * MR + r] = 0;
+        }
+    }
+}
+
+/* ---- the driver ---- */
+
+typedef struct {
+    int64_t M, N, K, P;
+    const float *a;        /* M x K, rows lda apart */
+    int64_t lda;
+    const float *bp;       /* packed B (P, K, NR) */
+    float *c;              /* M x N, rows ldc apart */
+    int64_t ldc;
+    epilogue epi;
+} product;
+
+/* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack). */
+static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
+                       int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
+    const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
+    const float *next = p + 1 < g->P ? panel + kc * NR : NULL;  /* the first tile fetches it */
+    const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
+    float tmp[MR * NR];
+    for (int64_t i = ic; i < mend; i += MR) {
+        const int R = (int)HL_MIN(MR, mend - i);
+        const float *a = apack + (i - ic) * kc;
+        float *c = g->c + i * g->ldc + j0;
+        bool done = false;
+        if (nv == NR) {
+            tile_epilogue te = {
+                .bias = g->epi.bias ? (const float *)g->epi.bias + j0 : NULL,
+                .res = g->epi.res ? (const float *)g->epi.res + i * g->epi.ldr + j0 : NULL,
+                .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
+                .p1 = (float)g->epi.beta};
+            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, i == ic ? next : NULL,
+                            last && epi ? &te : NULL);
+        } else {  /* the last, narrower panel: through a full-width tile */
+            for (int r = 0; r < R && acc; r++)
+                memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL, NULL);
+            for (int r = 0; r < R; r++)
+                memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
+        }
+        if (last && epi && !done) epilogue_f32(&g->epi, g->c, g->ldc, i, R, j0, nv);
+    }
+}
+
+/* Panels [p0, p1) of the product: every row of C in those columns, finished. apack holds
+   MC rows of A packed (MC x K floats). */
+static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack) {
+    if (p0 >= p1) return;
+    const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
+    if (g->K == 0) {
+        for (int64_t i = 0; i < g->M; i++)
+            for (int64_t j = p0 * NR; j < HL_MIN(p1 * NR, g->N); j++) g->c[i * g->ldc + j] = 0;
+        if (epi)
+            for (int64_t i = 0; i < g->M; i += MR)
+                epilogue_f32(&g->epi, g->c, g->ldc, i, (int)HL_MIN(MR, g->M - i), p0 * NR,
+                             HL_MIN(p1 * NR, g->N) - p0 * NR);
+        return;
+    }
+    for (int64_t ic = 0; ic < g->M; ic += MC) {
+        const int64_t mend = HL_MIN(ic + MC, g->M), group = (mend - ic + MR - 1) / MR * MR;
+        for (int64_t pc = 0; pc < g->K; pc += KC)  /* block pc at apack + group * pc */
+            pack_a(g->a, g->lda, ic, mend, pc, HL_MIN(KC, g->K - pc), apack + group * pc);
+        for (int64_t q0 = p0; q0 < p1; q0 += NC_PANELS) {
+            const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
+            for (int64_t pc = 0; pc < g->K; pc += KC) {
+                const int64_t kc = HL_MIN(KC, g->K - pc);
+                for (int64_t p = q0; p < q1; p++)
+                    panel_rows(g, avx2, epi, apack + group * pc, p, pc, kc, pc > 0,
+                               pc + kc >= g->K, ic, mend);
+            }
+        }
+    }
+}
+
+static hl_status run_product(const product *g) {
+    /* below ~1 MFLOP a second thread costs more than it saves */
+    const double flops = 2.0 * (double)g->M * (double)g->N * (double)HL_MAX(g->K, 1);
+    const int threads = flops < 1e6 || g->P < 2 ? 1 : (int)HL_MIN(hl_max_threads(), g->P);
+    const size_t abytes = sizeof(float) * (size_t)(HL_MIN(MC, (g->M + MR - 1) / MR * MR) *
+                                                   HL_MAX(g->K, 1));
+    bool failed = false;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+#ifdef _OPENMP
+        const int n = omp_get_num_threads();
+#else
+        const int n = 1;
+#endif
+        const int t = hl_thread_num();
+        float *apack = aligned_alloc(64, (abytes + 63) & ~(size_t)63);
+        if (apack) run_panels(g, g->P * t / n, g->P * (t + 1) / n, apack);
+        else failed = true;  /* any thread that sets it sets true */
+        free(apack);
+    }
+    return failed ? hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld "
+                            "block of a", (long long)HL_MIN(MC, g->M), (long long)g->K)
+                  : HL_OK;
+}
+
+/* ---- a plain B (float32 or float64): BLAS, then the epilogue over the rows ---- */
+
+static void epilogue_pass(hl_dtype dt, const epilogue *e, char *c, int64_t M, int64_t N) {
+    if (!epilogue_needed(e)) return;
+#pragma omp parallel for schedule(static) if (M * N >= 32768)
+    for (int64_t i = 0; i < M; i++) {
+        if (dt == HL_F32)
+            epilogue_row_f32(e->act, (float)e->alpha, (float)e->beta, (float *)c + i * N,
+                             (const float *)e->bias, e->res ? (const float *)e->res + i * e->ldr : NULL,
+                             N);
+        else
+            epilogue_row_f64(e->act, e->alpha, e->beta, (double *)c + i * N,
+                             (const double *)e->bias,
+                             e->res ? (const double *)e->res + i * e->ldr : NULL, N);
+    }
+}
+
+/* ---- kernels ---- */
+
+/* in[0] = b, 2-D (K, N) view (any strides), out[0] = (P, K, 16) float32, contiguous. */
+static hl_status pack_b(const hl_call *c) {
+    const hl_tensor *b = c->in[0];
+    hl_tensor *o = c->out[0];
+    int64_t K = b->shape[0], N = b->shape[1], P = o->shape[0];
+    const float *bp = (const float *)hl_ptr(b);
+    float *dst = (float *)hl_ptr(o);
+    enum { CHUNK = 8 };  /* pack_panels' group: each thread takes whole groups */
+#pragma omp parallel for schedule(static) if (K * N >= 65536)
+    for (int64_t p = 0; p < P; p += CHUNK)
+        pack_panels(bp, b->strides[0], b->strides[1], K, N, P, p, HL_MIN(P, p + CHUNK), dst);
+    return HL_OK;
+}
+
+/* in[0] = a (..., K) contiguous; in[1] = b: packed (P, K, 16) when i[0] >= 0 (i[0] = N), else
+   a 2-D (K, N) view BLAS can read (float64) or any strides (float32); then bias (N,)
+   contiguous when i[2], residual (contiguous, the output's shape) when i[3]; out[0] (..., N)
+   contiguous. i[1] the activation (HL_CONV_ACT_*), f[0], f[1] its alpha and beta. */
+static hl_status matmul_fused(const hl_call *c) {
+    const hl_tensor *a = c->in[0], *b = c->in[1];
+    hl_tensor *o = c->out[0];
+    int k = 2;
+    const hl_tensor *bias = c->i[2] ? c->in[k++] : NULL, *res = c->i[3] ? c->in[k++] : NULL;
+    const bool packed = c->i[0] >= 0;
+    const int64_t K = a->shape[a->ndim - 1], N = o->shape[o->ndim - 1];
+    int64_t M = 1;
+    for (int d = 0; d < a->ndim - 1; d++) M *= a->shape[d];
+    epilogue e = {.act = (int)c->i[1], .alpha = c->f[0], .beta = c->f[1],
+                  .bias = bias ? hl_ptr(bias) : NULL, .res = res ? hl_ptr(res) : NULL,
+                  .ldr = N};
+    if (M == 0 || N == 0) return HL_OK;
+    if (packed) {
+        product g = {.M = M, .N = N, .K = K, .P = (N + NR - 1) / NR, .a = (const float *)hl_ptr(a),
+                     .lda = K, .bp = (const float *)hl_ptr(b), .c = (float *)hl_ptr(o),
+                     .ldc = N, .epi = e};
+        return run_product(&g);
+    }
+    /* A plain b: BLAS (which packs it, well, for any number of rows), then the epilogue as a
+       pass over the rows. b's layout is one BLAS takes (the entry point saw to it). */
+    bool tb = false;
+    int64_t ldb = N;
+    hl_blas_layout(K, N, b->strides[0], b->strides[1], &tb, &ldb);
+    const enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (K == 0) memset(hl_ptr(o), 0, hl_dtype_size(a->dtype) * (size_t)(M * N));
+    else if (a->dtype == HL_F32)
+        scipy_cblas_sgemm(CblasRowMajor, CblasNoTrans, opb, (int)M, (int)N, (int)K, 1.0f,
+                          (const float *)hl_ptr(a), (int)K, (const float *)hl_ptr(b), (int)ldb,
+                          0.0f, (float *)hl_ptr(o), (int)N);
+    else
+        scipy_cblas_dgemm(CblasRowMajor, CblasNoTrans, opb, (int)M, (int)N, (int)K, 1.0,
+                          (const double *)hl_ptr(a), (int)K, (const double *)hl_ptr(b), (int)ldb,
+                          0.0, (double *)hl_ptr(o), (int)N);
+    epilogue_pass(a->dtype, &e, hl_ptr(o), M, N);
+    return HL_OK;
+}
+
+/* The gemm family's kernels added for inference (linalg.c's hl_cpu_gemm hands them here). */
+hl_status hl_cpu_gemm_inference(const hl_call *c) {
+    return c->op == HL_OP_GEMM_PACK_B ? pack_b(c) : matmul_fused(c);
+}

@@ -1,0 +1,250 @@
+"""OpCases beyond tests/opcases/elementwise.py: the element-wise rows it does not hold
+(integer dtypes, predicates, comparisons, logical ops, relu_grad) and every other family of
+libcore's op table: copies and casts, fills, where, reductions, matmul and gemm, softmax and
+cross-entropy, gather, one_hot, convolution, pooling, normalisations, layout ops, scatter,
+topk, nonzero and resize.
+
+These are backend cases: ``reference`` is None, because the reference is the CPU kernel
+(checked against numpy and PyTorch in tests/ops/ and tests/layers/). tests/opcases/
+test_opcases.py runs each on every other available backend (CUDA, emulated in CI) against the
+CPU in each dtype (float64 to rtol 1e-6 / atol 1e-7, float32 to 2e-5 / 1e-6: a GPU's libm and
+fused multiply-adds differ in the last bits), and checks the float64 gradient of the inputs
+``grad_args`` names against central differences of that backend's forward and against the
+CPU's gradient. ``draw(rng, dtype)`` gives the numpy inputs (index arrays keep their dtype).
+
+Every op of libcore is reached by a case here or in elementwise.py, is a gradient kernel whose
+forward case checks it (GRADIENT_OPS), or is random (RANDOM_OPS, tests/cuda/test_device.py
+checks the Philox stream): test_every_op_has_a_case fails for an op added to ops.h without one.
+"""
+import numpy as np
+
+import hl
+from hl import ops
+
+from .case import OpCase
+
+F32, F64 = np.float32, np.float64
+
+
+def backend(op, call, draw, grad=(), dtypes=(F32, F64), ids=""):
+    """A case of libcore op `op` checked against the CPU on every other backend."""
+    return OpCase(f"{op}-{ids}" if ids else op, call, None, kind="backend", dtypes=dtypes,
+                  special=False, grad=bool(grad), grad_args=tuple(grad), shapes=(None,),
+                  draw=lambda rng, dtype, shapes: draw(rng, dtype), ops=(op,))
+
+
+def normal(*shape):
+    return lambda r, dt: [r.standard_normal(shape).astype(dt)]
+
+
+def within(lo, hi, *shape):
+    return lambda r, dt: [r.uniform(lo, hi, shape).astype(dt)]
+
+
+def _ints(*shape, low=-9, high=9):
+    return lambda r, dt: [r.integers(low, high, shape)]
+
+
+# the element-wise rows elementwise.py (float dtypes, numpy references) does not hold
+CASES = [backend(name, getattr(hl, name), _ints(5), dtypes=(F64,), ids="int64")
+         for name in ("neg", "abs", "sign", "square")]
+CASES += [backend(name, getattr(hl, name), lambda r, dt: [
+    np.array([0, 1.5, np.nan, np.inf, -np.inf, -2], dtype=dt)])
+    for name in ("logical_not", "isnan", "isinf", "isfinite")]
+CASES += [backend(name, getattr(hl, name), lambda r, dt: [r.integers(-20, 20, (7,)),
+                                                           r.integers(-5, 6, (7,))],
+                  dtypes=(F64,), ids="int64")
+          for name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "mod", "fmod")]
+CASES += [backend("relu_grad", ops.relu_grad, lambda r, dt: [
+    r.standard_normal((3, 1, 4)).astype(dt), (r.standard_normal((2, 4)) + 2.5).astype(dt)])]
+CASES += [backend(name, getattr(hl, name), lambda r, dt: [
+    r.integers(-2, 3, (4, 5)).astype(dt), r.integers(-2, 3, (5,)).astype(dt)])
+    for name in ("eq", "ne", "lt", "le", "gt", "ge")]
+CASES += [backend(name, getattr(hl, name), lambda r, dt: [
+    r.integers(0, 2, (4, 5)).astype(bool), r.integers(0, 2, (4, 5)).astype(bool)],
+    dtypes=(F64,)) for name in ("logical_and", "logical_or", "logical_xor")]
+
+CASES += [
+    backend("copy", lambda x: x.T.contiguous(), normal(3, 5)),
+    backend("copy", lambda x: x[:, ::2].contiguous() * 1, normal(4, 6), ids="strided"),
+    backend("copy", lambda x: x.astype(hl.float16).astype(hl.float32), normal(4, 6),
+                    dtypes=(F32,), ids="float16"),
+    backend("copy", lambda x: x.astype(hl.bfloat16).astype(hl.float64), normal(4, 6),
+                    dtypes=(F64,), ids="bfloat16"),
+    backend("copy", lambda x: (x * 100).astype(hl.int32), normal(4, 6), ids="to_int32"),
+    backend("copy", lambda x: x.astype(hl.uint8), lambda r, dt: [
+          np.array([-3, 0.5, 2.7, 300, np.nan], dtype=dt)], ids="saturate"),
+    backend("fill", lambda x: hl.full((2, 3), 1.25, dtype=x.dtype, device=x.device) + x,
+                    normal(2, 3)),
+    backend("arange", lambda x: hl.arange(0, 7, 0.5, dtype=x.dtype, device=x.device) * x,
+                      normal(14)),
+    backend("eye", lambda x: hl.eye(3, 4, k=1, dtype=x.dtype, device=x.device) + x,
+                   normal(3, 4)),
+    backend("where", lambda c, a, b: hl.where(c > 0, a, b), lambda r, dt: [
+          r.standard_normal((3, 4)).astype(dt), r.standard_normal((3, 4)).astype(dt),
+          r.standard_normal((4,)).astype(dt)], grad=(1, 2)),
+    backend("sum", lambda x: x.sum(axis=1), normal(3, 4, 5), grad=(0,)),
+    backend("sum", lambda x: x.sum(), normal(70, 100), grad=(), ids="block"),
+    backend("sum", lambda x: (x > 0).sum(axis=0), normal(6, 5), ids="bool"),
+    backend("mean", lambda x: x.mean(axis=(0, 2)), normal(3, 4, 5), grad=(0,)),
+    backend("max", lambda x: x.max(axis=0), normal(5, 4), grad=(0,)),
+    backend("max", lambda x: x.max(axis=1), lambda r, dt: [
+          np.array([[1, np.nan, 3], [2, 5, 1]], dtype=dt)], ids="nan"),
+    backend("min", lambda x: x.min(axis=1, keepdims=True), normal(4, 5), grad=(0,)),
+    backend("prod", lambda x: x.prod(axis=0), within(0.5, 1.5, 4, 3), grad=(0,)),
+    backend("l2", lambda x: hl.norm(x, axis=1), normal(4, 6), grad=(0,)),
+    backend("logsumexp", lambda x: hl.logsumexp(x, axis=1), normal(3, 7), grad=(0,)),
+    backend("logsumexp", lambda x: hl.logsumexp(x), normal(60, 90), ids="block"),
+    backend("argmax", lambda x: x.argmax(axis=1), normal(5, 7)),
+    backend("argmin", lambda x: x.argmin(axis=0), normal(5, 7)),
+    backend("matmul", hl.matmul, lambda r, dt: [r.standard_normal((2, 3, 4)).astype(dt),
+                                                r.standard_normal((4, 5)).astype(dt)],
+                      grad=(0, 1)),
+    backend("matmul", lambda a, b: a.T @ b, lambda r, dt: [r.standard_normal((4, 3)).astype(dt),
+                                                           r.standard_normal((4, 2)).astype(dt)],
+                      grad=(0, 1), ids="transposed"),
+    backend("gemm", lambda a, b, c: hl.gemm(a, b, c, trans_b=True, alpha=0.5, beta=2.0),
+                    lambda r, dt: [r.standard_normal((3, 4)).astype(dt),
+                                   r.standard_normal((5, 4)).astype(dt),
+                                   r.standard_normal((5,)).astype(dt)], grad=(0, 1, 2)),
+    backend("softmax", lambda x: hl.softmax(x, axis=1), normal(3, 5, 2), grad=(0,)),
+    backend("log_softmax", lambda x: hl.log_softmax(x, axis=-1), normal(4, 6), grad=(0,)),
+    backend("softmax_cross_entropy", 
+          lambda x, t: hl.softmax_cross_entropy(x, t, reduction="none"),
+          lambda r, dt: [r.standard_normal((5, 4)).astype(dt), np.array([0, 3, 1, -100, 2])],
+          grad=(0,)),
+    backend("softmax_cross_entropy", 
+          lambda x, t: hl.softmax_cross_entropy(x, t), lambda r, dt: [
+              r.standard_normal((3, 4, 2)).astype(dt),
+              np.abs(r.standard_normal((3, 4, 2))).astype(dt)], grad=(0, 1), ids="probs"),
+    backend("gather", lambda x, i: hl.gather(x, i, axis=1), lambda r, dt: [
+          r.standard_normal((3, 5)).astype(dt), np.array([[4, 0], [-1, 2]])], grad=(0,)),
+    backend("one_hot", lambda i: hl.one_hot(i, 5), lambda r, dt: [np.array([0, 4, -1, 2])]),
+]
+CASES += [
+    backend("conv", lambda x, w, b: hl.conv2d(x, w, b, stride=(2, 1), padding=1, dilation=(1, 2)),
+                    lambda r, dt: [r.standard_normal((2, 3, 6, 7)).astype(dt),
+                                   r.standard_normal((4, 3, 3, 2)).astype(dt),
+                                   r.standard_normal((4,)).astype(dt)], grad=(0, 1, 2)),
+    backend("conv", lambda x, w: hl.conv2d(x, w, groups=2, padding=(0, 1)),
+                    lambda r, dt: [r.standard_normal((2, 4, 5, 5)).astype(dt),
+                                   r.standard_normal((6, 2, 3, 3)).astype(dt)], grad=(0, 1),
+                    ids="groups"),
+    backend("conv", lambda x, w, b: hl.conv1d(x, w, b, stride=2, padding=2),
+                    lambda r, dt: [r.standard_normal((2, 3, 9)).astype(dt),
+                                   r.standard_normal((5, 3, 4)).astype(dt),
+                                   r.standard_normal((5,)).astype(dt)], grad=(0, 1, 2),
+                    ids="1d"),
+    backend("conv_grad_input", 
+          lambda x, w, b: hl.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
+          lambda r, dt: [r.standard_normal((2, 3, 4, 4)).astype(dt),
+                         r.standard_normal((3, 2, 3, 3)).astype(dt),
+                         r.standard_normal((2,)).astype(dt)], grad=(0, 1, 2)),
+    backend("max_pool", lambda x: hl.max_pool2d(x, 3, stride=2, padding=1, return_indices=True),
+                        normal(2, 3, 7, 6), grad=(0,)),
+    backend("max_pool", lambda x: hl.max_pool2d(x, 2, dilation=2, ceil_mode=True),
+                        normal(1, 2, 7, 7), grad=(0,), ids="dilated-ceil"),
+    backend("avg_pool", lambda x: hl.avg_pool2d(x, 3, stride=2, padding=1), normal(2, 3, 7, 6),
+                        grad=(0,)),
+    backend("avg_pool", lambda x: hl.avg_pool2d(x, (2, 3), padding=1, count_include_pad=False,
+                                                ceil_mode=True), normal(2, 2, 5, 7), grad=(0,),
+                        ids="exclude-pad"),
+]
+CASES += [
+    backend("batch_norm", lambda x, g, b: hl.batch_norm(x, None, None, g, b, training=True),
+                          lambda r, dt: [r.standard_normal((4, 3, 2, 2)).astype(dt),
+                                         r.standard_normal((3,)).astype(dt),
+                                         r.standard_normal((3,)).astype(dt)], grad=(0, 1, 2)),
+    backend("batch_norm", lambda x, m, v: hl.batch_norm(x, m, v, training=False),
+                          lambda r, dt: [r.standard_normal((4, 3, 5)).astype(dt),
+                                         r.standard_normal((3,)).astype(dt),
+                                         r.uniform(0.5, 2, (3,)).astype(dt)], grad=(0,),
+                          ids="inference"),
+    backend("layer_norm", lambda x, g, b: hl.layer_norm(x, (4, 5), g, b),
+                          lambda r, dt: [r.standard_normal((3, 4, 5)).astype(dt),
+                                         r.standard_normal((4, 5)).astype(dt),
+                                         r.standard_normal((4, 5)).astype(dt)], grad=(0, 1, 2)),
+    backend("concat", lambda a, b: hl.concat([a, b, a], 1), lambda r, dt: [
+          r.standard_normal((2, 3)).astype(dt), r.standard_normal((2, 1)).astype(dt)],
+          grad=(0, 1)),
+    backend("pad", lambda x: hl.pad(x, (1, 2, 0, 1), value=0.5), normal(3, 4), grad=(0,)),
+    backend("pad", lambda x: hl.pad(x, (2, 1, 1, 2), mode="reflect"), normal(4, 5), grad=(0,),
+                   ids="reflect"),
+    backend("pad", lambda x: hl.pad(x, (1, 0, -1, 2), mode="edge"), normal(4, 5), grad=(0,),
+                   ids="edge-crop"),
+    backend("tile", lambda x: hl.tile(x, (2, 3)), normal(2, 3), grad=(0,)),
+    backend("triangle", lambda x: hl.tril(x, -1) + hl.triu(x.T, 1).T, normal(2, 4, 5),
+                        grad=(0,)),
+    backend("cumsum", lambda x: hl.cumsum(x, axis=1), normal(3, 4, 2), grad=(0,)),
+    backend("cumsum", lambda x: hl.cumsum(x, axis=0), lambda r, dt: [r.integers(-5, 5, (6, 2))],
+                      dtypes=(F64,), ids="int64"),
+]
+CASES += [
+    backend("gather_elements", lambda x, i: hl.gather_elements(x.T, i, axis=1), lambda r, dt: [
+          r.standard_normal((5, 3)).astype(dt), np.array([[0, 4, -1], [2, 2, -5]])],
+          grad=(0,)),
+    backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=0),
+                                lambda r, dt: [r.standard_normal((4, 3)).astype(dt),
+                                               np.array([[1, 0, 3], [-1, 2, 0]]),
+                                               r.standard_normal((2, 3)).astype(dt)],
+                                grad=(0, 2)),
+    backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
+                                                                    reduction="add"),
+                                lambda r, dt: [r.standard_normal((2, 4)).astype(dt),
+                                               np.array([[1, 1, 3], [0, -1, 0]]),
+                                               r.standard_normal((2, 3)).astype(dt)],
+                                ids="add"),
+    backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
+                                                                    reduction="max"),
+                                lambda r, dt: [r.integers(-9, 9, (2, 4)),
+                                               np.array([[1, 1, 3], [0, -1, 0]]),
+                                               r.integers(-9, 9, (2, 3))],
+                                dtypes=(F64,), ids="max-int64"),
+]
+CASES += [
+    backend("topk", lambda x: hl.topk(x, 3, axis=1), lambda r, dt: [
+          np.array([[3, 1, np.nan, 3, -2], [0, -0.0, 5, 5, 1]], dtype=dt)]),
+    backend("topk", lambda x: hl.topk(x, 2, axis=0, largest=False), normal(4, 3, 2), grad=(0,),
+                    ids="smallest"),
+    backend("nonzero", lambda x: hl.nonzero(x), lambda r, dt: [
+          (r.integers(0, 3, (5, 4, 3)) * r.standard_normal((5, 4, 3))).astype(dt)]),
+    backend("nonzero", lambda x: hl.nonzero(x > 0.5), normal(5000, 3), ids="chunks"),
+]
+CASES += [
+    backend("resize", lambda x: hl.interpolate(x, scale_factor=2), normal(1, 2, 3, 4),
+                      grad=(0,)),
+    backend("resize", lambda x: hl.interpolate(x, size=(5, 7), mode="bilinear"),
+                      normal(2, 1, 3, 4), grad=(0,), ids="bilinear"),
+    backend("resize", lambda x: hl.interpolate(x, size=(2, 6), mode="bilinear",
+                                               align_corners=True), normal(1, 2, 4, 3),
+                      grad=(0,), ids="align-corners"),
+    backend("resize", lambda x: hl.interpolate((x > 0).astype(hl.uint8), scale_factor=3),
+                      normal(1, 1, 2, 3), ids="nearest-uint8"),
+]
+CASES += [
+    backend("conv_fused", lambda x, w, b, r: hl.ops.conv_fused_forward(
+        x, w, b, r, padding=1, act="clip", alpha=-0.5, beta=0.5), lambda r, dt: [
+            r.standard_normal((2, 3, 5, 4)).astype(dt), r.standard_normal((4, 3, 3, 3)).astype(dt),
+            r.standard_normal((4,)).astype(dt), r.standard_normal((2, 4, 5, 4)).astype(dt)]),
+]
+# conv_pack: the layouts of the CPU's packed convolution kernels (inference)
+CASES += [backend("conv_pack", hl.ops.conv_pack, normal(6, 1, 1, 1), dtypes=(F32,))]
+# the packed B of inference products and their epilogue (cpu/matmul_fused.c)
+CASES += [backend("gemm_pack_b", hl.ops.gemm_pack_b, normal(4, 2), dtypes=(F32,)),
+          backend("matmul_fused", lambda a, b: hl.ops.matmul_fused_forward(a, b, act="gelu"),
+                  lambda r, dt: [r.standard_normal((3, 4)).astype(dt),
+                                 r.standard_normal((4, 2)).astype(dt)], dtypes=(F32,))]
+# backward kernels are covered by the gradient checks of the cases above
+GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
+                "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
+                "avg_pool_grad": "avg_pool", "batch_norm_grad": "batch_norm",
+                "layer_norm_grad": "layer_norm", "resize_grad": "resize",
+                "softmax_cross_entropy_grad": "softmax_cross_entropy",
+                "gather_grad": "gather"}
+RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}
+
+# Ops a backend does not implement yet (an op added to ops.h goes here until the backend has
+# a kernel): their cases must fail there with the registry's "<op> is not implemented on
+# <backend>". conv_fused: the inference epilogue of ONNX's Conv + Add + activation, which the
+# CUDA conv kernel does not read yet.
+NOT_ON = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused"}}
