@@ -1,7 +1,11 @@
 """Runs Apache SINGA's own example programs on hl, with only their imports changed.
 
     python examples/singa/run_singa_examples.py /path/to/singa-checkout \
-        [--models cnn mlp] [--epochs 3] [--batch 32] [--graph both]
+        [--models cnn mlp] [--epochs 3] [--batch 32] [--graph both] [--verbosity 1]
+    python examples/singa/run_singa_examples.py CHECKOUT --smoke     # alexnet, resnet,
+        # xceptionnet (224x224 and 299x299) on 12 images, batch 4, one epoch: a smoke run
+    python examples/singa/run_singa_examples.py CHECKOUT --mpi 2 --models cnn
+        # train_mpi.py on 2 ranks (python -m hl.distributed), graph on and off
 
 Nothing is fetched and SINGA's code is not part of this repository: the script copies
 ``examples/cnn`` and ``examples/mlp`` from the checkout into a temporary folder and changes
@@ -18,7 +22,9 @@ Nothing is fetched and SINGA's code is not part of this repository: the script c
 then writes an MNIST-format data set there (the four gzipped IDX files) made from hl's
 shipped digits (1438 training and 359 test images, resized to 28x28) and runs
 ``train_cnn.py MODEL mnist`` for each model, with graph mode on (SINGA's default) and off
-(``-g``), and ``mlp/native.py`` and ``mlp/model.py``. It prints each program's last lines.
+(``-g``), and ``mlp/native.py`` and ``mlp/model.py``. It prints each program's accuracy and
+loss lines, its wall time, and the time profile it prints (``--verbosity``: train_cnn.py's
+``-v``, SINGA's dev.SetVerbosity, printed by dev.PrintTimeProfiling at the end).
 """
 import argparse
 import gzip
@@ -29,6 +35,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -79,11 +86,39 @@ def copy_ported(src, dst, data_dir):
                     fh.write(text)
 
 
-def run(cmd, cwd, timeout):
+def run(cmd, cwd, timeout, ranks=None):
     env = dict(os.environ, PYTHONWARNINGS="ignore")
-    p = subprocess.run([sys.executable] + cmd, cwd=cwd, env=env, capture_output=True, text=True,
+    launch = [sys.executable] + (["-m", "hl.distributed", "-n", str(ranks)] if ranks else [])
+    p = subprocess.run(launch + cmd, cwd=cwd, env=env, capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout + p.stderr
+
+
+def summary(out):
+    """The lines worth keeping from a program's output: accuracies and losses, errors, and
+    the time profile (everything from "Time Profiling:" on)."""
+    lines = out.strip().splitlines()
+    if "Time Profiling:" in lines:
+        cut = lines.index("Time Profiling:")
+        lines, profile = lines[:cut], lines[cut:]
+    else:
+        profile = []
+    keep = [ln for ln in lines if "accuracy" in ln or "rror" in ln] or lines[-8:]
+    return "\n".join(keep + profile)
+
+
+def train_cnn(args, tmp, model, graph):
+    """train_cnn.py (or, with --mpi, train_mpi.py on that many ranks) for one model."""
+    script = "train_mpi.py" if args.mpi else "train_cnn.py"
+    cmd = [script, model, "mnist", "-m", str(args.epochs), "-b", str(args.batch)]
+    cmd += ["-l", str(args.lr)] + graph
+    if args.verbosity:
+        cmd += ["-v", str(args.verbosity)]
+    start = time.perf_counter()
+    rc, out = run(cmd, os.path.join(tmp, "cnn"), args.timeout, args.mpi)
+    launch = f"python -m hl.distributed -n {args.mpi} " if args.mpi else "python "
+    print(f"\n$ {launch}{' '.join(cmd)}   (rc={rc}, {time.perf_counter() - start:.0f} s)")
+    print(summary(out), flush=True)
 
 
 def main(argv=None):
@@ -99,7 +134,19 @@ def main(argv=None):
                     help="use only the first N training and N test images (for the 224x224 "
                          "and 299x299 models, which are slow on a CPU)")
     ap.add_argument("--no-mlp-scripts", action="store_true")
+    ap.add_argument("--verbosity", type=int, default=0,
+                    help="train_cnn.py's -v: 1 or 2 print SINGA's time profile at the end")
+    ap.add_argument("--mpi", type=int, default=0, metavar="RANKS",
+                    help="run train_mpi.py on RANKS processes (SINGA's DistOpt = hl's)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the 224x224 / 299x299 models (alexnet, resnet, xceptionnet) on 12 "
+                         "images, batch 4, one epoch")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.models, args.epochs, args.batch, args.limit = (["alexnet", "resnet",
+                                                             "xceptionnet"], 1, 4, 12)
+    if args.mpi or args.smoke:
+        args.no_mlp_scripts = True
     tmp = tempfile.mkdtemp(prefix="hl_singa_examples_")
     try:
         data = os.path.join(tmp, "mnist")
@@ -112,13 +159,7 @@ def main(argv=None):
         graphs = {"on": [[]], "off": [["-g"]], "both": [[], ["-g"]]}[args.graph]
         for model in args.models:
             for g in graphs:
-                cmd = ["train_cnn.py", model, "mnist", "-m", str(args.epochs), "-b",
-                       str(args.batch), "-l", str(args.lr)] + g
-                rc, out = run(cmd, os.path.join(tmp, "cnn"), args.timeout)
-                print(f"\n$ python {' '.join(cmd)}   (rc={rc})")
-                lines = out.strip().splitlines()
-                print("\n".join(ln for ln in lines if "accuracy" in ln or "Error" in ln
-                                 or "rror:" in ln) or "\n".join(lines[-8:]))
+                train_cnn(args, tmp, model, g)
         scripts = [] if args.no_mlp_scripts else [["native.py", "-m", "301"],
                                                    ["model.py", "-m", "301"]]
         for script in scripts:

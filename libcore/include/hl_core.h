@@ -533,6 +533,18 @@ typedef struct {
     char capture_note[200];
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
+/* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after
+   the next `skip` ones times each record with a monotonic clock, waiting for the record's
+   device after it, and adds the nanoseconds to the record's total (a fused group is timed as
+   one, under its first record). Off (the default) costs one test per replay. May be switched
+   and read from any thread at any time. */
+hl_status hl_plan_set_profiling(hl_plan *plan, int on, int64_t skip);
+/* The totals so far: *timed, the replays timed; per record i < n (n must be hl_plan_size):
+   ops[i] its op, first[i] the first record of its fused group (i itself when not fused; known
+   from the first replay), ns[i] its nanoseconds over the timed replays. Arrays may be NULL. */
+hl_status hl_plan_profile(const hl_plan *plan, int64_t *timed, int32_t *ops, int64_t *first,
+                          int64_t *ns, int64_t n);
+hl_status hl_plan_profile_reset(hl_plan *plan);
 /* Fails with HL_ERR_UNSUPPORTED when t's values are to be computed by the plan being recorded
    on this thread (they do not exist yet); every host read (hl_tensor_read, numpy views in the
    bindings) asks this first. */

@@ -20,6 +20,7 @@ _new_out = ffi.new
 _NULL = ffi.NULL
 
 OPS = {ffi.string(lib.hl_op_name(i)).decode(): i for i in range(lib.hl_op_count())}
+OP_NAMES = {i: name for name, i in OPS.items()}
 
 _ERRORS = {
     lib.HL_ERR_SHAPE: errors.ShapeError,
@@ -502,6 +503,27 @@ def handle_address(h):
 def plan_size(plan):
     """The number of calls in the plan."""
     return lib.hl_plan_size(plan)
+
+
+def plan_set_profiling(plan, on, skip=0):
+    """Switches per-record timing of the plan's replays on (the next `skip` replays untimed)
+    or off; the totals are kept (plan_profile_reset clears them)."""
+    check(lib.hl_plan_set_profiling(plan, 1 if on else 0, int(skip)))
+
+
+def plan_profile(plan):
+    """(timed replays, ops, first, ns): per record its op name, the first record of its
+    fused group (its own index when not fused) and its nanoseconds over the timed replays."""
+    n = lib.hl_plan_size(plan)
+    timed = _new_out("int64_t *")
+    ops, first, ns = (_new_out("int32_t[]", n), _new_out("int64_t[]", n),
+                      _new_out("int64_t[]", n))
+    check(lib.hl_plan_profile(plan, timed, ops, first, ns, n))
+    return timed[0], [OP_NAMES[o] for o in ops], list(first), list(ns)
+
+
+def plan_profile_reset(plan):
+    check(lib.hl_plan_profile_reset(plan))
 
 
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",

@@ -3,6 +3,9 @@
 Each class also derives from the matching Python built-in, so ``except ValueError`` and
 ``except IndexError`` keep working in code written for numpy.
 """
+import threading
+
+_breaks = threading.local()
 
 
 class HLError(Exception):
@@ -44,6 +47,14 @@ class GraphBreak(UnsupportedError):
         super().__init__(message)
         self.op = op
         self.transient = transient
+        _breaks.count = graph_breaks() + 1
+
+
+def graph_breaks():
+    """How many GraphBreaks this thread has made: code that records ops it cannot run again
+    itself (SINGA's dev.EnableGraph) compares it before and after to know that a break was
+    raised (and maybe caught) in between, leaving its recording incomplete."""
+    return getattr(_breaks, "count", 0)
 
 
 class MemoryError(HLError, MemoryError):  # noqa: A001

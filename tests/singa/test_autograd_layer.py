@@ -227,6 +227,56 @@ def test_creator_backward_takes_and_gives_raw_tensors(rng):
     assert dx.shape() == (1, 1, 5, 5) and dw.shape() == (2, 1, 3, 3)
 
 
+def test_creator_backward_of_functions_hl_composes(rng):
+    """SINGA has one operator where hl composes several ops (n-ary mean/max/min, mse_loss,
+    tile, cossim, prelu, depth_to_space): creator.backward still gives that operator's
+    gradients, one per input (SINGA's MeanSquareError: dx only). Expected: the derivatives
+    written out with numpy (SINGA's autograd.py formulas), cossim and prelu by central
+    differences; and the gradients through autograd.backward are unchanged."""
+    raw = tensor.from_raw_tensor
+    a, b, c = (rng.uniform(-1, 1, (3, 4)).astype(np.float32) for _ in range(3))
+    dyv = rng.uniform(0.5, 1.5, (3, 4)).astype(np.float32)
+    dy = tensor.from_numpy(dyv).data
+    y = autograd.mean(t(a), t(b), t(c))           # the result is kept, as SINGA's tests do
+    for d in y.creator.backward(dy):
+        np.testing.assert_allclose(tensor.to_numpy(raw(d)), dyv / 3, rtol=1e-6)
+    top = np.argmax(np.stack([a, b, c]), axis=0)
+    y = autograd.max(t(a), t(b), t(c))
+    for k, d in enumerate(y.creator.backward(dy)):
+        np.testing.assert_array_equal(tensor.to_numpy(raw(d)), dyv * (top == k))
+    low = np.argmin(np.stack([a, b, c]), axis=0)
+    y = autograd.min(t(a), t(b), t(c))
+    for k, d in enumerate(y.creator.backward(dy)):
+        np.testing.assert_array_equal(tensor.to_numpy(raw(d)), dyv * (low == k))
+    y = autograd.mse_loss(t(a), t(b))
+    dx = y.creator.backward()
+    np.testing.assert_allclose(tensor.to_numpy(raw(dx)), 2 * (a - b) / a.size, rtol=1e-5)
+    tiled = autograd.tile(t(a[0]), [2, 3])                    # (4,) -> (2, 12)
+    g = rng.uniform(size=(2, 12)).astype(np.float32)
+    dx = tiled.creator.backward(tensor.from_numpy(g).data)
+    np.testing.assert_allclose(tensor.to_numpy(raw(dx)), g.reshape(2, 3, 4).sum((0, 1)),
+                               rtol=1e-6)
+    s = rng.uniform(0.1, 0.5, (3, 4)).astype(np.float32)
+    for fn, args in ((autograd.cossim, (a, b)), (autograd.prelu, (a, s))):
+        y = fn(*map(t, args))
+        grads = y.creator.backward()
+        for k, d in enumerate(grads):
+            def f(v, k=k):
+                vals = list(args)
+                vals[k] = v
+                return tensor.to_numpy(fn(*map(t, vals)))
+            np.testing.assert_allclose(tensor.to_numpy(raw(d)), num_grad(f, args[k]),
+                                       rtol=2e-3, atol=2e-4)
+    x = t(rng.standard_normal((1, 8, 2, 3)).astype(np.float32))
+    y = autograd.depth_to_space(x, 2)
+    dx = y.creator.backward(tensor.from_numpy(np.ones(y.shape, np.float32)).data)
+    assert dx.shape() == (1, 8, 2, 3)
+    p = t(a, stores_grad=True)                                 # the engine's walk unchanged
+    (gp,) = grads_of(autograd.mse_loss(autograd.max(p, t(b), t(c)), t(c)), p)
+    want = 2 * (np.maximum(np.maximum(a, b), c) - c) / a.size * (top == 0)
+    np.testing.assert_allclose(gp, want, rtol=1e-5, atol=1e-7)
+
+
 def test_operator_classes_return_tuples(rng):
     a = rng.standard_normal((2, 3)).astype(np.float32)
     x = t(a)

@@ -1,6 +1,5 @@
 """hl.singa.tensor, device and singa_wrap against SINGA's documented behaviour (python/singa/
 tensor.py, device.py and the C++ Tensor they wrap); expected values from numpy."""
-import warnings
 
 import numpy as np
 import pytest
@@ -214,19 +213,3 @@ def test_devices():
     cpu.SetVerbosity(1)
     assert cpu.verbosity() == 1
     cpu.SetVerbosity(0)
-
-
-def test_graph_switches_run_eagerly_and_say_so(capsys):
-    dev = device.get_default_device()
-    device._state["warned"] = False
-    with pytest.warns(UserWarning, match="eagerly"):
-        dev.EnableGraph(True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")       # once only
-        dev.EnableGraph(True)
-    assert dev.graph_enabled()
-    dev.RunGraph(True)
-    dev.ResetGraph()
-    assert not dev.graph_enabled()
-    dev.PrintTimeProfiling()
-    assert "graph mode" in capsys.readouterr().out

@@ -29,6 +29,8 @@ typedef struct {
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
 typedef struct plan_group plan_group;
+/* Per-record times of profiled replays (profile.c). */
+typedef struct plan_profile plan_profile;
 /* The plan's runs of calls replayed as device graphs (capture.c). */
 typedef struct plan_capture plan_capture;
 
@@ -59,9 +61,11 @@ struct hl_plan {
     /* scratch.c: the first replay measures each call's kernel scratch (measuring), the memory
        plan gives it arena bytes (offset -1: none) */
     bool measuring, memory_planned;
+    bool ran;                /* a replay has completed (record.c's host-read guard) */
     int64_t *scratch_need, *scratch_offset;
     int *scratch_kind;
     int busy;                /* atomic: a replay is running */
+    plan_profile *profile;   /* NULL until profiling is first switched on (atomic pointer) */
     plan_capture *capture;   /* NULL: no call runs on a backend that captures graphs */
 };
 
@@ -84,6 +88,9 @@ hl_status hl_plan_pin_slot(hl_plan *p, int64_t slot);
 
 /* record.c: the number of the plan being recorded on this thread (0: none). */
 uint64_t hl_plan_recording_id(void);
+/* record.c: plan `id` has run (or is released): the host-read guard stops refusing the
+   values it writes. */
+void hl_plan_mark_run(uint64_t id);
 /* record.c: adds every tensor of q's records viewing the slot's home storage to the slot's
    aliases (held), at its offset from the slot's. */
 hl_status hl_plan_collect_aliases(const hl_plan *q, plan_slot *s);
@@ -103,6 +110,13 @@ int64_t hl_plan_group_start(const hl_plan *p, int64_t g);
 /* Unary and binary ops whose output has their inputs' dtype, read element i of each input
    and write element i of the output: they fuse, and may write over an input. */
 bool hl_plan_element_wise(int op);
+
+/* replay.c: runs record i, or the fused group that starts at i; *last is the last record run. */
+hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last);
+/* profile.c: whether this replay is timed (profiling on and past the replays it skips);
+   hl_plan_replay_timed replays with every record timed. */
+bool hl_plan_profile_this_replay(hl_plan *p);
+hl_status hl_plan_replay_timed(hl_plan *p);
 
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {

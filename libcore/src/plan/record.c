@@ -3,6 +3,7 @@
  * plan is recorded on this thread, input slots, and the guard that refuses host reads of
  * values a recording has not computed yet.
  */
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "plan.h"
@@ -11,6 +12,46 @@ static _Thread_local hl_plan *recording;
 /* Recordings are numbered from 1 across threads, so that a storage's written_by names one
    recording for good (a pointer could be reused by the next plan). */
 static uint64_t next_id;
+
+/* Plans recorded and not yet run (SINGA's dev.EnableGraph buffers a graph and runs it later):
+   the values of what they write do not exist yet, and the host-read guard refuses them too.
+   Usually empty (graph mode runs a plan as soon as it is recorded): reads test one counter. */
+static pthread_mutex_t unrun_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *unrun;
+static int64_t n_unrun, cap_unrun;
+
+static void unrun_add(uint64_t id) {
+    pthread_mutex_lock(&unrun_lock);
+    if (n_unrun == cap_unrun) {
+        int64_t cap = cap_unrun ? 2 * cap_unrun : 16;
+        uint64_t *grown = realloc(unrun, sizeof *grown * cap);
+        if (grown) unrun = grown, cap_unrun = cap;
+    }
+    if (n_unrun < cap_unrun)  /* out of memory: the guard forgets this plan, nothing worse */
+        unrun[n_unrun] = id, __atomic_store_n(&n_unrun, n_unrun + 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&unrun_lock);
+}
+
+void hl_plan_mark_run(uint64_t id) {
+    if (!__atomic_load_n(&n_unrun, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&unrun_lock);
+    for (int64_t k = 0; k < n_unrun; k++)
+        if (unrun[k] == id) {
+            unrun[k] = unrun[n_unrun - 1];
+            __atomic_store_n(&n_unrun, n_unrun - 1, __ATOMIC_RELEASE);
+            break;
+        }
+    pthread_mutex_unlock(&unrun_lock);
+}
+
+static bool written_by_unrun_plan(uint64_t id) {
+    if (!id || !__atomic_load_n(&n_unrun, __ATOMIC_ACQUIRE)) return false;
+    bool found = false;
+    pthread_mutex_lock(&unrun_lock);
+    for (int64_t k = 0; k < n_unrun && !found; k++) found = unrun[k] == id;
+    pthread_mutex_unlock(&unrun_lock);
+    return found;
+}
 
 int hl_plan_recording(void) { return recording != NULL; }
 uint64_t hl_plan_recording_id(void) { return recording ? recording->id : 0; }
@@ -70,6 +111,7 @@ hl_status hl_plan_end(hl_plan **out) {
         hl_status st = hl_plan_collect_aliases(p, &p->slots[k]);
         if (st) { hl_plan_release(p); return st; }
     }
+    unrun_add(p->id);
     *out = p;
     return HL_OK;
 }
@@ -144,10 +186,15 @@ hl_status hl_tensor_check_host_read(const hl_tensor *t) {
                        "its value is computed only when the plan runs (graph mode records "
                        "ops, it does not run them); read it after the plan has run, or run "
                        "this step eagerly", hl_desc(t));
+    if (written_by_unrun_plan(t->storage->written_by))
+        return hl_fail(HL_ERR_UNSUPPORTED, "reading %s to the host before the plan that "
+                       "computes it has run (a recorded plan, such as SINGA's buffered graph "
+                       "before dev.RunGraph(), has not computed it yet)", hl_desc(t));
     return HL_OK;
 }
 
 void hl_plan_release(hl_plan *p) {
+    if (p) hl_plan_mark_run(p->id);  /* never run: its values never will exist */
     if (!p) return;
     if (p == recording) recording = NULL;
     for (int64_t i = 0; i < p->n; i++) {
@@ -173,6 +220,7 @@ void hl_plan_release(hl_plan *p) {
     free(p->scratch_need);
     free(p->scratch_offset);
     free(p->scratch_kind);
+    free(p->profile);
     free(p->calls);
     free(p);
 }

@@ -74,7 +74,19 @@ void hl_plan_reseed_range(hl_plan *p, int64_t from, int64_t to) {
     }
 }
 
+hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last) {
+    int g = p->group_of ? p->group_of[i] : -1;
+    if (g >= 0) return hl_plan_run_group(p, g, last);
+    *last = i;
+    hl_status st = hl_plan_run_call(p, i);
+    if (!st) hl_plan_reseed_range(p, i, i + 1);
+    return st;
+}
+
 static hl_status replay(hl_plan *p) {
+    /* profiling times record by record (profile.c); a plan replayed as captured device
+       graphs has no per-record boundaries and is not timed */
+    if (!p->capture && hl_plan_profile_this_replay(p)) return hl_plan_replay_timed(p);
     return p->capture ? hl_plan_replay_captured(p) : hl_plan_replay_range(p, 0, p->n, true);
 }
 
@@ -96,6 +108,10 @@ hl_status hl_plan_run(hl_plan *p) {
     }
     if (!st) st = replay(p);
     if (!st && p->measuring) p->measuring = false;
+    if (!st && !p->ran) {
+        p->ran = true;
+        hl_plan_mark_run(p->id);  /* what it writes has values now */
+    }
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return st;
 }

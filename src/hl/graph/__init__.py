@@ -4,6 +4,8 @@ Users switch graph mode on with ``model.compile([x], use_graph=True)``, ``model.
 or Keras's ``compile(..., jit_compile=True)``; docs/training.md explains its rules.
 """
 from .plans import DEFAULT_SIZE, Plan, PlanCache
+from .profiling import Profile, profile
 from .recording import StepValues, on_abort_once, on_replay
 
-__all__ = ["PlanCache", "Plan", "DEFAULT_SIZE", "StepValues", "on_replay", "on_abort_once"]
+__all__ = ["PlanCache", "Plan", "DEFAULT_SIZE", "Profile", "profile", "StepValues", "on_replay",
+           "on_abort_once"]

@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import _core, errors
 from .._tensor import Tensor, _fill, tensor
+from . import profiling as _profile
 from . import recording
 
 DEFAULT_SIZE = 8
@@ -97,12 +98,13 @@ class Plan:
     (recording.cut) gives its segments: ``core`` is then the first (the one that declared
     the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size", "name")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid, segments=()):
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=(), name=None):
         cores = [c for c, _ in segments] + [core]
         self.core = cores[0]
         self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
+        self.name = name  # in hl.graph.profile's tables
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
@@ -130,6 +132,8 @@ class Plan:
         if hooks:
             for fn in self.hooks:
                 fn()
+        if _profile._active:
+            _profile._active[0].seen(self, self.name)
         _core.plan_run(self.core)
         for fn, core in self.then:
             fn()
@@ -222,14 +226,16 @@ class PlanCache:
         core = recording.end()
         still_valid = validity() if validity is not None else (lambda: True)
         self.stats["recorded"] += 1
+        name = f"{self.what} #{self.stats['recorded']}"
         if second is None:
             entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
-                              rec.segments)
+                              rec.segments, name)
             entry.plan.prepare(self.options)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
         entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
-                          first[1].segments)
-        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments)
+                          first[1].segments, name)
+        entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments,
+                            f"{name} (backward and update)")
         entry.plan.prepare(self.options, entry.second)  # one bind serves both plans
         entry.plan.run(leaves, hooks=False)
 

@@ -18,7 +18,7 @@ import collections
 
 import numpy as np
 
-from .. import autograd, errors
+from .. import _core, autograd, errors
 from .. import dtypes as _dt
 from .. import mixed_precision as _mp
 from .._tensor import Tensor, as_tensor
@@ -74,6 +74,12 @@ class Layer(KerasLayerAPI, TorchModuleAPI):
             return symbolic.record_call(self, xs, kwargs)
         if not self._built:
             self._check_init_attrs()
+            if _core.recording() and type(self).initialize is not Layer.initialize:
+                # its initialisation would be recorded, and every replay would redo it
+                raise errors.GraphBreak(
+                    f"{self.describe()}: the layer would create its parameters while a plan "
+                    f"is recorded; call it (or compile the model) once first",
+                    op=f"{type(self).__name__} initialize", transient=True)
             self._link_children()
             with no_grad():
                 self.initialize(*_mp.variable_inputs(initialize_inputs(xs)))

@@ -11,6 +11,7 @@ from .._tensor import Tensor as _HLTensor, as_tensor
 from ..autograd import functional as F
 from ..autograd.binary import Compare as _Compare
 from . import tensor as _tensor
+from ._pytensor import composite
 from .tensor import _py
 
 
@@ -88,7 +89,7 @@ def reshape(x, shape):
 
 
 def prelu(x, slope):
-    return _py(F.where(F.lt(x, 0.0), F.mul(x, slope), x))
+    return composite(_py(F.where(F.lt(x, 0.0), F.mul(x, slope), x)), x, slope)
 
 
 def add(a, b):
@@ -135,7 +136,7 @@ def add_all(*xs):
 
 
 def mean(*l):
-    return _py(F.true_divide(sum(*l), float(len(l))))
+    return composite(_py(F.true_divide(sum(*l), float(len(l)))), *l)
 
 
 def max(*l):  # noqa: A001
@@ -144,7 +145,7 @@ def max(*l):  # noqa: A001
     out = l[0]
     for t in l[1:]:
         out = F.maximum(out, t)
-    return _py(out)
+    return composite(_py(out), *l)
 
 
 def min(*l):  # noqa: A001
@@ -153,7 +154,7 @@ def min(*l):  # noqa: A001
     out = l[0]
     for t in l[1:]:
         out = F.minimum(out, t)
-    return _py(out)
+    return composite(_py(out), *l)
 
 
 def _scalar(loss):
@@ -193,7 +194,7 @@ def mse_loss(x, t):
     if tuple(x.shape) != tuple(t.shape):
         raise errors.ShapeError(f"mse_loss: input {tuple(x.shape)} and target "
                                 f"{tuple(t.shape)} differ")
-    return _scalar(_losses.mse(x, t))
+    return composite(_scalar(_losses.mse(x, t)), x)  # SINGA's backward: dx only
 
 
 def _mean_square_error(x, t):
@@ -372,7 +373,8 @@ def gather(x, axis, indices):
 
 
 def tile(x, repeats):
-    return _py(F.tile(x, list(repeats) if not isinstance(repeats, int) else [repeats]))
+    return composite(_py(F.tile(x, list(repeats) if not isinstance(repeats, int) else
+                                [repeats])), x)
 
 
 def nonzero(x):
@@ -400,7 +402,7 @@ def cossim(a, b):
     dot = F.sum(F.mul(a, b), axis=1)
     na = F.sqrt(F.sum(F.mul(a, a), axis=1))
     nb = F.sqrt(F.sum(F.mul(b, b), axis=1))
-    return _py(F.true_divide(dot, F.mul(na, nb)))
+    return composite(_py(F.true_divide(dot, F.mul(na, nb))), a, b)
 
 
 def expand(x, shape):
@@ -432,7 +434,7 @@ def depth_to_space(x, blocksize, mode="DCR"):
         y = F.permute(F.reshape(x, n, b, b, c // (b * b), h, w), 0, 3, 4, 1, 5, 2)
     else:
         y = F.permute(F.reshape(x, n, c // (b * b), b, b, h, w), 0, 1, 4, 2, 5, 3)
-    return _py(F.reshape(y, n, c // (b * b), h * b, w * b))
+    return composite(_py(F.reshape(y, n, c // (b * b), h * b, w * b)), x)
 
 
 def space_to_depth(x, blocksize, mode="DCR"):
@@ -440,7 +442,7 @@ def space_to_depth(x, blocksize, mode="DCR"):
     b = int(blocksize)
     y = F.reshape(x, n, c, h // b, b, w // b, b)
     y = F.permute(y, 0, 3, 5, 1, 2, 4) if mode == "DCR" else F.permute(y, 0, 1, 3, 5, 2, 4)
-    return _py(F.reshape(y, n, c * b * b, h // b, w // b))
+    return composite(_py(F.reshape(y, n, c * b * b, h // b, w // b)), x)
 
 
 def where(x, y, condition):

@@ -342,6 +342,47 @@ def _singa_backward(fn):
         d["backward"] = functools.partial(_raw_backward, weakref.ref(fn))
 
 
+def composite(y, *inputs):
+    """y (a SINGA tensor) computed from `inputs` by several hl ops, where SINGA has one
+    operator (mse_loss, mean, n-ary max, cossim, prelu, tile, depth_to_space ...): its
+    creator's SINGA backward gives SINGA's operator's gradients, one per input of `inputs`
+    that requires one, by walking hl's records from y back to them (the graph is kept). hl's
+    engine, calling the same attribute with grad mode off, still gets the last op's own
+    contract."""
+    fn = y.creator
+    if fn is None:
+        return y
+    last = functools.partial(_raw_backward, weakref.ref(fn))
+    y_ref = weakref.ref(y)  # a strong one would make a cycle through y.creator
+
+    def backward(*dys):
+        if not _grad.enabled:
+            return last(*dys)
+        out = y_ref()
+        if out is None:
+            raise errors.ValueError(f"{fn.name}.backward: its output is gone (keep the result "
+                                    f"of the function while calling result.creator.backward)")
+        want = [x for x in inputs if x.requires_grad]
+        dy = dys[0] if dys else None
+        kept = [x.stores_grad for x in want]
+        got = {}
+        try:
+            for x in want:
+                x.stores_grad = True
+            for t, g in _ag.backward(out, dy, retain_graph=True):
+                if any(t is x for x in want):
+                    got[id(t)] = g
+                    if len(got) == len(want):
+                        break
+        finally:
+            for x, k in zip(want, kept):
+                x.stores_grad = k
+        dxs = tuple(_sw.raw(got[id(x)] if id(x) in got else ops.zeros_like(x)) for x in want)
+        return dxs[0] if len(dxs) == 1 else dxs
+    fn.__dict__["backward"] = backward
+    return y
+
+
 def _py(t):
     """hl results as SINGA Tensors: the same objects, re-classed (identity kept, so the
     autograd records that point at them stay valid); tuples and lists element-wise."""

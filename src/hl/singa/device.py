@@ -5,15 +5,16 @@
 and otherwise raise hl.errors.DeviceError saying so. A SINGA device is an hl.Device with
 SINGA's methods (``id()``, ``SetRandSeed``, ``Sync``, ``EnableGraph`` ...).
 
-Graph mode does not exist in hl yet: ``EnableGraph(True)`` / ``RunGraph`` / ``ResetGraph`` are
-accepted and ops keep running eagerly (see docs/singa.md), and ``PrintTimeProfiling`` says that
-there is no per-op time table to print.
+``EnableGraph(True)`` buffers the ops that follow into an hl plan instead of running them,
+``EnableGraph(False)`` stops buffering, ``RunGraph`` runs what was buffered and ``ResetGraph``
+forgets it; ``SetVerbosity(1 or 2)`` times the plans' ops and ``PrintTimeProfiling`` prints
+SINGA's report (_graph.py; docs/singa.md).
 """
 import sys
-import warnings
 
 from .. import _core, devices, errors
 from ..ops import random as _random
+from ._graph import DeviceGraph, Profiler
 
 
 class Device(devices.Device):
@@ -37,54 +38,69 @@ class Device(devices.Device):
         _random.manual_seed(int(seed))
 
     def SetVerbosity(self, verbosity):  # noqa: N802
+        """Above 0, the ops of every plan run from now on are timed (after each plan's
+        first SetSkipIteration runs) for PrintTimeProfiling; 0 stops timing."""
         _state["verbosity"] = int(verbosity)
+        _profiler.verbosity(_state["verbosity"], _state["skip"])
 
     def verbosity(self):
         return _state["verbosity"]
 
     def SetSkipIteration(self, n):  # noqa: N802
         _state["skip"] = int(n)
+        _profiler.skip(n)
+
+    def skip_iteration(self):
+        return _state["skip"]
 
     def Sync(self):  # noqa: N802
-        """Waits for the device's queued work: hl's ops return when done (the CPU backend
-        is synchronous and there is no CUDA backend yet), so there is none to wait for."""
+        """Waits for the device's queued work (raises the DeviceError of a kernel that failed)."""
+        _core.device_synchronize(self.code, self.index)
 
     def EnableGraph(self, enable):  # noqa: N802
-        if enable:
-            graph_mode_note()
-        _state["graph"] = bool(enable)
+        """True: the ops called next are buffered (recorded into an hl plan, not run) until
+        EnableGraph(False); RunGraph runs them."""
+        _graph_of(self).enable(bool(enable))
 
     def graph_enabled(self):
-        return _state["graph"]
+        return _graph_of(self).enabled
 
     def RunGraph(self, serial=False):  # noqa: N802
-        """Nothing to replay: the ops already ran eagerly when they were called."""
+        """Runs the buffered ops: in buffering order (serial=True) or by dependencies."""
+        _graph_of(self).run(bool(serial))
 
     def ResetGraph(self):  # noqa: N802
-        _state["graph"] = False
+        """Forgets the buffered ops."""
+        _graph_of(self).reset()
 
     def PrintTimeProfiling(self):  # noqa: N802
-        print("hl.singa: no per-op time profile: hl runs SINGA programs eagerly (graph mode "
-              "is not built yet), and the time table comes with graph mode",
-              file=sys.stdout)
+        """SINGA's report of the timed plans: nothing at verbosity 0; the forward and backward
+        time per iteration at 1; each op's time per iteration at 2; distributed ops' at 3."""
+        print(_profiler.report(_state["verbosity"]), end="", file=sys.stdout)
 
 
-_state = {"verbosity": 0, "skip": 5, "graph": False, "warned": False}
+_state = {"verbosity": 0, "skip": 5}
 _DEVICES = {}
+_GRAPHS = {}
+_profiler = Profiler()
 
 
-def graph_mode_note():
-    """Warns once that SINGA's graph mode runs eagerly here (compile(use_graph=True),
-    model.graph(True), dev.EnableGraph(True))."""
-    if not _state["warned"]:
-        _state["warned"] = True
-        warnings.warn("hl.singa: graph mode (use_graph=True) is not built in hl yet; the "
-                      "model runs eagerly, with the same results", stacklevel=3)
+def _device_key(d):
+    return (d.kind, d.index)
+
+
+def _graph_of(dev):
+    """The device's graph (one per device, as SINGA's)."""
+    key = _device_key(dev)
+    g = _GRAPHS.get(key)
+    if g is None:
+        g = _GRAPHS[key] = DeviceGraph(str(dev))
+    return g
 
 
 def _door_device(d):
     """The SINGA Device for an hl device (one object per device, like SINGA's)."""
-    key = (d.kind, d.index)
+    key = _device_key(d)
     dev = _DEVICES.get(key)
     if dev is None:
         dev = _DEVICES[key] = Device(d.kind, d.index)
