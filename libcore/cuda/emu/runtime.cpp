@@ -801,7 +801,16 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                           cn * emu_type_size(ctype)))
         return CUBLAS_STATUS_EXECUTION_FAILED;
     if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
-    float a = *(const float *)alpha, b = *(const float *)beta;
+    float a = *(const float *)alpha, b = *(const float *)beta; /* host scalars, read now */
+    cudaError_t err;
+    if (recording(h->stream, [=]() { cublasGemmEx(h, ta, tb, m, n, k, &a, A, atype, lda, B,
+                                                  btype, ldb, &b, C, ctype, ldc, compute,
+                                                  algo); }, &err))
+        return err ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+    /* in stream order, as cublasSgemm: earlier work (an upload still in flight) runs first */
+    std::unique_lock<std::recursive_mutex> order;
+    if (h->stream) order = std::unique_lock<std::recursive_mutex>(h->stream->exec);
+    flush(h->stream);
     float *wa = emu_widened(A, atype, an), *wb = emu_widened(B, btype, bn);
     float *wc = b == 0 ? (float *)calloc(cn, sizeof(float)) : emu_widened(C, ctype, cn);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
