@@ -3,7 +3,6 @@ the ReLU as its epilogue (libcore/src/plan/fuse.c). The replay must equal the un
 and the eager ops bit for bit; where anything else sees the convolution's output (the caller
 holds it, another op reads it) or the activation is not a ReLU, nothing is fused. PyTorch's
 conv2d + relu is the reference for the values; graph-mode training of a CNN equals eager."""
-import gc
 
 import numpy as np
 import pytest
@@ -12,19 +11,7 @@ import hl
 from hl import _core
 
 from ..graph.models import params
-
-
-def _replay(f, options=0, runs=2):
-    _core.plan_begin()
-    try:
-        out = f()
-    finally:
-        plan = _core.plan_end()
-    gc.collect()
-    _core.plan_set_options(plan, options)
-    for _ in range(runs):
-        _core.plan_run(plan)
-    return plan, out
+from .replaying import replay
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -43,10 +30,10 @@ def test_conv_then_relu_is_one_call_and_equals_the_unfused_ops(rng, dtype, bias,
     def f():
         return hl.relu(hl.conv2d(x, w, b, stride=stride, padding=padding, groups=groups))
 
-    plan, fused = _replay(f)
+    plan, fused = replay(f)
     stats = _core.plan_stats(plan)
     assert stats["conv_epilogues"] == 1 and stats["calls"] == 1
-    _, plain = _replay(f, _core.PLAN_NO_FUSION)
+    _, plain = replay(f, _core.PLAN_NO_FUSION)
     eager = f()
     np.testing.assert_array_equal(fused.numpy(), plain.numpy())
     np.testing.assert_array_equal(fused.numpy(), eager.numpy())
@@ -74,7 +61,7 @@ def test_nothing_fuses_where_the_convolution_output_is_seen(rng):
         return hl.leaky_relu(hl.conv2d(x, w), 0.1)
 
     for f in (kept, read_twice, leaky):
-        plan, out = _replay(f)
+        plan, out = replay(f)
         assert _core.plan_stats(plan)["conv_epilogues"] == 0, f.__name__
         np.testing.assert_array_equal(out.numpy(), f().numpy())
     np.testing.assert_array_equal(held["c"].numpy(), hl.conv2d(x, w).numpy())

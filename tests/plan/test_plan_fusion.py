@@ -1,7 +1,6 @@
 """Fusion of element-wise runs in libcore's plans: a fused replay must equal the unfused one
 bit for bit (each step is the call's own row function), whatever the broadcasts, held
 intermediates, in-place parameter updates and views; numpy is the reference for the values."""
-import gc
 
 import numpy as np
 import pytest
@@ -9,24 +8,13 @@ import pytest
 import hl
 from hl import _core
 
+from .replaying import replay
+
 UNARY = {"exp": (hl.exp, np.exp), "tanh": (hl.tanh, np.tanh), "neg": (lambda t: -t, np.negative),
          "relu": (hl.relu, lambda a: np.maximum(a, 0)), "sigmoid": (hl.sigmoid, lambda a: 1 / (1 + np.exp(-a))),
          "abs": (abs, np.abs)}
 BINARY = {"add": (lambda a, b: a + b, np.add), "sub": (lambda a, b: a - b, np.subtract),
           "mul": (lambda a, b: a * b, np.multiply), "maximum": (hl.maximum, np.maximum)}
-
-
-def _replays(f, options, runs=2):
-    _core.plan_begin()
-    try:
-        out = f()
-    finally:
-        plan = _core.plan_end()
-    gc.collect()
-    _core.plan_set_options(plan, options)
-    for _ in range(runs):
-        _core.plan_run(plan)
-    return plan, out
 
 
 def _random_chain(rng, shape, operands, steps):
@@ -63,8 +51,8 @@ def test_random_chains_fused_equal_unfused_bitwise(seed):
     x = hl.tensor(x_np)
     ops = [hl.tensor(o) for o in ops_np]
     recipe = _random_chain(rng, shape, ops, 12)
-    fused_plan, fused = _replays(lambda: _apply(recipe, x, ops, "hl"), 0)
-    _, plain = _replays(lambda: _apply(recipe, x, ops, "hl"),
+    fused_plan, fused = replay(lambda: _apply(recipe, x, ops, "hl"), 0)
+    _, plain = replay(lambda: _apply(recipe, x, ops, "hl"),
                         _core.PLAN_NO_FUSION | _core.PLAN_NO_MEMORY)
     assert _core.plan_stats(fused_plan)["fused_calls"] >= 2
     np.testing.assert_array_equal(fused.numpy(), plain.numpy())
@@ -83,7 +71,7 @@ def test_intermediates_held_outside_are_written():
         held["b"] = a * 2.0      # the caller keeps it: the pass writes it to memory
         return hl.tanh(held["b"]) + a
 
-    plan, y = _replays(f, 0)
+    plan, y = replay(f, 0)
     assert _core.plan_stats(plan)["fused_groups"] == 1
     eager_b = (hl.exp(x) * 2.0).numpy()       # the same kernels, run one by one
     np.testing.assert_array_equal(held["b"].numpy(), eager_b)
@@ -100,7 +88,7 @@ def test_momentum_update_in_place_fuses_and_matches():
         w = hl.tensor(w0)
         v = hl.tensor(np.zeros(500, np.float32))
         g = hl.tensor(np.ones(500, np.float32))
-        plan, _ = _replays(lambda: (v.copy_(v * 0.9 + g), w.copy_(w - v * 0.1)), options, runs=5)
+        plan, _ = replay(lambda: (v.copy_(v * 0.9 + g), w.copy_(w - v * 0.1)), options, runs=5)
         results.append(w.numpy().copy())
     np.testing.assert_array_equal(results[0], results[1])
     v_ref, w_ref = np.zeros(500, np.float32), w0
@@ -116,7 +104,7 @@ def test_a_transposed_read_of_written_memory_splits_the_run():
     results = []
     for options in (0, _core.PLAN_NO_FUSION | _core.PLAN_NO_MEMORY):
         w = hl.tensor(base)
-        plan, y = _replays(lambda: (w.copy_(w * 2.0), w.transpose(1, 0) + w)[1], options, runs=1)
+        plan, y = replay(lambda: (w.copy_(w * 2.0), w.transpose(1, 0) + w)[1], options, runs=1)
         results.append(y.numpy().copy())
     np.testing.assert_array_equal(results[0], results[1])
     np.testing.assert_array_equal(results[0], (base * 2).T + base * 2)
