@@ -25,6 +25,13 @@ def test_rank_raising_at_step_3_stops_every_rank_with_an_hl_error(tmp_path):
     for r in (0, 2, 3):
         assert (f"hl.errors.DistributedError: hl.distributed: DistOpt's gradient allreduce "
                 f"stopped on rank {r} because rank 1 failed (ValueError") in err, err[-3000:]
+    # each rank's traceback reaches the merged stream whole, not interleaved line by line
+    blocks = err.split("Traceback (most recent call last):\n")[1:]
+    assert len(blocks) == 4, err[-3000:]
+    for block in blocks:
+        unindented = [line for line in block.splitlines() if line and not line.startswith(" ")]
+        assert len(unindented) == 1, block  # frames are indented; only the error line is not
+        assert unindented[0].startswith(("ValueError: a bug", "hl.errors.DistributedError")), block
 
 
 @needs_mpi

@@ -1,6 +1,7 @@
 """What happens when a rank fails: the others stop with an hl error, never hang.
 
-- A rank whose program ends with an exception (sys.excepthook) prints it as usual, then
+- A rank whose program ends with an exception (sys.excepthook) prints it as usual (in one
+  write, so that the ranks' tracebacks do not interleave in the launcher's stream), then
   sends a short notice on the group's control communicator to every other rank, waits a
   moment (at most GRACE_S, or the timeout if shorter) for the others' own notices, so that
   each has printed why it stops, and exits with status 1 (never MPI_Finalize, which would
@@ -16,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import traceback
 
 from .. import errors
 
@@ -73,11 +75,28 @@ def install(world):
     previous = sys.excepthook
 
     def excepthook(kind, value, tb):
-        previous(kind, value, tb)
+        if previous is sys.__excepthook__:
+            _print_in_one_write(kind, value, tb)
+        else:
+            previous(kind, value, tb)  # the user's own hook comes first
         if issubclass(kind, SystemExit):
             return
         _fail_and_exit(world, f"{kind.__name__}: {value}")
     sys.excepthook = excepthook
+
+
+def _print_in_one_write(kind, value, tb):
+    """Print the traceback as Python would, but in one write to the stderr descriptor:
+    the launcher merges every rank's stderr into one stream, and a traceback printed line
+    by line interleaves with the others' into something nobody can read."""
+    text = "".join(traceback.format_exception(kind, value, tb)).encode("utf-8", "replace")
+    try:
+        sys.stderr.flush()
+        fd = sys.stderr.fileno()
+        while text:
+            text = text[os.write(fd, text):]
+    except (AttributeError, OSError, ValueError):  # no real descriptor (captured stderr)
+        sys.__excepthook__(kind, value, tb)
 
 
 def _receive_notices(world):
