@@ -526,6 +526,7 @@ typedef struct {
     int64_t in_place;          /* element-wise calls writing over their input */
     int64_t fused_groups, fused_calls;
     int64_t conv_epilogues;    /* convolutions that took the ReLU after them in (conv_fused) */
+    int64_t outer_updates;     /* batch-1 weight gradients formed inside their optimiser update */
     /* Device graphs (CUDA Graphs, plan/capture.c): runs of calls captured, the calls in them,
        graph launches so far, calls on a capturing device that run one by one, and why the
        first of those could not be captured ("" when every such call is in a graph). */

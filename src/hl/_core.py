@@ -529,7 +529,7 @@ def plan_profile_reset(plan):
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
                      "alive_peak_bytes", "scratch_bytes", "planned_tensors",
                      "planned_bytes", "in_place", "fused_groups", "fused_calls",
-                     "conv_epilogues", "graphs", "graph_calls", "graph_launches",
+                     "conv_epilogues", "outer_updates", "graphs", "graph_calls", "graph_launches",
                      "uncaptured_calls")
 
 

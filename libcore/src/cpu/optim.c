@@ -23,17 +23,12 @@
 /* Below this many elements one thread does the pass: a parallel region costs a few
    microseconds of fork and join, more than it saves on a small tensor. */
 enum { PARALLEL_MIN = 1 << 15 };
+/* A gradient formed from an outer product (plan/fuse_update.c) is written this many elements
+   at a time into a buffer on the stack (it stays in the L1 cache), then read by the rule. */
+enum { OUTER_CHUNK = 1024 };
 
-/* The loop over [0, n), split across threads when n is large. */
-#define FOR_EACH(n, body)                                                         \
-    do {                                                                          \
-        if ((n) >= PARALLEL_MIN && hl_max_threads() > 1) {                        \
-            _Pragma("omp parallel for schedule(static)")                          \
-            for (int64_t i = 0; i < (n); i++) { body; }                           \
-        } else {                                                                  \
-            for (int64_t i = 0; i < (n); i++) { body; }                           \
-        }                                                                         \
-    } while (0)
+/* The loop of a rule over its n elements (pointers already at the range's first element). */
+#define FOR_EACH(n, body) for (int64_t i = 0; i < (n); i++) { body; }
 
 /* Per-step value k: from its 0-d tensor (a recorded call) or the record's numbers (eager). */
 #define STEP_VALUE(T, c, k) \
@@ -43,9 +38,7 @@ enum { PARALLEL_MIN = 1 << 15 };
 #define DECAYED(T, g, p, wd, i) ((wd) != 0 ? (g)[i] + (p)[i] * (wd) : (g)[i])
 
 #define DEFINE_RULES(T, SQRT, SUFFIX)                                                       \
-static void sgd_##SUFFIX(const hl_call *c, int64_t n) {                                    \
-    T *p = (T *)hl_ptr(c->out[0]);                                                          \
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void sgd_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {      \
     const T neg_lr = STEP_VALUE(T, c, 0);                                          \
     const T wd = (T)c->f[0], mom = (T)c->f[1], keep = (T)c->f[2];                           \
     int flags = (int)c->i[1];                                                               \
@@ -53,7 +46,7 @@ static void sgd_##SUFFIX(const hl_call *c, int64_t n) {                         
         FOR_EACH(n, T d = DECAYED(T, g, p, wd, i); p[i] = p[i] + d * neg_lr);               \
         return;                                                                             \
     }                                                                                       \
-    T *b = (T *)hl_ptr(c->out[1]);                                                          \
+    T *b = s[0];                                                                            \
     bool init = flags & HL_OPTIM_INIT, nesterov = flags & HL_OPTIM_NESTEROV;                \
     FOR_EACH(n,                                                                             \
         T d = DECAYED(T, g, p, wd, i);                                                      \
@@ -65,10 +58,8 @@ static void sgd_##SUFFIX(const hl_call *c, int64_t n) {                         
         p[i] = p[i] + dir * neg_lr);                                                        \
 }                                                                                           \
                                                                                             \
-static void adam_##SUFFIX(const hl_call *c, int64_t n) {                                   \
-    T *p = (T *)hl_ptr(c->out[0]), *m = (T *)hl_ptr(c->out[1]), *v = (T *)hl_ptr(c->out[2]);\
-    T *vmax = c->i[2] > 2 ? (T *)hl_ptr(c->out[3]) : NULL;                                  \
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void adam_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {     \
+    T *m = s[0], *v = s[1], *vmax = c->i[2] > 2 ? s[2] : NULL;                              \
     const T neg_step = STEP_VALUE(T, c, 0);                                        \
     const T bc2 = STEP_VALUE(T, c, 1);                                             \
     bool decoupled = c->i[1] & HL_OPTIM_DECOUPLED;                                          \
@@ -91,12 +82,11 @@ static void adam_##SUFFIX(const hl_call *c, int64_t n) {                        
         p[i] = pi + (mi / denom) * neg_step);                                               \
 }                                                                                           \
                                                                                             \
-static void rmsprop_##SUFFIX(const hl_call *c, int64_t n) {                                \
-    int flags = (int)c->i[1], k = 1;                                                        \
-    T *p = (T *)hl_ptr(c->out[0]), *s = (T *)hl_ptr(c->out[k++]);                           \
-    T *ga = flags & HL_OPTIM_CENTERED ? (T *)hl_ptr(c->out[k++]) : NULL;                    \
-    T *b = flags & HL_OPTIM_MOMENTUM ? (T *)hl_ptr(c->out[k++]) : NULL;                     \
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void rmsprop_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, int64_t n) { \
+    int flags = (int)c->i[1], k = 0;                                                        \
+    T *s = st[k++];                                                                         \
+    T *ga = flags & HL_OPTIM_CENTERED ? st[k++] : NULL;                                     \
+    T *b = flags & HL_OPTIM_MOMENTUM ? st[k++] : NULL;                                      \
     const T neg_lr = STEP_VALUE(T, c, 0);                                          \
     const T wd = (T)c->f[0], alpha = (T)c->f[1], w = (T)c->f[2], eps = (T)c->f[3];          \
     const T mom = (T)c->f[4];                                                               \
@@ -120,9 +110,8 @@ static void rmsprop_##SUFFIX(const hl_call *c, int64_t n) {                     
         p[i] = p[i] + dir * neg_lr);                                                        \
 }                                                                                           \
                                                                                             \
-static void adagrad_##SUFFIX(const hl_call *c, int64_t n) {                                \
-    T *p = (T *)hl_ptr(c->out[0]), *s = (T *)hl_ptr(c->out[1]);                             \
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void adagrad_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, int64_t n) { \
+    T *s = st[0];                                                                           \
     const T neg_lr = STEP_VALUE(T, c, 0);                                          \
     const T wd = (T)c->f[0], eps = (T)c->f[1];                                              \
     FOR_EACH(n,                                                                             \
@@ -132,9 +121,9 @@ static void adagrad_##SUFFIX(const hl_call *c, int64_t n) {                     
         p[i] = p[i] + (d / (SQRT(si) + eps)) * neg_lr);                                     \
 }                                                                                           \
                                                                                             \
-static void v2_momentum_##SUFFIX(const hl_call *c, int64_t n) {                            \
-    T *p = (T *)hl_ptr(c->out[0]), *b = (T *)hl_ptr(c->out[1]);                             \
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void v2_momentum_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g,          \
+                                 int64_t n) {                                               \
+    T *b = s[0];                                                                            \
     const T neg_lr = STEP_VALUE(T, c, 0);                                                   \
     const T wd = (T)c->f[0], mom = (T)c->f[1];                                              \
     FOR_EACH(n,                                                                             \
@@ -144,9 +133,8 @@ static void v2_momentum_##SUFFIX(const hl_call *c, int64_t n) {                 
         p[i] = p[i] + bi);                                                                  \
 }                                                                                           \
                                                                                             \
-static void v2_adam_##SUFFIX(const hl_call *c, int64_t n) {                                \
-    T *p = (T *)hl_ptr(c->out[0]), *m = (T *)hl_ptr(c->out[1]), *v = (T *)hl_ptr(c->out[2]);\
-    const T *g = (const T *)hl_ptr(c->in[0]);                                               \
+static void v2_adam_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {  \
+    T *m = s[0], *v = s[1];                                                                 \
     const T neg_alpha = STEP_VALUE(T, c, 0);                                                \
     const T b1 = (T)c->f[0], w1 = (T)c->f[1], b2 = (T)c->f[2], w2 = (T)c->f[3];             \
     const T eps = (T)c->f[4];                                                               \
@@ -158,14 +146,66 @@ static void v2_adam_##SUFFIX(const hl_call *c, int64_t n) {                     
         p[i] = p[i] + (mi / (SQRT(vi) + eps)) * neg_alpha);                                 \
 }                                                                                           \
                                                                                             \
-static void update_##SUFFIX(const hl_call *c, int64_t n) {                                 \
+typedef void (*rule_##SUFFIX)(const hl_call *, T *, T *const *, const T *, int64_t);      \
+                                                                                            \
+static rule_##SUFFIX pick_##SUFFIX(const hl_call *c) {                                      \
     switch (c->i[0]) {                                                                      \
-    case HL_OPTIM_SGD: sgd_##SUFFIX(c, n); break;                                           \
-    case HL_OPTIM_ADAM: adam_##SUFFIX(c, n); break;                                         \
-    case HL_OPTIM_RMSPROP: rmsprop_##SUFFIX(c, n); break;                                   \
-    case HL_OPTIM_ADAGRAD: adagrad_##SUFFIX(c, n); break;                                   \
-    case HL_OPTIM_V2_MOMENTUM: v2_momentum_##SUFFIX(c, n); break;                           \
-    default: v2_adam_##SUFFIX(c, n); break;                                                 \
+    case HL_OPTIM_SGD: return sgd_##SUFFIX;                                                 \
+    case HL_OPTIM_ADAM: return adam_##SUFFIX;                                               \
+    case HL_OPTIM_RMSPROP: return rmsprop_##SUFFIX;                                         \
+    case HL_OPTIM_ADAGRAD: return adagrad_##SUFFIX;                                         \
+    case HL_OPTIM_V2_MOMENTUM: return v2_momentum_##SUFFIX;                                 \
+    default: return v2_adam_##SUFFIX;                                                       \
+    }                                                                                       \
+}                                                                                           \
+                                                                                            \
+/* g[k] = a[r] * b[col] for the elements [at, at + len) of the row-major outer product whose \
+   rows are n long: the one rounded product the gemm's outer-product path computes. */      \
+static void outer_rows_##SUFFIX(T *g, const T *a, int64_t as, const T *b, int64_t bs,      \
+                                int64_t n, int64_t at, int64_t len) {                       \
+    int64_t r = at / n, col = at % n;                                                       \
+    for (int64_t k = 0; k < len; r++, col = 0) {                                            \
+        int64_t seg = n - col < len - k ? n - col : len - k;                                \
+        T ar = a[r * as];                                                                   \
+        if (bs == 1) for (int64_t t = 0; t < seg; t++) g[k + t] = ar * b[col + t];          \
+        else for (int64_t t = 0; t < seg; t++) g[k + t] = ar * b[(col + t) * bs];           \
+        k += seg;                                                                           \
+    }                                                                                       \
+}                                                                                           \
+                                                                                            \
+/* The update of elements [lo, hi). */                                                      \
+static void update_range_##SUFFIX(const hl_call *c, rule_##SUFFIX rule, int64_t lo,        \
+                                  int64_t hi) {                                             \
+    T *p = (T *)hl_ptr(c->out[0]) + lo, *s[3] = {0};                                        \
+    for (int k = 0; k < c->i[2]; k++) s[k] = (T *)hl_ptr(c->out[1 + k]) + lo;               \
+    if (!c->i[HL_OPTIM_OUTER]) {                                                            \
+        rule(c, p, s, (const T *)hl_ptr(c->in[0]) + lo, hi - lo);                           \
+        return;                                                                             \
+    }                                                                                       \
+    const T *a = (const T *)hl_ptr(c->in[0]), *b = (const T *)hl_ptr(c->in[c->n_in - 1]);   \
+    T g[OUTER_CHUNK];                                                                       \
+    for (int64_t at = lo; at < hi; at += OUTER_CHUNK) {                                     \
+        int64_t len = hi - at < OUTER_CHUNK ? hi - at : OUTER_CHUNK, off = at - lo;         \
+        outer_rows_##SUFFIX(g, a, c->i[HL_OPTIM_OUTER + 1], b, c->i[HL_OPTIM_OUTER + 2],    \
+                            c->i[HL_OPTIM_OUTER + 3], at, len);                             \
+        T *so[3] = {s[0] ? s[0] + off : NULL, s[1] ? s[1] + off : NULL,                     \
+                    s[2] ? s[2] + off : NULL};                                              \
+        rule(c, p + off, so, g, len);                                                       \
+    }                                                                                       \
+}                                                                                           \
+                                                                                            \
+/* Large tensors split into one contiguous range per thread (what schedule(static) does):    \
+   elements are independent, so the split never changes a result. */                        \
+static void update_##SUFFIX(const hl_call *c, int64_t n) {                                 \
+    rule_##SUFFIX rule = pick_##SUFFIX(c);                                                  \
+    if (n >= PARALLEL_MIN && hl_max_threads() > 1) {                                        \
+        _Pragma("omp parallel")                                                             \
+        {                                                                                   \
+            int64_t nt = hl_team_size(), t = hl_thread_num();                               \
+            update_range_##SUFFIX(c, rule, n * t / nt, n * (t + 1) / nt);                   \
+        }                                                                                   \
+    } else {                                                                                \
+        update_range_##SUFFIX(c, rule, 0, n);                                               \
     }                                                                                       \
 }
 

@@ -24,6 +24,15 @@ static inline int hl_max_threads(void) {
 #endif
 }
 
+/* The threads of the enclosing parallel region (1 outside one). */
+static inline int hl_team_size(void) {
+#ifdef _OPENMP
+    return omp_get_num_threads();
+#else
+    return 1;
+#endif
+}
+
 /* This thread's number in the enclosing parallel region (0 outside one). */
 static inline int hl_thread_num(void) {
 #ifdef _OPENMP

@@ -11,7 +11,8 @@
  * (element i of one would not be element i of the other).
  *
  * Before that, a convolution followed by a ReLU that alone reads its output becomes one
- * conv_fused call (fuse_conv_relu).
+ * conv_fused call (fuse_conv_relu), and a batch-1 weight gradient whose only reader is its
+ * optimiser update is computed inside the update (fuse_update.c).
  */
 #include "plan.h"
 
@@ -169,9 +170,8 @@ static hl_status add_group(hl_plan *p, int64_t first, int64_t last, int64_t *cap
 
 /* ---- convolution epilogues ---- */
 
-/* Whether call c (other than calls `skip_a` and `skip_b`) views storage s. */
-static bool other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
-                            int64_t skip_b) {
+bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
+                             int64_t skip_b) {
     for (int64_t j = 0; j < p->n; j++) {
         if (j == skip_a || j == skip_b) continue;
         const hl_call *c = &p->calls[j];
@@ -216,7 +216,7 @@ static void fuse_conv_relu(hl_plan *p) {
             y->storage == o->storage ||
             __atomic_load_n(&o->refcount, __ATOMIC_ACQUIRE) != 2 ||
             __atomic_load_n(&o->storage->refcount, __ATOMIC_ACQUIRE) != 1 ||
-            other_call_uses(p, o->storage, i, j))
+            hl_plan_other_call_uses(p, o->storage, i, j))
             continue;
         /* calls between i and j must not touch y either: its write moves to i */
         bool y_used_between = false;
@@ -244,6 +244,7 @@ static void fuse_conv_relu(hl_plan *p) {
 
 hl_status hl_plan_fuse(hl_plan *p) {
     fuse_conv_relu(p);
+    hl_plan_fuse_outer_updates(p);
     p->group_of = malloc(sizeof *p->group_of * (p->n ? p->n : 1));
     if (!p->group_of) return hl_fail(HL_ERR_MEMORY, "plan: out of memory fusing");
     for (int64_t i = 0; i < p->n; i++) p->group_of[i] = -1;

@@ -55,6 +55,7 @@ struct hl_plan {
     plan_group *groups;
     int64_t n_groups, fused_calls;
     int64_t conv_epilogues;  /* convolutions that took the following ReLU in (fuse.c) */
+    int64_t outer_updates;   /* batch-1 weight gradients formed inside their update */
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */
@@ -103,6 +104,12 @@ hl_status hl_plan_run_call(hl_plan *p, int64_t i);
 hl_status hl_plan_plan_memory(hl_plan *p);
 /* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */
 hl_status hl_plan_fuse(hl_plan *p);
+/* fuse.c: whether a call other than calls skip_a and skip_b views storage s. */
+bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
+                             int64_t skip_b);
+/* fuse_update.c: outer-product weight gradients read only by their optimiser update are
+   formed inside the update (the gemm's call goes). */
+void hl_plan_fuse_outer_updates(hl_plan *p);
 /* Runs group g; *last is the index of its last call. */
 hl_status hl_plan_run_group(hl_plan *p, int64_t g, int64_t *last);
 void hl_plan_free_groups(hl_plan *p);

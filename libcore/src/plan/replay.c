@@ -144,6 +144,7 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->fused_groups = p->n_groups;
     info->fused_calls = p->fused_calls;
     info->conv_epilogues = p->conv_epilogues;
+    info->outer_updates = p->outer_updates;
     hl_plan_capture_stats(p, info);
     return HL_OK;
 }
