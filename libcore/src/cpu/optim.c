@@ -38,6 +38,7 @@ enum { OUTER_CHUNK = 1024 };
 #define DECAYED(T, g, p, wd, i) ((wd) != 0 ? (g)[i] + (p)[i] * (wd) : (g)[i])
 
 #define DEFINE_RULES(T, SQRT, SUFFIX)                                                       \
+HL_CLONES                                                                                   \
 static void sgd_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {      \
     const T neg_lr = STEP_VALUE(T, c, 0);                                          \
     const T wd = (T)c->f[0], mom = (T)c->f[1], keep = (T)c->f[2];                           \
@@ -58,6 +59,7 @@ static void sgd_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_
         p[i] = p[i] + dir * neg_lr);                                                        \
 }                                                                                           \
                                                                                             \
+HL_CLONES                                                                                   \
 static void adam_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {     \
     T *m = s[0], *v = s[1], *vmax = c->i[2] > 2 ? s[2] : NULL;                              \
     const T neg_step = STEP_VALUE(T, c, 0);                                        \
@@ -82,6 +84,7 @@ static void adam_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64
         p[i] = pi + (mi / denom) * neg_step);                                               \
 }                                                                                           \
                                                                                             \
+HL_CLONES                                                                                   \
 static void rmsprop_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, int64_t n) { \
     int flags = (int)c->i[1], k = 0;                                                        \
     T *s = st[k++];                                                                         \
@@ -110,6 +113,7 @@ static void rmsprop_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, i
         p[i] = p[i] + dir * neg_lr);                                                        \
 }                                                                                           \
                                                                                             \
+HL_CLONES                                                                                   \
 static void adagrad_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, int64_t n) { \
     T *s = st[0];                                                                           \
     const T neg_lr = STEP_VALUE(T, c, 0);                                          \
@@ -121,7 +125,8 @@ static void adagrad_##SUFFIX(const hl_call *c, T *p, T *const *st, const T *g, i
         p[i] = p[i] + (d / (SQRT(si) + eps)) * neg_lr);                                     \
 }                                                                                           \
                                                                                             \
-static void v2_momentum_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g,          \
+HL_CLONES                                                                                   \
+static void v2_momentum_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g,           \
                                  int64_t n) {                                               \
     T *b = s[0];                                                                            \
     const T neg_lr = STEP_VALUE(T, c, 0);                                                   \
@@ -133,6 +138,7 @@ static void v2_momentum_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g
         p[i] = p[i] + bi);                                                                  \
 }                                                                                           \
                                                                                             \
+HL_CLONES                                                                                   \
 static void v2_adam_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {  \
     T *m = s[0], *v = s[1];                                                                 \
     const T neg_alpha = STEP_VALUE(T, c, 0);                                                \
@@ -161,7 +167,8 @@ static rule_##SUFFIX pick_##SUFFIX(const hl_call *c) {                          
                                                                                             \
 /* g[k] = a[r] * b[col] for the elements [at, at + len) of the row-major outer product whose \
    rows are n long: the one rounded product the gemm's outer-product path computes. */      \
-static void outer_rows_##SUFFIX(T *g, const T *a, int64_t as, const T *b, int64_t bs,      \
+HL_CLONES                                                                                   \
+static void outer_rows_##SUFFIX(T *g, const T *a, int64_t as, const T *b, int64_t bs,       \
                                 int64_t n, int64_t at, int64_t len) {                       \
     int64_t r = at / n, col = at % n;                                                       \
     for (int64_t k = 0; k < len; r++, col = 0) {                                            \
