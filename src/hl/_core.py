@@ -252,18 +252,25 @@ def write(h, arr):
 def scalar_writer(h, np_dtype):
     """A function writing one number into the 0-d tensor h (any device), rounded to np_dtype
     as numpy rounds: graph mode's per-step values are set this way before every replay, so it
-    keeps its buffer and C pointer rather than building an array per call."""
+    keeps its buffer and C pointer rather than building an array per call, and writes only a
+    value that differs from the last one written (most steps repeat the learning rate)."""
     buf = np.zeros((), dtype=np_dtype)
     cbuf, nbytes, write_ = ffi.from_buffer(buf), buf.nbytes, lib.hl_tensor_write
     limit = float(np.finfo(np_dtype).max) if np_dtype.kind == "f" else 0.0
+    last = [None]  # the value written last: a step whose value has not changed writes nothing
 
     def set_value(value):
+        # (zero is always written: 0.0 == -0.0, and their signs can reach a result)
+        if value == last[0] and value != 0:
+            return
+        last[0] = None  # a failed write below must not count as written
         if -limit <= value <= limit:
             buf[()] = value
         else:  # overflow to inf, nan, or an integer dtype: numpy's cast, without its warnings
             with np.errstate(over="ignore", invalid="ignore"):
                 buf[()] = np.array(value, dtype=np.float64).astype(np_dtype)
         check(write_(h, cbuf, nbytes))
+        last[0] = value
     return set_value
 
 
