@@ -44,11 +44,11 @@ class Update:
     """One parameter, its states and per-step value tensors, updated from the outer product
     of a column a (M values) and a row b (N values) laid out as in `layout`."""
 
-    def __init__(self, name, dtype, layout, rng):
+    def __init__(self, name, dtype, layout, rng, shape=(M, N)):
         self.name, self.layout = name, layout
         n_states, self.values, self.hyper, self.flags = RULES[name]
-        self.param = hl.tensor(rng.standard_normal((M, N)).astype(dtype))
-        self.states = [hl.tensor(np.zeros((M, N), dtype)) for _ in range(n_states)]
+        self.param = hl.tensor(rng.standard_normal(shape).astype(dtype))
+        self.states = [hl.tensor(np.zeros(shape, dtype)) for _ in range(n_states)]
         self.scalars = [hl.tensor(np.array(v, dtype)) for v in self.values]
 
     def grad(self, a, b):
@@ -66,17 +66,17 @@ class Update:
         return [self.param.numpy().copy()] + [s.numpy().copy() for s in self.states]
 
 
-def _vectors(rng, dtype, layout):
+def _vectors(rng, dtype, layout, m=M, n=N):
     """Input tensors a and b (written in place before each step) for the layout."""
     if layout == "a_t":
-        a = hl.tensor(np.zeros((1, M), dtype))
+        a = hl.tensor(np.zeros((1, m), dtype))
     else:
-        a = hl.tensor(np.zeros((M, 1), dtype))
+        a = hl.tensor(np.zeros((m, 1), dtype))
     if layout == "b_t":
-        wide = hl.tensor(np.zeros((N, 3), dtype))
-        b = wide[:, 1:2]            # (N, 1) with a row stride of 3: B's columns are 3 apart
+        wide = hl.tensor(np.zeros((n, 3), dtype))
+        b = wide[:, 1:2]            # (n, 1) with a row stride of 3: B's columns are 3 apart
     else:
-        b = hl.tensor(np.zeros((1, N), dtype))
+        b = hl.tensor(np.zeros((1, n), dtype))
     return a, b
 
 
@@ -88,15 +88,31 @@ def _fill(t, values):
 @pytest.mark.parametrize("layout", ["a_t", "plain", "b_t"])
 @pytest.mark.parametrize("name", sorted(RULES))
 def test_fused_update_equals_unfused_and_eager_bitwise(rng, name, dtype, layout):
-    a, b = _vectors(rng, dtype, layout)
+    _check_fused_update(rng, name, dtype, layout, M, N)
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum", "adam"])
+def test_fused_update_split_over_two_threads_is_bitwise_too(rng, name):
+    """Past the kernel's parallel threshold (32k elements) each thread takes a range that
+    starts inside a row and crosses the 1024-element chunks of the formed gradient."""
+    with_threads = hl.get_num_threads()
+    hl.set_num_threads(2)
+    try:
+        _check_fused_update(rng, name, np.float32, "a_t", 300, 131)
+    finally:
+        hl.set_num_threads(with_threads)
+
+
+def _check_fused_update(rng, name, dtype, layout, m, n):
+    a, b = _vectors(rng, dtype, layout, m, n)
     seed = int(rng.integers(1 << 30))
-    eager, fused, plain = (Update(name, dtype, layout, np.random.default_rng(seed))
+    eager, fused, plain = (Update(name, dtype, layout, np.random.default_rng(seed), (m, n))
                            for _ in range(3))
     p_fused, _ = replay(lambda: fused.step(a, b), runs=0)
     p_plain, _ = replay(lambda: plain.step(a, b), _core.PLAN_NO_FUSION, runs=0)
     for i in range(6):
-        _fill(a, rng.standard_normal(M).astype(dtype))
-        _fill(b, rng.standard_normal(N).astype(dtype))
+        _fill(a, rng.standard_normal(m).astype(dtype))
+        _fill(b, rng.standard_normal(n).astype(dtype))
         if i == 3:  # a schedule's next value, written where the plans read it
             for u in (eager, fused, plain):
                 for s, v in zip(u.scalars, u.values):
