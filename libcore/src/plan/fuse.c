@@ -170,6 +170,23 @@ static hl_status add_group(hl_plan *p, int64_t first, int64_t last, int64_t *cap
 
 /* ---- convolution epilogues ---- */
 
+int64_t hl_plan_next_use(const hl_plan *p, const hl_storage *s, int64_t after) {
+    for (int64_t j = after + 1; j < p->n; j++) {
+        const hl_call *d = &p->calls[j];
+        for (int a = 0; a < d->n_in + d->n_out; a++) {
+            const hl_tensor *t = hl_call_tensor(d, a);
+            if (t && t->storage == s) return j;
+        }
+    }
+    return -1;
+}
+
+void hl_plan_drop_call(hl_plan *p, int64_t i) {
+    memmove(&p->calls[i], &p->calls[i + 1], sizeof *p->calls * (size_t)(p->n - i - 1));
+    memmove(&p->kernels[i], &p->kernels[i + 1], sizeof *p->kernels * (size_t)(p->n - i - 1));
+    p->n--;
+}
+
 bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
                              int64_t skip_b) {
     for (int64_t j = 0; j < p->n; j++) {
@@ -195,17 +212,8 @@ static void fuse_conv_relu(hl_plan *p) {
         hl_call *c = &p->calls[i];
         if (c->op != HL_OP_CONV) continue;
         hl_tensor *o = c->out[0];
-        int64_t j;  /* the next call touching o's storage must be the ReLU */
-        for (j = i + 1; j < p->n; j++) {
-            const hl_call *d = &p->calls[j];
-            bool touches = false;
-            for (int a = 0; a < d->n_in + d->n_out && !touches; a++) {
-                const hl_tensor *t = hl_call_tensor(d, a);
-                touches = t && t->storage == o->storage;
-            }
-            if (touches) break;
-        }
-        if (j == p->n) continue;
+        int64_t j = hl_plan_next_use(p, o->storage, i);  /* must be the ReLU */
+        if (j < 0) continue;
         hl_call *r = &p->calls[j];
         if (r->op != HL_OP_RELU || r->n_in != 1 || r->n_out != 1 || r->in[0] != o) continue;
         hl_tensor *y = r->out[0];
@@ -235,9 +243,7 @@ static void fuse_conv_relu(hl_plan *p) {
         p->kernels[i] = be->kernels[HL_OP_CONV_FUSED];
         hl_tensor_release(o);    /* the convolution's */
         hl_tensor_release(o);    /* the ReLU's */
-        memmove(&p->calls[j], &p->calls[j + 1], sizeof *p->calls * (size_t)(p->n - j - 1));
-        memmove(&p->kernels[j], &p->kernels[j + 1], sizeof *p->kernels * (size_t)(p->n - j - 1));
-        p->n--;
+        hl_plan_drop_call(p, j);
         p->conv_epilogues++;
     }
 }

@@ -15,7 +15,7 @@
  */
 #include "plan.h"
 
-/* Whether call j writes storage s. */
+/* Whether call c writes storage s. */
 static bool writes(const hl_call *c, const hl_storage *s) {
     for (int k = 0; k < c->n_out; k++)
         if (c->out[k] && c->out[k]->storage == s) return true;
@@ -25,17 +25,9 @@ static bool writes(const hl_call *c, const hl_storage *s) {
 /* The update call that alone reads gemm i's output, or -1. */
 static int64_t sole_update_reading(const hl_plan *p, int64_t i) {
     const hl_tensor *g = p->calls[i].out[0];
-    int64_t j;  /* the next call touching g's storage must be the update, reading g as grad */
-    for (j = i + 1; j < p->n; j++) {
-        const hl_call *d = &p->calls[j];
-        bool touches = false;
-        for (int a = 0; a < d->n_in + d->n_out && !touches; a++) {
-            const hl_tensor *t = hl_call_tensor(d, a);
-            touches = t && t->storage == g->storage;
-        }
-        if (touches) break;
-    }
-    if (j == p->n) return -1;
+    /* the next call touching g's storage must be the update, reading g as its gradient */
+    int64_t j = hl_plan_next_use(p, g->storage, i);
+    if (j < 0) return -1;
     const hl_call *u = &p->calls[j];
     if (u->op != HL_OP_OPTIM_UPDATE || u->in_many || u->n_in >= HL_CALL_MAX_IN ||
         u->in[0] != g || u->i[HL_OPTIM_OUTER] || hl_plan_other_call_uses(p, g->storage, i, j))
@@ -86,9 +78,7 @@ void hl_plan_fuse_outer_updates(hl_plan *p) {
         u->i[HL_OPTIM_OUTER + 3] = g->shape[1];
         hl_tensor_release(g);         /* the gemm's */
         hl_tensor_release(g);         /* the update's */
-        memmove(&p->calls[i], &p->calls[i + 1], sizeof *p->calls * (size_t)(p->n - i - 1));
-        memmove(&p->kernels[i], &p->kernels[i + 1], sizeof *p->kernels * (size_t)(p->n - i - 1));
-        p->n--;
+        hl_plan_drop_call(p, i);
         p->outer_updates++;
         i--;  /* the call now at i is the one after the gemm */
     }

@@ -104,6 +104,11 @@ hl_status hl_plan_run_call(hl_plan *p, int64_t i);
 hl_status hl_plan_plan_memory(hl_plan *p);
 /* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */
 hl_status hl_plan_fuse(hl_plan *p);
+/* fuse.c: the first call after call `after` that views storage s, or -1. */
+int64_t hl_plan_next_use(const hl_plan *p, const hl_storage *s, int64_t after);
+/* fuse.c: removes call i (its record and kernel) from a plan being prepared; the caller has
+   moved or released the call's references. */
+void hl_plan_drop_call(hl_plan *p, int64_t i);
 /* fuse.c: whether a call other than calls skip_a and skip_b views storage s. */
 bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
                              int64_t skip_b);
