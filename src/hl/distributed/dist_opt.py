@@ -32,7 +32,8 @@ from ..autograd.mode import no_grad
 from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
-from .buckets import Reducer, reduce_arrays
+from .buckets import reduce_arrays
+from .nccl_buckets import make_reducer
 from .world import init
 from ..autograd import functional as F
 
@@ -255,8 +256,9 @@ class DistOpt(Optimizer):
         key = (threshold, wire)
         if key not in self._reducers:
             bytes_per = max(np.dtype(p.dtype.np).itemsize for p in self._layout)
-            self._reducers[key] = Reducer(self.world, self._layout, threshold * bytes_per,
-                                          wire, "DistOpt's gradient allreduce")
+            # NCCL's device buckets for a model on cuda, else MPI's
+            self._reducers[key] = make_reducer(self.world, self._layout, threshold * bytes_per,
+                                               wire, "DistOpt's gradient allreduce")
         return self._reducers[key]
 
     def _first_check(self):

@@ -1,0 +1,167 @@
+"""Gradient buckets on a cuda device, reduced by NCCL: the same layout as buckets.py (the
+parameters in the order their gradients arrive, grouped by dtype into buckets of at most
+``bucket_bytes``, a large gradient a bucket of its own), but each bucket is device memory
+and its sum is an ncclAllReduce enqueued on the device's compute stream as soon as its last
+gradient is in. Nothing goes through the host: a gradient is copied into its bucket by a
+device kernel (one core call), the reduction runs after it in stream order, and the
+optimiser's update, enqueued later on the same stream, reads the sum where it lies (a view
+of the bucket, or the gradient itself for a large one reduced in place).
+
+``finish()`` waits once per step for the device to pass the last reduction (Group.wait:
+NCCL's errors, other ranks' failures and the timeout are checked meanwhile), so a failure
+stops the step instead of surfacing at some later read.
+
+Wire format ``"float16"`` (DistOpt.backward_and_update_half): each bucket is float16 on
+the device, the gradients are cast into it, NCCL sums float16 (SINGA's ncclHalf), and the
+sum is cast back into a float32 buffer for the update.
+
+Graph mode does not record NCCL calls yet: a recorded step raises GraphBreak, so it runs
+eagerly (with the warning graph mode prints).
+"""
+import numpy as np
+
+from .. import _core, errors
+from .._tensor import Tensor, from_numpy
+from ..autograd import functional as F
+from ..autograd.mode import no_grad
+from ..graph import recording
+from .buckets import Reducer
+from .nccl import group_for
+
+
+def make_reducer(world, params, bucket_bytes, wire, what):
+    """NCCL buckets for parameters on a cuda device with an NCCL group, else MPI's."""
+    group = group_for(world, params)
+    if group is None:
+        return Reducer(world, params, bucket_bytes, wire, what)
+    return NcclReducer(world, params, bucket_bytes, wire, what, group)
+
+
+class NcclBucket:
+    def __init__(self, params, dtype, wire, device, solo):
+        self.params = params
+        self.dtype = np.dtype(dtype)
+        self.sizes = [int(np.prod(p.shape)) for p in params]
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.wire = wire
+        self.device = device
+        self.solo = solo and wire is None
+        self.flat = self.views = self.total_views = None
+        self.in_place = None  # the gradient tensor a solo bucket reduces this step
+        if not self.solo:
+            self._make_buffer()
+        self.started = False
+        self.got = [False] * len(params)
+        self.arrived = 0
+
+    def _make_buffer(self):
+        dtype = np.float16 if self.wire == "float16" else self.dtype
+        self.flat, self.views = self._memory(dtype)
+        if self.wire == "float16":  # where the float16 sum is widened for the update
+            self.total, self.total_views = self._memory(np.float32)
+
+    def _memory(self, dtype):
+        n = int(self.offsets[-1])
+        flat = from_numpy(np.zeros(n, dtype)).to(self.device)
+        with no_grad():
+            views = [flat[int(a):int(b)].reshape(tuple(p.shape))
+                     for p, a, b in zip(self.params, self.offsets, self.offsets[1:])]
+        return flat, views
+
+    def own_buffer(self):
+        if self.flat is None:
+            self._make_buffer()
+        self.in_place = None
+        return self.flat
+
+    def sent(self):
+        """The device tensor NCCL reduces this step."""
+        return self.in_place if self.in_place is not None else self.flat
+
+    def reduced(self, i):
+        if self.in_place is not None:
+            return self.in_place
+        return self.total_views[i] if self.wire == "float16" else self.views[i]
+
+
+class NcclReducer(Reducer):
+    """buckets.Reducer's interface (add / finish / contribute_nothing, ``buckets`` for
+    the partitions of DistOpt's _partial and _sparse) over NCCL."""
+
+    def __init__(self, world, params, bucket_bytes, wire, what, group):
+        self.group = group
+        super().__init__(world, params, bucket_bytes, wire, what)
+
+    def _add_bucket(self, group, dtype, solo=False):
+        b = NcclBucket(group, dtype, self.wire, group[0].device, solo)
+        for i, p in enumerate(group):
+            self.where[id(p)] = (b, i)
+        self.buckets.append(b)
+
+    def start_step(self):
+        for b in self.buckets:
+            b.started, b.arrived, b.got = False, 0, [False] * len(b.params)
+            b.in_place = None
+        if recording.current() is not None:
+            raise errors.GraphBreak(
+                f"hl.distributed: {self.what}: NCCL's collectives are not recorded in plans "
+                f"yet; graph mode runs this step eagerly", op="DistOpt")
+
+    def add(self, param, grad, scale=1.0, owned=False):
+        entry = self.where.get(id(param))
+        if entry is None:
+            raise errors.DistributedError(
+                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
+                f"gradient, but it was not among the parameters of the first step, which "
+                f"fixed the gradient buckets; every step must train the same parameters")
+        b, i = entry
+        if b.got[i]:
+            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
+                                          f"got two gradients in one step")
+        if not isinstance(grad, Tensor):
+            grad = from_numpy(np.asarray(grad))
+        with no_grad():
+            if grad.device != b.device:
+                grad = grad.to(b.device)
+            if scale != 1.0:
+                grad = F.mul(grad, scale)
+                owned = True
+        if (b.solo and owned and grad.dtype.np == b.dtype and grad.is_contiguous()):
+            b.in_place = grad  # reduced where backward wrote it, and handed on
+        else:
+            if b.solo:
+                b.own_buffer()
+            _core.copy_into(b.views[i]._h, grad._h)  # a device kernel, casting as needed
+        b.got[i] = True
+        b.arrived += 1
+        if b.arrived == len(b.params):
+            self._start_now(b)
+
+    def _start_now(self, b):
+        self.group.all_reduce_(b.sent(), self.what)
+        b.started = True
+
+    def contribute_nothing(self):
+        for b in self.buckets:
+            _core.fill(b.own_buffer()._h, 0)
+            b.got = [True] * len(b.params)
+            self._start_now(b)
+
+    def finish(self):
+        for b in self.buckets:
+            if not b.started:
+                missing = [i for i, got in enumerate(b.got) if not got]
+                if b.solo and missing:
+                    b.own_buffer()
+                for i in missing:
+                    _core.fill(b.views[i]._h, 0)
+                self._start_now(b)
+        self.group.wait(self.what)
+        for b in self.buckets:
+            if b.wire == "float16":
+                _core.copy_into(b.total._h, b.flat._h)  # the float16 sum, widened
+        return [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
+                if b.got[i]]
+
+    def progress(self):
+        """NCCL progresses on its own: nothing to poll."""
