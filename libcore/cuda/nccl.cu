@@ -75,7 +75,7 @@ ncclResult_t buffer_of(const hl_nccl_comm *c, const hl_tensor *t, void **p, size
     if (!hl_cuda_contiguous(t))
         return glue_fail(ncclInvalidArgument, "%s is not contiguous (NCCL needs one buffer)",
                          HL_DESC(t));
-    if (t->storage->device.index != c->device)
+    if (t->storage->device.kind != HL_DEVICE_CUDA || t->storage->device.index != c->device)
         return glue_fail(ncclInvalidArgument,
                          "%s is not on the communicator's device", HL_DESC(t));
     *p = hl_cuda_ptr(t);

@@ -77,7 +77,7 @@ def _watchdog(world):
             reason = f"the other ranks did not take part within {world.timeout:g} s"
         print(f"hl.errors.DistributedError: hl.distributed: {what} stopped on rank "
               f"{world.rank} because {reason}; every rank stops (reported by hl's watchdog: "
-              f"MPI did not return)", file=sys.stderr, flush=True)
+              f"the collective (MPI or NCCL) did not return)", file=sys.stderr, flush=True)
         _state["exiting"] = True
         _run_failure_hooks()
         time.sleep(0.05)

@@ -143,42 +143,50 @@ class Group:
         self._usable(what)
         # the emulated NCCL runs the collective here, in this thread: the watchdog guards it
         faults.waiting(what)
+        failed = None
         try:
             op(self.comm, t)
         except _nccl.Error as e:
-            self._fail(what, e)
+            failed = e  # reported outside the handler: one clean traceback, not two
         finally:
             faults.waiting(None)
+        if failed is not None:
+            self._fail(what, failed)
 
     def wait(self, what):
         """Until the device has done the collectives enqueued so far, checking for failures
         (NCCL's, other ranks', the timeout) between looks."""
         self._usable(what)
+        failed = None
         try:
             _nccl.mark(self.comm)
-            if _nccl.query(self.comm):
-                return
-            faults.waiting(what)
-            start = time.monotonic()
-            next_check = start + 0.02
-            while not _nccl.query(self.comm):
-                now = time.monotonic()
-                if now - start > 0.005:
-                    time.sleep(0.0002)
-                if now >= next_check:
-                    next_check = now + 0.02
-                    try:
-                        faults.check(self.world, what)
-                    except errors.DistributedError:
-                        self.abort()
-                        raise
-                    if now - start > self.world.timeout:
-                        self.abort()
-                        raise timed_out(what, self.world)
+            if not _nccl.query(self.comm):
+                faults.waiting(what)
+                self._poll(what)
         except _nccl.Error as e:
-            self._fail(what, e)
+            failed = e
         finally:
             faults.waiting(None)
+        if failed is not None:
+            self._fail(what, failed)
+
+    def _poll(self, what):
+        start = time.monotonic()
+        next_check = start + 0.02
+        while not _nccl.query(self.comm):
+            now = time.monotonic()
+            if now - start > 0.005:
+                time.sleep(0.0002)
+            if now >= next_check:
+                next_check = now + 0.02
+                try:
+                    faults.check(self.world, what)
+                except errors.DistributedError:
+                    self.abort()
+                    raise
+                if now - start > self.world.timeout:
+                    self.abort()
+                    raise timed_out(what, self.world)
 
     def _usable(self, what):
         if self.comm is None:

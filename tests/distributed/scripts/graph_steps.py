@@ -58,4 +58,5 @@ else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 1
 save(a.out, **params(model))
 if hl.distributed.is_main():
     with open(f"{a.out}.json", "w") as f:
-        json.dump({"losses": losses, "stats": stats}, f)
+        json.dump({"losses": losses, "stats": stats,
+                   "backend": hl.distributed.backend(a.device)}, f)
