@@ -43,8 +43,9 @@ SINGA_THRESHOLD = 2097152
 class DistOpt(Optimizer):
     """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
-    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have (no NCCL yet); hl
-    joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
+    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have: hl joins the
+    MPI group that mpiexec started (``timeout=`` bounds every wait) and, for a model on
+    cuda, starts NCCL through it (nccl.py)."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
                  buffSize=4194304, *, params=None, timeout=None):
@@ -57,9 +58,10 @@ class DistOpt(Optimizer):
         if nccl_id is not None or local_rank is not None or world_size is not None:
             raise errors.UnsupportedError(
                 "DistOpt: nccl_id / local_rank / world_size start SINGA's NCCL group from "
-                "Python processes; hl has no NCCL group yet (models on cuda reduce over MPI, "
-                "staged through host memory); start the ranks with mpiexec -n N python "
-                "script.py (or python -m hl.distributed -n N script.py) and call DistOpt(opt)")
+                "Python processes without MPI, which hl does not build: hl starts its NCCL "
+                "group through MPI (models on cuda then reduce with NCCL); start the ranks "
+                "with mpiexec -n N python script.py (or python -m hl.distributed -n N "
+                "script.py) and call DistOpt(opt)")
         if isinstance(buffSize, bool) or not isinstance(buffSize, int) or buffSize < 1:
             raise errors.ValueError(f"DistOpt: buffSize must be a number of elements >= 1, "
                                     f"got {buffSize!r}")

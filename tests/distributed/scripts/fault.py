@@ -4,9 +4,10 @@ import signal
 import time
 
 import hl
-from common import MLP, args, digits, shard
+from common import MLP, args, digits, place, shard
 
 a = args(("mode", str, "raise"), ("rank", int, 1), ("step", int, 3), ("device", str, "cpu"))
+a.device = place(a.device)
 x, y = digits()
 model = MLP()
 model.compile([hl.Placeholder((8, 64))], is_train=True)
