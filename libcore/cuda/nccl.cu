@@ -83,6 +83,20 @@ ncclResult_t buffer_of(const hl_nccl_comm *c, const hl_tensor *t, void **p, size
     return ncclSuccess;
 }
 
+/* Runs collective(comm, buffer, count, type, stream) on t's memory, in place, on the
+   device's compute stream, once t is known to be a buffer NCCL can take. */
+template <class Collective>
+ncclResult_t on_buffer(void *comm, const hl_tensor *t, Collective collective) {
+    hl_nccl_comm *c = (hl_nccl_comm *)comm;
+    void *p;
+    size_t n;
+    ncclDataType_t type;
+    ncclResult_t r = buffer_of(c, t, &p, &n, &type);
+    if (r != ncclSuccess) return r;
+    hl_cuda_device *d = hl_cuda_dev(c->device);
+    return collective(c->comm, p, n, type, d->stream);
+}
+
 }  // namespace
 
 /* exported (the version script lets hl_nccl_* out; the build hides everything by default) */
@@ -172,26 +186,18 @@ HL_NCCL_EXPORT int hl_nccl_init(void **out, int nranks, const unsigned char *id_
 /* Sums tensor t over the ranks, in place, on its device's compute stream (enqueued: the
    kernels given to the stream afterwards see the sum; the host does not wait). */
 HL_NCCL_EXPORT int hl_nccl_all_reduce(void *comm, const hl_tensor *t) {
-    hl_nccl_comm *c = (hl_nccl_comm *)comm;
-    void *p;
-    size_t n;
-    ncclDataType_t type;
-    ncclResult_t r = buffer_of(c, t, &p, &n, &type);
-    if (r != ncclSuccess) return r;
-    hl_cuda_device *d = hl_cuda_dev(c->device);
-    return nccl.ncclAllReduce(p, p, n, type, ncclSum, c->comm, d->stream);
+    return on_buffer(comm, t, [](ncclComm_t nc, void *p, size_t n, ncclDataType_t type,
+                                 cudaStream_t s) {
+        return nccl.ncclAllReduce(p, p, n, type, ncclSum, nc, s);
+    });
 }
 
 /* Copies root's values of t into every rank's t, on the compute stream (enqueued). */
 HL_NCCL_EXPORT int hl_nccl_broadcast(void *comm, const hl_tensor *t, int root) {
-    hl_nccl_comm *c = (hl_nccl_comm *)comm;
-    void *p;
-    size_t n;
-    ncclDataType_t type;
-    ncclResult_t r = buffer_of(c, t, &p, &n, &type);
-    if (r != ncclSuccess) return r;
-    hl_cuda_device *d = hl_cuda_dev(c->device);
-    return nccl.ncclBroadcast(p, p, n, type, root, c->comm, d->stream);
+    return on_buffer(comm, t, [root](ncclComm_t nc, void *p, size_t n, ncclDataType_t type,
+                                     cudaStream_t s) {
+        return nccl.ncclBroadcast(p, p, n, type, root, nc, s);
+    });
 }
 
 /* Marks the end of the work enqueued so far on the compute stream; hl_nccl_query then says

@@ -29,11 +29,12 @@ from .buckets import Reducer
 from .nccl import group_for
 
 
-def make_reducer(world, params, bucket_bytes, wire, what):
-    """NCCL buckets for parameters on a cuda device with an NCCL group, else MPI's."""
+def make_reducer(world, params, bucket_bytes, wire, what, **options):
+    """NCCL buckets for parameters on a cuda device with an NCCL group, else MPI's
+    (``options`` go to buckets.Reducer)."""
     group = group_for(world, params)
     if group is None:
-        return Reducer(world, params, bucket_bytes, wire, what)
+        return Reducer(world, params, bucket_bytes, wire, what, **options)
     return NcclReducer(world, params, bucket_bytes, wire, what, group)
 
 
