@@ -113,3 +113,18 @@ def test_a_stuck_rank_is_reported_after_the_timeout_on_the_nccl_path(tmp_path):
     err = proc.stderr
     assert ("did not take part within 3 s" in err or "waited 3 s for the other ranks" in err), \
         err[-3000:]
+
+
+@pytest.mark.parametrize("way", WAY_PARAMS)
+def test_singas_all_reduce_on_cuda_tensors(tmp_path, way):
+    """DistOpt.all_reduce / fused_all_reduce sum in place over 2 ranks (rank r holds r + 1
+    times the values): exact sums, a transposed view included."""
+    import numpy as np
+    run("all_reduce.py", tmp_path / "x", "--device", "cuda", n=2, env=WAYS[way])
+    base = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for r in (0, 1):
+        got = load(f"{tmp_path / 'x'}.rank{r}.npz")
+        assert str(got["backend"]) == BACKEND[way]
+        np.testing.assert_array_equal(got["once"], base * 3)
+        np.testing.assert_array_equal(got["twice"], base * 6)
+        np.testing.assert_array_equal(got["u"], np.full((2, 3), 3.0))

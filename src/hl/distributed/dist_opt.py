@@ -33,6 +33,7 @@ from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import reduce_arrays
+from .nccl import group_for
 from .nccl_buckets import make_reducer
 from .world import init
 from ..autograd import functional as F
@@ -158,8 +159,19 @@ class DistOpt(Optimizer):
         self.fused_all_reduce([t])
 
     def fused_all_reduce(self, tensors, send=True):
-        """Sums hl tensors over the ranks, in place, in one fused buffer."""
+        """Sums hl tensors over the ranks, in place: through NCCL on their cuda device
+        (each in place), else over MPI in one fused host buffer."""
         if self.world is None:
+            return
+        group = group_for(self.world, tensors)
+        if group is not None:
+            what = "DistOpt.all_reduce"
+            for t in tensors:
+                c = t if t.is_contiguous() else t.contiguous()
+                group.all_reduce_(c, what)
+                if c is not t:
+                    t.copy_(c)
+            group.wait(what)
             return
         summed = reduce_arrays(self.world, [t.numpy() for t in tensors], "DistOpt.all_reduce")
         for t, s in zip(tensors, summed):
