@@ -128,3 +128,21 @@ def test_singas_all_reduce_on_cuda_tensors(tmp_path, way):
         np.testing.assert_array_equal(got["once"], base * 3)
         np.testing.assert_array_equal(got["twice"], base * 6)
         np.testing.assert_array_equal(got["u"], np.full((2, 3), 3.0))
+
+
+@gpus_for(2)
+def test_a_rank_without_nccl_makes_every_rank_stage_or_fail_as_asked(tmp_path):
+    """The ranks choose together: one rank that cannot load NCCL makes all of them reduce
+    over MPI, with a warning naming the rank and why; HL_DIST_NCCL=1 makes it an error."""
+    import numpy as np
+    proc, _ = run("all_reduce.py", tmp_path / "x", "--device", "cuda", "--deny_rank", 1, n=2)
+    assert "NCCL cannot be used on rank 1: NCCL is not installed (the test pretends)" in \
+        proc.stderr and "staged through host memory" in proc.stderr, proc.stderr[-3000:]
+    got = load(f"{tmp_path / 'x'}.rank0.npz")
+    assert str(got["backend"]) == "mpi"
+    np.testing.assert_array_equal(got["twice"], np.arange(6).reshape(2, 3) * 6)
+    proc, _ = run("all_reduce.py", tmp_path / "y", "--device", "cuda", "--deny_rank", 1, n=2,
+                  env={"HL_DIST_NCCL": "1"}, check=False)
+    assert proc.returncode != 0
+    assert "hl.errors.DistributedError: hl.distributed: NCCL cannot be used on rank 1" in \
+        proc.stderr and "require it" in proc.stderr, proc.stderr[-3000:]

@@ -26,8 +26,7 @@ from . import faults
 from .collectives import allgather_object, bcast_object, timed_out
 
 _lock = threading.Lock()
-_groups = {}        # (id(world), device index) -> Group
-_warned = set()
+_groups = {}        # (id(world), device index) -> Group, or None once the ranks chose MPI
 
 
 def setting(world):
@@ -65,9 +64,8 @@ def group_for(world, tensors):
         return None
     key = (id(world), index)
     with _lock:
-        group = _groups.get(key)
-    if group is not None:
-        return group
+        if key in _groups:
+            return _groups[key]
     # every rank decides together: a rank that could not load NCCL makes all stage
     why = _nccl.available()
     every = allgather_object(why, "the choice of NCCL or MPI", world)
@@ -78,10 +76,10 @@ def group_for(world, tensors):
         if wanted:
             raise errors.DistributedError(text + " (HL_DIST_NCCL=1 / init(nccl=True) "
                                                  "require it)")
-        if key not in _warned:
-            _warned.add(key)
-            warnings.warn(text + "; the gradients of cuda models go through MPI, staged "
-                                 "through host memory (slower)", RuntimeWarning, stacklevel=3)
+        warnings.warn(text + "; the gradients of cuda models go through MPI, staged "
+                             "through host memory (slower)", RuntimeWarning, stacklevel=3)
+        with _lock:
+            _groups[key] = None  # decided: every later call stages without asking again
         return None
     group = Group(world, index)
     with _lock:
@@ -93,10 +91,11 @@ def backend(world, device):
     """'nccl' or 'mpi': how tensors on ``device`` (an hl Device) are reduced."""
     if world is None or device.kind != "cuda" or setting(world) is False:
         return "mpi"
+    key = (id(world), device.index)
     with _lock:
-        if (id(world), device.index) in _groups:
-            return "nccl"
-    return "nccl" if _nccl.available() is None else "mpi"
+        if key in _groups:  # the ranks have chosen
+            return "nccl" if _groups[key] is not None else "mpi"
+    return "nccl" if _nccl.available() is None else "mpi"  # what this rank would offer
 
 
 class Group:
