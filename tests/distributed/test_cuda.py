@@ -6,8 +6,9 @@ the emulated NCCL of libcore/cuda/emu/nccl.cpp serves the same entry points over
 memory), and host staging through MPI (HL_DIST_NCCL=0: each gradient copied to the host,
 reduced by MPI, copied back). References: the same training on CPU ranks, and one process
 on the union of the shards. Tolerances: DistOpt in float64 1e-9 relative, fit in float32
-1e-6 (the cuda kernels round differently from the CPU's). Faults on the NCCL path: a rank
-that raises or is killed stops the others with an hl error within the timeout."""
+1e-6 (the cuda kernels round differently from the CPU's). Graph mode replays with NCCL
+(staged steps run eagerly). Faults on the NCCL path: a rank that raises, is killed or hangs
+stops the others with an hl error within the timeout."""
 import pytest
 
 import hl
@@ -69,16 +70,43 @@ def test_half_on_the_wire_through_nccl_is_close_to_the_cpu_ranks(tmp_path):
     assert_close(load(f"{cuda}.rank0.npz"), load(f"{cuda}.rank1.npz"), 0, "rank 1 vs 0")
 
 
-@pytest.mark.parametrize("way,reason", [
-    pytest.param("nccl", "NCCL's collectives are not recorded in plans yet",
-                 marks=gpus_for(2)),
-    ("staged", "staged through host memory for MPI, which a plan does not record")])
-def test_cuda_graph_mode_runs_eagerly_with_a_reason(tmp_path, way, reason):
+@gpus_for(2)
+@pytest.mark.parametrize("extra,rtol", [([], 1e-9), (["--way", "fit"], 1e-6)],
+                         ids=["distopt", "fit"])
+def test_nccl_graph_mode_replays_with_the_reductions_between_segments(tmp_path, extra, rtol):
+    """Graph mode on cuda with NCCL: the step is recorded once and replayed, each bucket's
+    ncclAllReduce enqueued between the plan's segments; the result equals CPU ranks run
+    eagerly (DistOpt float64 1e-9; fit float32 with jit_compile 1e-6)."""
+    cpu, cuda = tmp_path / "cpu", tmp_path / "cuda"
+    run("graph_steps.py", cpu, "--graph", 0, *extra, n=2)
+    proc, _ = run("graph_steps.py", cuda, "--graph", 1, "--device", "cuda", *extra, n=2)
+    info = load_json(f"{cuda}.json")
+    assert info["backend"] == "nccl"
+    assert "runs eagerly" not in proc.stderr, proc.stderr[-3000:]
+    if not extra:
+        stats = info["stats"]
+        assert stats["train_one_batch"]["replayed"] == 4, stats
+        assert stats["segments"] == [stats["buckets"][0] + 2], stats  # a cut per bucket, +1
+    assert_close(load(f"{cpu}.npz"), load(f"{cuda}.npz"), rtol, "NCCL graph vs cpu eager")
+    assert_close(load(f"{cuda}.rank0.npz"), load(f"{cuda}.rank1.npz"), 0, "rank 1 vs 0")
+
+
+@gpus_for(2)
+def test_nccl_half_in_graph_mode_equals_nccl_half_eagerly(tmp_path):
+    eager, graph = tmp_path / "eager", tmp_path / "graph"
+    run("graph_steps.py", eager, "--graph", 0, "--method", "half", "--device", "cuda", n=2)
+    run("graph_steps.py", graph, "--graph", 1, "--method", "half", "--device", "cuda", n=2)
+    stats = load_json(f"{graph}.json")["stats"]["train_one_batch"]
+    assert stats["replayed"] == 4, stats
+    assert_close(load(f"{eager}.npz"), load(f"{graph}.npz"), 1e-12, "half: graph vs eager")
+
+
+def test_staged_cuda_graph_mode_runs_eagerly_with_a_reason(tmp_path):
     cpu, cuda = tmp_path / "cpu", tmp_path / "cuda"
     run("graph_steps.py", cpu, "--graph", 0, n=2)
     proc, _ = run("graph_steps.py", cuda, "--graph", 1, "--device", "cuda", n=2,
-                  env=WAYS[way])
-    assert reason in proc.stderr, proc.stderr[-3000:]
+                  env=WAYS["staged"])
+    assert "staged through host memory for MPI, which a plan does not record" in proc.stderr
     stats = load_json(f"{cuda}.json")["stats"]["train_one_batch"]
     assert stats["eager"] == 6 and stats["replayed"] == 0, stats
     assert_close(load(f"{cpu}.npz"), load(f"{cuda}.npz"), 1e-9, "cuda graph vs cpu eager")

@@ -15,9 +15,14 @@ Wire format ``"float16"`` (DistOpt.backward_and_update_half): each bucket is flo
 the device, the gradients are cast into it, NCCL sums float16 (SINGA's ncclHalf), and the
 sum is cast back into a float32 buffer for the update.
 
-Graph mode does not record NCCL calls yet: a recorded step raises GraphBreak, so it runs
-eagerly (with the warning graph mode prints).
+Graph mode (as buckets.py): while a step is recorded, the copies into the buckets are
+recorded like any core call (on cuda, captured into the plan's CUDA Graphs), and each
+bucket's start, and the final wait, become cuts of the plan (hl.graph.recording.cut): a
+replay runs the recorded kernels up to a bucket's last gradient, enqueues that bucket's
+ncclAllReduce on the stream, runs on, and waits before the update.
 """
+import functools
+
 import numpy as np
 
 from .. import _core, errors
@@ -103,10 +108,8 @@ class NcclReducer(Reducer):
         for b in self.buckets:
             b.started, b.arrived, b.got = False, 0, [False] * len(b.params)
             b.in_place = None
-        if recording.current() is not None:
-            raise errors.GraphBreak(
-                f"hl.distributed: {self.what}: NCCL's collectives are not recorded in plans "
-                f"yet; graph mode runs this step eagerly", op="DistOpt")
+        self._cut = set()  # ids of the buckets whose start a recording has cut in
+        self._recording = recording.current() is not None
 
     def add(self, param, grad, scale=1.0, owned=False):
         entry = self.where.get(id(param))
@@ -128,7 +131,7 @@ class NcclReducer(Reducer):
                 grad = F.mul(grad, scale)
                 owned = True
         if (b.solo and owned and grad.dtype.np == b.dtype and grad.is_contiguous()):
-            b.in_place = grad  # reduced where backward wrote it, and handed on
+            b.in_place = grad  # reduced where backward wrote it (at every replay too)
         else:
             if b.solo:
                 b.own_buffer()
@@ -136,7 +139,19 @@ class NcclReducer(Reducer):
         b.got[i] = True
         b.arrived += 1
         if b.arrived == len(b.params):
-            self._start_now(b)
+            self._start(b)
+
+    def _start(self, b):
+        if self._recording:
+            self._cut.add(id(b))
+            recording.cut(functools.partial(self._replay_start, b, b.in_place))
+            return
+        self._start_now(b)
+
+    def _replay_start(self, b, in_place):
+        """A replay's start of bucket b: the plan has enqueued the kernels that fill it."""
+        b.in_place = in_place
+        self._start_now(b)
 
     def _start_now(self, b):
         self.group.all_reduce_(b.sent(), self.what)
@@ -149,20 +164,48 @@ class NcclReducer(Reducer):
             self._start_now(b)
 
     def finish(self):
+        if self._recording:
+            return self._record_finish()
         for b in self.buckets:
             if not b.started:
-                missing = [i for i, got in enumerate(b.got) if not got]
-                if b.solo and missing:
-                    b.own_buffer()
-                for i in missing:
-                    _core.fill(b.views[i]._h, 0)
-                self._start_now(b)
+                self._start_missing(b, [i for i, got in enumerate(b.got) if not got])
+        self._wait_all()
+        return self._reduced()
+
+    def _reduced(self):
+        return [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
+                if b.got[i]]
+
+    def _start_missing(self, b, missing):
+        """Starts a bucket some of whose gradients did not come (they count as zeros)."""
+        if b.solo and missing:
+            b.own_buffer()
+        for i in missing:
+            _core.fill(b.views[i]._h, 0)
+        self._start_now(b)
+
+    def _wait_all(self):
         self.group.wait(self.what)
         for b in self.buckets:
             if b.wire == "float16":
                 _core.copy_into(b.total._h, b.flat._h)  # the float16 sum, widened
-        return [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
-                if b.got[i]]
+
+    def _record_finish(self):
+        """finish() while a plan is recorded: the buckets not started yet start, and all are
+        waited for, at a last cut; the update recorded after it reads the sums in place."""
+        rest = [(b, [i for i, got in enumerate(b.got) if not got]) for b in self.buckets
+                if id(b) not in self._cut]
+        recording.cut(functools.partial(self._replay_finish, rest))
+        out = self._reduced()
+        self.start_step()  # the recording's marks go; eager steps start from scratch
+        return out
+
+    def _replay_finish(self, rest):
+        for b, missing in rest:
+            if not b.solo:
+                b.in_place = None
+            self._start_missing(b, missing)
+        self._wait_all()
 
     def progress(self):
         """NCCL progresses on its own: nothing to poll."""
