@@ -21,7 +21,6 @@ bucket's start, and the final wait, become cuts of the plan (hl.graph.recording.
 replay runs the recorded kernels up to a bucket's last gradient, enqueues that bucket's
 ncclAllReduce on the stream, runs on, and waits before the update.
 """
-import functools
 
 import numpy as np
 
@@ -29,7 +28,6 @@ from .. import _core, errors
 from .._tensor import Tensor, from_numpy
 from ..autograd import functional as F
 from ..autograd.mode import no_grad
-from ..graph import recording
 from .buckets import Reducer
 from .nccl import group_for
 
@@ -56,7 +54,7 @@ class NcclBucket:
         self.in_place = None  # the gradient tensor a solo bucket reduces this step
         if not self.solo:
             self._make_buffer()
-        self.started = False
+        self.request = None  # True once this step's reduction is enqueued (buckets.py's name)
         self.got = [False] * len(params)
         self.arrived = 0
 
@@ -91,8 +89,9 @@ class NcclBucket:
 
 
 class NcclReducer(Reducer):
-    """buckets.Reducer's interface (add / finish / contribute_nothing, ``buckets`` for
-    the partitions of DistOpt's _partial and _sparse) over NCCL."""
+    """buckets.Reducer over NCCL: its layout, step control and plan cuts (start_step,
+    finish, the recording's cuts) are the Reducer's; what touches a bucket's memory or the
+    wire (filling, starting, waiting) is here."""
 
     def __init__(self, world, params, bucket_bytes, wire, what, group):
         self.group = group
@@ -103,13 +102,6 @@ class NcclReducer(Reducer):
         for i, p in enumerate(group):
             self.where[id(p)] = (b, i)
         self.buckets.append(b)
-
-    def start_step(self):
-        for b in self.buckets:
-            b.started, b.arrived, b.got = False, 0, [False] * len(b.params)
-            b.in_place = None
-        self._cut = set()  # ids of the buckets whose start a recording has cut in
-        self._recording = recording.current() is not None
 
     def add(self, param, grad, scale=1.0, owned=False):
         entry = self.where.get(id(param))
@@ -141,13 +133,6 @@ class NcclReducer(Reducer):
         if b.arrived == len(b.params):
             self._start(b)
 
-    def _start(self, b):
-        if self._recording:
-            self._cut.add(id(b))
-            recording.cut(functools.partial(self._replay_start, b, b.in_place))
-            return
-        self._start_now(b)
-
     def _replay_start(self, b, in_place):
         """A replay's start of bucket b: the plan has enqueued the kernels that fill it."""
         b.in_place = in_place
@@ -155,26 +140,13 @@ class NcclReducer(Reducer):
 
     def _start_now(self, b):
         self.group.all_reduce_(b.sent(), self.what)
-        b.started = True
+        b.request = True
 
     def contribute_nothing(self):
         for b in self.buckets:
             _core.fill(b.own_buffer()._h, 0)
             b.got = [True] * len(b.params)
             self._start_now(b)
-
-    def finish(self):
-        if self._recording:
-            return self._record_finish()
-        for b in self.buckets:
-            if not b.started:
-                self._start_missing(b, [i for i, got in enumerate(b.got) if not got])
-        self._wait_all()
-        return self._reduced()
-
-    def _reduced(self):
-        return [(p, b.reduced(i)) for b in self.buckets for i, p in enumerate(b.params)
-                if b.got[i]]
 
     def _start_missing(self, b, missing):
         """Starts a bucket some of whose gradients did not come (they count as zeros)."""
@@ -190,20 +162,8 @@ class NcclReducer(Reducer):
             if b.wire == "float16":
                 _core.copy_into(b.total._h, b.flat._h)  # the float16 sum, widened
 
-    def _record_finish(self):
-        """finish() while a plan is recorded: the buckets not started yet start, and all are
-        waited for, at a last cut; the update recorded after it reads the sums in place."""
-        rest = [(b, [i for i, got in enumerate(b.got) if not got]) for b in self.buckets
-                if id(b) not in self._cut]
-        recording.cut(functools.partial(self._replay_finish, rest))
-        out = self._reduced()
-        self.start_step()  # the recording's marks go; eager steps start from scratch
-        return out
-
     def _replay_finish(self, rest):
-        for b, missing in rest:
-            if not b.solo:
-                b.in_place = None
+        for b, missing in rest:  # (a bucket of several never reduces a gradient in place)
             self._start_missing(b, missing)
         self._wait_all()
 
