@@ -24,7 +24,7 @@ ncclAllReduce on the stream, runs on, and waits before the update.
 
 import numpy as np
 
-from .. import _core, errors
+from .. import _core
 from .._tensor import Tensor, from_numpy
 from ..autograd import functional as F
 from ..autograd.mode import no_grad
@@ -104,16 +104,7 @@ class NcclReducer(Reducer):
         self.buckets.append(b)
 
     def add(self, param, grad, scale=1.0, owned=False):
-        entry = self.where.get(id(param))
-        if entry is None:
-            raise errors.DistributedError(
-                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
-                f"gradient, but it was not among the parameters of the first step, which "
-                f"fixed the gradient buckets; every step must train the same parameters")
-        b, i = entry
-        if b.got[i]:
-            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
-                                          f"got two gradients in one step")
+        b, i = self._member(param)
         if not isinstance(grad, Tensor):
             grad = from_numpy(np.asarray(grad))
         with no_grad():
