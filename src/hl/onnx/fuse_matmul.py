@@ -25,6 +25,7 @@ import numpy as np
 
 from ..autograd import functional as F
 from ..autograd import is_grad_enabled, no_grad
+from .fuse import FUSING_DEVICES
 from .ops.shape import reshape_target
 
 # Element-wise ops an activation chain may be made of (unary, or binary with a scalar
@@ -51,8 +52,11 @@ PROBE = np.concatenate([np.linspace(-8.0, 8.0, 321), [-30.0, -12.5, 12.5, 30.0, 
 def matmul_epilogues(nodes, graph, constants, device, skip):
     """The program's node list with FusedMatMul nodes in place of the chains they absorb, or
     None when nothing fused. ``skip``: indices of nodes that do not run (the returned list
-    leaves them out). Only on the CPU (the only backend with the kernel)."""
-    if getattr(device, "kind", "cpu") != "cpu":
+    leaves them out). On the CPU B is packed; on cuda the node keeps B as the (K, N) view of
+    the constant, which cuBLAS reads in place (a packed B would be unpacked on every call:
+    libcore/cuda/fused.cu)."""
+    kind = getattr(device, "kind", "cpu")
+    if kind not in FUSING_DEVICES:
         return None
     nodes = [n for n in nodes if n.index not in skip]
     readers, pos = {}, {}
@@ -106,7 +110,9 @@ def matmul_epilogues(nodes, graph, constants, device, skip):
             bias = name
         key = (b_name, trans_b)
         if key not in packs:
-            packs[key] = F.gemm_pack_b(constants[b_name], trans_b=trans_b)
+            b = constants[b_name]
+            packs[key] = F.gemm_pack_b(b, trans_b=trans_b) if kind == "cpu" else \
+                (b.T if trans_b else b)
         fused = copy.copy(mm)
         fused.op_type = "FusedMatMul"
         fused.name = "+".join(n.name for n in chain)
