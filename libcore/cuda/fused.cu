@@ -79,13 +79,17 @@ static hl_status run_matmul_fused(const hl_call *c) {
     const hl_dtype dt = a->dtype;
     hl_cuda_mat A = {hl_cuda_ptr(a), K, 1}, C = {hl_cuda_ptr(o), N, 1};
     hl_status st;
-    if (packed) {  /* float32 (the entry point checked): unpack into the work buffer */
+    if (K == 0) {  /* an empty sum: zeros (cuBLAS takes no zero-width operands) */
+        st = cudaMemsetAsync(hl_cuda_ptr(o), 0, (size_t)(M * N) * sizeof(T), d->stream) ==
+                     cudaSuccess
+                 ? HL_OK : hl_cuda_check_launch("matmul_fused");
+    } else if (packed) {  /* float32 (the entry point checked): unpack into the work buffer */
         const int64_t P = b->shape[0];
         hl_cuda_scratch_lock(d);
         float *plain = (float *)hl_cuda_scratch(d, (size_t)(K * N > 0 ? K * N : 1) * sizeof(float));
         st = plain ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "matmul_fused: out of cuda memory to "
                                      "unpack a %lld x %lld packed b", (long long)K, (long long)N);
-        if (!st && K) {
+        if (!st) {
             HL_LAUNCH(unpack_b_k, hl_cuda_blocks(K * N), HL_CUDA_THREADS, 0, d->stream,
                       (const float *)hl_cuda_ptr(b), K, N, P, plain);
             st = hl_cuda_check_launch("matmul_fused");

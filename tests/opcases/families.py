@@ -302,8 +302,9 @@ def _matmul_inputs(a, k, n, trans_b=False, bias=True, residual=False):
 
 
 # the packed B of inference products (the same bytes on every device) and their epilogue
-CASES += [backend("gemm_pack_b", ops.gemm_pack_b, normal(4, 2), dtypes=(F32,)),
-          backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b, trans_b=True), normal(37, 300),
+CASES += [backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b).data, normal(4, 2), dtypes=(F32,)),
+          backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b, trans_b=True).data,
+                  normal(37, 300),
                   dtypes=(F32,), ids="two-blocks-transposed"),
           backend("matmul_fused", lambda a, b: ops.matmul_fused_forward(a, b, act="gelu"),
                   lambda r, dt: [r.standard_normal((3, 4)).astype(dt),
