@@ -270,3 +270,34 @@ def test_onnx_resnet18_on_cuda_fuses_and_matches_onnxruntime():
         got = rep.run([batch])[0]
         want = sess.run(None, {sess.get_inputs()[0].name: batch})[0]
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(not hl.cuda.is_emulated(), reason="counts launches with the emulation's hook")
+@pytest.mark.parametrize("hl_name,kw", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                        ("Adam", dict(lr=0.01, amsgrad=True)),
+                                        ("RMSProp", dict(lr=0.01, centered=True, momentum=0.5))])
+def test_an_update_on_cuda_is_one_launch_per_parameter(monkeypatch, hl_name, kw):
+    """What the kernel saves on a GPU: one launch (one pass over memory) per parameter and
+    step instead of the sequence's one per element-wise op."""
+    import ctypes
+    from hl import _cuda_libs
+    count = ctypes.CDLL(_cuda_libs.library_path()).hl_cuda_emu_launch_count
+    count.restype = ctypes.c_int64
+
+    def launches(fused):
+        with monkeypatch.context() as m:
+            if not fused:
+                m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
+            p = hl.tensor(np.ones((8, 4), np.float32), device="cuda")
+            g = hl.tensor(np.full((8, 4), 0.5, np.float32), device="cuda")
+            opt = getattr(hl.opt, hl_name)(**kw)
+            opt.update(p, g)  # the first step creates the states
+            opt.step()
+            hl.cuda.synchronize()
+            before = count()
+            opt.update(p, g)
+            hl.cuda.synchronize()
+            return count() - before
+
+    fused, sequence = launches(True), launches(False)
+    assert fused == 1 and sequence >= 5, (fused, sequence)
