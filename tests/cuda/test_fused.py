@@ -301,3 +301,34 @@ def test_an_update_on_cuda_is_one_launch_per_parameter(monkeypatch, hl_name, kw)
 
     fused, sequence = launches(True), launches(False)
     assert fused == 1 and sequence >= 5, (fused, sequence)
+
+
+# which fused nodes each zoo model must get on cuda: FusedConv epilogues (activation, whether
+# a residual) present, and FusedMatMul activations present
+ZOO_FUSIONS = {"mobilenet_v2": ({("clip", False), ("none", True)}, set()),
+               "bert_squad": (set(), {"gelu"}),
+               "gpt2": (set(), {"gelu_tanh"})}
+
+
+@pytest.mark.parametrize("name", sorted(ZOO_FUSIONS))
+def test_onnx_zoo_models_on_cuda_fuse_and_give_the_shipped_outputs(name):
+    """MobileNetV2 (Clip epilogues, residual adds without activation), BERT (GELU) and GPT-2
+    (GELU's tanh form between Reshapes) prepared on cuda against onnxruntime's shipped
+    outputs, with the zoo's tolerance (rtol 1e-3, atol 1e-4: tests/onnx/test_zoo.py)."""
+    import hl.onnx
+    path = os.path.join(ZOO, f"{name}-op17.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"the ONNX model zoo is not at {ZOO} (set HL_ONNX_ZOO)")
+    with np.load(os.path.join(ZOO, f"{name}.npz")) as z:
+        ins = {k[3:]: z[k] for k in z.files if k.startswith("in_")}
+        outs = [z[k] for k in z.files if k.startswith("out_")]
+    rep = hl.onnx.prepare(path, device="cuda")
+    nodes = rep.model.program.fused_nodes
+    convs = {(n.epilogue[0], bool(n.inputs[3])) for n in nodes if n.op_type == "FusedConv"}
+    mms = {n.epilogue[0] for n in nodes if n.op_type == "FusedMatMul"}
+    want_convs, want_mms = ZOO_FUSIONS[name]
+    assert want_convs <= convs and want_mms <= mms, (convs, mms)
+    got = rep.run(ins)
+    assert len(got) == len(outs)
+    for g, w in zip(got, outs):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-3, atol=1e-4)

@@ -100,7 +100,7 @@ def matmul_epilogues(nodes, graph, constants, device, skip):
             residual = _other(nxt, y)
             chain.append(nxt)
             y = nxt.outputs[0]
-        found = _activation(y, nodes, pos, readers, constants, outputs, absorbed)
+        found = _activation(y, nodes, pos, readers, constants, outputs, absorbed, device)
         if found is not None:
             act, more = found
             chain += more
@@ -179,9 +179,10 @@ def _scalar(name, constants):
     return t is not None and t.numel() == 1 and t.dtype.name == "float32"
 
 
-def _activation(y, nodes, pos, readers, constants, outputs, absorbed):
+def _activation(y, nodes, pos, readers, constants, outputs, absorbed, device):
     """((act, alpha, beta), the chain's nodes in order) for the element-wise nodes after the
-    value ``y`` that compute an activation of y alone, the longest such chain; or None."""
+    value ``y`` that compute an activation of y alone, the longest such chain; or None.
+    The probe runs on ``device``, where the chain's constants are."""
     rs = readers.get(y, [])
     if not rs or y in outputs or any(id(r) in absorbed for r in rs):
         return None
@@ -199,7 +200,7 @@ def _activation(y, nodes, pos, readers, constants, outputs, absorbed):
         chain = _ancestors(found, end, y)
         if chain is None or not _closed(chain, y, readers, outputs):
             continue
-        act = _identify(chain, y, constants)
+        act = _identify(chain, y, constants, device)
         if act is not None:
             return (act, 0.0, 0.0), chain
     return None
@@ -224,10 +225,10 @@ def _closed(chain, y, readers, outputs):
     return True
 
 
-def _identify(chain, y, constants):
+def _identify(chain, y, constants, device):
     """The activation the chain computes of y, found by running it on PROBE; or None."""
     from .._tensor import tensor
-    values = {y: tensor(PROBE.astype(np.float32))}
+    values = {y: tensor(PROBE.astype(np.float32), device=device)}
     try:
         with no_grad():
             for node in chain:
