@@ -33,6 +33,7 @@ from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
+from .collectives import allgather_object
 from .world import init
 from ..autograd import functional as F
 
@@ -43,10 +44,13 @@ class DistOpt(Optimizer):
     """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
     belong to SINGA's NCCL-with-multiprocessing start, which hl does not have (no NCCL yet); hl
-    joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
+    joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait).
+    ``gradient_as_bucket_view`` (default True, PyTorch DDP's name): backward writes each
+    gradient into its place in the gradient buckets, and the update reads it there, so no
+    gradient is copied; False copies them in (the way before)."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
-                 buffSize=4194304, *, params=None, timeout=None):
+                 buffSize=4194304, *, params=None, timeout=None, gradient_as_bucket_view=True):
         if opt is None:
             from ..opt.sgd import SGD
             opt = SGD()
@@ -64,6 +68,9 @@ class DistOpt(Optimizer):
                                     f"got {buffSize!r}")
         self.__dict__["opt"] = opt
         self.buffSize = buffSize
+        # backward writes the gradients straight into the buckets (PyTorch DDP's option of
+        # the same name); False copies each gradient in after backward made it
+        self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.world = init(timeout)
         self.world_size = 1 if self.world is None else self.world.size
         self.global_rank = 0 if self.world is None else self.world.rank
@@ -199,12 +206,14 @@ class DistOpt(Optimizer):
                 dy = (F.full_like(loss, scale) if dy is None and weight is scale else
                       F.mul(F.ones_like(loss) if dy is None else dy, weight))
             scale = 1.0
-        grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
-            first = list(grads)
+            first = list(_backward(loss, dy))
             self._layout = [p for p, _ in first]
             grads = iter(first)
-        reducer = self._reducer(threshold, wire)
+            reducer = self._reducer(threshold, wire)
+        else:  # backward writes into the buckets (when they are views)
+            reducer = self._reducer(threshold, wire, views=clip is None)
+            grads = _backward(loss, dy, into=reducer.into)
         reducer.start_step()
         for p, g in grads:
             if wire == "float16" and p.dtype.name != "float32":
@@ -244,7 +253,7 @@ class DistOpt(Optimizer):
         self.opt._update_all(pairs)
         self.opt._count_step()
 
-    def _reducer(self, threshold, wire):
+    def _reducer(self, threshold, wire, views=True):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise errors.ValueError(f"DistOpt: threshold must be a number of elements >= 1, "
                                     f"got {threshold!r}")
@@ -252,17 +261,27 @@ class DistOpt(Optimizer):
             raise errors.ValueError("DistOpt: the parameters are not known yet; run a first "
                                     "training step, or give params= to DistOpt")
         self._first_check()
-        key = (threshold, wire)
+        views = views and wire is None and self.gradient_as_bucket_view
+        key = (threshold, wire, views)
         if key not in self._reducers:
             bytes_per = max(np.dtype(p.dtype.np).itemsize for p in self._layout)
             self._reducers[key] = Reducer(self.world, self._layout, threshold * bytes_per,
-                                          wire, "DistOpt's gradient allreduce")
+                                          wire, "DistOpt's gradient allreduce", views=views)
         return self._reducers[key]
 
     def _first_check(self):
         if self._checked:
             return
-        sync.check_same(self.world, sync.signature(self._layout), "DistOpt's first step")
+        what = "DistOpt's first step"
+        sync.check_same(self.world, sync.signature(self._layout), what)
+        # the bucket layout depends on it, so every rank must agree
+        flags = allgather_object(self.gradient_as_bucket_view, what, self.world)
+        for r, flag in enumerate(flags):
+            if flag != flags[0]:
+                raise errors.DistributedError(
+                    f"hl.distributed: {what}: DistOpt's gradient_as_bucket_view is {flag} on "
+                    f"rank {r} but {flags[0]} on rank 0; the gradient buckets would differ: "
+                    f"give every rank the same setting")
         sync.broadcast_tensors(self.world, self._layout, "DistOpt's first step")
         self._checked = True
 
@@ -277,7 +296,7 @@ class DistOpt(Optimizer):
             return
         if self._layout is None:
             self._layout = [p for p, _ in pairs]
-        partitions = self._reducer(threshold, None).buckets
+        partitions = self._reducer(threshold, None, views=False).buckets
         part = partitions[self._partial % len(partitions)]
         self._partial = (self._partial + 1) % len(partitions)
         summed = reduce_arrays(self.world, [p.numpy() for p in part.params],
@@ -305,7 +324,7 @@ class DistOpt(Optimizer):
             self._layout = [p for p, _ in pairs]
         grads = {id(p): g for p, g in pairs}
         reduced = []
-        for bi, b in enumerate(self._reducer(threshold, None).buckets):
+        for bi, b in enumerate(self._reducer(threshold, None, views=False).buckets):
             flat = np.concatenate([
                 (grads[id(p)].numpy() if id(p) in grads else np.zeros(p.shape, b.dtype))
                 .reshape(-1).astype(b.dtype) for p in b.params])

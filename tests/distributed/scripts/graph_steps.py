@@ -10,7 +10,7 @@ from common import MLP, args, digits, params, save, shard
 
 a = args(("steps", int, 6), ("batch", int, 32), ("graph", int, 1), ("way", str, "distopt"),
          ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300),
-         ("device", str, "cpu"))
+         ("device", str, "cpu"), ("views", int, 1))
 if a.solo_bytes:  # gradients from this size are reduced in place, in their own memory
     hl.distributed.buckets.SOLO_BYTES = a.solo_bytes
 hl.manual_seed(1)
@@ -35,17 +35,22 @@ if a.way == "distopt":
     model.compile([hl.Placeholder((a.batch // hl.distributed.world_size(), 64), dtype)],
                   is_train=True, use_graph=bool(a.graph))
     model.to(a.device)
-    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9))
-    losses = []
+    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9),
+                                 gradient_as_bucket_view=bool(a.views))
+    losses, copied, before = [], [], 0
     for step in range(a.steps):
         out, loss = model(hl.tensor(shard(x, a.batch, step), device=a.device),
                           hl.tensor(shard(y, a.batch, step), device=a.device))
         losses.append(float(loss.item()))
+        total = sum(r.copied for r in model.optim._reducers.values())
+        copied.append(total - before)  # gradients copied into buckets (replays: none call)
+        before = total
     stats = model._graph.stats() if a.graph else {}
     if a.graph:  # the plan is cut once per bucket and once before the update
         entries = model._graph.caches["train_one_batch"].entries.values()
         stats["segments"] = [1 + len(e.plan.then) for e in entries if e.plan is not None]
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
+    stats["copied"] = copied
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
     model = MLP(dtype=dtype)
     model.to(a.device)
