@@ -22,8 +22,10 @@
   at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt; eagerly,
   and in graph mode: a train_one_batch recorded once and replayed, the bucket reductions
   between the plan's segments), hl in 1 process x 2 threads, and PyTorch DDP (Gloo) on 2
-  ranks x 1 thread, each rank on half the global batch. Every configuration runs in processes of its own, `--repeat` times
-  round the configurations; the figure is the median step time.
+  ranks x 1 thread, each rank on half the global batch (``--copying`` adds hl with
+  DistOpt(gradient_as_bucket_view=False), eager and graph mode). Every configuration runs
+  in processes of its own, `--repeat` times round the configurations; the figure is the
+  median step time.
 """
 import argparse
 import json
@@ -143,13 +145,13 @@ def train_worker(lib, name, steps, warmup, per_rank_batch):
         step, rank = _torch_ddp(name, xs, ys)
     else:
         step, rank = _hl(name, xs, ys, distributed=lib.startswith("hl-dist"),
-                         graph=lib.endswith("-graph"))
+                         graph=lib.endswith("-graph"), views="-copy" not in lib)
     times = time_steps(step, steps, warmup)
     if rank == 0:
         report({"times": times})
 
 
-def _hl(name, xs, ys, distributed, graph=False):
+def _hl(name, xs, ys, distributed, graph=False, views=True):
     import hl
     from train import hl_model
     hl.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -157,7 +159,7 @@ def _hl(name, xs, ys, distributed, graph=False):
     x, y = hl.tensor(xs), hl.tensor(ys)
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
     if distributed:
-        opt = hl.opt.DistOpt(opt)
+        opt = hl.opt.DistOpt(opt, gradient_as_bucket_view=views)
     if graph:  # a Module's train_one_batch, recorded once and replayed (bench/graph.py's)
         class Net(hl.Module):
             def __init__(self):
@@ -232,6 +234,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1,4,25,100")
+    ap.add_argument("--copying", action="store_true",
+                    help="also train with gradient_as_bucket_view=False (copies into buckets)")
     ap.add_argument("--worker", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     setup(None)
@@ -286,6 +290,10 @@ def main():
                    "hl 2 ranks x 1 thread, graph mode": (2, 1, "hl-dist-graph", B // 2),
                    "hl 1 process x 2 threads": (None, 2, "hl", B),
                    "PyTorch DDP (Gloo) 2 ranks x 1 thread": (2, 1, "torch-ddp", B // 2)}
+        if a.copying:  # DistOpt(gradient_as_bucket_view=False): the gradients copied in
+            configs["hl 2 ranks x 1 thread, copying"] = (2, 1, "hl-dist-copy", B // 2)
+            configs["hl 2 ranks x 1 thread, graph mode, copying"] = \
+                (2, 1, "hl-dist-copy-graph", B // 2)
         if "overlap" in only:
             configs["hl compute alone (1 process, half batch, 1 thread)"] = \
                 (None, 1, "hl", B // 2)
