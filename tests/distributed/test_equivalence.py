@@ -51,6 +51,20 @@ def test_gradients_as_bucket_views_equal_one_process(tmp_path, model, threshold,
     assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
 
 
+@pytest.mark.parametrize("model", ["mlp", "unused"])
+def test_pytorch_style_step_equals_one_process(tmp_path, model):
+    """zero_grad(); loss.backward() on two half batches (.grad accumulates); step(): the
+    accumulated .grad averaged over 2 ranks equals one process on the union of the shards
+    (float64, 1e-6 relative); "unused" leaves a Linear's .grad None on odd steps."""
+    ref, dist = tmp_path / "ref", tmp_path / "dist"
+    common = ["--steps", 4, "--batch", 32, "--method", "torch", "--model", model,
+              "--threshold", 300]
+    run("distopt_steps.py", ref, *common)
+    run("distopt_steps.py", dist, *common, n=2)
+    assert_close(load(f"{ref}.npz"), load(f"{dist}.npz"), 1e-6, f"{model}, PyTorch-style")
+    assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
+
+
 def test_bucket_views_off_gives_the_same_steps(tmp_path):
     """DistOpt(gradient_as_bucket_view=False) copies every gradient in (another bucket
     layout: large tensors reduced in their own memory) and takes the very same steps."""

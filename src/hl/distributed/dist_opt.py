@@ -76,6 +76,8 @@ class DistOpt(Optimizer):
         self.global_rank = 0 if self.world is None else self.world.rank
         self.local_rank = 0 if self.world is None else self.world.local_rank
         self.grad_scale = None   # set per step by fit: this rank's share of the batch
+        if isinstance(params, dict):
+            params = params.values()
         self._layout = list(params) if params is not None else None
         self._checked = False
         self._reducers = {}
@@ -125,7 +127,32 @@ class DistOpt(Optimizer):
         self.opt.zero_grad(set_to_none)
 
     def step(self):
-        self.opt.step()
+        """PyTorch-style (params given to DistOpt or to the wrapped optimiser): after
+        ``loss.backward()``, once or several times (``.grad`` accumulates), the ``.grad`` of
+        every parameter is averaged over the ranks, in the buckets (one reduction after
+        backward: unlike backward_and_update it cannot overlap backward), and the wrapped
+        optimiser updates with the averages, which ``.grad`` then holds (views of the
+        buckets: the next step's reduction overwrites them, as with PyTorch DDP's
+        gradient_as_bucket_view). A parameter whose ``.grad`` is None is sent as zeros and
+        not updated. SINGA-style (no params known) it only advances the step count."""
+        params = self.opt.params if self.opt.params is not None else self._layout
+        if params is None or self.world is None or self.world.size == 1:
+            if params is not None and self.opt.params is None:  # params given to DistOpt
+                self.opt._update_all([(p, p.grad) for p in params if p.grad is not None])
+                self.opt._count_step()
+                return
+            self.opt.step()
+            return
+        if self._layout is None:
+            self._layout = list(params)
+        reducer = self._reducer(self.buffSize, None)
+        reducer.start_step()
+        scale = self._scale()
+        for p in self._layout:
+            if p.grad is not None:
+                reducer.add(p, p.grad, scale)
+        for p, g in self._apply(reducer.finish()):
+            p.grad = g
 
     def __getattr__(self, name):  # momentum, betas...: the wrapped optimiser's
         if name.startswith("__") or "opt" not in self.__dict__:
@@ -252,6 +279,7 @@ class DistOpt(Optimizer):
                       g if g.device == p.device else g.to(p.device)) for p, g in reduced]
         self.opt._update_all(pairs)
         self.opt._count_step()
+        return pairs
 
     def _reducer(self, threshold, wire, views=True):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:

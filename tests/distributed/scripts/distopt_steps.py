@@ -47,6 +47,16 @@ class Net(hl.Module):
         return self.fc2(h)
 
     def train_one_batch(self, x, y):
+        if a.method == "torch":  # PyTorch-style, .grad accumulated over two half batches
+            self.optim.zero_grad()
+            half = x.shape[0] // 2
+            for part in (slice(0, half), slice(half, None)):
+                out = self.forward(x[part])
+                loss = hl.losses.SoftmaxCrossEntropy()(out, y[part]) * 0.5
+                loss.backward()
+            self.optim.step()
+            self.step += 1
+            return out, loss
         out = self.forward(x)
         loss = hl.losses.SoftmaxCrossEntropy()(out, y)
         self.optim.backward_and_update(loss, threshold=a.threshold)
@@ -57,7 +67,8 @@ class Net(hl.Module):
 model = Net()
 model.compile([hl.Placeholder((a.batch,) + x.shape[1:], "float64")], is_train=True)
 model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9),
-                             gradient_as_bucket_view=bool(a.views))
+                             gradient_as_bucket_view=bool(a.views), buffSize=a.threshold,
+                             params=model.get_params() if a.method == "torch" else None)
 copied, before = [], 0
 for step in range(a.steps):
     out, loss = model(hl.tensor(shard(x, a.batch, step)), hl.tensor(shard(y, a.batch, step)))
