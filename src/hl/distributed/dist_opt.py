@@ -33,7 +33,7 @@ from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import Reducer, reduce_arrays
-from .collectives import allgather_object
+from .collectives import require_same
 from .world import init
 from ..autograd import functional as F
 
@@ -289,6 +289,12 @@ class DistOpt(Optimizer):
             raise errors.ValueError("DistOpt: the parameters are not known yet; run a first "
                                     "training step, or give params= to DistOpt")
         self._first_check()
+        if not self._reducers:  # the bucket layout depends on it: every rank must agree
+            what = "DistOpt's first step"
+            require_same(self.gradient_as_bucket_view, what, self.world, lambda r, mine, ref: (
+                f"hl.distributed: {what}: DistOpt's gradient_as_bucket_view is {mine} on rank "
+                f"{r} but {ref} on rank 0; the gradient buckets would differ: give every rank "
+                f"the same setting"))
         views = views and wire is None and self.gradient_as_bucket_view
         key = (threshold, wire, views)
         if key not in self._reducers:
@@ -300,16 +306,7 @@ class DistOpt(Optimizer):
     def _first_check(self):
         if self._checked:
             return
-        what = "DistOpt's first step"
-        sync.check_same(self.world, sync.signature(self._layout), what)
-        # the bucket layout depends on it, so every rank must agree
-        flags = allgather_object(self.gradient_as_bucket_view, what, self.world)
-        for r, flag in enumerate(flags):
-            if flag != flags[0]:
-                raise errors.DistributedError(
-                    f"hl.distributed: {what}: DistOpt's gradient_as_bucket_view is {flag} on "
-                    f"rank {r} but {flags[0]} on rank 0; the gradient buckets would differ: "
-                    f"give every rank the same setting")
+        sync.check_same(self.world, sync.signature(self._layout), "DistOpt's first step")
         sync.broadcast_tensors(self.world, self._layout, "DistOpt's first step")
         self._checked = True
 
