@@ -95,3 +95,15 @@ def test_without_destinations_and_a_retained_graph_nothing_is_offered():
     (_, g2), = backward(loss)
     assert g1 is dest and g2 is not dest and not g2.shares_memory(dest)
     np.testing.assert_array_equal(g2.numpy(), dest.numpy())
+
+
+def test_a_destination_of_another_dtype_is_not_used():
+    """A leaf whose dtype (or device) is not its destination's (a model moved after DistOpt
+    made its buckets) gets a gradient of its own; the destination is left alone."""
+    w = _param(np.ones((3, 2)))
+    x = hl.tensor(np.arange(6.0).reshape(2, 3))
+    dest = hl.tensor(np.zeros((3, 2), np.float32))
+    (_, g), = backward(hl.sum(hl.matmul(x, w)), into={id(w): dest})
+    assert g is not dest and g.dtype == hl.float64
+    np.testing.assert_array_equal(dest.numpy(), 0)
+    np.testing.assert_array_equal(g.numpy(), x.numpy().T @ np.ones((2, 2)))

@@ -24,8 +24,9 @@ def backward(loss, dy=None, retain_graph=False, into=None):
     there and the destination itself is yielded (DistOpt's gradient buckets, PyTorch DDP's
     gradient_as_bucket_view). The op making the gradient writes it there directly where it
     can (Function.grad_into), else the engine copies it in; further contributions to the
-    same leaf are added in place. A destination is contiguous, on the host, of the leaf's
-    shape and dtype, and nothing else reads it during the walk."""
+    same leaf are added in place. A destination is contiguous, of the leaf's shape, and
+    nothing else reads it during the walk; one whose dtype or device is not (or no longer)
+    the leaf's is not used (the leaf gets a gradient of its own)."""
     for t, g, leaf in _walk(loss, dy, retain_graph, into):
         if t.stores_grad:
             yield t, g
@@ -102,6 +103,7 @@ def _run(root, index, dy, retain_graph, seed, into=None):
     grads[root][index] = dy
     leaf_grads = {}
     handed = set()
+    fits = {}  # id(leaf) -> whether its destination has its dtype and device
     ready = [root]
     while ready:
         fn = ready.pop()
@@ -121,7 +123,7 @@ def _run(root, index, dy, retain_graph, seed, into=None):
             # Grad mode is off only inside backward, not across the yields: the caller's own
             # code between two pairs runs in whatever mode it chose.
             if into is not None:
-                fn.grad_into = _offers(src, into, leaf_grads)
+                fn.grad_into = _offers(src, into, leaf_grads, fits)
             prev, _grad.enabled = _grad.enabled, False
             try:
                 dxs = fn.backward(*dys)
@@ -142,7 +144,7 @@ def _run(root, index, dy, retain_graph, seed, into=None):
             parent, x = edge
             if parent is None:
                 key = id(x)
-                dest = into.get(key) if into is not None else None
+                dest = _destination(into, x, fits) if into is not None else None
                 if dx is not None:
                     g = leaf_grads.get(key)
                     if dest is not None:
@@ -179,7 +181,21 @@ def _zeros_for(fn, i):
     return ops.zeros(*shape, dtype=dtype, device=device)
 
 
-def _offers(src, into, leaf_grads):
+def _destination(into, x, fits):
+    """into's destination for leaf x, or None: also when x's dtype or device is not the
+    destination's (a model cast or moved after DistOpt made its buckets), checked once per
+    walk."""
+    dest = into.get(id(x))
+    if dest is None:
+        return None
+    ok = fits.get(id(x))
+    if ok is None:
+        ok = fits[id(x)] = (dest.dtype is x.dtype
+                            and _core.device_of(dest._h) == _core.device_of(x._h))
+    return dest if ok else None
+
+
+def _offers(src, into, leaf_grads, fits):
     """Function.grad_into for an op about to run backward: per input, the destination of a
     leaf that has one and no gradient yet (a later contribution is added in place by the
     engine); a leaf that is several inputs of the op is offered only at its first."""
@@ -188,7 +204,7 @@ def _offers(src, into, leaf_grads):
         if edge is None or edge[0] is not None:
             continue
         key = id(edge[1])
-        dest = into.get(key)
+        dest = _destination(into, edge[1], fits)
         if dest is None or key in leaf_grads or (seen is not None and key in seen):
             continue
         if offers is None:

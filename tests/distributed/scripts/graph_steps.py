@@ -10,7 +10,8 @@ from common import MLP, args, digits, params, save, shard
 
 a = args(("steps", int, 6), ("batch", int, 32), ("graph", int, 1), ("way", str, "distopt"),
          ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300),
-         ("device", str, "cpu"), ("views", int, 1))
+         ("device", str, "cpu"), ("views", int, 1), ("move_at", int, 0),
+         ("momentum", float, 0.9))
 if a.solo_bytes:  # gradients from this size are reduced in place, in their own memory
     hl.distributed.buckets.SOLO_BYTES = a.solo_bytes
 hl.manual_seed(1)
@@ -34,13 +35,15 @@ if a.way == "distopt":
     model = Net()
     model.compile([hl.Placeholder((a.batch // hl.distributed.world_size(), 64), dtype)],
                   is_train=True, use_graph=bool(a.graph))
-    model.to(a.device)
-    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9),
+    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=a.momentum),
                                  gradient_as_bucket_view=bool(a.views))
     losses, copied, before = [], [], 0
     for step in range(a.steps):
-        out, loss = model(hl.tensor(shard(x, a.batch, step), device=a.device),
-                          hl.tensor(shard(y, a.batch, step), device=a.device))
+        if step == a.move_at:  # --move_at 3: the buckets were made on the CPU before
+            model.to(a.device)
+        device = a.device if step >= a.move_at else "cpu"
+        out, loss = model(hl.tensor(shard(x, a.batch, step), device=device),
+                          hl.tensor(shard(y, a.batch, step), device=device))
         losses.append(float(loss.item()))
         total = sum(r.copied for r in model.optim._reducers.values())
         copied.append(total - before)  # gradients copied into buckets (replays: none call)
