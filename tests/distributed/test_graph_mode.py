@@ -37,6 +37,9 @@ def test_graph_mode_equals_eager_on_2_ranks(tmp_path, extra):
             stats
         if not extra:  # backward wrote the gradients into the buckets when it was recorded
             assert stats["copied"] == [4, 0, 0, 0, 0, 0], stats
+            assert stats["backward_copies"] == 0, stats  # and the plan holds no copy
+        elif "--views" in extra:  # the two biases are copied into fused buckets
+            assert stats["backward_copies"] == 2, stats
     assert load_json(f"{eager}.json")["losses"] == pytest.approx(got["losses"], rel=1e-12)
 
 

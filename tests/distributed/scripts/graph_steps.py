@@ -52,6 +52,11 @@ if a.way == "distopt":
     if a.graph:  # the plan is cut once per bucket and once before the update
         entries = model._graph.caches["train_one_batch"].entries.values()
         stats["segments"] = [1 + len(e.plan.then) for e in entries if e.plan is not None]
+        # the plan's records by op, in order: a "copy" from the loss's gradient on is what
+        # puts a gradient into its bucket when backward did not write it there
+        ops = [op for e in entries if e.plan is not None for c in e.plan.cores()
+               for op in hl._core.plan_profile(c)[1]]
+        stats["backward_copies"] = ops[ops.index("softmax_cross_entropy_grad"):].count("copy")
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
     stats["copied"] = copied
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
