@@ -56,7 +56,9 @@ if a.way == "distopt":
         # puts a gradient into its bucket when backward did not write it there
         ops = [op for e in entries if e.plan is not None for c in e.plan.cores()
                for op in hl._core.plan_profile(c)[1]]
-        stats["backward_copies"] = ops[ops.index("softmax_cross_entropy_grad"):].count("copy")
+        if "softmax_cross_entropy_grad" in ops:  # (a step on cuda runs eagerly: no plan)
+            start = ops.index("softmax_cross_entropy_grad")
+            stats["backward_copies"] = ops[start:].count("copy")
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
     stats["copied"] = copied
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
