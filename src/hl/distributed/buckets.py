@@ -138,6 +138,8 @@ class Reducer:
     gradient, starts that bucket's reduction, runs on, and waits before the update, so
     replay keeps eager mode's overlap."""
 
+    views, into, copied = False, None, 0  # (subclasses with device buckets keep these)
+
     def __init__(self, world, params, bucket_bytes=DEFAULT_BUCKET_BYTES, wire=None,
                  what="the gradient allreduce", views=False):
         self.world = world
@@ -194,16 +196,7 @@ class Reducer:
     def add(self, param, grad, scale=1.0, owned=False):
         """``owned``: grad is an hl tensor nobody else uses (as backward hands them out),
         which a solo bucket may reduce in place and hand on."""
-        entry = self.where.get(id(param))
-        if entry is None:
-            raise errors.DistributedError(
-                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
-                f"gradient, but it was not among the parameters of the first step, which "
-                f"fixed the gradient buckets; every step must train the same parameters")
-        b, i = entry
-        if b.got[i]:
-            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
-                                          f"got two gradients in one step")
+        b, i = self._member(param)
         # with views, backward wrote the gradient into the bucket: nothing to copy or record
         if not (self.views and grad is b.views[i] and scale == 1.0):
             self.copied += 1
@@ -230,6 +223,20 @@ class Reducer:
             _core.copy_into(b.views[i]._h, grad._h)  # one core call, casting as needed
         else:
             np.multiply(_host(grad), scale, out=b.view(i), casting="unsafe")
+
+    def _member(self, param):
+        """(bucket, index) of param, which must not have had its gradient this step."""
+        entry = self.where.get(id(param))
+        if entry is None:
+            raise errors.DistributedError(
+                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
+                f"gradient, but it was not among the parameters of the first step, which "
+                f"fixed the gradient buckets; every step must train the same parameters")
+        b, i = entry
+        if b.got[i]:
+            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
+                                          f"got two gradients in one step")
+        return b, i
 
     def _record_fill(self, b, i, grad, scale, owned):
         """add() while a plan is recorded: what puts the gradient into its bucket becomes
