@@ -6,8 +6,11 @@
 
 - allreduce: the gradients of a model (float32 tensors of mixed sizes totalling S MB)
   reduced by hl's Reducer as DistOpt drives it (gradients handed over as backward hands
-  them out, weight already in them; tensors of 4 MB and more reduced in their own memory,
-  the rest copied into a fused 25 MB bucket; wait for all) beside one bare mpi4py
+  them out, weight already in them, in 25 MB buckets; wait for all): "hl" with
+  gradient_as_bucket_view (DistOpt's default: backward wrote each gradient into its place
+  in the buckets, so the step is the add() calls and the reductions), "hl copy" without
+  (tensors of 4 MB and more reduced in their own memory, the rest copied into a fused
+  bucket), beside one bare mpi4py
   ``Allreduce`` of a contiguous buffer of the same bytes (float32, MPI_SUM, the same MPI;
   the bound), and beside mpi4py reducing the same gradients as a script (or PyTorch DDP,
   by default) does: copied into one buffer, one Allreduce, copied back ("staged"); 2 ranks
@@ -19,8 +22,10 @@
   at global batch 32): samples per second of hl on 2 ranks x 1 thread (DistOpt; eagerly,
   and in graph mode: a train_one_batch recorded once and replayed, the bucket reductions
   between the plan's segments), hl in 1 process x 2 threads, and PyTorch DDP (Gloo) on 2
-  ranks x 1 thread, each rank on half the global batch. Every configuration runs in processes of its own, `--repeat` times
-  round the configurations; the figure is the median step time.
+  ranks x 1 thread, each rank on half the global batch (``--copying`` adds hl with
+  DistOpt(gradient_as_bucket_view=False), eager and graph mode). Every configuration runs
+  in processes of its own, `--repeat` times round the configurations; the figure is the
+  median step time.
 """
 import argparse
 import json
@@ -54,12 +59,23 @@ def allreduce_worker(sizes_mb, repeat):
         grads = [hl.tensor(np.random.default_rng(i).standard_normal(k).astype(np.float32))
                  for i, k in enumerate(sizes)]
         arrays = [g.numpy().copy() for g in grads]
-        reducer = Reducer(world, params[::-1])
+        reducer = Reducer(world, params[::-1])  # copies the gradients in (views off)
+        # views on: backward has written the gradients into the buckets (outside the timing)
+        viewed = Reducer(world, params[::-1], views=True)
+        in_buckets = [viewed.into[id(p)] for p in params]
+        for g, v in zip(grads, in_buckets):
+            v.numpy()[...] = g.numpy()
         # the same bytes, dtype, op and MPI for every contender
         flat = np.ones(sum(sizes), np.float32)
         staged = np.empty_like(flat)
 
         def hl_step():
+            viewed.start_step()
+            for p, g in zip(params[::-1], in_buckets[::-1]):
+                viewed.add(p, g, owned=True)
+            viewed.finish()
+
+        def hl_copy():
             reducer.start_step()
             for p, g in zip(params[::-1], grads[::-1]):
                 reducer.add(p, g, owned=True)
@@ -81,9 +97,10 @@ def allreduce_worker(sizes_mb, repeat):
         # where hl's time goes: its MPI calls alone (bare Allreduces of its buckets' sizes,
         # in its order), and its add() calls alone (the copies into buckets and the Python
         # around them, on a second Reducer whose buckets never start)
-        pieces = [np.ones(int(b.offsets[-1]), np.float32) for b in reducer.buckets]
-        quiet = Reducer(world, params[::-1])
+        pieces = [np.ones(int(b.offsets[-1]), np.float32) for b in viewed.buckets]
+        quiet = Reducer(world, params[::-1], views=True)
         quiet._start_now = lambda b: None
+        quiet_grads = [quiet.into[id(p)] for p in params]
 
         def mpi_hl_calls():
             for piece in pieces:
@@ -91,10 +108,10 @@ def allreduce_worker(sizes_mb, repeat):
 
         def hl_adds():
             quiet.start_step()
-            for p, g in zip(params[::-1], grads[::-1]):
+            for p, g in zip(params[::-1], quiet_grads[::-1]):
                 quiet.add(p, g, owned=True)
         contenders = {"hl": hl_step, "mpi4py": mpi_bare, "mpi4py_staged": mpi_staged,
-                      "hl_calls": mpi_hl_calls, "hl_adds": hl_adds}
+                      "hl_copy": hl_copy, "hl_calls": mpi_hl_calls, "hl_adds": hl_adds}
         times = {k: [] for k in contenders}
         for _ in range(repeat):
             for k, fn in contenders.items():
@@ -105,6 +122,9 @@ def allreduce_worker(sizes_mb, repeat):
         out[str(mb)] = {k: statistics.median(v) for k, v in times.items()}
         out[str(mb)].update({k + "_min": min(v) for k, v in times.items()})
         out[str(mb)]["buckets"] = [
+            f"{'solo' if b.solo else 'fused'} {int(b.offsets[-1]) * 4 / 2**20:.2f} MB"
+            for b in viewed.buckets]
+        out[str(mb)]["copy_buckets"] = [
             f"{'solo' if b.solo else 'fused'} {int(b.offsets[-1]) * 4 / 2**20:.2f} MB"
             for b in reducer.buckets]
     if world.rank == 0:
@@ -125,13 +145,13 @@ def train_worker(lib, name, steps, warmup, per_rank_batch):
         step, rank = _torch_ddp(name, xs, ys)
     else:
         step, rank = _hl(name, xs, ys, distributed=lib.startswith("hl-dist"),
-                         graph=lib.endswith("-graph"))
+                         graph=lib.endswith("-graph"), views="-copy" not in lib)
     times = time_steps(step, steps, warmup)
     if rank == 0:
         report({"times": times})
 
 
-def _hl(name, xs, ys, distributed, graph=False):
+def _hl(name, xs, ys, distributed, graph=False, views=True):
     import hl
     from train import hl_model
     hl.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -139,7 +159,7 @@ def _hl(name, xs, ys, distributed, graph=False):
     x, y = hl.tensor(xs), hl.tensor(ys)
     opt = hl.opt.SGD(lr=0.01, momentum=0.9)
     if distributed:
-        opt = hl.opt.DistOpt(opt)
+        opt = hl.opt.DistOpt(opt, gradient_as_bucket_view=views)
     if graph:  # a Module's train_one_batch, recorded once and replayed (bench/graph.py's)
         class Net(hl.Module):
             def __init__(self):
@@ -214,6 +234,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--sizes", default="1,4,25,100")
+    ap.add_argument("--copying", action="store_true",
+                    help="also train with gradient_as_bucket_view=False (copies into buckets)")
     ap.add_argument("--worker", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     setup(None)
@@ -238,16 +260,18 @@ def main():
               "buffer and back around its Allreduce (30 each, interleaved)")
         print(f"{'MB':>6} {'hl ms':>8} {'mpi4py':>8} {'staged':>8} {'hl GB/s':>8} "
               f"{'vs bare':>7} {'vs staged':>9}   {'fastest: hl':>11} {'mpi4py':>8} "
-              f"{'vs bare':>7}")
+              f"{'vs bare':>7}   {'hl copy':>8} {'vs bare':>7}")
         runs = [_launch(2, 1, ["allreduce", a.sizes, 30]) for _ in range(a.repeat)]
         for mb in a.sizes.split(","):
             key = str(float(mb))
             h, m, st = (statistics.median(r[key][k] for r in runs)
                         for k in ("hl", "mpi4py", "mpi4py_staged"))
             hm, mm = (min(r[key][k + "_min"] for r in runs) for k in ("hl", "mpi4py"))
+            hc = statistics.median(r[key]["hl_copy"] for r in runs)
             print(f"{mb:>6} {h * 1e3:8.2f} {m * 1e3:8.2f} {st * 1e3:8.2f} "
                   f"{float(mb) / 1024 / h:8.2f} {m / h:6.2f}x {st / h:8.2f}x   "
-                  f"{hm * 1e3:11.2f} {mm * 1e3:8.2f} {mm / hm:6.2f}x")
+                  f"{hm * 1e3:11.2f} {mm * 1e3:8.2f} {mm / hm:6.2f}x   "
+                  f"{hc * 1e3:8.2f} {m / hc:6.2f}x")
         print("\nwhere hl's time goes (medians, ms): its MPI calls alone (bare Allreduces of "
               "its buckets' sizes), its add() calls alone (copies into buckets + Python), "
               "and the rest (hand-over to the communication thread, waits, polling)")
@@ -257,7 +281,8 @@ def main():
             h, c, ad = (statistics.median(r[key][k] for r in runs)
                         for k in ("hl", "hl_calls", "hl_adds"))
             print(f"{mb:>6} {h * 1e3:8.3f} {c * 1e3:8.3f} {ad * 1e3:8.3f} "
-                  f"{(h - c - ad) * 1e3:8.3f}   {', '.join(runs[0][key]['buckets'])}")
+                  f"{(h - c - ad) * 1e3:8.3f}   {', '.join(runs[0][key]['buckets'])} "
+                  f"(copying: {', '.join(runs[0][key]['copy_buckets'])})")
     port = 29400
     for name in [m for m in ("cnn", "resnet18") if m in only or "overlap" in only]:
         B = GLOBAL_BATCH[name]
@@ -265,6 +290,10 @@ def main():
                    "hl 2 ranks x 1 thread, graph mode": (2, 1, "hl-dist-graph", B // 2),
                    "hl 1 process x 2 threads": (None, 2, "hl", B),
                    "PyTorch DDP (Gloo) 2 ranks x 1 thread": (2, 1, "torch-ddp", B // 2)}
+        if a.copying:  # DistOpt(gradient_as_bucket_view=False): the gradients copied in
+            configs["hl 2 ranks x 1 thread, copying"] = (2, 1, "hl-dist-copy", B // 2)
+            configs["hl 2 ranks x 1 thread, graph mode, copying"] = \
+                (2, 1, "hl-dist-copy-graph", B // 2)
         if "overlap" in only:
             configs["hl compute alone (1 process, half batch, 1 thread)"] = \
                 (None, 1, "hl", B // 2)

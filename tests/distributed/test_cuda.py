@@ -43,6 +43,18 @@ def test_cuda_ranks_equal_cpu_ranks(tmp_path, way, extra, rtol):
     assert_close(load(f"{cuda}.rank0.npz"), load(f"{cuda}.rank1.npz"), 0, "rank 1 vs 0")
 
 
+def test_model_moved_to_cuda_after_its_buckets_were_made(tmp_path):
+    """3 steps on the CPU (backward writing into the buckets), then model.to("cuda"): the
+    gradients, now on the device, are staged through the host into the same buckets; the
+    run equals the one on the CPU throughout (float64, 1e-9). Plain SGD: optimiser slots
+    (momentum) stay where they were made when a model moves, which no optimiser handles."""
+    cpu, moved = tmp_path / "cpu", tmp_path / "moved"
+    run("graph_steps.py", cpu, "--graph", 0, "--momentum", 0, n=2)
+    run("graph_steps.py", moved, "--graph", 0, "--momentum", 0, "--device", "cuda",
+        "--move_at", 3, n=2)
+    assert_close(load(f"{cpu}.npz"), load(f"{moved}.npz"), 1e-9, "moved vs cpu, 2 ranks")
+
+
 @gpus_for(4)
 @pytest.mark.parametrize("extra", [["--solo_bytes", 1024], ["--way", "fit"]],
                          ids=["distopt", "fit"])

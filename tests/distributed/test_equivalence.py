@@ -14,20 +14,66 @@ pytestmark = needs_mpi
 
 @pytest.mark.parametrize("n,solo_bytes", [(2, 0), (4, 0), (2, 1024)])
 def test_distopt_steps_equal_one_process(tmp_path, n, solo_bytes):
-    """solo_bytes=1024: both weight matrices are reduced in place in the gradients' own
-    memory (each bias in a bucket of its own between them), as large layers are by default."""
+    """With gradient_as_bucket_view (the default) backward writes every gradient into its
+    bucket after the first step (which fixes the layout and copies). solo_bytes=1024, with
+    it off: both weight matrices are reduced in place in the gradients' own memory (each
+    bias in a bucket of its own between them), as large layers are then by default."""
     ref, dist = tmp_path / "ref", tmp_path / "dist"
     run("distopt_steps.py", ref, "--steps", 5, "--batch", 32)
     proc, _ = run("distopt_steps.py", dist, "--steps", 5, "--batch", 32, "--solo_bytes",
-                  solo_bytes, n=n)
+                  solo_bytes, "--views", int(not solo_bytes), n=n)
     if solo_bytes:
         assert "reduced in place: 2 of 4 buckets" in proc.stdout, proc.stdout
+        assert "copied into buckets per step: [4, 4, 4, 4, 4]" in proc.stdout, proc.stdout
+    else:
+        assert "copied into buckets per step: [4, 0, 0, 0, 0]" in proc.stdout, proc.stdout
     expected = load(f"{ref}.npz")
     assert_close(expected, load(f"{dist}.npz"), 1e-6, f"DistOpt on {n} ranks")
     first = load(f"{dist}.rank0.npz")
     for r in range(1, n):  # every rank holds the very same model
         theirs = load(f"{dist}.rank{r}.npz")
         assert all(np.array_equal(first[k], theirs[k]) for k in first)
+
+
+@pytest.mark.parametrize("model,threshold,copied", [
+    ("shared", 2097152, "[6, 0, 0, 0, 0, 0]"),     # a Linear used twice: summed in place
+    ("unused", 300, "[6, 0, 0, 0, 0, 0]"),         # a Linear idle on odd steps; 4 buckets
+    ("cnn", 300, "[6, 0, 0, 0, 0, 0]")])           # conv weight and bias, LayerNorm, Linear
+def test_gradients_as_bucket_views_equal_one_process(tmp_path, model, threshold, copied):
+    """Backward writes the gradients into the buckets (nothing copied after the first step):
+    2 ranks equal one process on the union of the shards (float64, 1e-6 relative)."""
+    ref, dist = tmp_path / "ref", tmp_path / "dist"
+    common = ["--steps", 6, "--batch", 32, "--model", model, "--threshold", threshold]
+    run("distopt_steps.py", ref, *common)
+    proc, _ = run("distopt_steps.py", dist, *common, n=2)
+    assert f"copied into buckets per step: {copied}" in proc.stdout, proc.stdout
+    assert_close(load(f"{ref}.npz"), load(f"{dist}.npz"), 1e-6, f"{model} on 2 ranks")
+    assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
+
+
+@pytest.mark.parametrize("model", ["mlp", "unused"])
+def test_pytorch_style_step_equals_one_process(tmp_path, model):
+    """zero_grad(); loss.backward() on two half batches (.grad accumulates); step(): the
+    accumulated .grad averaged over 2 ranks equals one process on the union of the shards
+    (float64, 1e-6 relative); "unused" leaves a Linear's .grad None on odd steps."""
+    ref, dist = tmp_path / "ref", tmp_path / "dist"
+    common = ["--steps", 4, "--batch", 32, "--method", "torch", "--model", model,
+              "--threshold", 300]
+    run("distopt_steps.py", ref, *common)
+    run("distopt_steps.py", dist, *common, n=2)
+    assert_close(load(f"{ref}.npz"), load(f"{dist}.npz"), 1e-6, f"{model}, PyTorch-style")
+    assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
+
+
+def test_bucket_views_off_gives_the_same_steps(tmp_path):
+    """DistOpt(gradient_as_bucket_view=False) copies every gradient in (another bucket
+    layout: large tensors reduced in their own memory) and takes the very same steps."""
+    on, off = tmp_path / "on", tmp_path / "off"
+    common = ["--steps", 4, "--batch", 32, "--model", "unused", "--threshold", 300]
+    run("distopt_steps.py", on, *common, n=2)
+    proc, _ = run("distopt_steps.py", off, *common, "--views", 0, "--solo_bytes", 1024, n=2)
+    assert "copied into buckets per step: [6, 4, 6, 4]" in proc.stdout, proc.stdout
+    assert_close(load(f"{on}.npz"), load(f"{off}.npz"), 1e-12, "views on vs off")
 
 
 @pytest.fixture(scope="module")

@@ -108,6 +108,15 @@ def test_different_hl_versions_are_refused(tmp_path):
 
 
 @needs_mpi
+def test_different_bucket_view_settings_are_refused(tmp_path):
+    proc, _ = run("mismatch.py", tmp_path / "x", "--what", "views", n=2,
+                  timeout_s=TIMEOUT_S, check=False)
+    assert proc.returncode != 0
+    assert ("DistOpt's gradient_as_bucket_view is False on rank 1 but True on rank 0"
+            in proc.stderr), proc.stderr[-3000:]
+
+
+@needs_mpi
 def test_rank_and_sizes_and_launcher_threads(tmp_path):
     run("basics.py", tmp_path / "b", n=4)
     infos = [load_json(f"{tmp_path / 'b'}.rank{r}.json") for r in range(4)]

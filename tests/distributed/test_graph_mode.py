@@ -4,7 +4,9 @@ once and replayed, equal the same 2-rank training run eagerly (float64: exactly 
 tolerance 1e-12 relative, room for a fused chain rounding differently) and, for DistOpt, one
 process on the union of the shards (1e-6). The bucket reductions run between the plan's
 segments: the plan is cut once per bucket and once before the update, and every step after
-the second is a replay (no step falls back to eager)."""
+the second is a replay (no step falls back to eager). With gradient_as_bucket_view (the
+default) the recorded backward writes the gradients into the buckets: no copy is recorded;
+"copying" runs the same with it off (large gradients reduced in their own memory)."""
 import pytest
 
 from .mpirun import assert_close, load, load_json, needs_mpi, run
@@ -12,8 +14,9 @@ from .mpirun import assert_close, load, load_json, needs_mpi, run
 pytestmark = needs_mpi
 
 
-@pytest.mark.parametrize("extra", [["--solo_bytes", 1024], ["--method", "half"],
-                                   ["--way", "fit"]], ids=["plain", "half", "fit"])
+@pytest.mark.parametrize("extra", [[], ["--views", 0, "--solo_bytes", 1024],
+                                   ["--method", "half"], ["--way", "fit"]],
+                         ids=["plain", "copying", "half", "fit"])
 def test_graph_mode_equals_eager_on_2_ranks(tmp_path, extra):
     graph, eager = tmp_path / "graph", tmp_path / "eager"
     run("graph_steps.py", graph, "--graph", 1, *extra, n=2)
@@ -32,11 +35,16 @@ def test_graph_mode_equals_eager_on_2_ranks(tmp_path, extra):
         # a cut per bucket and one before the update: buckets + 2 core plans in a row
         assert stats["segments"] == [stats["buckets"][0] + 2] and stats["buckets"][0] >= 3, \
             stats
+        if not extra:  # backward wrote the gradients into the buckets when it was recorded
+            assert stats["copied"] == [4, 0, 0, 0, 0, 0], stats
+            assert stats["backward_copies"] == 0, stats  # and the plan holds no copy
+        elif "--views" in extra:  # the two biases are copied into fused buckets
+            assert stats["backward_copies"] == 2, stats
     assert load_json(f"{eager}.json")["losses"] == pytest.approx(got["losses"], rel=1e-12)
 
 
 def test_graph_mode_on_2_ranks_equals_one_process(tmp_path):
     ref, graph = tmp_path / "ref", tmp_path / "graph"
     run("graph_steps.py", ref, "--graph", 0)
-    run("graph_steps.py", graph, "--graph", 1, "--solo_bytes", 1024, n=2)
+    run("graph_steps.py", graph, "--graph", 1, n=2)
     assert_close(load(f"{ref}.npz"), load(f"{graph}.npz"), 1e-6, "graph on 2 ranks vs alone")

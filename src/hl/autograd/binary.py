@@ -53,8 +53,9 @@ class Binary(Function):
     def backward(self, dy):
         da, db = self.grads(dy)
         na, nb = self.needs
-        return (sum_to(da, self.a_shape) if na and da is not None else None,
-                sum_to(db, self.b_shape) if nb and db is not None else None)
+        # a broadcast parameter (a bias) gets its sum written where the engine wants it
+        return (sum_to(da, self.a_shape, self.into(0, da)) if na and da is not None else None,
+                sum_to(db, self.b_shape, self.into(1, db)) if nb and db is not None else None)
 
 
 class Add(Binary):

@@ -87,8 +87,10 @@ class Conv(Function):
         dw_first = math.prod(self.w_shape) <= math.prod(self.x_shape)
         dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args) if nx and not dw_first \
             else None
-        dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args) if nw else None
-        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim))) if nb else None
+        dw = _GRAD_WEIGHT[self.n](dy, self.x, self.w_shape, *args,
+                                  out=self.into(1, dy)) if nw else None
+        db = ops.reduction("sum", dy, (0,) + tuple(range(2, dy.ndim)),
+                           out=self.into(2, dy)) if nb else None
         if nx and dw_first:
             dx = _GRAD_INPUT[self.n](dy, self.w, self.x_shape, *args)
         return dx, dw, db

@@ -9,17 +9,25 @@ The walk counts, for each op, how many later ops consume its outputs; an op runs
 once all of them have handed it their gradients. Each op drops what it saved as soon as its
 backward has run, so activations are freed during the pass, not after it.
 """
-from .. import errors, ops
+from .. import _core, errors, ops
 from .mode import state as _grad
 
 _unary, _binary, _select = ops.elementwise.unary, ops.elementwise.binary, ops.elementwise.select
 
 
-def backward(loss, dy=None, retain_graph=False):
+def backward(loss, dy=None, retain_graph=False, into=None):
     """Yields (tensor, gradient) for every tensor with ``stores_grad`` that ``loss`` depends
     on (parameters, and intermediates marked with ``stores_grad = True``). ``dy`` is the
-    gradient of the loss (ones of its shape by default)."""
-    for t, g, leaf in _walk(loss, dy, retain_graph):
+    gradient of the loss (ones of its shape by default).
+
+    ``into`` ({id(leaf): tensor}) gives leaves a destination: that leaf's gradient is written
+    there and the destination itself is yielded (DistOpt's gradient buckets, PyTorch DDP's
+    gradient_as_bucket_view). The op making the gradient writes it there directly where it
+    can (Function.grad_into), else the engine copies it in; further contributions to the
+    same leaf are added in place. A destination is contiguous, of the leaf's shape, and
+    nothing else reads it during the walk; one whose dtype or device is not (or no longer)
+    the leaf's is not used (the leaf gets a gradient of its own)."""
+    for t, g, leaf in _walk(loss, dy, retain_graph, into):
         if t.stores_grad:
             yield t, g
 
@@ -36,7 +44,7 @@ def fill_grads(loss, dy=None, retain_graph=False):
             t.grad = g if t.grad is None else _binary("add", t.grad, g)
 
 
-def _walk(loss, dy, retain_graph):
+def _walk(loss, dy, retain_graph, into=None):
     if not loss.requires_grad:
         raise errors.ValueError(
             "backward(): the loss does not depend on any tensor that requires a gradient "
@@ -50,6 +58,10 @@ def _walk(loss, dy, retain_graph):
                                 f"{tuple(loss.shape)}")
     root = loss.creator
     if root is None:  # the loss is itself a leaf
+        dest = into.get(id(loss)) if into else None
+        if dest is not None:
+            _core.copy_into(dest._h, dy._h)
+            dy = dest
         yield loss, dy, True
         return
     if root.src is None:
@@ -57,7 +69,7 @@ def _walk(loss, dy, retain_graph):
             "backward(): this graph was already walked back and its saved tensors freed; "
             "pass retain_graph=True to the first backward to walk it twice")
     # a caller's dy stays the caller's: a gradient that is a view of it is copied when handed
-    yield from _run(root, loss.out_index, dy, retain_graph, dy if given else None)
+    yield from _run(root, loss.out_index, dy, retain_graph, dy if given else None, into or None)
 
 
 def _count_consumers(root):
@@ -85,12 +97,13 @@ def _count_consumers(root):
     return ops_waiting, leaves_waiting
 
 
-def _run(root, index, dy, retain_graph, seed):
+def _run(root, index, dy, retain_graph, seed, into=None):
     waiting, leaves_waiting = _count_consumers(root)
     grads = {root: _slots(root)}
     grads[root][index] = dy
     leaf_grads = {}
     handed = set()
+    fits = {}  # id(leaf) -> whether its destination has its dtype and device
     ready = [root]
     while ready:
         fn = ready.pop()
@@ -109,11 +122,15 @@ def _run(root, index, dy, retain_graph, seed):
                 dys = [_zeros_for(fn, i) if g is None else g for i, g in enumerate(dys)]
             # Grad mode is off only inside backward, not across the yields: the caller's own
             # code between two pairs runs in whatever mode it chose.
+            if into is not None:
+                fn.grad_into = _offers(src, into, leaf_grads, fits)
             prev, _grad.enabled = _grad.enabled, False
             try:
                 dxs = fn.backward(*dys)
             finally:
                 _grad.enabled = prev
+                if into is not None:  # a retained graph walked again without them
+                    fn.grad_into = None
             if type(dxs) is not tuple:
                 dxs = (dxs,)
         if len(dxs) != len(src):
@@ -127,15 +144,20 @@ def _run(root, index, dy, retain_graph, seed):
             parent, x = edge
             if parent is None:
                 key = id(x)
+                dest = _destination(into, x, fits) if into is not None else None
                 if dx is not None:
                     g = leaf_grads.get(key)
-                    leaf_grads[key] = _as_grad(dx, x) if g is None else _binary("add", g, dx)
+                    if dest is not None:
+                        leaf_grads[key] = _into_dest(dest, g, dx)
+                    else:
+                        leaf_grads[key] = _as_grad(dx, x) if g is None else _binary("add", g, dx)
                 leaves_waiting[key] -= 1
                 if leaves_waiting[key] == 0:
                     g = leaf_grads.pop(key, None)
                     if g is not None:
-                        live = _live(grads, leaf_grads, dxs, j, seed)
-                        yield x, _owned(g, handed, live), True
+                        if dest is None:
+                            g = _owned(g, handed, _live(grads, leaf_grads, dxs, j, seed))
+                        yield x, g, True
                 continue
             if dx is not None:
                 slots = grads.get(parent)
@@ -157,6 +179,56 @@ def _zeros_for(fn, i):
     gone, so its shape comes from what the op noted when it ran)."""
     shape, dtype, device = fn.out_specs[i]
     return ops.zeros(*shape, dtype=dtype, device=device)
+
+
+def _destination(into, x, fits):
+    """into's destination for leaf x, or None: also when x's dtype or device is not the
+    destination's (a model cast or moved after DistOpt made its buckets), checked once per
+    walk."""
+    dest = into.get(id(x))
+    if dest is None:
+        return None
+    ok = fits.get(id(x))
+    if ok is None:
+        ok = fits[id(x)] = (dest.dtype is x.dtype
+                            and _core.device_of(dest._h) == _core.device_of(x._h))
+    return dest if ok else None
+
+
+def _offers(src, into, leaf_grads, fits):
+    """Function.grad_into for an op about to run backward: per input, the destination of a
+    leaf that has one and no gradient yet (a later contribution is added in place by the
+    engine); a leaf that is several inputs of the op is offered only at its first."""
+    offers, seen = None, None
+    for j, edge in enumerate(src):
+        if edge is None or edge[0] is not None:
+            continue
+        key = id(edge[1])
+        dest = _destination(into, edge[1], fits)
+        if dest is None or key in leaf_grads or (seen is not None and key in seen):
+            continue
+        if offers is None:
+            offers, seen = [None] * len(src), set()
+        offers[j] = dest
+        seen.add(key)
+    return offers
+
+
+def _into_dest(dest, g, dx):
+    """The leaf's gradient so far (g: None or dest) with dx added, in dest."""
+    if g is not None:  # a second contribution (a weight used twice): added in place
+        _binary("add", dest, dx, out=dest)
+    elif not _is(dx, dest):  # the op made its own tensor: copied (and cast) in
+        _core.copy_into(dest._h, dx._h)
+    return dest
+
+
+def _is(dx, dest):
+    """dx is dest's memory (the op wrote there; perhaps handing back a reshaped view)."""
+    return dx is dest or dx._h == dest._h or (
+        dx.shape == dest.shape and dx.dtype is dest.dtype and dx.is_contiguous()
+        and _core.shares_storage(dx._h, dest._h)
+        and _core.offset(dx._h) == _core.offset(dest._h))
 
 
 def _as_grad(dx, x):

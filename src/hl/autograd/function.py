@@ -20,6 +20,7 @@ whatever it saved.
 """
 import weakref
 
+from .. import _core
 from .._tensor import Tensor
 from . import autocast as _amp
 from .mode import state as _grad
@@ -43,6 +44,21 @@ class Function:
     outs = None    # weak references to the outputs, for intermediate tensors that store grads
     out_specs = None  # (shape, dtype, device) of each output of an op with several
     autocast = None   # inside hl.amp.autocast: "half" or "float32" (see autograd/autocast.py)
+    grad_into = None  # set by the engine for one backward: per input, where its gradient goes
+
+    def into(self, i, like):
+        """Where backward may write the gradient of input i: the destination the engine
+        offers for it (a data-parallel gradient bucket, see engine.backward) when it has
+        ``like``'s dtype and device kind, else None (the op makes its own tensor, which the
+        engine then copies in). An op writes a destination only as the final result of
+        that one input."""
+        offers = self.grad_into
+        if offers is None:
+            return None
+        d = offers[i]
+        if d is None or d.dtype is not like.dtype or not _same_device(d, like):
+            return None
+        return d
 
     def forward(self, *xs):
         raise NotImplementedError
@@ -132,15 +148,24 @@ def _edge(x):
     return (None, x)
 
 
-def sum_to(dy, shape):
+def _same_device(a, b):
+    return _core.device_of(a._h) == _core.device_of(b._h)
+
+
+def sum_to(dy, shape, out=None):
     """dy summed over the axes that broadcasting added or stretched, so it has `shape`: the
-    gradient of a broadcast input."""
+    gradient of a broadcast input (written into ``out``, of that shape, when given and a sum
+    is needed)."""
     if dy.shape == tuple(shape):
         return dy
     from .. import ops
     lead = dy.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and dy.shape[lead + i] != 1)
+    if out is not None and axes:
+        kept = tuple(1 if i in axes else d for i, d in enumerate(dy.shape))
+        ops.reduction("sum", dy, axes, True, out=ops.reshape_forward(out, *kept))
+        return out
     s = ops.reduction("sum", dy, axes, True) if axes else dy
     return ops.reshape_forward(s, *shape) if s.shape != tuple(shape) else s
 

@@ -80,7 +80,11 @@ class MatMul(Function):
                 # x (..., M, K) @ w (K, N): dw = x_rows.T @ dy_rows, one product over all rows
                 k, n = b2.shape
                 rows = _count(a2.shape[:-1])
-                db = ops.matmul_forward(_mT(ops.reshape_forward(a2, rows, k)), ops.reshape_forward(dy, rows, n))
+                db = ops.matmul_forward(_mT(ops.reshape_forward(a2, rows, k)),
+                                        ops.reshape_forward(dy, rows, n),
+                                        out=self.into(1, dy) if b.ndim == 2 else None)
+            elif a2.ndim == 2 and b.ndim == 2:  # plain matrices: nothing to sum back
+                db = ops.matmul_forward(_mT(a2), dy, out=self.into(1, dy))
             else:
                 db = sum_to(ops.matmul_forward(_mT(a2), dy), b2.shape)
             db = ops.reshape_forward(db, *b.shape)
@@ -121,10 +125,12 @@ class Gemm(Function):
             da = (ops.gemm_forward(b, dy, trans_a=tb, trans_b=True, alpha=alpha) if ta else
                   ops.gemm_forward(dy, b, trans_b=not tb, alpha=alpha))
         if nb:  # d op(b) = alpha * op(a).T @ dy
-            db = (ops.gemm_forward(dy, a, trans_a=True, trans_b=ta, alpha=alpha) if tb else
-                  ops.gemm_forward(a, dy, trans_a=not ta, alpha=alpha))
+            out = self.into(1, dy)
+            db = (ops.gemm_forward(dy, a, trans_a=True, trans_b=ta, alpha=alpha, out=out) if tb
+                  else ops.gemm_forward(a, dy, trans_a=not ta, alpha=alpha, out=out))
         if nc:
-            dc = sum_to(dy if self.beta == 1.0 else dy * self.beta, self.c_shape)
+            dc = sum_to(dy if self.beta == 1.0 else dy * self.beta, self.c_shape,
+                        out=self.into(2, dy))
         return (da, db, dc) if len(self.needs) > 2 else (da, db)
 
 
@@ -184,9 +190,10 @@ class Linear(Function):
         if nx:
             dx = ops.reshape_forward(ops.gemm_forward(dy2, w), *x.shape)
         if nw:
-            dw = ops.gemm_forward(dy2, ops.reshape_forward(x, rows, n_in), trans_a=True)
+            dw = ops.gemm_forward(dy2, ops.reshape_forward(x, rows, n_in), trans_a=True,
+                                  out=self.into(1, dy))
         if nb:
-            db = sum_to(dy, self.b_shape)
+            db = sum_to(dy, self.b_shape, out=self.into(2, dy))
         return (dx, dw, db) if len(self.needs) > 2 else (dx, dw)
 
 

@@ -27,6 +27,14 @@ def _check_param(p, shape, what, op, x):
                                 f"{tuple(x.shape)}, got {tuple(p.shape)}")
 
 
+def _param_outs(fn, dy):
+    """Where a normalisation's backward writes (dx, dweight, dbias): the engine's
+    destinations for the weight and bias (Function.into) when x and dy share their dtype."""
+    if fn.grad_into is None or dy.dtype is not fn.x.dtype:
+        return (None, None, None)
+    return (None, fn.into(1, dy), fn.into(2, dy))
+
+
 class BatchNorm(Function):
     autocast = "float32"  # hl.amp (autograd/autocast.py)
     mean = invstd = None
@@ -47,7 +55,7 @@ class BatchNorm(Function):
 
     def backward(self, dy):
         return ops.batch_norm_grad(dy, self.x, self.mean, self.invstd, self.weight,
-                                   self.training, needs=self.needs)
+                                   self.training, needs=self.needs, out=_param_outs(self, dy))
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
@@ -89,7 +97,7 @@ class LayerNorm(Function):
 
     def backward(self, dy):
         return ops.layer_norm_grad(dy, self.x, self.mean, self.invstd, self.weight,
-                                   needs=self.needs)
+                                   needs=self.needs, out=_param_outs(self, dy))
 
 
 def layer_norm(x, normalized_shape=None, weight=None, bias=None, eps=1e-5, axis=None,

@@ -138,29 +138,41 @@ class Reducer:
     gradient, starts that bucket's reduction, runs on, and waits before the update, so
     replay keeps eager mode's overlap."""
 
+    views, into, copied = False, None, 0  # (subclasses with device buckets keep these)
+
     def __init__(self, world, params, bucket_bytes=DEFAULT_BUCKET_BYTES, wire=None,
-                 what="the gradient allreduce"):
+                 what="the gradient allreduce", views=False):
         self.world = world
         self.what = what
         self.wire = wire
+        # views: backward writes the gradients into the buckets (engine.backward's into=,
+        # given self.into); nothing is copied, so PyTorch DDP's layout rule applies (a
+        # tensor has a bucket of its own only when it fills one) and no gradient is reduced
+        # in its own memory
+        self.views = views = bool(views) and wire is None
         self.buckets = []
         self.where = {}
         group, size, dtype = [], 0, None
         for p in params:
             dt = np.dtype(p.dtype.np)
             nbytes = int(np.prod(p.shape)) * dt.itemsize
-            solo = nbytes >= min(SOLO_BYTES, bucket_bytes)
+            solo = nbytes >= (bucket_bytes if views else min(SOLO_BYTES, bucket_bytes))
             if group and (solo or dt != dtype or size + nbytes > bucket_bytes):
                 self._add_bucket(group, dtype)
                 group, size = [], 0
             if solo:
-                self._add_bucket([p], dt, solo=True)
+                self._add_bucket([p], dt, solo=not views)
                 continue
             group.append(p)
             size += nbytes
             dtype = dt
         if group:
             self._add_bucket(group, dtype)
+        # where backward writes each host parameter's gradient (a gradient on a device is
+        # staged through the host, so backward cannot write it here)
+        self.into = {id(p): b.views[i] for b in self.buckets for i, p in enumerate(b.params)
+                     if _core.device_of(p._h)[0] == 0} if views else None
+        self.copied = 0  # gradients copied into a bucket so far (views: not written there)
         self.start_step()
 
     def _add_bucket(self, group, dtype, solo=False):
@@ -185,9 +197,22 @@ class Reducer:
         """``owned``: grad is an hl tensor nobody else uses (as backward hands them out),
         which a solo bucket may reduce in place and hand on."""
         b, i = self._member(param)
-        if self._recording:
-            self._record_fill(b, i, grad, scale, owned)
-        elif b.solo:
+        # with views, backward wrote the gradient into the bucket: nothing to copy or record
+        if not (self.views and grad is b.views[i] and scale == 1.0):
+            self.copied += 1
+            if self._recording:
+                self._record_fill(b, i, grad, scale, owned)
+            else:
+                self._fill(b, i, grad, scale, owned)
+        b.got[i] = True
+        b.arrived += 1
+        if b.arrived == len(b.params):
+            self._start(b)
+        self.progress()
+
+    def _fill(self, b, i, grad, scale, owned):
+        """Puts scale * grad into its place (a solo bucket may reduce grad where it lies)."""
+        if b.solo:
             g = _host(grad)
             if (owned and scale == 1.0 and g.dtype == b.dtype and g.flags.writeable
                     and g.flags.c_contiguous and _on_cpu(grad)):
@@ -198,11 +223,6 @@ class Reducer:
             _core.copy_into(b.views[i]._h, grad._h)  # one core call, casting as needed
         else:
             np.multiply(_host(grad), scale, out=b.view(i), casting="unsafe")
-        b.got[i] = True
-        b.arrived += 1
-        if b.arrived == len(b.params):
-            self._start(b)
-        self.progress()
 
     def _member(self, param):
         """(bucket, index) of param, which must not have had its gradient this step."""

@@ -78,6 +78,15 @@ def allgather_object(obj, what, world):
     return [pickle.loads(buf[d:d + s].tobytes()) for d, s in zip(displs, sizes)]
 
 
+def require_same(obj, what, world, explain):
+    """The checks at start (versions, settings): raises DistributedError with
+    explain(rank, its obj, rank 0's obj) for the first rank whose obj differs from rank 0's."""
+    every = allgather_object(obj, what, world)
+    for r, theirs in enumerate(every):
+        if theirs != every[0]:
+            raise errors.DistributedError(explain(r, theirs, every[0]))
+
+
 def bcast_object(obj, what, world, root=0):
     """root's obj on every rank (others pass anything, e.g. None)."""
     payload = np.frombuffer(pickle.dumps(obj), np.uint8) if world.rank == root else None

@@ -33,6 +33,7 @@ from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
 from .buckets import reduce_arrays
+from .collectives import require_same
 from .nccl import group_for
 from .nccl_buckets import make_reducer
 from .world import init
@@ -46,10 +47,13 @@ class DistOpt(Optimizer):
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
     belong to SINGA's NCCL-with-multiprocessing start, which hl does not have: hl joins the
     MPI group that mpiexec started (``timeout=`` bounds every wait) and, for a model on
-    cuda, starts NCCL through it (nccl.py)."""
+    cuda, starts NCCL through it (nccl.py). ``gradient_as_bucket_view`` (default True,
+    PyTorch DDP's name): backward writes each gradient into its place in the gradient
+    buckets, and the update reads it there, so no gradient is copied; False copies them in
+    (the way before). Host buckets only: NCCL's device buckets are copied into."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
-                 buffSize=4194304, *, params=None, timeout=None):
+                 buffSize=4194304, *, params=None, timeout=None, gradient_as_bucket_view=True):
         if opt is None:
             from ..opt.sgd import SGD
             opt = SGD()
@@ -68,11 +72,16 @@ class DistOpt(Optimizer):
                                     f"got {buffSize!r}")
         self.__dict__["opt"] = opt
         self.buffSize = buffSize
+        # backward writes the gradients straight into the buckets (PyTorch DDP's option of
+        # the same name); False copies each gradient in after backward made it
+        self.gradient_as_bucket_view = bool(gradient_as_bucket_view)
         self.world = init(timeout)
         self.world_size = 1 if self.world is None else self.world.size
         self.global_rank = 0 if self.world is None else self.world.rank
         self.local_rank = 0 if self.world is None else self.world.local_rank
         self.grad_scale = None   # set per step by fit: this rank's share of the batch
+        if isinstance(params, dict):
+            params = params.values()
         self._layout = list(params) if params is not None else None
         self._checked = False
         self._reducers = {}
@@ -122,7 +131,32 @@ class DistOpt(Optimizer):
         self.opt.zero_grad(set_to_none)
 
     def step(self):
-        self.opt.step()
+        """PyTorch-style (params given to DistOpt or to the wrapped optimiser): after
+        ``loss.backward()``, once or several times (``.grad`` accumulates), the ``.grad`` of
+        every parameter is averaged over the ranks, in the buckets (one reduction after
+        backward: unlike backward_and_update it cannot overlap backward), and the wrapped
+        optimiser updates with the averages, which ``.grad`` then holds (views of the
+        buckets: the next step's reduction overwrites them, as with PyTorch DDP's
+        gradient_as_bucket_view). A parameter whose ``.grad`` is None is sent as zeros and
+        not updated. SINGA-style (no params known) it only advances the step count."""
+        params = self.opt.params if self.opt.params is not None else self._layout
+        if params is None or self.world is None or self.world.size == 1:
+            if params is not None and self.opt.params is None:  # params given to DistOpt
+                self.opt._update_all([(p, p.grad) for p in params if p.grad is not None])
+                self.opt._count_step()
+                return
+            self.opt.step()
+            return
+        if self._layout is None:
+            self._layout = list(params)
+        reducer = self._reducer(self.buffSize, None)
+        reducer.start_step()
+        scale = self._scale()
+        for p in self._layout:
+            if p.grad is not None:
+                reducer.add(p, p.grad, scale)
+        for p, g in self._apply(reducer.finish()):
+            p.grad = g
 
     def __getattr__(self, name):  # momentum, betas...: the wrapped optimiser's
         if name.startswith("__") or "opt" not in self.__dict__:
@@ -214,12 +248,14 @@ class DistOpt(Optimizer):
                 dy = (F.full_like(loss, scale) if dy is None and weight is scale else
                       F.mul(F.ones_like(loss) if dy is None else dy, weight))
             scale = 1.0
-        grads = _backward(loss, dy)
         if self._layout is None:  # first step: the arrival order fixes the layout
-            first = list(grads)
+            first = list(_backward(loss, dy))
             self._layout = [p for p, _ in first]
             grads = iter(first)
-        reducer = self._reducer(threshold, wire)
+            reducer = self._reducer(threshold, wire)
+        else:  # backward writes into the buckets (when they are views)
+            reducer = self._reducer(threshold, wire, views=clip is None)
+            grads = _backward(loss, dy, into=reducer.into)
         reducer.start_step()
         for p, g in grads:
             if wire == "float16" and p.dtype.name != "float32":
@@ -258,8 +294,9 @@ class DistOpt(Optimizer):
                       g if g.device == p.device else g.to(p.device)) for p, g in reduced]
         self.opt._update_all(pairs)
         self.opt._count_step()
+        return pairs
 
-    def _reducer(self, threshold, wire):
+    def _reducer(self, threshold, wire, views=True):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise errors.ValueError(f"DistOpt: threshold must be a number of elements >= 1, "
                                     f"got {threshold!r}")
@@ -267,12 +304,20 @@ class DistOpt(Optimizer):
             raise errors.ValueError("DistOpt: the parameters are not known yet; run a first "
                                     "training step, or give params= to DistOpt")
         self._first_check()
-        key = (threshold, wire)
+        if not self._reducers:  # the bucket layout depends on it: every rank must agree
+            what = "DistOpt's first step"
+            require_same(self.gradient_as_bucket_view, what, self.world, lambda r, mine, ref: (
+                f"hl.distributed: {what}: DistOpt's gradient_as_bucket_view is {mine} on rank "
+                f"{r} but {ref} on rank 0; the gradient buckets would differ: give every rank "
+                f"the same setting"))
+        views = views and wire is None and self.gradient_as_bucket_view
+        key = (threshold, wire, views)
         if key not in self._reducers:
             bytes_per = max(np.dtype(p.dtype.np).itemsize for p in self._layout)
             # NCCL's device buckets for a model on cuda, else MPI's
             self._reducers[key] = make_reducer(self.world, self._layout, threshold * bytes_per,
-                                               wire, "DistOpt's gradient allreduce")
+                                               wire, "DistOpt's gradient allreduce",
+                                               views=views)
         return self._reducers[key]
 
     def _first_check(self):
@@ -293,7 +338,7 @@ class DistOpt(Optimizer):
             return
         if self._layout is None:
             self._layout = [p for p, _ in pairs]
-        partitions = self._reducer(threshold, None).buckets
+        partitions = self._reducer(threshold, None, views=False).buckets
         part = partitions[self._partial % len(partitions)]
         self._partial = (self._partial + 1) % len(partitions)
         summed = reduce_arrays(self.world, [p.numpy() for p in part.params],
@@ -321,7 +366,7 @@ class DistOpt(Optimizer):
             self._layout = [p for p, _ in pairs]
         grads = {id(p): g for p, g in pairs}
         reduced = []
-        for bi, b in enumerate(self._reducer(threshold, None).buckets):
+        for bi, b in enumerate(self._reducer(threshold, None, views=False).buckets):
             flat = np.concatenate([
                 (grads[id(p)].numpy() if id(p) in grads else np.zeros(p.shape, b.dtype))
                 .reshape(-1).astype(b.dtype) for p in b.params])

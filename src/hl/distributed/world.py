@@ -147,14 +147,11 @@ def _check_same_software(world):
     formats: refuse at start, naming the first rank that differs."""
     from .._core import version
     mine = (version(), "%d.%d" % sys.version_info[:2])
-    from .collectives import allgather_object
-    every = allgather_object(mine, "the version check at start", world)
-    for r, theirs in enumerate(every):
-        if theirs != every[0]:
-            raise errors.DistributedError(
-                f"hl.distributed: rank {r} runs hl {theirs[0]} on Python {theirs[1]}, rank 0 "
-                f"hl {every[0][0]} on Python {every[0][1]}; every rank must run the same hl "
-                f"and Python (install the same environment on every machine)")
+    from .collectives import require_same
+    require_same(mine, "the version check at start", world, lambda r, theirs, ref: (
+        f"hl.distributed: rank {r} runs hl {theirs[0]} on Python {theirs[1]}, rank 0 hl "
+        f"{ref[0]} on Python {ref[1]}; every rank must run the same hl and Python (install "
+        f"the same environment on every machine)"))
 
 
 def current():

@@ -10,7 +10,7 @@ import numbers
 import operator
 
 from .. import _core, errors
-from ._util import Tensor, _wrap, as_tensor
+from ._util import Tensor, _wrap, as_tensor, into
 
 __all__ = ["conv1d_forward", "conv2d_forward", "conv_fused_forward", "conv_pack",
            "conv_transpose1d_forward",
@@ -235,7 +235,7 @@ def _grad_input(n, dy, w, x_shape, stride, padding, dilation, groups, op):
                             int(groups), _core.OUT), dy._dtype)
 
 
-def _grad_weight(n, dy, x, w_shape, stride, padding, dilation, groups, op):
+def _grad_weight(n, dy, x, w_shape, stride, padding, dilation, groups, op, out=None):
     dy, x = _tensor(dy, op, "gradient"), _tensor(x, op, "input")
     _check_rank(dy, n, op, "gradient")
     w_shape = _shape(w_shape, n, "w_shape", op)
@@ -243,7 +243,7 @@ def _grad_weight(n, dy, x, w_shape, stride, padding, dilation, groups, op):
     dilation = _ints(dilation, n, "dilation", op)
     pads = conv_pads(padding, n, list(x.shape[2:]), w_shape[2:], stride, dilation, op)
     return _wrap(_core.call("conv_grad_weight", dy._h, x._h, w_shape, stride, pads, dilation,
-                            int(groups), _core.OUT), dy._dtype)
+                            int(groups), _core.out(into(out))), dy._dtype)
 
 
 def conv1d_grad_input(dy, w, x_shape, stride=1, padding=0, dilation=1, groups=1):
@@ -257,14 +257,14 @@ def conv2d_grad_input(dy, w, x_shape, stride=1, padding=0, dilation=1, groups=1)
     return _grad_input(2, dy, w, x_shape, stride, padding, dilation, groups, "conv2d_grad_input")
 
 
-def conv1d_grad_weight(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1):
+def conv1d_grad_weight(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1, out=None):
     """Gradient of conv1d with respect to its weight (of shape w_shape), given dy and x."""
     return _grad_weight(1, dy, x, w_shape, stride, padding, dilation, groups,
-                        "conv1d_grad_weight")
+                        "conv1d_grad_weight", out)
 
 
-def conv2d_grad_weight(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_grad_weight(dy, x, w_shape, stride=1, padding=0, dilation=1, groups=1, out=None):
     """Gradient of conv2d with respect to its weight (of shape w_shape), given dy and x
     (torch.nn.grad.conv2d_weight). The bias gradient is dy summed over (N, H, W)."""
     return _grad_weight(2, dy, x, w_shape, stride, padding, dilation, groups,
-                        "conv2d_grad_weight")
+                        "conv2d_grad_weight", out)

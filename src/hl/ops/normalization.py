@@ -10,7 +10,7 @@ otherwise it uses the running statistics. layer_norm_forward follows
 The ``*_grad`` functions take the statistics the forward returned with return_stats=True.
 """
 from .. import _core, errors
-from ._util import Tensor, _wrap, as_tensor, norm_axis
+from ._util import Tensor, _wrap, as_tensor, into, norm_axis
 
 __all__ = ["batch_norm_forward", "batch_norm_grad", "layer_norm_forward", "layer_norm_grad"]
 
@@ -53,17 +53,18 @@ def batch_norm_forward(x, running_mean, running_var, weight=None, bias=None, tra
 
 
 def batch_norm_grad(dy, x, save_mean, save_invstd, weight=None, training=True,
-                    needs=(True, True, True)):
+                    needs=(True, True, True), out=(None, None, None)):
     """Gradients (dx, dweight, dbias) of batch_norm, from the save_mean / save_invstd its
     forward returned with return_stats=True.
 
     training=True differentiates through the batch statistics; training=False treats the
     statistics as constants (inference: dx = dy * weight * save_invstd). needs says which of
-    the three to compute; the others come back as None.
+    the three to compute; the others come back as None. out gives tensors to write the
+    three into (None: new ones).
     """
     dy, x = as_tensor(dy), as_tensor(x)
     weight = _opt(weight, x)
-    outs = [_core.OUT if n else None for n in needs]
+    outs = [_core.out(into(o)) if n else None for n, o in zip(needs, out)]
     r = _core.call("batch_norm_grad", dy._h, x._h, _h(weight), save_mean._h, save_invstd._h,
                    int(bool(training)), *outs)
     return _grads(r, needs)
@@ -107,13 +108,15 @@ def layer_norm_forward(x, normalized_shape=None, weight=None, bias=None, eps=1e-
     return tuple(_wrap(h) for h in r) if return_stats else _wrap(r)
 
 
-def layer_norm_grad(dy, x, mean, invstd, weight=None, needs=(True, True, True)):
+def layer_norm_grad(dy, x, mean, invstd, weight=None, needs=(True, True, True),
+                    out=(None, None, None)):
     """Gradients (dx, dweight, dbias) of layer_norm from the mean and invstd its forward
     returned with return_stats=True (their number of axes tells where normalisation
-    starts). needs says which of the three to compute; the others come back as None."""
+    starts). needs says which of the three to compute; the others come back as None. out
+    gives tensors to write the three into (None: new ones)."""
     dy, x = as_tensor(dy), as_tensor(x)
     weight = _opt(weight, x)
-    outs = [_core.OUT if n else None for n in needs]
+    outs = [_core.out(into(o)) if n else None for n, o in zip(needs, out)]
     r = _core.call("layer_norm_grad", dy._h, x._h, _h(weight), mean._h, invstd._h,
                    mean.ndim, *outs)
     return _grads(r, needs)

@@ -10,7 +10,8 @@ from common import MLP, args, digits, place, params, save, shard
 
 a = args(("steps", int, 6), ("batch", int, 32), ("graph", int, 1), ("way", str, "distopt"),
          ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300),
-         ("device", str, "cpu"))
+         ("device", str, "cpu"), ("views", int, 1), ("move_at", int, 0),
+         ("momentum", float, 0.9))
 a.device = place(a.device)
 if a.solo_bytes:  # gradients from this size are reduced in place, in their own memory
     hl.distributed.buckets.SOLO_BYTES = a.solo_bytes
@@ -35,18 +36,32 @@ if a.way == "distopt":
     model = Net()
     model.compile([hl.Placeholder((a.batch // hl.distributed.world_size(), 64), dtype)],
                   is_train=True, use_graph=bool(a.graph))
-    model.to(a.device)
-    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9))
-    losses = []
+    model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=a.momentum),
+                                 gradient_as_bucket_view=bool(a.views))
+    losses, copied, before = [], [], 0
     for step in range(a.steps):
-        out, loss = model(hl.tensor(shard(x, a.batch, step), device=a.device),
-                          hl.tensor(shard(y, a.batch, step), device=a.device))
+        if step == a.move_at:  # --move_at 3: the buckets were made on the CPU before
+            model.to(a.device)
+        device = a.device if step >= a.move_at else "cpu"
+        out, loss = model(hl.tensor(shard(x, a.batch, step), device=device),
+                          hl.tensor(shard(y, a.batch, step), device=device))
         losses.append(float(loss.item()))
+        total = sum(r.copied for r in model.optim._reducers.values())
+        copied.append(total - before)  # gradients copied into buckets (replays: none call)
+        before = total
     stats = model._graph.stats() if a.graph else {}
     if a.graph:  # the plan is cut once per bucket and once before the update
         entries = model._graph.caches["train_one_batch"].entries.values()
         stats["segments"] = [1 + len(e.plan.then) for e in entries if e.plan is not None]
+        # the plan's records by op, in order: a "copy" from the loss's gradient on is what
+        # puts a gradient into its bucket when backward did not write it there
+        ops = [op for e in entries if e.plan is not None for c in e.plan.cores()
+               for op in hl._core.plan_profile(c)[1]]
+        if "softmax_cross_entropy_grad" in ops:  # (a step on cuda runs eagerly: no plan)
+            start = ops.index("softmax_cross_entropy_grad")
+            stats["backward_copies"] = ops[start:].count("copy")
         stats["buckets"] = [len(r.buckets) for r in model.optim._reducers.values()]
+    stats["copied"] = copied
 else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 11 rows)
     model = MLP(dtype=dtype)
     model.to(a.device)
