@@ -84,11 +84,6 @@ __global__ void add_bias_k(T *y, const T *bias, int64_t n, int64_t c, int64_t pl
 }
 
 template <class T>
-__global__ void narrow_k(T *o, const float *x, int64_t n) {
-    HL_GRID_STRIDE(e, n) o[e] = hl_narrow<T>(x[e]);
-}
-
-template <class T>
 static hl_status run_conv(const hl_call *c) {
     const hl_tensor *x = c->in[0], *w = c->in[1], *bias = c->n_in > 2 ? c->in[2] : NULL;
     hl_tensor *y = c->out[0];
