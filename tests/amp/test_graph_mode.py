@@ -1,0 +1,128 @@
+"""Loss scaling in graph mode: a recorded step scales by the scale tensor, unscales, decides
+on the device whether to update (a skipped step leaves weights and optimiser state unchanged)
+and grows or backs off the scale there (hl/amp/recorded.py). Each test trains the same model
+twice from the same seed, eagerly and as replayed plans, with an initial scale so large that
+the first steps overflow (skipped, scale backing off) and a growth interval so short that the
+scale grows again (and overflows again) during the run; every per-step loss, the final
+weights, the optimiser's state and step count and the scaler's scale and tracker must be
+equal bit for bit."""
+import numpy as np
+import pytest
+
+import hl
+from hl import layers as L
+from hl.autograd import functional as F
+
+
+@pytest.fixture
+def policy():
+    yield hl.mixed_precision.set_global_policy
+    hl.mixed_precision.set_global_policy("float32")
+
+
+def _digits(n=256):
+    (x, y), _ = hl.data.digits()
+    return x.reshape(len(x), -1)[:n].astype(np.float32), y[:n]
+
+
+def _states(model, scaler):
+    weights = {k: v.numpy().copy() for k, v in model.get_params().items()}
+    opt = {k: (v.numpy().copy() if isinstance(v, hl.Tensor) else v)
+           for k, v in model.optim.get_states().items()}
+    return weights, opt, scaler.state_dict()
+
+
+def _assert_same(a, b):
+    for da, db in zip(a[:2], b[:2]):
+        assert da.keys() == db.keys()
+        for k in da:
+            np.testing.assert_array_equal(da[k], db[k], err_msg=k)
+    assert a[2] == b[2], (a[2], b[2])
+
+
+def _fit_scaled(graph, device, init_scale, epochs=2):
+    hl.mixed_precision.set_global_policy("mixed_float16")
+    hl.manual_seed(0)
+    x, y = _digits()
+    model = hl.Sequential(L.Linear(32), L.ReLU(), L.Linear(10))
+    model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9),
+                  loss="sparse_categorical_crossentropy")
+    model.to(device)
+    scaler = hl.amp.GradScaler(init_scale=init_scale, growth_interval=3)
+    model.__dict__["loss_scaler"] = scaler  # what fit uses under mixed_float16
+    model.graph(graph)
+    seen = []
+
+    class Scales(hl.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(scaler.get_scale())
+    hist = model.fit(x, y, epochs=epochs, batch_size=32, verbose=0, shuffle=False,
+                     callbacks=[Scales()])
+    return hist.history["loss"], seen, _states(model, scaler), model
+
+
+@pytest.mark.gpu
+def test_mixed_float16_fit_in_graph_mode_equals_eager(policy):
+    eager = _fit_scaled(False, "cuda", 2.0 ** 24)
+    graph = _fit_scaled(True, "cuda", 2.0 ** 24)
+    stats = graph[3]._graph.stats()["fit"]
+    assert stats["replayed"] >= 10, stats  # the steps really were replays
+    scales = eager[1]
+    assert any(b < a for a, b in zip(scales, scales[1:])), scales   # backoffs (overflow)
+    assert any(b > a for a, b in zip(scales, scales[1:])), scales   # growth
+    assert graph[1] == scales
+    assert graph[0] == eager[0]
+    _assert_same(graph[2], eager[2])
+    # skipped steps did not count: fewer optimiser steps than batches
+    assert graph[2][1]["step"] == eager[2][1]["step"] < 16
+
+
+class _BF16Net(hl.Module):
+    """SINGA style: train_one_batch under CPU bfloat16 autocast with the scaler's one-call
+    update (the path graph mode records whole)."""
+
+    def __init__(self, scaler):
+        super().__init__()
+        self.fc1, self.fc2 = L.Linear(32), L.Linear(10)
+        self.scaler = scaler
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+    def train_one_batch(self, x, y):
+        with hl.amp.autocast("cpu", dtype=hl.bfloat16):
+            out = self.forward(x)
+            loss = F.softmax_cross_entropy(out, y)
+        self.scaler.backward_and_update(self.optim, loss)
+        return out, loss
+
+
+def _singa_run(graph, init_scale, steps=24):
+    hl.manual_seed(0)
+    x, y = _digits()
+    scaler = hl.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=4)
+    model = _BF16Net(scaler)
+    model.optim = hl.opt.Adam(lr=0.01)
+    tx = hl.tensor(x[:32])
+    model.compile([tx], is_train=True, use_graph=graph)
+    losses, scales = [], []
+    for i in range(steps):
+        j = (i * 32) % len(x)
+        _, loss = model.train_one_batch(hl.tensor(x[j:j + 32]), hl.tensor(y[j:j + 32]))
+        losses.append(float(loss.item()))
+        scales.append(scaler.get_scale())
+    return losses, scales, _states(model, scaler)
+
+
+def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch_on_cpu():
+    """2^130 does not fit float32 (the scaled loss is inf, as eagerly): the first steps are
+    skipped and the scale backs off until the scaled gradients are finite; Adam's state
+    (moments and per-parameter step counts) must not move on a skipped step."""
+    eager = _singa_run(False, 2.0 ** 130)
+    graph = _singa_run(True, 2.0 ** 130)
+    scales = eager[1]
+    assert scales[0] == 2.0 ** 129 and any(b > a for a, b in zip(scales, scales[1:])), scales
+    assert graph[1] == scales
+    assert graph[0] == eager[0]
+    _assert_same(graph[2], eager[2])
+    assert eager[2][1]["step"] < 24
