@@ -66,7 +66,9 @@ def test_mixed_float16_fit_in_graph_mode_equals_eager(policy):
     eager = _fit_scaled(False, "cuda", 2.0 ** 24)
     graph = _fit_scaled(True, "cuda", 2.0 ** 24)
     stats = graph[3]._graph.stats()["fit"]
-    assert stats["replayed"] >= 10, stats  # the steps really were replays
+    # the steps after the first update really were replays (before it, a recording would
+    # create the momentum buffers: those steps run eagerly, as graph mode does for any slot)
+    assert stats["replayed"] >= 6 and stats["recorded"] >= 1, stats
     scales = eager[1]
     assert any(b < a for a, b in zip(scales, scales[1:])), scales   # backoffs (overflow)
     assert any(b > a for a, b in zip(scales, scales[1:])), scales   # growth
@@ -111,7 +113,8 @@ def _singa_run(graph, init_scale, steps=24):
         _, loss = model.train_one_batch(hl.tensor(x[j:j + 32]), hl.tensor(y[j:j + 32]))
         losses.append(float(loss.item()))
         scales.append(scaler.get_scale())
-    return losses, scales, _states(model, scaler)
+    stats = model._graph.stats()["train_one_batch"] if graph else None
+    return losses, scales, _states(model, scaler), stats
 
 
 def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch_on_cpu():
@@ -120,6 +123,7 @@ def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch_on_cpu():
     (moments and per-parameter step counts) must not move on a skipped step."""
     eager = _singa_run(False, 2.0 ** 130)
     graph = _singa_run(True, 2.0 ** 130)
+    assert graph[3]["replayed"] >= 18, graph[3]  # after the first update (Adam makes slots)
     scales = eager[1]
     assert scales[0] == 2.0 ** 129 and any(b > a for a, b in zip(scales, scales[1:])), scales
     assert graph[1] == scales
