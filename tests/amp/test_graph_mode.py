@@ -130,3 +130,34 @@ def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch_on_cpu():
     assert graph[0] == eager[0]
     _assert_same(graph[2], eager[2])
     assert eager[2][1]["step"] < 24
+
+
+def test_the_one_pass_update_reads_the_skip_flag_on_the_cpu():
+    """hl.ops.optim_update inside ops.skipping_when(flag): with the flag false it is the
+    plain update bit for bit, with it true it writes nothing (parameter and state); a skip
+    flag on another device is refused, never ignored."""
+    rng = np.random.default_rng(0)
+    p0, g, m0, v0 = (rng.standard_normal((3, 5)).astype(np.float32) for _ in range(4))
+    v0 = np.abs(v0)
+
+    def adam(flag):
+        p, m, v = hl.tensor(p0), hl.tensor(m0), hl.tensor(v0)
+        args = ("adam", p, hl.tensor(g), [m, v], [-0.01, 0.9], [0.0, 0.1, 0.999, 0.001, 1e-8])
+        if flag is None:
+            hl.ops.optim_update(*args)
+        else:
+            with hl.ops.optim.skipping_when(hl.tensor(np.array(flag))) as done:
+                hl.ops.optim_update(*args)
+            assert done == {id(p)}
+        return p.numpy(), m.numpy(), v.numpy()
+    plain, kept, skipped = adam(None), adam(False), adam(True)
+    for a, b in zip(plain, kept):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(skipped, (p0, m0, v0)):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(plain[0], p0)
+    p = hl.tensor(p0)
+    with pytest.raises(hl.errors.ValueError, match="0-d bool"):
+        hl._core.optim_update(0, 0, p._h, hl.tensor(g)._h, [], None, [-0.1], [0, 0, 1],
+                              hl.tensor(np.array([True, False]))._h)
+    np.testing.assert_array_equal(p.numpy(), p0)

@@ -7,9 +7,11 @@ Per recorded step (the same arithmetic as the eager scaler, so a replay gives it
   Python float is turned into a 0-d tensor of that dtype: the same number);
 - each gradient is multiplied by 1/scale (computed in float64, rounded to the gradient's
   dtype, as eagerly), and ``found`` is set when the sum of every ``grad * 0`` is not finite;
-- the optimiser's update runs, guarded: each parameter and optimiser state tensor it writes
-  is copied first and put back where ``found`` is set (``where(found, copy, updated)``), so a
-  skipped step leaves weights and state bit for bit unchanged;
+- the optimiser's update skips where ``found`` is set: a CPU parameter's one-pass update
+  (hl.ops.optim_update) reads the flag and writes nothing; for the others each parameter and
+  optimiser state tensor the update writes is copied first and put back where ``found`` is
+  set (``where(found, copy, updated)``); either way a skipped step leaves weights and state
+  bit for bit unchanged;
 - the scale and tracker follow torch's _amp_update_scale_ in float64 tensor arithmetic
   (backoff and reset on inf/NaN, growth when the tracker reaches the interval and the grown
   scale is finite): the eager rule's double arithmetic, on the device.
@@ -19,7 +21,7 @@ the flag (one device read per step; fit reads the loss each step already).
 """
 import numpy as np
 
-from .. import _core
+from .. import _core, errors, ops
 from .._tensor import Tensor, tensor
 from ..autograd import functional as F
 from ..autograd.binary import cast
@@ -85,16 +87,26 @@ class DeviceScaling:
                 F.logical_or(self.found, bad, out=self.found)
 
     def guarded(self, optimizer, params, update):
-        """update() with every tensor it writes (the parameters and their optimiser state)
-        put back where found is set."""
+        """update() with nothing written where found is set. A CPU parameter the one-pass
+        kernel updates reads the flag itself (ops.skipping_when); for the others every
+        tensor the update writes (the parameter and its optimiser state) is copied first and
+        put back where the flag is set."""
+        fused = {id(p) for p in params
+                 if p.device.kind == "cpu" and ops.optim_update_available(p)}
         written = []
         for p in params:
+            if id(p) in fused:
+                continue
             written.append(p)
             slots = optimizer._slots.get(optimizer._key(p), {})
             written += [v for v in slots.values() if isinstance(v, Tensor)]
         with no_grad():
             saved = [t.clone() for t in written]
-        update()
+        with ops.skipping_when(self.found) as done:
+            update()
+        if not fused <= done:  # a rule took its composed path after all: no guard was made
+            raise errors.GraphBreak(f"{optimizer.name}: an update expected to read the skip "
+                                    f"flag ran as its composed sequence", op="GradScaler")
         with no_grad():
             for t, old in zip(written, saved):
                 F.where(self.found, old, t, out=t)
