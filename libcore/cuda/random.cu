@@ -70,7 +70,8 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed_value, const uin
             }
         } else {
             if (kind == R_UNIFORM) {
-                for (int k = 0; k < 2; k++) vals[k] = scale<C>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
+                for (int k = 0; k < 2; k++)
+                    vals[k] = scale<C>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
             } else {
                 double u1 = hl_u53_open0(w[0], w[1]), u2 = hl_u53(w[2], w[3]);
                 double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2;
@@ -144,12 +145,15 @@ extern "C" hl_status hl_cuda_random(const hl_call *c) {
     }
     int kind = c->op == HL_OP_RANDOM_UNIFORM ? R_UNIFORM : R_NORMAL;
     const char *op = HL_OPNAME(c->op);
+#define RANDOM_CASE(code, T, C) \
+    case code: return run_random<T, C>(d, dst, n, seed, seed_at, offset, kind, c, op);
     switch (dst->dtype) {
-        case HL_F32: return run_random<float, float>(d, dst, n, seed, seed_at, offset, kind, c, op);
-        case HL_F64: return run_random<double, double>(d, dst, n, seed, seed_at, offset, kind, c, op);
-        case HL_F16: return run_random<hl_f16, float>(d, dst, n, seed, seed_at, offset, kind, c, op);
-        case HL_BF16: return run_random<hl_bf16, float>(d, dst, n, seed, seed_at, offset, kind, c, op);
+        RANDOM_CASE(HL_F32, float, float)
+        RANDOM_CASE(HL_F64, double, double)
+        RANDOM_CASE(HL_F16, hl_f16, float)  /* float32's words and formulas, rounded once */
+        RANDOM_CASE(HL_BF16, hl_bf16, float)
         default: break;
     }
+#undef RANDOM_CASE
     return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
 }
