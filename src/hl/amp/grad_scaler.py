@@ -30,6 +30,7 @@ from .._tensor import Tensor
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph import recording
 from .recorded import DeviceScaling
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
@@ -37,6 +38,8 @@ _ON_DEVICE = "on the device"  # found_inf of a recorded step: a tensor the plan 
 
 
 class GradScaler:
+    _dev = None  # DeviceScaling, once a plan has recorded a step (not pickled)
+
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0,
                  backoff_factor=0.5, growth_interval=2000, enabled=True):
         if not growth_factor > 1.0:
@@ -58,7 +61,6 @@ class GradScaler:
         self._growth_interval = int(growth_interval)
         self._growth_tracker = 0
         self._per_optimizer = {}  # id(optimizer) -> {"stage", "found_inf"} since update()
-        self._dev = None  # DeviceScaling, once a plan has recorded a step
 
     # ---- the PyTorch-style steps ----------------------------------------------------------
 
@@ -251,15 +253,14 @@ class GradScaler:
     def __getstate__(self):  # the device tensors are derived: the host values travel
         self._pull()
         state = self.__dict__.copy()
-        state.pop("_dev", None)
+        state.pop("_dev", None)  # a loaded scaler reads the class's None
         return state
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self._dev = None
-
     def _device(self, device):
-        """The DeviceScaling on device (made from the host values on first use)."""
+        """The DeviceScaling on device (made from the host values on first use), while a
+        plan records; an abandoned recording puts the per-optimizer stages back."""
+        stages = {k: dict(v) for k, v in self._per_optimizer.items()}
+        recording.on_abort_once(self, lambda: setattr(self, "_per_optimizer", stages))
         if self._dev is None or self._dev.device != device:
             self._pull()
             self._dev = DeviceScaling(device, self)
