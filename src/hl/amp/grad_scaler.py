@@ -31,7 +31,7 @@ from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
 from ..graph import recording
-from .recorded import DeviceScaling
+from .recorded import DeviceScaling, unscale_and_probe
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 _ON_DEVICE = "on the device"  # found_inf of a recorded step: a tensor the plan writes
@@ -284,14 +284,8 @@ class GradScaler:
         """grads *= 1/scale in place; True when one of them holds inf or NaN."""
         if not grads:
             return False
-        inv = 1.0 / self._scale
         with no_grad():
-            probe = None
-            for g in grads:
-                F.mul(g, inv, out=g)
-                # 0 for finite values, NaN for inf/NaN: summed in float32 on the device
-                term = F.sum(F.mul(g, 0.0), dtype="float32")
-                probe = term if probe is None else F.add(probe, term)
+            probe = unscale_and_probe(grads, 1.0 / self._scale)
             return not math.isfinite(float(probe.item()))
 
     def _apply(self, found_inf):

@@ -29,6 +29,19 @@ from ..autograd.mode import no_grad
 from ..graph import recording
 
 
+def unscale_and_probe(grads, inv):
+    """grads *= inv in place (inv: a Python float, or a 0-d float64 tensor cast to each
+    gradient's dtype: the same number); returns the float32 sum of every ``grad * 0`` (0 when
+    all are finite, NaN otherwise), or None when there are no gradients. The eager scaler and
+    the recorded one share it."""
+    probe = None
+    for g in grads:
+        F.mul(g, cast(inv, g.dtype) if isinstance(inv, Tensor) else inv, out=g)
+        term = F.sum(F.mul(g, 0.0), dtype="float32")
+        probe = term if probe is None else F.add(probe, term)
+    return probe
+
+
 class DeviceScaling:
     """The scaler's numbers as tensors on one device. ``scale`` and ``tracker`` are float64,
     ``found`` bool; ``growth``, ``backoff`` and ``interval`` (float64) are the configuration,
@@ -44,9 +57,8 @@ class DeviceScaling:
         self.growth = scalar(scaler._growth_factor, np.float64)
         self.backoff = scalar(scaler._backoff_factor, np.float64)
         self.interval = scalar(float(scaler._growth_interval), np.float64)
-        self._writers = {n: _core.scalar_writer(getattr(self, n)._h, np.dtype(dt)) for n, dt in (
-            ("scale", np.float64), ("tracker", np.float64), ("growth", np.float64),
-            ("backoff", np.float64), ("interval", np.float64))}
+        self._writers = {n: _core.scalar_writer(getattr(self, n)._h, np.dtype(np.float64))
+                         for n in ("scale", "tracker", "growth", "backoff", "interval")}
 
     def push(self, scaler):
         """Writes the scaler's host values (after an eager step or a load) into the tensors."""
@@ -70,12 +82,7 @@ class DeviceScaling:
         """grads *= 1/scale in place; found = (this call's inf/NaN) or, unless ``first`` (the
         first unscale of the iteration), the flag of an earlier optimiser."""
         with no_grad():
-            inv = F.true_divide(1.0, self.scale)
-            probe = None
-            for g in grads:
-                F.mul(g, cast(inv, g.dtype), out=g)
-                term = F.sum(F.mul(g, 0.0), dtype="float32")
-                probe = term if probe is None else F.add(probe, term)
+            probe = unscale_and_probe(grads, F.true_divide(1.0, self.scale))
             if probe is None:
                 if first:
                     self.found.fill_(False)
