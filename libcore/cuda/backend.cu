@@ -193,7 +193,14 @@ static void fill_backend(void) {
         HL_OP_SOFTMAX, HL_OP_LOG_SOFTMAX, HL_OP_SOFTMAX_GRAD, HL_OP_LOG_SOFTMAX_GRAD,
         HL_OP_SOFTMAX_CROSS_ENTROPY, HL_OP_SOFTMAX_CROSS_ENTROPY_GRAD, HL_OP_BATCH_NORM,
         HL_OP_BATCH_NORM_GRAD, HL_OP_LAYER_NORM, HL_OP_LAYER_NORM_GRAD, HL_OP_MAX_POOL,
-        HL_OP_AVG_POOL, HL_OP_MAX_POOL_GRAD, HL_OP_AVG_POOL_GRAD};
+        HL_OP_AVG_POOL, HL_OP_MAX_POOL_GRAD, HL_OP_AVG_POOL_GRAD,
+        /* and the selections (compared widened), cumsum (double sums), the indexing
+           gradients (float32 sums, rounded once), the draws (float32's Philox words and
+           formulas, rounded once), arange/eye/one_hot (values rounded once), resize and
+           its gradient (double sums, rounded once) */
+        HL_OP_ARGMAX, HL_OP_ARGMIN, HL_OP_TOPK, HL_OP_NONZERO, HL_OP_CUMSUM, HL_OP_GATHER_GRAD,
+        HL_OP_SCATTER_ELEMENTS, HL_OP_RANDOM_UNIFORM, HL_OP_RANDOM_NORMAL, HL_OP_ARANGE,
+        HL_OP_EYE, HL_OP_ONE_HOT, HL_OP_RESIZE, HL_OP_RESIZE_GRAD};
     for (int op : half_ops) be.op_dtypes[op] |= halves;
 }
 

@@ -84,11 +84,6 @@ __global__ void add_bias_k(T *y, const T *bias, int64_t n, int64_t c, int64_t pl
 }
 
 template <class T>
-__global__ void narrow_k(T *o, const float *x, int64_t n) {
-    HL_GRID_STRIDE(e, n) o[e] = hl_narrow<T>(x[e]);
-}
-
-template <class T>
 static hl_status run_conv(const hl_call *c) {
     /* conv_fused (api/conv.c): i[10] whether a bias, i[11] whether a residual follows it;
        a packed weight (i[12], last) is not read: w itself is the GEMM's im2col-ready matrix */

@@ -91,6 +91,18 @@ template <class D, class V> __device__ __host__ static inline D hl_narrow(V v) {
     X(__VA_ARGS__, HL_U8, uint8_t) X(__VA_ARGS__, HL_BOOL, hl_b8)                            \
     X(__VA_ARGS__, HL_F16, hl_f16) X(__VA_ARGS__, HL_BF16, hl_bf16)
 
+/* Element-wise widening into float32 and the single rounding back: the half-type kernels
+   that sum (conv's weight gradient, gather_grad, scatter_elements' reductions) accumulate in a
+   float32 buffer and round once at the end. */
+template <class T>
+__global__ void widen_k(float *o, const T *x, int64_t n) {
+    HL_GRID_STRIDE(e, n) o[e] = (float)hl_widen(x[e]);
+}
+template <class T>
+__global__ void narrow_k(T *o, const float *x, int64_t n) {
+    HL_GRID_STRIDE(e, n) o[e] = hl_narrow<T>(x[e]);
+}
+
 /* value's bytes in dtype d (fill, eye, bernoulli's one). */
 static inline uint64_t hl_cuda_value_bits(hl_dtype d, double value) {
     uint64_t bits = 0;

@@ -4,7 +4,9 @@
  * is checked by a first kernel, before anything is written, and a bad one fails with the
  * CPU's message naming the first bad value: never a read outside the tensor.
  * gather_grad is deterministic like the CPU's: a thread owns one (outer, inner) column of dx
- * and adds the contributions in index order (no atomics).
+ * and adds the contributions in index order (no atomics). Half-type gradients (gather_grad,
+ * scatter_elements' reductions: embedding's and topk's backward) sum in a float32 buffer and
+ * round once.
  */
 #include <type_traits>
 
@@ -89,9 +91,10 @@ extern "C" hl_status hl_cuda_gather(const hl_call *c) {
     }
 }
 
-/* dx[o, k, i] = sum over j with wrap(ix[j]) == k of dy[o, j, i]. */
-template <class T>
-__global__ void gather_grad_k(const T *dy, const void *ix, bool wide, T *dx, int64_t outer,
+/* dx[o, k, i] = sum over j with wrap(ix[j]) == k of dy[o, j, i], summed in A (float for
+   float16/bfloat16 dy: into a float32 buffer, rounded once afterwards). */
+template <class T, class A>
+__global__ void gather_grad_k(const T *dy, const void *ix, bool wide, A *dx, int64_t outer,
                               int64_t n, int64_t m, int64_t inner) {
     HL_GRID_STRIDE(col, outer * inner) {
         int64_t o = col / inner, i = col - o * inner;
@@ -99,19 +102,53 @@ __global__ void gather_grad_k(const T *dy, const void *ix, bool wide, T *dx, int
         for (int64_t j = 0; j < m; j++) {
             int64_t k = load_index(ix, wide, j);
             k = k < 0 ? k + n : k;
-            dx[(o * n + k) * inner + i] += dy[(o * m + j) * inner + i];
+            dx[(o * n + k) * inner + i] += (A)hl_widen(dy[(o * m + j) * inner + i]);
         }
     }
+}
+
+/* A float32 buffer of n elements from the device's scratch (the caller holds its lock), or a
+   failure naming op. */
+static hl_status float_buffer(hl_cuda_device *d, int64_t n, const char *op, float **buf) {
+    *buf = (float *)hl_cuda_scratch(d, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    return *buf ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "%s: out of cuda memory for a float32 "
+                                  "buffer of %lld elements", op, (long long)n);
+}
+
+template <class T>
+static hl_status narrow_from(hl_cuda_device *d, T *dst, const float *buf, int64_t n,
+                             const char *op) {
+    auto narrow_kernel = narrow_k<T>;
+    HL_LAUNCH(narrow_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream, dst, buf, n);
+    return hl_cuda_check_launch(op);
 }
 
 template <class T>
 static hl_status run_gather_grad(hl_cuda_device *d, const hl_call *c, int64_t outer, int64_t n,
                                  int64_t m, int64_t inner) {
-    auto gather_grad_kernel = gather_grad_k<T>;
-    HL_LAUNCH(gather_grad_kernel, hl_cuda_blocks(outer * inner), HL_CUDA_THREADS, 0, d->stream,
-              (const T *)hl_cuda_ptr(c->in[0]), (const void *)hl_cuda_ptr(c->in[1]),
-              c->in[1]->dtype == HL_I64, (T *)hl_cuda_ptr(c->out[0]), outer, n, m, inner);
-    return hl_cuda_check_launch("gather_grad");
+    const T *dy = (const T *)hl_cuda_ptr(c->in[0]);
+    const void *ix = (const void *)hl_cuda_ptr(c->in[1]);
+    bool wide = c->in[1]->dtype == HL_I64;
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value) {
+        auto gather_grad_kernel = gather_grad_k<T, T>;
+        HL_LAUNCH(gather_grad_kernel, hl_cuda_blocks(outer * inner), HL_CUDA_THREADS, 0,
+                  d->stream, dy, ix, wide, (T *)hl_cuda_ptr(c->out[0]), outer, n, m, inner);
+        return hl_cuda_check_launch("gather_grad");
+    } else {
+        hl_cuda_scratch_lock(d);
+        float *acc;
+        hl_status st = float_buffer(d, outer * n * inner, "gather_grad", &acc);
+        if (!st) {
+            auto gather_grad_kernel = gather_grad_k<T, float>;
+            HL_LAUNCH(gather_grad_kernel, hl_cuda_blocks(outer * inner), HL_CUDA_THREADS, 0,
+                      d->stream, dy, ix, wide, acc, outer, n, m, inner);
+            st = hl_cuda_check_launch("gather_grad");
+        }
+        if (!st) st = narrow_from<T>(d, (T *)hl_cuda_ptr(c->out[0]), acc, outer * n * inner,
+                                     "gather_grad");
+        hl_cuda_scratch_unlock(d);
+        return st;
+    }
 }
 
 /* in = {dy, indices}, out = {dx}, i[0] = axis; all contiguous. */
@@ -124,8 +161,13 @@ extern "C" hl_status hl_cuda_gather_grad(const hl_call *c) {
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     hl_status st = check_indices(d, "gather_grad", ix, n, axis);
     if (st || outer * n * inner == 0) return st;
-    if (dx->dtype == HL_F32) return run_gather_grad<float>(d, c, outer, n, m, inner);
-    if (dx->dtype == HL_F64) return run_gather_grad<double>(d, c, outer, n, m, inner);
+    switch (dx->dtype) {
+        case HL_F32: return run_gather_grad<float>(d, c, outer, n, m, inner);
+        case HL_F64: return run_gather_grad<double>(d, c, outer, n, m, inner);
+        case HL_F16: return run_gather_grad<hl_f16>(d, c, outer, n, m, inner);
+        case HL_BF16: return run_gather_grad<hl_bf16>(d, c, outer, n, m, inner);
+        default: break;
+    }
     return HL_FAIL(HL_ERR_DTYPE, "gather_grad: no CUDA kernel for %s", HL_DESC(dx));
 }
 
@@ -269,26 +311,56 @@ __device__ static inline T scatter_combine(int reduction, T a, T b) {
     }
 }
 
-template <class T>
-__global__ void scatter_elements_k(elem_geom g, T *y, const void *ix, bool wide, const T *upd,
+/* T: the data's type (float for float16/bfloat16 data, summed in a float32 buffer);
+   U: the updates' (T itself, or the half type widened on reading). */
+template <class T, class U>
+__global__ void scatter_elements_k(elem_geom g, T *y, const void *ix, bool wide, const U *upd,
                                    int reduction) {
     HL_GRID_STRIDE(col, g.outer * g.inner) {
         int64_t o = col / g.inner, i = col - o * g.inner, base = column_base(g, o, i);
         for (int64_t k = 0; k < g.K; k++) {
             int64_t e = (o * g.K + k) * g.inner + i, v = load_index(ix, wide, e);
             T *dst = y + base + (v < 0 ? v + g.n : v) * g.dstrides[g.axis];
-            *dst = scatter_combine<T>(reduction, *dst, upd[e]);
+            *dst = scatter_combine<T>(reduction, *dst, (T)hl_widen(upd[e]));
         }
     }
 }
 
 template <class T>
 static hl_status run_scatter(hl_cuda_device *d, const hl_call *c, const elem_geom &g) {
-    auto scatter_elements_kernel = scatter_elements_k<T>;
+    auto scatter_elements_kernel = scatter_elements_k<T, T>;
     HL_LAUNCH(scatter_elements_kernel, hl_cuda_blocks(g.outer * g.inner), HL_CUDA_THREADS, 0,
               d->stream, g, (T *)hl_cuda_ptr(c->out[0]), (const void *)hl_cuda_ptr(c->in[1]),
               c->in[1]->dtype == HL_I64, (const T *)hl_cuda_ptr(c->in[2]), (int)c->i[1]);
     return hl_cuda_check_launch("scatter_elements");
+}
+
+/* A reduction into float16/bfloat16 data: y widened into a float32 buffer, every update
+   combined there in index order, the buffer rounded once into y (a sum of repeated indices
+   is not rounded after each addition). */
+template <class T>
+static hl_status run_scatter_half(hl_cuda_device *d, const hl_call *c, const elem_geom &g) {
+    hl_tensor *y = c->out[0];
+    int64_t n = hl_cuda_numel(y);
+    hl_cuda_scratch_lock(d);
+    float *acc;
+    hl_status st = float_buffer(d, n, "scatter_elements", &acc);
+    if (!st) {
+        auto widen_kernel = widen_k<T>;
+        HL_LAUNCH(widen_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream, acc,
+                  (const T *)hl_cuda_ptr(y), n);
+        st = hl_cuda_check_launch("scatter_elements");
+    }
+    if (!st) {
+        auto scatter_elements_kernel = scatter_elements_k<float, T>;
+        HL_LAUNCH(scatter_elements_kernel, hl_cuda_blocks(g.outer * g.inner), HL_CUDA_THREADS,
+                  0, d->stream, g, acc, (const void *)hl_cuda_ptr(c->in[1]),
+                  c->in[1]->dtype == HL_I64, (const T *)hl_cuda_ptr(c->in[2]), (int)c->i[1]);
+        st = hl_cuda_check_launch("scatter_elements");
+    }
+    if (!st) st = narrow_from<T>(d, (T *)hl_cuda_ptr(y), acc, n, "scatter_elements");
+    hl_cuda_scratch_unlock(d);
+    return st;
 }
 
 /* in = {x, indices, updates} (contiguous), out = {y} (may be x itself); i[0] = axis,
@@ -318,6 +390,8 @@ extern "C" hl_status hl_cuda_scatter_elements(const hl_call *c) {
     switch (x->dtype) {
         case HL_F32: return run_scatter<float>(d, c, g);
         case HL_F64: return run_scatter<double>(d, c, g);
+        case HL_F16: return run_scatter_half<hl_f16>(d, c, g);
+        case HL_BF16: return run_scatter_half<hl_bf16>(d, c, g);
         case HL_I32: return run_scatter<int32_t>(d, c, g);
         case HL_I64: return run_scatter<int64_t>(d, c, g);
         case HL_U8: return run_scatter<uint8_t>(d, c, g);

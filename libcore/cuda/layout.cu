@@ -1,8 +1,8 @@
 /*
  * layout.cu - the shape-changing copies on CUDA (records in api/layout.c and api/copy.c):
  * concat (each part copied into its slice of the output), pad (constant, reflect, edge),
- * tile, triangle (tril/triu) and cumsum (floats add in double, integers in wrapping int64,
- * as on the CPU). They move elements by size, so every dtype passes.
+ * tile, triangle (tril/triu) and cumsum (floats, float16 and bfloat16 too, add in double,
+ * integers in wrapping int64, as on the CPU). They move elements by size, so every dtype passes.
  */
 #include "convert.cuh"
 
@@ -183,13 +183,13 @@ __global__ void cumsum_k(const T *x, OT *o, int64_t outer, int64_t L, int64_t in
         AT acc = 0;
         for (int64_t k = 0; k < L; k++) {
             int64_t e = base + (rev ? L - 1 - k : k) * inner;
-            AT v = (AT)x[e];  /* read before the write: out may be x */
+            AT v = (AT)hl_widen(x[e]);  /* read before the write: out may be x */
             if (excl) {
-                o[e] = (OT)acc;
+                o[e] = hl_narrow<OT>(acc);
                 acc += v;
             } else {
                 acc += v;
-                o[e] = (OT)acc;
+                o[e] = hl_narrow<OT>(acc);
             }
         }
     }
@@ -216,6 +216,9 @@ extern "C" hl_status hl_cuda_cumsum(const hl_call *c) {
     switch (c->in[0]->dtype) {
         case HL_F32: return run_cumsum<float, float, double>(c);
         case HL_F64: return run_cumsum<double, double, double>(c);
+        /* half types: summed in double, each prefix rounded once (not the running half sum) */
+        case HL_F16: return run_cumsum<hl_f16, hl_f16, double>(c);
+        case HL_BF16: return run_cumsum<hl_bf16, hl_bf16, double>(c);
         case HL_I32: return run_cumsum<int32_t, int64_t, uint64_t>(c);
         case HL_I64: return run_cumsum<int64_t, int64_t, uint64_t>(c);
         case HL_U8: case HL_BOOL: return run_cumsum<uint8_t, int64_t, uint64_t>(c);

@@ -3,6 +3,7 @@
  * definition) with the CPU's word layout (cpu/random.c, api/random.c), so a draw with the same (seed, offset) gives the same
  * 32-bit words on both devices, hence the same numbers (uniform and bernoulli bit for bit;
  * normal up to the last bits of the device's log, sin and cos). One thread per counter block.
+ * float16 and bfloat16 draw float32's numbers from the same words, each rounded once.
  */
 #include "convert.cuh"
 #include "../src/kernel_scalar.h"
@@ -21,39 +22,66 @@ __device__ static inline T scale(double u, double low, double high) {
 
 enum { R_UNIFORM, R_NORMAL, R_BERNOULLI };
 
-template <class T>
+/* The next value of a half type (float16, bfloat16: sign bit 15, magnitude in the rest, so
+   one step of the bits is one step of the value) below h. */
+__device__ static inline uint16_t half_bits_below(uint16_t h) {
+    if (!(h & 0x7fffu)) return 0x8001u;  /* below +-0: the negative subnormal */
+    return (h & 0x8000u) ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+}
+
+/* v (the float32 or float64 draw) stored as T. A uniform draw in a half type keeps the
+   float's contract [low, high) with the bounds rounded to T, as scale() does with them
+   rounded to float: a value rounding up to high becomes the half value below it. */
+template <class T, class C>
+__device__ static inline T store(C v, bool uniform, double low, double high) {
+    T r = hl_narrow<T>(v);
+    if constexpr (std::is_same<T, hl_f16>::value || std::is_same<T, hl_bf16>::value) {
+        if (uniform) {
+            T lo = hl_narrow<T>(low), hi = hl_narrow<T>(high);
+            if (hl_widen(r) >= hl_widen(hi)) r.v = half_bits_below(hi.v);
+            if (hl_widen(r) < hl_widen(lo)) r = lo;
+        }
+    }
+    return r;
+}
+
+/* T: the stored type; C: the type the draw computes in (float for float32, float16 and
+   bfloat16, which take float32's words and formulas and round each result once). */
+template <class T, class C>
 __global__ void random_float_k(T *out, int64_t n, uint64_t seed_value, const uint64_t *seed_at,
                                uint64_t offset, int kind, double a, double b) {
     uint64_t seed = seed_at ? *seed_at : seed_value;  /* seed_at: a captured graph's key */
-    const int per = sizeof(T) == 4 ? 4 : 2;
+    const int per = sizeof(C) == 4 ? 4 : 2;
     int64_t nblocks = (n + per - 1) / per;
     HL_GRID_STRIDE(blk, nblocks) {
         uint32_t w[4];
-        T vals[4];
+        C vals[4];
         hl_philox_block(seed, offset, (uint64_t)blk, w);
-        if (sizeof(T) == 4) {
+        if (sizeof(C) == 4) {
             if (kind == R_UNIFORM) {
-                for (int k = 0; k < 4; k++) vals[k] = scale<T>(hl_u24(w[k]), a, b);
+                for (int k = 0; k < 4; k++) vals[k] = scale<C>(hl_u24(w[k]), a, b);
             } else {
                 for (int h = 0; h < 2; h++) {
                     float u1 = (float)hl_u24_open0(w[2 * h]), u2 = (float)hl_u24(w[2 * h + 1]);
                     float r = sqrtf(-2.0f * logf(u1)), t = (float)6.283185307179586476925 * u2;
-                    vals[2 * h] = (T)((float)a + (float)b * (r * cosf(t)));
-                    vals[2 * h + 1] = (T)((float)a + (float)b * (r * sinf(t)));
+                    vals[2 * h] = (C)((float)a + (float)b * (r * cosf(t)));
+                    vals[2 * h + 1] = (C)((float)a + (float)b * (r * sinf(t)));
                 }
             }
         } else {
             if (kind == R_UNIFORM) {
-                for (int k = 0; k < 2; k++) vals[k] = scale<T>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
+                for (int k = 0; k < 2; k++)
+                    vals[k] = scale<C>(hl_u53(w[2 * k], w[2 * k + 1]), a, b);
             } else {
                 double u1 = hl_u53_open0(w[0], w[1]), u2 = hl_u53(w[2], w[3]);
                 double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2;
-                vals[0] = (T)(a + b * (r * cos(t)));
-                vals[1] = (T)(a + b * (r * sin(t)));
+                vals[0] = (C)(a + b * (r * cos(t)));
+                vals[1] = (C)(a + b * (r * sin(t)));
             }
         }
         int64_t first = blk * per, cnt = n - first < per ? n - first : per;
-        for (int64_t k = 0; k < cnt; k++) out[first + k] = vals[k];
+        for (int64_t k = 0; k < cnt; k++)
+            out[first + k] = store<T, C>(vals[k], kind == R_UNIFORM, a, b);
     }
 }
 
@@ -84,6 +112,17 @@ static hl_status run_bernoulli(hl_cuda_device *d, hl_tensor *dst, int64_t n, uin
     return hl_cuda_check_launch("random_bernoulli");
 }
 
+template <class T, class C>
+static hl_status run_random(hl_cuda_device *d, hl_tensor *dst, int64_t n, uint64_t seed,
+                            const uint64_t *seed_at, uint64_t offset, int kind, const hl_call *c,
+                            const char *op) {
+    const int per = sizeof(C) == 4 ? 4 : 2;
+    auto random_kernel = random_float_k<T, C>;
+    HL_LAUNCH(random_kernel, hl_cuda_blocks((n + per - 1) / per), HL_CUDA_THREADS, 0, d->stream,
+              (T *)hl_cuda_ptr(dst), n, seed, seed_at, offset, kind, c->f[0], c->f[1]);
+    return hl_cuda_check_launch(op);
+}
+
 /* out[0] = dst (contiguous); i[0] = seed, i[1] = offset; f = the distribution's parameters. */
 extern "C" hl_status hl_cuda_random(const hl_call *c) {
     hl_tensor *dst = c->out[0];
@@ -106,17 +145,15 @@ extern "C" hl_status hl_cuda_random(const hl_call *c) {
     }
     int kind = c->op == HL_OP_RANDOM_UNIFORM ? R_UNIFORM : R_NORMAL;
     const char *op = HL_OPNAME(c->op);
-    if (dst->dtype == HL_F32) {
-        auto random_kernel = random_float_k<float>;
-        HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 3) / 4), HL_CUDA_THREADS, 0, d->stream,
-                  (float *)hl_cuda_ptr(dst), n, seed, seed_at, offset, kind, c->f[0], c->f[1]);
-    } else if (dst->dtype == HL_F64) {
-        auto random_kernel = random_float_k<double>;
-        HL_LAUNCH(random_kernel, hl_cuda_blocks((n + 1) / 2), HL_CUDA_THREADS, 0, d->stream,
-                  (double *)hl_cuda_ptr(dst), n, seed, seed_at, offset, kind, c->f[0],
-                  c->f[1]);
-    } else {
-        return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
+#define RANDOM_CASE(code, T, C) \
+    case code: return run_random<T, C>(d, dst, n, seed, seed_at, offset, kind, c, op);
+    switch (dst->dtype) {
+        RANDOM_CASE(HL_F32, float, float)
+        RANDOM_CASE(HL_F64, double, double)
+        RANDOM_CASE(HL_F16, hl_f16, float)  /* float32's words and formulas, rounded once */
+        RANDOM_CASE(HL_BF16, hl_bf16, float)
+        default: break;
     }
-    return hl_cuda_check_launch(op);
+#undef RANDOM_CASE
+    return HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
 }

@@ -4,7 +4,8 @@
  * floats and wrapping int64 ones for integers, NaN winning max and min (numpy), logsumexp in
  * two passes (the max, then the sum of exp(x - max)), argmax/argmin returning the first (or
  * last) NaN when there is one. float16 and bfloat16 are read widened, accumulated in double
- * like float32, and the result rounded once to the input's type.
+ * like float32, and the result rounded once to the input's type (argmax/argmin compare the
+ * widened values: exact).
  *
  * The input's axes are split into kept axes (one output each) and reduced ones
  * (hl_cuda_split). Many outputs: a thread per output loops over its reduced elements. Few
@@ -246,9 +247,9 @@ __global__ void arg_reduce_k(hl_cuda_split s, const T *x, int64_t *out, bool is_
         int64_t xo, oo;
         kept_offsets(s, o, &xo, &oo);
         int64_t best = 0, nan_at = -1;
-        T bv = x[xo];
+        hl_arith<T> bv = hl_widen(x[xo]);  /* float16/bfloat16 compared as floats (exact) */
         for (int64_t r = 0; r < s.count; r++) {
-            T v = x[xo + r * s.rx[0]];
+            hl_arith<T> v = hl_widen(x[xo + r * s.rx[0]]);
             if (v != v) {  /* NaN wins: the first one, or the last with select_last */
                 nan_at = r;
                 if (!last) break;
@@ -282,6 +283,8 @@ extern "C" hl_status hl_cuda_arg_reduce(const hl_call *c) {
     switch (c->in[0]->dtype) {
         case HL_F32: return run_arg_reduce<float>(c);
         case HL_F64: return run_arg_reduce<double>(c);
+        case HL_F16: return run_arg_reduce<hl_f16>(c);
+        case HL_BF16: return run_arg_reduce<hl_bf16>(c);
         case HL_I32: return run_arg_reduce<int32_t>(c);
         case HL_I64: return run_arg_reduce<int64_t>(c);
         case HL_U8: case HL_BOOL: return run_arg_reduce<uint8_t>(c);

@@ -4,9 +4,10 @@
  * to the device, and one kernel computes each destination element as the sum over the
  * product of its rows (a gather: one thread per element, a fixed order, so the gradient is
  * deterministic). Nearest forward moves elements by size (any dtype); the weighted form runs
- * in float32/float64 with double accumulators.
+ * in float32/float64 with double accumulators (float16/bfloat16 read widened, each result
+ * rounded once: the gradient's sums too).
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 #include "../src/resize_weights.h"
 
 /* Offsets into the device buffer of every axis's ptr, idx and w arrays. */
@@ -44,7 +45,7 @@ __global__ void resize_k(axes a, const char *buf, const T *src, T *dst, int64_t 
                 soff += ints[a.idx[d] + k[d]] * a.sstrides[d];
                 wt *= dbl[a.w[d] + k[d]];
             }
-            acc += wt * (double)src[soff];
+            acc += wt * (double)hl_widen(src[soff]);
             int d = a.nd - 1;  /* odometer over the axes' rows */
             for (; d >= 0; d--) {
                 if (++k[d] < ints[a.ptr[d] + jd[d] + 1]) break;
@@ -52,7 +53,7 @@ __global__ void resize_k(axes a, const char *buf, const T *src, T *dst, int64_t 
             }
             if (d < 0) break;
         }
-        dst[doff] = (T)acc;
+        dst[doff] = hl_narrow<T>(acc);
     }
 }
 
@@ -144,6 +145,10 @@ static hl_status run(const hl_call *c, const char *op, const int64_t *n_in, cons
             st = launch<float, false>(d, a, buf, src, dst, n, op);
         } else if (dst->dtype == HL_F64) {
             st = launch<double, false>(d, a, buf, src, dst, n, op);
+        } else if (dst->dtype == HL_F16) {
+            st = launch<hl_f16, false>(d, a, buf, src, dst, n, op);
+        } else if (dst->dtype == HL_BF16) {
+            st = launch<hl_bf16, false>(d, a, buf, src, dst, n, op);
         } else {
             st = HL_FAIL(HL_ERR_DTYPE, "%s: no CUDA kernel for %s", op, HL_DESC(dst));
         }

@@ -8,7 +8,7 @@
  * nonzero: counts per chunk of the (contiguous) input, a prefix sum of the chunk counts, then
  * each chunk writes its coordinates at its offset: row-major order, as on the CPU.
  */
-#include "hl_cuda.cuh"
+#include "convert.cuh"
 
 template <class T> struct cand {
     T v;
@@ -33,15 +33,16 @@ __global__ void topk_k(const T *x, T *vals, int64_t *idxs, int64_t outer, int64_
     HL_GRID_STRIDE(r, outer * inner) {
         int64_t o = r / inner, in = r - o * inner;
         const T *row = x + o * n * inner + in;
-        cand<T> prev = {row[0], -1};
+        typedef hl_arith<T> A;  /* float16/bfloat16 compared widened (exact), stored as read */
+        cand<A> prev = {hl_widen(row[0]), -1};
         for (int64_t q = 0; q < k; q++) {
-            cand<T> best = {row[0], -1};
+            cand<A> best = {hl_widen(row[0]), -1};
             for (int64_t j = 0; j < n; j++) {
-                cand<T> e = {row[j * inner], j};
+                cand<A> e = {hl_widen(row[j * inner]), j};
                 if (prev.i >= 0 && !first(prev, e, largest)) continue;
                 if (best.i < 0 || first(e, best, largest)) best = e;
             }
-            vals[(o * k + q) * inner + in] = best.v;
+            vals[(o * k + q) * inner + in] = row[best.i * inner];
             idxs[(o * k + q) * inner + in] = best.i;
             prev = best;
         }
@@ -70,6 +71,8 @@ extern "C" hl_status hl_cuda_topk(const hl_call *c) {
     switch (c->in[0]->dtype) {
         case HL_F32: return run_topk<float>(c);
         case HL_F64: return run_topk<double>(c);
+        case HL_F16: return run_topk<hl_f16>(c);
+        case HL_BF16: return run_topk<hl_bf16>(c);
         case HL_I32: return run_topk<int32_t>(c);
         case HL_I64: return run_topk<int64_t>(c);
         case HL_U8: case HL_BOOL: return run_topk<uint8_t>(c);
@@ -83,6 +86,8 @@ extern "C" hl_status hl_cuda_topk(const hl_call *c) {
 enum { NZ_CHUNK = 4096 };
 
 template <class T> __device__ static inline bool nonzero(T v) { return v != 0; }  /* NaN: yes */
+__device__ static inline bool nonzero(hl_f16 v) { return (v.v & 0x7fffu) != 0; }  /* not +-0 */
+__device__ static inline bool nonzero(hl_bf16 v) { return (v.v & 0x7fffu) != 0; }
 
 template <class T>
 __global__ void nz_count_k(const T *x, int64_t total, int64_t *counts, int64_t chunks) {
@@ -168,6 +173,8 @@ extern "C" hl_status hl_cuda_nonzero(const hl_call *c) {
     switch (c->in[0]->dtype) {
         case HL_F32: return run_nonzero<float>(c);
         case HL_F64: return run_nonzero<double>(c);
+        case HL_F16: return run_nonzero<hl_f16>(c);
+        case HL_BF16: return run_nonzero<hl_bf16>(c);
         case HL_I32: return run_nonzero<int32_t>(c);
         case HL_I64: return run_nonzero<int64_t>(c);
         case HL_U8: case HL_BOOL: return run_nonzero<uint8_t>(c);

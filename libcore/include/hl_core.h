@@ -452,7 +452,12 @@ hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, do
    HL_OPTIM_V2_ADAM (v2's Adam: no L2, bias corrections folded into neg_alpha): states {m, v};
      scalars {neg_alpha}; hyper {beta1, 1 - beta1, beta2, 1 - beta2, eps}. m = beta1 * m +
      (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad * grad;
-     param += neg_alpha * m / (sqrt(v) + eps). */
+     param += neg_alpha * m / (sqrt(v) + eps).
+   skip (any rule; NULL for none): a 0-d bool tensor on param's device, read when the call
+   runs; when true the call writes nothing (hl.amp's loss scaling: a step whose gradients
+   overflowed leaves the parameter and its state unchanged, decided on the device at each
+   replay of a plan). Only the CPU kernel reads it so far: on another device a skip tensor
+   is refused (UnsupportedError), and hl.amp guards the update itself there. */
 enum {
     HL_OPTIM_SGD = 0, HL_OPTIM_ADAM = 1, HL_OPTIM_RMSPROP = 2, HL_OPTIM_ADAGRAD = 3,
     HL_OPTIM_V2_MOMENTUM = 4, HL_OPTIM_V2_ADAM = 5
@@ -467,7 +472,7 @@ enum {
 hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor *grad,
                           hl_tensor *const *states, int n_states,
                           const hl_tensor *const *scalars, const double *values, int n_scalars,
-                          const double *hyper, int n_hyper);
+                          const double *hyper, int n_hyper, const hl_tensor *skip);
 
 /* ---- plans (graph mode) ---------------------------------------------------------------------- */
 /* Between hl_plan_begin() and hl_plan_end() on a thread, op entry points check their

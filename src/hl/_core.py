@@ -380,15 +380,16 @@ def computes(h, op):
     return bool(lib.hl_device_computes(lib.hl_tensor_device(h), op, lib.hl_tensor_dtype(h)))
 
 
-def optim_update(rule, flags, param, grad, states, scalars, values, hyper):
+def optim_update(rule, flags, param, grad, states, scalars, values, hyper, skip=None):
     """hl_optim_update: the per-step values are the 0-d tensors scalars, or (scalars None)
-    the numbers values."""
+    the numbers values; skip: a 0-d bool tensor (nothing is written when it is true) or
+    NULL."""
     n = len(scalars) if scalars is not None else len(values)
     check(lib.hl_optim_update(
         rule, flags, param, grad, ffi.new("hl_tensor *[]", states) if states else _NULL,
         len(states), ffi.new("hl_tensor *[]", scalars) if scalars is not None else _NULL,
         ffi.new("double[]", values) if scalars is None else _NULL, n,
-        ffi.new("double[]", hyper), len(hyper)))
+        ffi.new("double[]", hyper), len(hyper), _NULL if skip is None else skip))
 
 
 def tensor_array(handles):

@@ -45,7 +45,7 @@ def _ops(device):
         "relu_of_float": (lambda: F.relu(x), "float32"),
         "max_of_half": (lambda: F.max(F.linear(x, w)), "half"),
         "max_pool_of_half": (lambda: F.max_pool2d(F.conv2d(x4, w4), 2), "half"),
-        "dropout": (lambda: F.dropout(F.linear(x, w), 0.5, training=True), "float32"),
+        "dropout": (lambda: F.dropout(F.linear(x, w), 0.5, training=True), "half"),
     }
 
 

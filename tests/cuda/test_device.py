@@ -149,6 +149,77 @@ def test_a_bad_index_is_an_index_error_and_writes_nothing():
         [3, 7, 11])
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_every_indexing_op_refuses_a_bad_index_as_the_cpu_does(dtype):
+    """gather, gather_elements, scatter_elements (replace and add), gather_grad (embedding's
+    backward) and topk's scatter: a bad index on cuda is the CPU's IndexError, in half types
+    too (whose gradients sum in a float32 work buffer), and the device stays usable."""
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    bad2 = np.array([[0, 4], [1, 0]])
+    calls = {
+        "gather": lambda x, i: hl.ops.gather_forward(x, i[0], 1),
+        "gather_elements": lambda x, i: hl.ops.gather_elements_forward(x, i, 1),
+        "scatter_elements": lambda x, i: hl.ops.scatter_elements_forward(
+            x, i, hl.ones((2, 2), dtype=x.dtype.name, device=x.device), 1),
+        "scatter_elements add": lambda x, i: hl.ops.scatter_elements_forward(
+            x, i, hl.ones((2, 2), dtype=x.dtype.name, device=x.device), 1, "add"),
+        "gather_grad": lambda x, i: hl.ops.gather_grad(x[:, :2], i[0], 1, (3, 4)),
+    }
+    for name, call in calls.items():
+        messages = []
+        for device in ("cpu", "cuda"):
+            x = hl.tensor(data, device=device)
+            if device == "cuda":
+                x = x.astype(dtype)
+            with pytest.raises(hl.errors.IndexError) as e:
+                call(x, hl.tensor(bad2, device=device))
+            messages.append(str(e.value))
+        assert "index 4 is out of range for axis 1 of size 4" in messages[1], (name, messages)
+        assert messages[0] == messages[1], name
+    x = hl.tensor(data, device="cuda").astype(dtype)  # the error flag was cleared
+    good = hl.ops.gather_grad(x[:, :2], hl.tensor(np.array([3, 3]), device="cuda"), 1, (3, 4))
+    np.testing.assert_array_equal(good.astype("float32").numpy()[:, 3], data[:, :2].sum(1))
+
+
+@needs_emulation
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_failing_launch_in_a_kernel_with_a_work_buffer_releases_it(dtype):
+    """The half gradients hold the device's work buffer while their kernels run: a failing
+    launch among them is a DeviceError naming the op, and the buffer's lock is released (the
+    next call runs instead of deadlocking)."""
+    dy = hl.tensor(np.ones((5, 3), np.float32), device="cuda").astype(dtype)
+    ix = hl.tensor(np.array([0, 2, 2, 1, 2]), device="cuda")
+    before = _emu().hl_cuda_emu_launch_count()
+    hl.ops.gather_grad(dy, ix, 0, (4, 3))
+    assert _emu().hl_cuda_emu_launch_count() - before == 3
+    for skip in range(3):  # the index check, the sum, the rounding: each may fail
+        _emu().hl_cuda_emu_fail_launch_after(skip, 0)
+        with pytest.raises(hl.errors.DeviceError, match="gather_grad: the CUDA kernel launch "
+                                                        "failed"):
+            hl.ops.gather_grad(dy, ix, 0, (4, 3))
+    got = hl.ops.gather_grad(dy, ix, 0, (4, 3)).astype("float32").numpy()
+    np.testing.assert_array_equal(got[:, 0], [1, 1, 3, 0])
+
+
+@needs_emulation
+def test_out_of_memory_for_a_work_buffer_is_a_memory_error(monkeypatch):
+    """A half scatter-add sums in a float32 buffer twice the data's size: when the device
+    cannot hold it, a MemoryError names the op and the buffer; nothing is left half done."""
+    x = hl.zeros((4_000_000,), device="cuda").astype("float16")  # 8 MB; the buffer 16 MB
+    ix = hl.tensor(np.array([5, 5, 7]), device="cuda")
+    upd = hl.ones((3,), device="cuda").astype("float16")
+    hl.cuda.synchronize()
+    hl.cuda.empty_cache()
+    used = hl.cuda.memory_stats()["in_use"]
+    monkeypatch.setenv("HL_CUDA_EMU_MEMORY_MB", str((used >> 20) + 12))
+    with pytest.raises(hl.errors.MemoryError, match="scatter_elements: out of cuda memory for "
+                                                    "a float32 buffer of 4000000 elements"):
+        hl.ops.scatter_elements_forward(x, ix, upd, 0, "add")
+    monkeypatch.delenv("HL_CUDA_EMU_MEMORY_MB")
+    y = hl.ops.scatter_elements_forward(x, ix, upd, 0, "add")
+    assert y.astype("float32").numpy()[[5, 7]].tolist() == [2.0, 1.0]
+
+
 @needs_emulation
 def test_a_failing_launch_is_a_device_error():
     x = hl.ones((5,), device="cuda")

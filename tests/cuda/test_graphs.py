@@ -101,13 +101,16 @@ def test_a_binding_made_before_the_capture_is_copied_into_the_slot():
     assert _core.plan_stats(plan)["graph_launches"] == 2
 
 
-@pytest.mark.parametrize("dtype", [hl.float32, hl.float64])
+@pytest.mark.parametrize("dtype", [hl.float32, hl.float64, hl.float16, hl.bfloat16])
 def test_random_records_draw_fresh_numbers_in_a_graph(dtype):
-    """A captured plan and the same plan uncaptured give the same stream, replay by replay."""
+    """A captured plan and the same plan uncaptured give the same stream, replay by replay
+    (the half types' draws too: float32's words, rounded)."""
     draws = {}
     for options in (0, _core.PLAN_NO_CAPTURE):
         hl.manual_seed(7)
         x = _cuda(np.ones(1000, np.float64 if dtype == hl.float64 else np.float32))
+        if dtype in (hl.float16, hl.bfloat16):
+            x = x.astype(dtype)
         plan, _, y = _record(lambda: (x * hl.uniform(1000, dtype=dtype, device="cuda")
                                       + hl.bernoulli(1000, p=0.5, dtype=dtype, device="cuda")
                                       * hl.normal(1000, dtype=dtype, device="cuda")), x,
@@ -115,7 +118,7 @@ def test_random_records_draw_fresh_numbers_in_a_graph(dtype):
         out = []
         for _ in range(4):
             _core.plan_run(plan)
-            out.append(y.numpy().copy())
+            out.append(y.astype(hl.float32).numpy().copy())
         draws[options] = out
         stats = _core.plan_stats(plan)
         assert stats["graphs"] == (1 if options == 0 else 0)
@@ -141,6 +144,32 @@ def test_index_checks_stay_out_of_graphs_and_still_raise():
     _core.copy_into(ix._h, _cuda(np.array([1, 10, 2], np.int64))._h)
     with pytest.raises(hl.errors.IndexError, match="index 10 is out of range for axis 0"):
         _core.plan_run(plan)
+
+
+@pytest.mark.parametrize("dtype", [hl.float16, hl.bfloat16])
+def test_half_sums_in_a_work_buffer_replay_from_the_plan_arena(dtype):
+    """The half indexing gradients and cumsum in a plan: gather_grad and scatter-add sum in a
+    float32 buffer, which inside a plan is the call's block of the plan's arena; each replay
+    gives the eager numbers as the bound input changes."""
+    table = _cuda(RNG.standard_normal((40, 8)).astype(np.float32)).astype(dtype)
+    picks = np.array([3, 3, 7, 0, 3, 39], np.int64)
+    ix = _cuda(picks)
+    rows = _cuda(np.repeat((picks % 6)[:, None], 8, axis=1))  # repeated rows: sums
+    zeros = hl.zeros((6, 8), device="cuda").astype(dtype)
+
+    def step():
+        g = hl.ops.gather_grad(table[:6] * 2.0, ix, 0, (40, 8))
+        s = hl.ops.scatter_elements_forward(zeros, rows, table[6:12], 0, "add")
+        return hl.cumsum(g, axis=0).sum() + s.sum()
+    want = step().astype(hl.float32).item()
+    plan, _, y = _record(step, table)
+    for _ in range(3):
+        _core.plan_run(plan)
+        assert y.astype(hl.float32).item() == want
+    other = _cuda(RNG.standard_normal((40, 8)).astype(np.float32)).astype(dtype)
+    _core.copy_into(table._h, other._h)
+    _core.plan_run(plan)
+    assert y.astype(hl.float32).item() == step().astype(hl.float32).item() != want
 
 
 @needs_emulation

@@ -141,3 +141,57 @@ def test_softmax_losses_norms_pooling_in_half(dtype, case):
         assert g.dtype == hl.dtype(dtype)
         gv, wv = g.astype("float32").numpy(), w.numpy()
         assert np.abs(gv - wv).max() <= 4 * HALVES[dtype] * np.abs(wv).max(), case
+
+
+@pytest.mark.parametrize("dtype", list(HALVES))
+def test_random_draws_in_half_are_float32s_stream_rounded(dtype):
+    """A half draw reads float32's Philox words and formulas and rounds each number once:
+    uniform equals the float32 draw rounded (bit for bit, apart from a float32 value that
+    rounds up to `high`, which becomes the half value below it: [low, high) still holds),
+    normal to the device libm's last float32 bits before the rounding, bernoulli exactly."""
+    draws = {}
+    for dt in (dtype, "float32"):
+        hl.manual_seed(77)
+        draws[dt] = [hl.uniform(4001, low=-2, high=3, dtype=dt, device="cuda"),
+                     hl.normal(999, mean=1, std=2, dtype=dt, device="cuda"),
+                     hl.bernoulli(1003, p=0.3, dtype=dt, device="cuda"),
+                     hl.uniform(20000, low=0.0, high=1.0, dtype=dt, device="cuda")]
+    half, f32 = draws[dtype], draws["float32"]
+    for h in half:
+        assert h.dtype is hl.dtype(dtype) and h.device == hl.cuda(0)
+    rounded = [t.astype(dtype).astype("float32").numpy() for t in f32]
+    got = [t.astype("float32").numpy() for t in half]
+    ulp = 2.0 ** -10 if dtype == "float16" else 2.0 ** -7  # the spacing in [1, 2)
+
+    def uniform_expected(r, high, below):
+        return np.where(r >= high, np.float32(below), r)
+    # [-2, 3): the half value below 3 is 3 - 2 ulp; below 1 it is 1 - ulp / 2
+    np.testing.assert_array_equal(got[0], uniform_expected(rounded[0], 3, 3 - 2 * ulp))
+    np.testing.assert_allclose(got[1], rounded[1], rtol=HALVES[dtype] * 2, atol=1e-6)
+    np.testing.assert_array_equal(got[2], rounded[2])
+    # [0, 1): float32 values above 1 - 2^-12 (float16) round up to 1.0 and are stepped down
+    top = rounded[3] == 1.0
+    assert top.any() and got[3].max() < 1.0
+    np.testing.assert_array_equal(got[3], uniform_expected(rounded[3], 1, 1 - ulp / 2))
+    assert got[0].min() >= -2 and got[0].max() < 3
+
+
+@pytest.mark.parametrize("dtype", list(HALVES))
+def test_dropout_in_half_drops_what_float32_drops(dtype):
+    """dropout on a half tensor: the same Bernoulli mask as float32's from the same seed, the
+    kept values scaled by 1/(1-p) and rounded (p = 0.5: the scale 2 is exact, so the result
+    is x * 2 exactly); its gradient the same mask."""
+    x = hl.tensor(np.linspace(-3, 3, 999, dtype=np.float32), device="cuda").astype(dtype)
+    x32 = x.astype("float32")
+    outs = {}
+    for t in (x, x32):
+        hl.manual_seed(5)
+        t = t.detach()
+        t.requires_grad = True
+        y = F.dropout(t, 0.5)
+        y.backward(hl.ones(y.shape, dtype=y.dtype.name, device="cuda"))
+        outs[t.dtype.name] = (y.astype("float32").numpy(), t.grad.astype("float32").numpy())
+    (y16, g16), (y32, g32) = outs[dtype], outs["float32"]
+    assert (y32 == 0).sum() > 300
+    np.testing.assert_array_equal(y16, y32)
+    np.testing.assert_array_equal(g16, g32)

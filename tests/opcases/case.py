@@ -63,6 +63,9 @@ GRAD_RTOL, GRAD_ATOL = 1e-5, 1e-6
 # ONNX: float32 through onnxruntime's own kernels (other formulas, other rounding)
 ONNX_RTOL, ONNX_ATOL = 1e-5, 1e-6
 SPECIAL = (0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0)
+# the relative rounding of one result rounded to nearest: 2^-11 float16 (11-bit significand),
+# 2^-8 bfloat16 (8 bits)
+HALF_UNIT = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +90,12 @@ class OpCase:
     draw: Optional[Callable] = None  # (rng, dtype, shapes) -> arrays, for a joint domain
     ops: tuple = ()                 # the libcore ops it reaches (default: its name)
     grad_args: Optional[tuple] = None  # inputs whose gradient is checked (None: all)
+    # float16/bfloat16 on other backends (test_backend_half_matches_cpu): the float inputs
+    # rounded to the half type, run there in it, against the CPU in float32 on the same
+    # values. half_tol: the allowed difference of float outputs and gradients in units of the
+    # half type's rounding (HALF_UNIT) times the largest magnitude; integer outputs (indices)
+    # must be equal. None: the op does not compute in half.
+    half_tol: Optional[float] = None
 
     def __str__(self):
         return self.name

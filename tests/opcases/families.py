@@ -26,11 +26,12 @@ from .case import OpCase
 F32, F64 = np.float32, np.float64
 
 
-def backend(op, call, draw, grad=(), dtypes=(F32, F64), ids=""):
-    """A case of libcore op `op` checked against the CPU on every other backend."""
+def backend(op, call, draw, grad=(), dtypes=(F32, F64), ids="", half=None):
+    """A case of libcore op `op` checked against the CPU on every other backend (and, with
+    `half`, in float16 and bfloat16 to that many rounding units: case.py's half_tol)."""
     return OpCase(f"{op}-{ids}" if ids else op, call, None, kind="backend", dtypes=dtypes,
                   special=False, grad=bool(grad), grad_args=tuple(grad), shapes=(None,),
-                  draw=lambda rng, dtype, shapes: draw(rng, dtype), ops=(op,))
+                  draw=lambda rng, dtype, shapes: draw(rng, dtype), ops=(op,), half_tol=half)
 
 
 def normal(*shape):
@@ -77,13 +78,13 @@ CASES += [
     backend("fill", lambda x: hl.full((2, 3), 1.25, dtype=x.dtype, device=x.device) + x,
                     normal(2, 3)),
     backend("arange", lambda x: hl.arange(0, 7, 0.5, dtype=x.dtype, device=x.device) * x,
-                      normal(14)),
+                      normal(14), half=2),
     backend("eye", lambda x: hl.eye(3, 4, k=1, dtype=x.dtype, device=x.device) + x,
-                   normal(3, 4)),
+                   normal(3, 4), half=2),
     backend("where", lambda c, a, b: hl.where(c > 0, a, b), lambda r, dt: [
           r.standard_normal((3, 4)).astype(dt), r.standard_normal((3, 4)).astype(dt),
-          r.standard_normal((4,)).astype(dt)], grad=(1, 2)),
-    backend("sum", lambda x: x.sum(axis=1), normal(3, 4, 5), grad=(0,)),
+          r.standard_normal((4,)).astype(dt)], grad=(1, 2), half=2),
+    backend("sum", lambda x: x.sum(axis=1), normal(3, 4, 5), grad=(0,), half=2),
     backend("sum", lambda x: x.sum(), normal(70, 100), grad=(), ids="block"),
     backend("sum", lambda x: (x > 0).sum(axis=0), normal(6, 5), ids="bool"),
     backend("mean", lambda x: x.mean(axis=(0, 2)), normal(3, 4, 5), grad=(0,)),
@@ -95,8 +96,10 @@ CASES += [
     backend("l2", lambda x: hl.norm(x, axis=1), normal(4, 6), grad=(0,)),
     backend("logsumexp", lambda x: hl.logsumexp(x, axis=1), normal(3, 7), grad=(0,)),
     backend("logsumexp", lambda x: hl.logsumexp(x), normal(60, 90), ids="block"),
-    backend("argmax", lambda x: x.argmax(axis=1), normal(5, 7)),
-    backend("argmin", lambda x: x.argmin(axis=0), normal(5, 7)),
+    backend("argmax", lambda x: x.argmax(axis=1), normal(5, 7), half=0),
+    backend("argmin", lambda x: x.argmin(axis=0), normal(5, 7), half=0),
+    backend("argmax", lambda x: x.argmax(axis=0), lambda r, dt: [
+          np.array([[1, np.nan, 3], [np.nan, 5, 3]], dtype=dt)], ids="nan", half=0),
     backend("matmul", hl.matmul, lambda r, dt: [r.standard_normal((2, 3, 4)).astype(dt),
                                                 r.standard_normal((4, 5)).astype(dt)],
                       grad=(0, 1)),
@@ -118,7 +121,12 @@ CASES += [
               r.standard_normal((3, 4, 2)).astype(dt),
               np.abs(r.standard_normal((3, 4, 2))).astype(dt)], grad=(0, 1), ids="probs"),
     backend("gather", lambda x, i: hl.gather(x, i, axis=1), lambda r, dt: [
-          r.standard_normal((3, 5)).astype(dt), np.array([[4, 0], [-1, 2]])], grad=(0,)),
+          r.standard_normal((3, 5)).astype(dt), np.array([[4, 0], [-1, 2]])], grad=(0,),
+          half=2),
+    # embedding's backward: many repeated rows, summed (in float32 for the half types)
+    backend("gather", lambda w, i: hl.gather(w, i, axis=0), lambda r, dt: [
+          r.standard_normal((6, 4)).astype(dt), r.integers(-6, 6, (40,))], grad=(0,),
+          ids="embedding", half=2),
     backend("one_hot", lambda i: hl.one_hot(i, 5), lambda r, dt: [np.array([0, 4, -1, 2])]),
 ]
 CASES += [
@@ -175,25 +183,27 @@ CASES += [
     backend("tile", lambda x: hl.tile(x, (2, 3)), normal(2, 3), grad=(0,)),
     backend("triangle", lambda x: hl.tril(x, -1) + hl.triu(x.T, 1).T, normal(2, 4, 5),
                         grad=(0,)),
-    backend("cumsum", lambda x: hl.cumsum(x, axis=1), normal(3, 4, 2), grad=(0,)),
+    backend("cumsum", lambda x: hl.cumsum(x, axis=1), normal(3, 4, 2), grad=(0,), half=2),
+    backend("cumsum", lambda x: hl.cumsum(x, axis=0), within(0.9, 1.1, 100, 2), grad=(0,),
+                      ids="long", half=2),
     backend("cumsum", lambda x: hl.cumsum(x, axis=0), lambda r, dt: [r.integers(-5, 5, (6, 2))],
                       dtypes=(F64,), ids="int64"),
 ]
 CASES += [
     backend("gather_elements", lambda x, i: hl.gather_elements(x.T, i, axis=1), lambda r, dt: [
           r.standard_normal((5, 3)).astype(dt), np.array([[0, 4, -1], [2, 2, -5]])],
-          grad=(0,)),
+          grad=(0,), half=2),
     backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=0),
                                 lambda r, dt: [r.standard_normal((4, 3)).astype(dt),
                                                np.array([[1, 0, 3], [-1, 2, 0]]),
                                                r.standard_normal((2, 3)).astype(dt)],
-                                grad=(0, 2)),
+                                grad=(0, 2), half=2),
     backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
                                                                     reduction="add"),
                                 lambda r, dt: [r.standard_normal((2, 4)).astype(dt),
                                                np.array([[1, 1, 3], [0, -1, 0]]),
                                                r.standard_normal((2, 3)).astype(dt)],
-                                ids="add"),
+                                ids="add", half=2),
     backend("scatter_elements", lambda x, i, u: hl.scatter_elements(x, i, u, axis=1,
                                                                     reduction="max"),
                                 lambda r, dt: [r.integers(-9, 9, (2, 4)),
@@ -203,18 +213,18 @@ CASES += [
 ]
 CASES += [
     backend("topk", lambda x: hl.topk(x, 3, axis=1), lambda r, dt: [
-          np.array([[3, 1, np.nan, 3, -2], [0, -0.0, 5, 5, 1]], dtype=dt)]),
+          np.array([[3, 1, np.nan, 3, -2], [0, -0.0, 5, 5, 1]], dtype=dt)], half=0),
     backend("topk", lambda x: hl.topk(x, 2, axis=0, largest=False), normal(4, 3, 2), grad=(0,),
-                    ids="smallest"),
+                    ids="smallest", half=2),
     backend("nonzero", lambda x: hl.nonzero(x), lambda r, dt: [
-          (r.integers(0, 3, (5, 4, 3)) * r.standard_normal((5, 4, 3))).astype(dt)]),
+          (r.integers(0, 3, (5, 4, 3)) * r.standard_normal((5, 4, 3))).astype(dt)], half=0),
     backend("nonzero", lambda x: hl.nonzero(x > 0.5), normal(5000, 3), ids="chunks"),
 ]
 CASES += [
     backend("resize", lambda x: hl.interpolate(x, scale_factor=2), normal(1, 2, 3, 4),
-                      grad=(0,)),
+                      grad=(0,), half=2),
     backend("resize", lambda x: hl.interpolate(x, size=(5, 7), mode="bilinear"),
-                      normal(2, 1, 3, 4), grad=(0,), ids="bilinear"),
+                      normal(2, 1, 3, 4), grad=(0,), ids="bilinear", half=2),
     backend("resize", lambda x: hl.interpolate(x, size=(2, 6), mode="bilinear",
                                                align_corners=True), normal(1, 2, 4, 3),
                       grad=(0,), ids="align-corners"),
@@ -369,3 +379,8 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}
 # a kernel): their cases must fail there with the registry's "<op> is not implemented on
 # <backend>". Every op of the table runs on cuda today.
 NOT_ON = {"cuda": set()}
+# Ops that do not compute in float16/bfloat16 on a backend by design (docs/amp.md gives the
+# reasons): the packed inference layouts and their fused products are float32 kernels, and
+# the optimiser's one-pass update keeps float32 master weights (mixed precision never updates
+# half parameters). Every other op a backend has takes the half types there.
+NO_HALF = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update"}}

@@ -9,8 +9,8 @@ from tests.autograd.harness import check_grad
 from tests.ops.harness import LAYOUTS, assert_close, numeric_grad
 
 from . import elementwise, families
-from .case import (BACKEND_GRAD_ATOL, BACKEND_GRAD_RTOL, GRAD_ATOL, GRAD_RTOL, ONNX_ATOL,
-                   ONNX_RTOL, SPECIAL)
+from .case import (BACKEND_GRAD_ATOL, BACKEND_GRAD_RTOL, GRAD_ATOL, GRAD_RTOL, HALF_UNIT,
+                   ONNX_ATOL, ONNX_RTOL, SPECIAL)
 
 ALL = elementwise.CASES + families.CASES
 CASES = [c for c in ALL if not c.backend_only]  # with a numpy reference
@@ -24,6 +24,9 @@ EXPORT = [pytest.param(c, id=c.name) for c in CASES if c.onnx is not None and c.
 OTHER_BACKENDS = ("cuda",)
 BACKENDS = [pytest.param(c, b, id=f"{c.name}-{b}", marks=pytest.mark.gpu) for c in ALL
             for b in OTHER_BACKENDS]
+BACKEND_HALF = [pytest.param(c, b, h, id=f"{c.name}-{b}-{h}", marks=pytest.mark.gpu)
+                for c in ALL if c.half_tol is not None for b in OTHER_BACKENDS
+                for h in HALF_UNIT]
 BACKEND_GRAD = [pytest.param(c, b, id=f"{c.name}-{b}", marks=pytest.mark.gpu) for c in ALL
                 if c.grad and np.float64 in c.dtypes for b in OTHER_BACKENDS
                 if not set(c.ops or (c.name,)) & families.NOT_ON.get(b, set())]
@@ -165,6 +168,62 @@ def test_backend_matches_cpu(case, device):
                     g.shape == w.shape, f"{case.name} on {device}: {g!r} vs {w!r}"
                 np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=rtol, atol=atol,
                                            equal_nan=True, err_msg=f"{case.name} on {device}")
+
+
+def _half_run(case, arrays, device, half):
+    """The case on device with its float inputs in `half` (cuda) or in float32 holding the
+    half-rounded values (the CPU); the outputs and the gradients of grad_args for dy = cos(k)
+    rounded to `half` (on the CPU: the same values in float32)."""
+    which = case.grad_indices(len(arrays)) if case.grad else ()
+    xs = []
+    for i, a in enumerate(arrays):
+        t = hl.tensor(a)
+        if t.dtype.is_floating:
+            t = t.astype(half)
+            t = t.to(device) if device != "cpu" else t.astype("float32")
+        else:
+            t = t.to(device)
+        if i in which:
+            t.requires_grad = True
+        xs.append(t)
+    ys = case.call(*xs)
+    ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
+    if which:
+        total = None
+        for y in ys:
+            if not y.dtype.is_floating:
+                continue
+            dy = hl.tensor(np.cos(np.arange(y.size, dtype=np.float32)).reshape(y.shape))
+            dy = dy.astype(half)
+            dy = dy.to(device) if device != "cpu" else dy.astype("float32")
+            term = (y * dy).sum()
+            total = term if total is None else total + term
+        total.backward()
+    return ys, [xs[i].grad for i in which]
+
+
+@pytest.mark.parametrize("case,device,half", BACKEND_HALF)
+def test_backend_half_matches_cpu(case, device, half):
+    """float16/bfloat16 on the backend against the CPU's float32 on the same half-rounded
+    values (and dy): float results within half_tol rounding units of the largest magnitude
+    (case.py), integer results (positions) equal, NaN where the CPU has NaN."""
+    arrays = case.inputs(np.random.default_rng(5), np.float32, case.shapes[0])
+    got, got_grads = _half_run(case, arrays, device, half)
+    want, want_grads = _half_run(case, arrays, "cpu", half)
+    for g, w in list(zip(got, want)) + list(zip(got_grads, want_grads)):
+        assert g.device == hl.device(device) and g.shape == w.shape, (case.name, g, w)
+        if not w.dtype.is_floating:
+            assert g.dtype == w.dtype, (case.name, g.dtype, w.dtype)
+            np.testing.assert_array_equal(g.numpy(), w.numpy(), err_msg=case.name)
+            continue
+        assert g.dtype == hl.dtype(half), (case.name, g.dtype)
+        gv, wv = g.astype("float32").numpy().astype(np.float64), w.numpy().astype(np.float64)
+        np.testing.assert_array_equal(np.isnan(gv), np.isnan(wv), err_msg=case.name)
+        ok = ~np.isnan(wv)
+        scale = np.abs(wv[ok]).max() if ok.any() else 0.0
+        tol = case.half_tol * HALF_UNIT[half] * max(scale, 1e-30)
+        assert np.abs(gv[ok] - wv[ok]).max(initial=0.0) <= tol, \
+            (case.name, half, np.abs(gv[ok] - wv[ok]).max(), tol)
 
 
 def _gradient_inputs(case):

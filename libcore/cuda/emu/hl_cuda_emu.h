@@ -296,6 +296,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
 /* ---- hooks for tests (exported from the emulated library only) ---- */
 
 extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_next_launch(int code);
+extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_launch_after(int skip,
+                                                                                   int code);
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_launch_count(void);
 /* Graphs launched so far, and nodes those launches ran. */
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_graph_launches(void);

@@ -501,6 +501,7 @@ void fiber_main(void) {
 }
 
 int failing_launches;  /* test hook: the next launch fails with this code */
+int failing_skip;      /* test hook: ... after this many launches have run */
 long long launches;
 
 void launch_failed(cudaError_t code, const char *fmt, const char *kernel) {
@@ -600,7 +601,10 @@ void run_launch(dim3 grid, dim3 block, size_t shmem, bool coop, const char *kern
                 hl_emu_body body, void *closure) {
     __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     launch_message[0] = 0;
-    int injected = __atomic_exchange_n(&failing_launches, 0, __ATOMIC_RELAXED);
+    int injected = 0;
+    if (__atomic_load_n(&failing_launches, __ATOMIC_RELAXED) &&
+        __atomic_fetch_sub(&failing_skip, 1, __ATOMIC_RELAXED) <= 0)
+        injected = __atomic_exchange_n(&failing_launches, 0, __ATOMIC_RELAXED);
     if (injected) {
         launch_failed((cudaError_t)injected, "kernel %s failed (injected by "
                       "hl_cuda_emu_fail_next_launch)", kernel);
@@ -708,6 +712,13 @@ void hl_emu_launch(dim3 grid, dim3 block, size_t shmem, cudaStream_t s, bool coo
 }
 
 extern "C" void hl_cuda_emu_fail_next_launch(int code) {
+    __atomic_store_n(&failing_skip, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&failing_launches, code ? code : (int)cudaErrorLaunchFailure,
+                     __ATOMIC_RELAXED);
+}
+/* The launch after the next `skip` ones fails (a kernel in the middle of an op's sequence). */
+extern "C" void hl_cuda_emu_fail_launch_after(int skip, int code) {
+    __atomic_store_n(&failing_skip, skip, __ATOMIC_RELAXED);
     __atomic_store_n(&failing_launches, code ? code : (int)cudaErrorLaunchFailure,
                      __ATOMIC_RELAXED);
 }

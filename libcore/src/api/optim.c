@@ -3,10 +3,11 @@
  * over the elements instead of the five to ten element-wise calls of the rule's op sequence).
  * The kernel is cpu/optim.c; the rules and their layouts are documented in hl_core.h.
  *
- * Record: in[0] = grad (contiguous), in[1 ..] = the scalars (0-d) when given; out[0] = param,
- * out[1 ..] = the states (all contiguous, read and written in place); i[0] = rule,
- * i[1] = flags, i[2] = number of states, i[3] = number of per-step values, i[4] = 1 when they
- * are the scalar tensors, 0 when they are numbers in f[HL_OPTIM_VALUES ..]; f[0 ..] = hyper.
+ * Record: in[0] = grad (contiguous), in[1 ..] = the scalars (0-d) when given, then the skip
+ * flag (0-d bool) when given; out[0] = param, out[1 ..] = the states (all contiguous, read
+ * and written in place); i[0] = rule, i[1] = flags, i[2] = number of states, i[3] = number
+ * of per-step values, i[4] = 1 when they are the scalar tensors, 0 when they are numbers in
+ * f[HL_OPTIM_VALUES ..], i[5] = 1 when the last input is the skip flag; f[0 ..] = hyper.
  */
 #include "../core.h"
 
@@ -80,10 +81,25 @@ static hl_status check_scalar(const char *op, const hl_tensor *t, const hl_tenso
     return HL_OK;
 }
 
+/* The skip flag: a 0-d bool on param's device, which only the CPU kernel reads (a backend
+   whose kernel ignored it would update a step that must be skipped). */
+static hl_status check_skip(const char *op, const hl_tensor *skip, const hl_tensor *param) {
+    hl_device dev = param->storage->device;
+    if (dev.kind != HL_DEVICE_CPU && dev.kind != HL_DEVICE_META)
+        return hl_fail(HL_ERR_UNSUPPORTED, "%s: a skip flag is read by the CPU kernel only, "
+                       "not on %s (guard the update instead)", op, hl_device_str(dev));
+    hl_status st = hl_check_device(op, dev, skip);
+    if (st) return st;
+    if (skip->dtype != HL_BOOL || skip->ndim != 0)
+        return hl_fail(HL_ERR_VALUE, "%s: the skip flag must be a 0-d bool tensor, got %s", op,
+                       hl_desc(skip));
+    return HL_OK;
+}
+
 hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor *grad,
                           hl_tensor *const *states, int n_states,
                           const hl_tensor *const *scalars, const double *values, int n_scalars,
-                          const double *hyper, int n_hyper) {
+                          const double *hyper, int n_hyper, const hl_tensor *skip) {
     const char *op = "optim_update";
     if (rule < 0 || rule >= N_RULES)
         return hl_fail(HL_ERR_VALUE, "%s: unknown rule %d (expected 0 to %d)", op, rule,
@@ -102,6 +118,7 @@ hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor
     if (!st) st = check_like(op, "grad", grad, param, false);
     for (int k = 0; k < n_states && !st; k++) st = check_like(op, "a state", states[k], param, true);
     for (int k = 0; scalars && k < n_scalars && !st; k++) st = check_scalar(op, scalars[k], param);
+    if (!st && skip) st = check_skip(op, skip, param);
     /* everything written must be apart from everything else */
     const hl_tensor *written[1 + 3] = {param};
     for (int k = 0; k < n_states; k++) written[1 + k] = states[k];
@@ -109,6 +126,7 @@ hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor
         st = hl_check_no_overlap(op, written[a], grad, false);
         for (int k = 0; scalars && k < n_scalars && !st; k++)
             st = hl_check_no_overlap(op, written[a], scalars[k], false);
+        if (!st && skip) st = hl_check_no_overlap(op, written[a], skip, false);
         for (int b = a + 1; b < 1 + n_states && !st; b++)
             st = hl_check_no_overlap(op, written[a], written[b], false);
     }
@@ -117,11 +135,12 @@ hl_status hl_optim_update(int rule, int flags, hl_tensor *param, const hl_tensor
     if ((st = hl_contiguous(grad, &gc))) return st;
     hl_call c = {.op = HL_OP_OPTIM_UPDATE, .n_in = 1 + (scalars ? n_scalars : 0),
                  .n_out = 1 + n_states, .in = {gc}, .out = {param},
-                 .i = {rule, flags, n_states, n_scalars, scalars != NULL}};
+                 .i = {rule, flags, n_states, n_scalars, scalars != NULL, skip != NULL}};
     for (int k = 0; k < n_scalars; k++) {
         if (scalars) c.in[1 + k] = scalars[k];
         else c.f[HL_OPTIM_VALUES + k] = values[k];
     }
+    if (skip) c.in[c.n_in++] = skip;
     for (int k = 0; k < n_states; k++) c.out[1 + k] = states[k];
     for (int k = 0; k < n_hyper; k++) c.f[k] = hyper[k];
     st = hl_submit(&c);

@@ -5,8 +5,9 @@
  * How many counters a draw consumes (hl/ops/random.py relies on this): each counter value
  * gives one Philox block of four 32-bit words. A float32 uniform, any normal in float32 and
  * any bernoulli takes one word per element (four elements per counter); float64 uniform and
- * normal take two words per element (two elements per counter). A draw of n elements thus
- * uses counters offset .. offset + ceil(n / per_counter) - 1, and element i reads counter
+ * normal take two words per element (two elements per counter); float16 and bfloat16 (on
+ * a backend that draws them: cuda) take float32's words and round each number once. A draw
+ * of n elements thus uses counters offset .. offset + ceil(n / per_counter) - 1, and element i reads counter
  * offset + i / per_counter, word i % per_counter (times two for float64): it depends only on
  * (seed, offset, i).
  *
@@ -40,9 +41,12 @@ static hl_status check_dst(const char *op, int code, const hl_tensor *dst, bool 
     return HL_OK;
 }
 
-/* A float32 result cannot reach a bound beyond float32's range. */
+/* A float32 (bfloat16: float32's range) or float16 result cannot reach a bound beyond its
+   dtype's range. */
 static bool fits(const hl_tensor *dst, double v) {
-    return isfinite(v) && (dst->dtype != HL_F32 || fabs(v) <= FLT_MAX);
+    double max = dst->dtype == HL_F16 ? 65504.0
+                 : (dst->dtype == HL_F32 || dst->dtype == HL_BF16 ? FLT_MAX : INFINITY);
+    return isfinite(v) && fabs(v) <= max;
 }
 
 static hl_status submit(int op, hl_tensor *dst, uint64_t seed, uint64_t offset, double a,

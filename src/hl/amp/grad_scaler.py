@@ -16,19 +16,30 @@ SINGA style (the optimiser updates as gradients arrive)::
 
 The check for inf/NaN is one sum per gradient of ``grad * 0`` (0 for finite values, NaN
 otherwise), all added on the device and read once: one synchronisation per step.
+
+While a plan is recorded (graph mode) the same steps are recorded with the scale, the growth
+tracker and the found-inf flag as device tensors (hl/amp/recorded.py): the plan reads the
+scale at each replay and skips the update on the device. Between recorded and eager steps
+the host values and the tensors are kept one truth (read back before an eager step, written
+after it).
 """
 import math
 
-from .. import errors
+from .. import _core, errors
 from .._tensor import Tensor
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
+from ..graph import recording
+from .recorded import DeviceScaling, unscale_and_probe
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
+_ON_DEVICE = "on the device"  # found_inf of a recorded step: a tensor the plan writes
 
 
 class GradScaler:
+    _dev = None  # DeviceScaling, once a plan has recorded a step (not pickled)
+
     def __init__(self, device="cuda", init_scale=2.0 ** 16, growth_factor=2.0,
                  backoff_factor=0.5, growth_interval=2000, enabled=True):
         if not growth_factor > 1.0:
@@ -61,6 +72,9 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
+            if _core.recording():
+                return self._device(outputs.device).scaled(outputs)
+            self._pull()
             return F.mul(outputs, self._scale)
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
@@ -79,7 +93,14 @@ class GradScaler:
         if st["stage"] is _STEPPED:
             raise errors.ValueError("GradScaler.unscale_() is being called after step()")
         grads = [p.grad for p in optimizer._known_params() if p.grad is not None]
-        st["found_inf"] = self._unscale(grads)
+        if _core.recording():
+            first = not any(s["found_inf"] is not None for s in self._per_optimizer.values())
+            dev = self._device(grads[0].device if grads else None)
+            dev.settle_after_runs(optimizer)
+            dev.unscale(grads, first)
+            st["found_inf"] = _ON_DEVICE
+        else:
+            st["found_inf"] = self._unscale(grads)
         st["stage"] = _UNSCALED
 
     def step(self, optimizer, *args, **kwargs):
@@ -94,6 +115,12 @@ class GradScaler:
         if st["stage"] is _READY:
             self.unscale_(optimizer)
         st["stage"] = _STEPPED
+        if st["found_inf"] is _ON_DEVICE:  # recorded: the device skips the update
+            out = []
+            self._dev.guarded(optimizer, [p for p in optimizer._known_params()
+                                          if p.grad is not None],
+                              lambda: out.append(optimizer.step(*args, **kwargs)))
+            return out[0]
         if st["found_inf"]:
             return None
         return optimizer.step(*args, **kwargs)
@@ -109,14 +136,21 @@ class GradScaler:
             if not (value > 0 and math.isfinite(value)):
                 raise errors.ValueError(f"GradScaler.update: new_scale must be a positive "
                                         f"finite number, got {value}")
+            self._pull()
             self._scale = value
+            self._push()
         else:
             found = [s["found_inf"] for s in self._per_optimizer.values()
                      if s["found_inf"] is not None]
             if not found:
                 raise errors.ValueError("GradScaler.update: no inf checks were recorded prior "
                                         "to update() (call step() or unscale_() first)")
-            self._apply(any(found))
+            if _ON_DEVICE in found:
+                self._dev.update_scale()
+            else:
+                self._pull()
+                self._apply(any(found))
+                self._push()
         self._per_optimizer = {}
 
     # ---- SINGA style ----------------------------------------------------------------------
@@ -128,6 +162,9 @@ class GradScaler:
         if not self._enabled:
             optimizer.backward_and_update(loss, dy)
             return True
+        if _core.recording():
+            return self._recorded_backward_and_update(optimizer, loss, dy)
+        self._pull()
         scaled = F.mul(loss, self._scale)
         pairs = list(_backward(scaled, None if dy is None else F.mul(dy, self._scale)))
         found_inf = self._unscale([g for _, g in pairs])
@@ -135,35 +172,60 @@ class GradScaler:
             optimizer._update_all(pairs)
             optimizer._count_step()
         self._apply(found_inf)
+        self._push()
         self._per_optimizer = {}
         return not found_inf
+
+    def _recorded_backward_and_update(self, optimizer, loss, dy):
+        """backward_and_update in a plan being recorded: every decision on the device.
+        Returns None (whether the update applies is known only when the plan runs)."""
+        dev = self._device(loss.device)
+        dev.settle_after_runs(optimizer)
+        pairs = list(_backward(dev.scaled(loss), None if dy is None else dev.scaled(dy)))
+        dev.unscale([g for _, g in pairs], first=True)
+
+        def update():
+            optimizer._update_all(pairs)
+            optimizer._count_step()
+        dev.guarded(optimizer, [p for p, _ in pairs], update)
+        dev.update_scale()
+        self._per_optimizer = {}
+        return None
 
     # ---- state ----------------------------------------------------------------------------
 
     def get_scale(self):
+        self._pull()
         return self._scale if self._enabled else 1.0
 
     def get_growth_factor(self):
         return self._growth_factor
 
     def set_growth_factor(self, value):
+        self._pull()
         self._growth_factor = float(value)
+        self._push()
 
     def get_backoff_factor(self):
         return self._backoff_factor
 
     def set_backoff_factor(self, value):
+        self._pull()
         self._backoff_factor = float(value)
+        self._push()
 
     def get_growth_interval(self):
         return self._growth_interval
 
     def set_growth_interval(self, value):
+        self._pull()
         self._growth_interval = int(value)
+        self._push()
 
     def state_dict(self):
         if not self._enabled:
             return {}
+        self._pull()
         return {"scale": self._scale, "growth_factor": self._growth_factor,
                 "backoff_factor": self._backoff_factor,
                 "growth_interval": self._growth_interval, "_growth_tracker": self._growth_tracker}
@@ -179,6 +241,7 @@ class GradScaler:
         self._backoff_factor = float(state["backoff_factor"])
         self._growth_interval = int(state["growth_interval"])
         self._growth_tracker = int(state["_growth_tracker"])
+        self._push()
 
     def __repr__(self):
         return (f"GradScaler(scale={self._scale}, growth_factor={self._growth_factor}, "
@@ -186,6 +249,32 @@ class GradScaler:
                 f"{self._growth_interval}, enabled={self._enabled})")
 
     # ---- inside ---------------------------------------------------------------------------
+
+    def __getstate__(self):  # the device tensors are derived: the host values travel
+        self._pull()
+        state = self.__dict__.copy()
+        state.pop("_dev", None)  # a loaded scaler reads the class's None
+        return state
+
+    def _device(self, device):
+        """The DeviceScaling on device (made from the host values on first use), while a
+        plan records; an abandoned recording puts the per-optimizer stages back."""
+        stages = {k: dict(v) for k, v in self._per_optimizer.items()}
+        recording.on_abort_once(self, lambda: setattr(self, "_per_optimizer", stages))
+        if self._dev is None or self._dev.device != device:
+            self._pull()
+            self._dev = DeviceScaling(device, self)
+        return self._dev
+
+    def _pull(self):
+        """Host values from the device tensors (what replays left there), outside a
+        recording."""
+        if self._dev is not None and not _core.recording():
+            self._dev.pull(self)
+
+    def _push(self):
+        if self._dev is not None and not _core.recording():
+            self._dev.push(self)
 
     def _state(self, optimizer):
         return self._per_optimizer.setdefault(id(optimizer),
@@ -195,14 +284,8 @@ class GradScaler:
         """grads *= 1/scale in place; True when one of them holds inf or NaN."""
         if not grads:
             return False
-        inv = 1.0 / self._scale
         with no_grad():
-            probe = None
-            for g in grads:
-                F.mul(g, inv, out=g)
-                # 0 for finite values, NaN for inf/NaN: summed in float32 on the device
-                term = F.sum(F.mul(g, 0.0), dtype="float32")
-                probe = term if probe is None else F.add(probe, term)
+            probe = unscale_and_probe(grads, 1.0 / self._scale)
             return not math.isfinite(float(probe.item()))
 
     def _apply(self, found_inf):

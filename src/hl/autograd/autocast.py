@@ -9,10 +9,10 @@ float32 tensors (parameters stay float32; their gradients arrive in float32):
                inputs become the region's dtype (float16 or bfloat16); float64 is left alone
     "float32"  softmax, log-softmax, the losses, batch/layer/group norm, the reductions that
                can overflow or lose precision (sum, mean, prod, norms, logsumexp, var, cumsum),
-               pow, exp, log and the other unary ops of PyTorch's float32 list, dropout:
+               pow, exp, log and the other unary ops of PyTorch's float32 list:
                float16/bfloat16 inputs become float32
-    None       everything else runs in whatever dtype its inputs have (element-wise ops and
-               pooling; mixed inputs promote, as without autocast)
+    None       everything else runs in whatever dtype its inputs have (element-wise ops,
+               pooling, dropout; mixed inputs promote, as without autocast)
 
 Within one region (outermost ``__enter__`` to its ``__exit__``) the half copy of a leaf
 tensor that requires a gradient (a parameter) is made once and reused by every op that

@@ -13,7 +13,8 @@ __all__ = ["dropout"]
 
 
 class Dropout(Function):
-    autocast = "float32"  # hl.amp (autograd/autocast.py)
+    # hl.amp: on neither list (PyTorch's rule), so inside a region it runs in its input's
+    # dtype; a half mask is float32's Bernoulli draw (same Philox words, 0 or 1 exactly)
     def __init__(self, p, generator):
         self.p, self.generator = p, generator
 

@@ -98,9 +98,11 @@ class Plan:
     (recording.cut) gives its segments: ``core`` is then the first (the one that declared
     the input slots) and ``then`` the [(fn, next core plan)] that follow it."""
 
-    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size", "name")
+    __slots__ = ("core", "then", "slots", "outputs", "hooks", "still_valid", "size", "name",
+                 "after")
 
-    def __init__(self, core, slots, outputs, hooks, still_valid, segments=(), name=None):
+    def __init__(self, core, slots, outputs, hooks, still_valid, segments=(), name=None,
+                 after=()):
         cores = [c for c, _ in segments] + [core]
         self.core = cores[0]
         self.then = [(fn, c) for (_, fn), c in zip(segments, cores[1:])]
@@ -108,6 +110,7 @@ class Plan:
         self.slots = slots
         self.outputs = outputs
         self.hooks = hooks
+        self.after = after  # recording.after_run's functions
         self.still_valid = still_valid
         self.size = sum(_core.plan_size(c) for c in cores)
 
@@ -138,6 +141,8 @@ class Plan:
         for fn, core in self.then:
             fn()
             _core.plan_run(core)
+        for fn in self.after:
+            fn()
         return self.outputs
 
 
@@ -229,13 +234,13 @@ class PlanCache:
         name = f"{self.what} #{self.stats['recorded']}"
         if second is None:
             entry.plan = Plan(core, slots, outputs, rec.replay_hooks, still_valid,
-                              rec.segments, name)
+                              rec.segments, name, rec.after_hooks)
             entry.plan.prepare(self.options)
             return entry.plan.run(leaves, hooks=False)  # this step's Python state is advanced
         entry.plan = Plan(first[0], slots, outputs, first[1].replay_hooks, still_valid,
-                          first[1].segments, name)
+                          first[1].segments, name, first[1].after_hooks)
         entry.second = Plan(core, [], None, rec.replay_hooks, still_valid, rec.segments,
-                            f"{name} (backward and update)")
+                            f"{name} (backward and update)", rec.after_hooks)
         entry.plan.prepare(self.options, entry.second)  # one bind serves both plans
         entry.plan.run(leaves, hooks=False)
 

@@ -7,7 +7,9 @@ derived from it (the learning rate of this step, bias corrections) therefore reg
   side of each update advances exactly as an eager step would and writes this step's values
   into the 0-d tensors the plan reads (see ``StepValues``);
 - ``on_abort(fn)``: fn runs when the recording is abandoned (a GraphBreak: the step then runs
-  eagerly), to put back the Python state the abandoned recording advanced.
+  eagerly), to put back the Python state the abandoned recording advanced;
+- ``after_run(fn)``: fn runs after each run of the plan (a value the device decided, read
+  back to put the host state in line with it).
 Outside a recording both are no-ops, so eager code calls them unconditionally.
 
 A step may also need Python to run *between* its core calls at every replay, with values the
@@ -32,6 +34,7 @@ class Recording:
 
     def __init__(self):
         self.replay_hooks = []
+        self.after_hooks = []  # run after every run of the plan, the first one included
         self.abort_hooks = []
         self.touched = set()  # ids of objects that registered an abort hook already
         self.segments = []  # [(core plan, fn)] cut off so far (see cut)
@@ -87,6 +90,15 @@ def on_replay(fn):
     rec = current()
     if rec is not None:
         rec.replay_hooks.append(fn)
+
+
+def after_run(fn):
+    """fn runs after every run of the plan being recorded (the run that follows the
+    recording, and each replay), once its core calls are done: the host learning what the
+    device decided (hl.amp.GradScaler: whether the step was skipped)."""
+    rec = current()
+    if rec is not None:
+        rec.after_hooks.append(fn)
 
 
 def on_abort_once(owner, fn):

@@ -1,16 +1,44 @@
 """The optimiser update kernel: one step of one parameter's update rule in one pass
 (libcore's hl_optim_update; hl/opt/rules.py says which rule each optimiser runs and keeps the
 element-wise sequence every rule equals, bit for bit)."""
+import contextlib
+import threading
+
 from .. import _core
 from .._tensor import Tensor
 
-__all__ = ["optim_update", "optim_update_available"]
+__all__ = ["optim_update", "optim_update_available", "skipping_when"]
 
 # The rules and flags of hl_optim_update (libcore/include/hl_core.h).
 RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3, "v2_momentum": 4, "v2_adam": 5}
 FLAGS = {"nesterov": 1, "init": 2, "decoupled": 4, "centered": 8, "momentum": 16}
 
 _OP = _core.op_code("optim_update")
+_CPU = 0  # libcore's HL_DEVICE_CPU (hl/devices.py's table)
+_tls = threading.local()  # .skip: (flag tensor, set of ids of the params it skipped) or None
+
+
+@contextlib.contextmanager
+def skipping_when(flag):
+    """Within the block, every optim_update call on a CPU parameter reads the 0-d bool tensor
+    `flag` when it runs and writes nothing when it is true (hl.amp's skipped steps). Yields
+    the set of ids of the parameters so updated (the others need the caller's own guard)."""
+    done = set()
+    saved = getattr(_tls, "skip", None)
+    _tls.skip = (flag, done)
+    try:
+        yield done
+    finally:
+        _tls.skip = saved
+
+
+def _skip_flag(param):
+    """The skip flag's handle for this update (the CPU kernel reads it), or None."""
+    skip = getattr(_tls, "skip", None)
+    if skip is None or _core.device_of(param._h)[0] != _CPU:
+        return None
+    skip[1].add(id(param))
+    return skip[0]._h
 
 
 def optim_update_available(param, grad=None):
@@ -33,4 +61,4 @@ def optim_update(rule, param, grad, states, step_values, hyper, flags=()):
     _core.optim_update(RULES[rule], bits, param._h, grad._h, [s._h for s in states],
                        [v._h for v in step_values] if tensors else None,
                        None if tensors else [float(v) for v in step_values],
-                       [float(h) for h in hyper])
+                       [float(h) for h in hyper], _skip_flag(param))

@@ -204,15 +204,12 @@ class TrainStep:
                 out, loss = forward_loss(model, x, y, sw_t)
                 finish = lambda run: backward_and_update(model, loss) if run else None  # noqa: E731
             else:
-                if model.dtype_policy.needs_loss_scaling:  # the skip decision reads the host
-                    raise errors.UnsupportedError(
-                        f"fit: graph mode (compile(use_graph=True)) does not run the "
-                        f"{model.dtype_policy.name!r} policy yet (its loss scaling decides on "
-                        f"the host whether to update); compile without use_graph, or use "
-                        f"'mixed_bfloat16'")  # the forward and the update are two plans: the update waits for the loss
+                # the forward and the update are two plans: the update waits for the loss
+                # (under "mixed_float16" the update plan scales, unscales and skips on the
+                # device: hl/amp/recorded.py)
                 (out, loss), finish = runner.run(
                     "fit", lambda x_, y_, sw_: forward_loss(model, x_, y_, sw_), (x, y, sw_t),
-                    second=lambda outputs: model.optim.backward_and_update(outputs[1]))
+                    second=lambda outputs: backward_and_update(model, outputs[1]))
             value = float(loss.item())
             self.tracker.update(value, len_of(batch), out, batch.y, sw)
             logs = self.tracker.logs()
