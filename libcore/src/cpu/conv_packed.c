@@ -34,12 +34,8 @@
 #undef T
 #undef SFX
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HAVE_X86 1
-#else
-#define HAVE_X86 0
-#endif
+#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8 */
+#define HAVE_X86 HL_CONV_HAVE_X86
 
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
 /* A block of positions: its K rows of columns about this many bytes (half a core's L2). */
@@ -118,32 +114,7 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 /* ---- the AVX2 + FMA block ---- */
 
 #if HAVE_X86
-#define AVX2 __attribute__((target("avx2,fma")))
-
-/* The activation on 8 values, as conv_epilogue_impl.h computes each (NaN passes through). */
-AVX2 static inline __m256 act8(const conv_epilogue *e, __m256 x) {
-    const __m256 zero = _mm256_setzero_ps();
-    switch (e->act) {
-    case HL_CONV_ACT_RELU:   /* x > 0 or NaN: x; else +0 */
-        return _mm256_and_ps(x, _mm256_cmp_ps(x, zero, _CMP_NLE_UQ));
-    case HL_CONV_ACT_CLIP: {   /* max_ps(a, b) = a > b ? a : b, so NaN x stays */
-        const __m256 t = _mm256_max_ps(_mm256_set1_ps((float)e->alpha), x);
-        return _mm256_min_ps(_mm256_set1_ps((float)e->beta), t);
-    }
-    case HL_CONV_ACT_LEAKY_RELU: {
-        const __m256 neg = _mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x);
-        return _mm256_blendv_ps(neg, x, _mm256_cmp_ps(x, zero, _CMP_GE_OQ));
-    }
-    case HL_CONV_ACT_HARD_SIGMOID: {
-        const __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps((float)e->alpha), x),
-                                       _mm256_set1_ps((float)e->beta));
-        /* fminf(1, v): 1 when v is NaN; fmaxf(0, u) */
-        const __m256 u = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(1)), zero);
-        return _mm256_blendv_ps(x, u, _mm256_cmp_ps(x, x, _CMP_ORD_Q));
-    }
-    default: return x;
-    }
-}
+#define AVX2 HL_AVX2
 
 /* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each). */
 #define BLOCK_LOOP(LOAD0, LOAD1)                                                              \
@@ -205,7 +176,7 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
             if (a->epi && a->last) {
                 if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
                                                       : _mm256_maskload_ps(rr + 8 * h, m));
-                v = act8(a->epi, v);
+                v = hl_conv_act8(a->epi, v);
             }
             if (nr == NR) _mm256_storeu_ps(y + 8 * h, v);
             else _mm256_maskstore_ps(y + 8 * h, m, v);
@@ -244,27 +215,30 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
         if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
         if (a->epi && a->last) {
             if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + r * ldc, m));
-            v = act8(a->epi, v);
+            v = hl_conv_act8(a->epi, v);
         }
         _mm256_maskstore_ps(C + r * ldc, m, v);
     }
 }
 
-static bool have_avx2(void) {
+#endif
+
+bool hl_conv_avx2(void) {
+#if HAVE_X86
     static int known = -1;
     int k = __atomic_load_n(&known, __ATOMIC_RELAXED);
     if (k < 0) {
         __builtin_cpu_init();
-        const char *env = getenv("HL_CONV_AVX2");   /* 0: the portable block, for tests */
+        const char *env = getenv("HL_CONV_AVX2");   /* 0: the portable kernels, for tests */
         k = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
             !(env && env[0] == '0' && env[1] == '\0');
         __atomic_store_n(&known, k, __ATOMIC_RELAXED);
     }
     return k;
-}
 #else
-static bool have_avx2(void) { return false; }
+    return false;
 #endif
+}
 
 /* A block of mr x nr outputs: the AVX2 kernel where the CPU has it, else the portable one. */
 static inline void block(const block_args *a, bool avx2, const float *A, const float *B,
@@ -339,7 +313,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t per_chunk = (panels + chunks - 1) / chunks;
     chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
-    const bool avx2 = have_avx2();
+    const bool avx2 = hl_conv_avx2();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
     /* each thread's packed columns: one block (kc x nb, nb a multiple of NR) */
