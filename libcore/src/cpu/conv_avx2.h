@@ -22,10 +22,12 @@
 bool hl_conv_avx2(void);
 
 #if HL_CONV_HAVE_X86
-/* The activation of e on 8 values. */
-HL_AVX2 static inline __m256 hl_conv_act8(const conv_epilogue *e, __m256 x) {
+/* The activation act (e's, or a constant where a kernel is specialised for one) on 8 values,
+   with e's parameters. */
+HL_AVX2 static inline __attribute__((always_inline)) __m256 hl_conv_act8_as(
+    int act, const conv_epilogue *e, __m256 x) {
     const __m256 zero = _mm256_setzero_ps();
-    switch (e->act) {
+    switch (act) {
     case HL_CONV_ACT_RELU:   /* x > 0 or NaN: x; else +0 */
         return _mm256_and_ps(x, _mm256_cmp_ps(x, zero, _CMP_NLE_UQ));
     case HL_CONV_ACT_CLIP: {   /* max_ps(a, b) = a > b ? a : b, so NaN x stays */
@@ -48,6 +50,11 @@ HL_AVX2 static inline __m256 hl_conv_act8(const conv_epilogue *e, __m256 x) {
     }
     default: return x;
     }
+}
+
+/* The activation of e on 8 values. */
+HL_AVX2 static inline __m256 hl_conv_act8(const conv_epilogue *e, __m256 x) {
+    return hl_conv_act8_as(e->act, e, x);
 }
 
 /* The lanes below n (0..8) of a vector, as a mask for maskload / maskstore. */

@@ -137,6 +137,31 @@ static void block_portable(const block_args *a, const float *restrict A, const f
         B += ldb;                                                                             \
     }
 
+/* The last block of K of a whole MR x NR block: bias, residual (res, or NULL) and the
+   activation act (a constant where inlined, so each case is straight-line code) applied to
+   the accumulators, then stored. */
+AVX2 static inline __attribute__((always_inline)) void finish_whole(
+    const conv_epilogue *e, int act, __m256 acc[MR][2], float *C, int64_t ldc,
+    const float *bias, const float *res) {
+    for (int r = 0; r < MR; r++) {
+        __m256 v0 = acc[r][0], v1 = acc[r][1];
+        if (bias) {
+            const __m256 b = _mm256_broadcast_ss(bias + r);
+            v0 = _mm256_add_ps(v0, b), v1 = _mm256_add_ps(v1, b);
+        }
+        if (res) {
+            v0 = _mm256_add_ps(v0, _mm256_loadu_ps(res + r * ldc));
+            v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + r * ldc + 8));
+        }
+        if (act != HL_CONV_ACT_NONE) {
+            v0 = hl_conv_act8_as(act, e, v0);
+            v1 = hl_conv_act8_as(act, e, v1);
+        }
+        _mm256_storeu_ps(C + r * ldc, v0);
+        _mm256_storeu_ps(C + r * ldc + 8, v1);
+    }
+}
+
 /* An MR x NR block of which the first mr rows and nr columns are stored: the panel's padding
    rows are computed (their weights are zeros) and dropped; columns past nr are neither read
    nor written (masked loads and stores). */
@@ -166,6 +191,15 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                          {c30, c31}, {c40, c41}, {c50, c51}};
+    if (a->last && nr == NR && mr == MR) {   /* the common whole block: unrolled */
+        switch (a->epi ? a->epi->act : HL_CONV_ACT_NONE) {
+        case HL_CONV_ACT_NONE: finish_whole(a->epi, HL_CONV_ACT_NONE, acc, C, ldc, bias, res); break;
+        case HL_CONV_ACT_RELU: finish_whole(a->epi, HL_CONV_ACT_RELU, acc, C, ldc, bias, res); break;
+        case HL_CONV_ACT_CLIP: finish_whole(a->epi, HL_CONV_ACT_CLIP, acc, C, ldc, bias, res); break;
+        default: finish_whole(a->epi, a->epi->act, acc, C, ldc, bias, res); break;
+        }
+        return;
+    }
     for (int r = 0; r < mr; r++) {
         float *y = C + r * ldc;
         const float *rr = res ? res + r * ldc : NULL;
@@ -221,6 +255,63 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
     }
 }
 
+/* The same for a few columns (nr <= TAIL_COLS, e.g. the last of a 7x7 plane's 49), turned
+   around: the panel's MR weights of each k are one vector (lanes = output channels) times
+   each column's value broadcast, so a column costs one FMA per k instead of block8's MR.
+   Four accumulators per column (k mod 4) keep the FMAs from waiting on each other; the
+   outputs are read and written lane by lane (rows ldc apart). */
+enum { TAIL_COLS = 8 };
+static int tail_cols(void) {
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("HL_TAIL"); v = e ? atoi(e) : 4; }
+    return v;
+}
+
+AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, const float *B,
+                                 int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                 const float *res, int mr, int nr) {
+    const __m256i rows = hl_conv_mask8(MR);   /* a k's MR weights; the load stops there */
+    __m256 acc[TAIL_COLS][4];
+    for (int j = 0; j < TAIL_COLS; j++)
+        for (int u = 0; u < 4; u++) acc[j][u] = _mm256_setzero_ps();
+    const int64_t K = a->K;
+    int64_t k = 0;
+    for (; k + 4 <= K; k += 4)
+        for (int u = 0; u < 4; u++) {
+            const __m256 w = _mm256_maskload_ps(A + (k + u) * MR, rows);
+            const float *b = B + (k + u) * ldb;
+            for (int j = 0; j < nr; j++)
+                acc[j][u] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(b + j), acc[j][u]);
+        }
+    for (; k < K; k++) {
+        const __m256 w = _mm256_maskload_ps(A + k * MR, rows);
+        for (int j = 0; j < nr; j++)
+            acc[j][0] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(B + k * ldb + j), acc[j][0]);
+    }
+    const bool last = a->last;
+    __m256 bv = _mm256_setzero_ps();
+    if (bias && last) bv = _mm256_maskload_ps(bias, hl_conv_mask8(mr));
+    for (int j = 0; j < nr; j++) {
+        __m256 v = _mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]),
+                                 _mm256_add_ps(acc[j][2], acc[j][3]));
+        float t[8] = {0};
+        if (!a->first) {
+            for (int r = 0; r < mr; r++) t[r] = C[r * ldc + j];
+            v = _mm256_add_ps(_mm256_loadu_ps(t), v);
+        }
+        v = _mm256_add_ps(v, bv);
+        if (a->epi && last) {
+            if (res) {
+                for (int r = 0; r < mr; r++) t[r] = res[r * ldc + j];
+                v = _mm256_add_ps(v, _mm256_loadu_ps(t));
+            }
+            v = hl_conv_act8(a->epi, v);
+        }
+        _mm256_storeu_ps(t, v);
+        for (int r = 0; r < mr; r++) C[r * ldc + j] = t[r];
+    }
+}
+
 #endif
 
 bool hl_conv_avx2(void) {
@@ -245,6 +336,10 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
                          int64_t ldb, float *C, int64_t ldc, const float *bias,
                          const float *res, int mr, int nr) {
 #if HAVE_X86
+    if (avx2 && nr <= tail_cols()) {
+        block_tail_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        return;
+    }
     if (avx2 && nr <= 8) {
         block8_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
         return;
