@@ -43,11 +43,8 @@ enum { BLOCK_BYTES = 192 << 10 };
 /* Steps of K per block: a panel's MR x KC weights (6 KiB) stay in L1 across a block of
    positions. */
 enum { KC = 256 };
-/* The most weights (per block of K) a task passes over each strip of columns read in place:
-   more than L1 holds, but streamed from L2 in order they cost less than packing the columns
-   (measured on MobileNetV2's layers: 27-74 KiB of weights 7-14% faster in strips, 155 KiB and
-   more faster with the columns packed). */
-enum { STRIP_WEIGHT_BYTES = 128 << 10 };
+/* The weights a task may keep in L1 across strips of columns (most of a 32 KiB L1). */
+enum { L1_BYTES = 20 << 10 };
 
 /* ---- packing ---- */
 
@@ -431,12 +428,11 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         float *mine = packed_b + (parallel ? hl_thread_num() : 0) * per_thread;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
-            /* Few weights for this block of K (STRIP_WEIGHT_BYTES): every panel passes over
-               one NR-column strip of the columns while it is in L1, read where they are.
-               Otherwise each panel passes over the whole block of positions, packed once for
-               all the panels (from L2). */
-            const bool strips = (p1 - p0) * a.K * MR * (int64_t)sizeof(float) <=
-                                STRIP_WEIGHT_BYTES;
+            /* The chunk's weights for this block of K fit in L1 (a short K): every panel
+               passes over one NR-column strip of the columns while it is in L1, read where
+               they are. Otherwise each panel passes over the whole block of positions, packed
+               once for all the panels (from L2). */
+            const bool strips = (p1 - p0) * a.K * MR * (int64_t)sizeof(float) <= L1_BYTES;
             if (!strips && K > 0) pack_columns(B + k0 * pr->ldb, pr->ldb, a.K, j0, j1, mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
