@@ -20,7 +20,7 @@ import pytest
 import hl
 from hl import errors, ops
 from tests.ops.test_conv import ref_conv
-from tests.ops.test_conv_fused import ACTS, ref_act
+from tests.ops.test_conv_fused import ACTS, ref_act, run_unfused
 
 EPS32 = 2.0 ** -24
 
@@ -34,6 +34,9 @@ CASES = {
     "pointwise_wide": ((1, 24, 56, 56), (144, 24, 1, 1), 1, 0, 1),    # MobileNetV2's sizes
     "pointwise_deep": ((1, 320, 7, 7), (64, 320, 1, 1), 1, 0, 1),   # K in 2 blocks
     "deep_tails": ((2, 600, 5, 6), (11, 600, 1, 1), 1, 0, 1),       # 3 blocks, 14 columns
+    # 1 and 2 trailing columns take the turned-around tail kernel (K in 2 blocks, odd kc)
+    "tail_1_column": ((2, 301, 7, 7), (7, 301, 1, 1), 1, 0, 1),
+    "tail_2_columns": ((1, 301, 3, 6), (13, 301, 1, 1), 1, 0, 1),
     "im2col_3x3": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1),
     "im2col_stride2": ((3, 5, 15, 13), (10, 5, 3, 3), 2, 1, 1),
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
@@ -112,7 +115,7 @@ def test_portable_block():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
-@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3"])
+@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns"])
 def test_packed_adversarial_values(case):
     """NaN and infinities in the input and the residual, and weights that overflow float32:
     NaN and infinities land exactly where the float64 reference puts them (computed with
@@ -138,7 +141,10 @@ def test_packed_adversarial_values(case):
     finite = np.abs(ref) < 3e38  # far from the boundary either way
     big = np.abs(ref) > 4e38
     assert np.isinf(got[big]).all()
-    ok = finite & (bound < 3e38)
+    # checked where no partial sum can overflow (the sum of the terms' magnitudes is finite):
+    # elsewhere float32 may overflow midway in one summation order and not in another
+    K = w.shape[1] * int(np.prod(w.shape[2:]))
+    ok = finite & (bound / ((K + 2) * EPS32) < 3e38)
     assert (np.abs(got[ok] - ref[ok]) <= bound[ok]).all()
 
 
@@ -247,9 +253,12 @@ def test_winograd_layout():
 # ---- depthwise 3x3 -------------------------------------------------------------------------
 
 # small planes at stride 1 take the padded flat loop, larger ones and stride 2 the row loop
+# (float32 on an AVX2 + FMA CPU: conv_dw3x3.c; vectors of 8 outputs, 2 rows a pass, masked
+# loads at the borders: widths around multiples of 8, odd row counts, wide interiors)
 DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
       ((1, 3, 9, 9), 1, 0), ((1, 3, 8, 9), 2, 0), ((1, 32, 112, 112), 2, 1),
-      ((1, 5, 7, 7), 1, (0, 1, 1, 0))]
+      ((1, 5, 7, 7), 1, (0, 1, 1, 0)), ((1, 2, 5, 100), 1, 1), ((1, 2, 7, 35), 2, 1),
+      ((1, 3, 16, 16), 2, (1, 0, 0, 1)), ((1, 2, 3, 8), 1, 2)]
 
 
 @pytest.mark.parametrize("xs,stride,padding", DW)
@@ -298,3 +307,65 @@ def test_depthwise3x3_pads_with_zeros(xs, stride):
     np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
     fin = np.isfinite(ref)
     np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, (0, 1, 1, 0)), (2, 0)])
+def test_depthwise3x3_residual_and_channel_multiplier(stride, padding):
+    """Two output channels per input channel, a residual and each activation: within the
+    float64 rounding bound, and bit for bit the plain conv, add and the activation's op."""
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 5, 17, 19)).astype(np.float32)
+    w = rng.standard_normal((10, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
+    pads = list(padding) if isinstance(padding, tuple) else [padding] * 4
+    y0 = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
+                   groups=5)
+    r = rng.standard_normal(y0.shape).astype(np.float32)
+    for act, alpha, beta in ACTS:
+        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
+                            stride=stride, padding=pads, groups=5, act=act, alpha=alpha,
+                            beta=beta).numpy()
+        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads, 5,
+                                    act, alpha, beta)
+        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
+        want = run_unfused(x, w, b, r, (stride, pads, 5), act, alpha, beta)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_depthwise3x3_overflow_and_threads():
+    """Weights near float32's limit overflow to infinity where float32 sums do; 1 and 2
+    OpenMP threads and four Python threads at once give the same bits (each plane is one
+    thread's, in a fixed order)."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal((1, 64, 28, 28)).astype(np.float32)
+    w = (rng.standard_normal((64, 1, 3, 3)) * 5e37).astype(np.float32)
+    b = np.zeros(64, np.float32)
+    got = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=2, padding=1,
+                    groups=64).numpy()
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref, bound = _reference_f64(x, w, b, None, [2, 2], [1] * 4, 64, "none", 0, 0)
+    assert np.isinf(got[np.abs(ref) > 4e38]).all()
+    ok = (np.abs(ref) < 3e38) & (bound / (11 * EPS32) < 3e38)   # no partial sum overflows
+    assert (np.abs(got[ok] - ref[ok]) <= bound[ok]).all()
+    w = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
+    xt, wt, bt = hl.tensor(x), hl.tensor(w), hl.tensor(b)
+    prev = hl.get_num_threads()
+    try:
+        hl.set_num_threads(1)
+        one = hl.conv_fused(xt, wt, bt, padding=1, groups=64, act="relu").numpy()
+        hl.set_num_threads(2)
+        two = hl.conv_fused(xt, wt, bt, padding=1, groups=64, act="relu").numpy()
+    finally:
+        hl.set_num_threads(prev)
+    np.testing.assert_array_equal(one, two)
+    outs = [None] * 4
+
+    def work(i):
+        outs[i] = hl.conv_fused(xt, wt, bt, padding=1, groups=64, act="relu").numpy()
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for o in outs:
+        np.testing.assert_array_equal(o, one)

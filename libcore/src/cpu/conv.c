@@ -206,6 +206,9 @@ hl_status hl_cpu_conv(const hl_call *c) {
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
+    if (x->dtype == HL_F32 && hl_dw3x3_fits(&g))
+        return hl_dw3x3_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
+                                b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
     if (x->dtype == HL_F64)
         return conv_forward_f64(&g, (const double *)hl_ptr(x), (const double *)hl_ptr(w),
                                 b ? (const double *)hl_ptr(b) : NULL, e, (double *)hl_ptr(y));

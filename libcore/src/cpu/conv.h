@@ -56,6 +56,13 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr);
 /* The work floats of a product of n positions and k steps (for the threads of this call). */
 int64_t hl_conv_packed_work(int64_t n, int64_t k);
 
+/* Depthwise 3x3 convolutions (stride 1 or 2, dilation 1), float32, AVX2 + FMA
+   (conv_dw3x3.c): whether a call fits (and the CPU has the instructions), and the forward
+   pass with the epilogue (NULL: none) in registers. */
+bool hl_dw3x3_fits(const conv_geom *g);
+hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
+                           const float *bias, const conv_epilogue *epi, float *y);
+
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {

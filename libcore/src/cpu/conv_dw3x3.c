@@ -1,0 +1,213 @@
+/*
+ * conv_dw3x3.c - float32 depthwise 3x3 convolutions (one input channel per group, dilation 1,
+ * stride 1 or 2: MobileNet's), AVX2 + FMA, with the bias, the residual and the activation
+ * applied in registers before the one store of each output.
+ *
+ * Each vector of 8 outputs of a row is three input rows times three taps, read straight from
+ * the input: at stride 1 the taps of 8 outputs are three unaligned loads per row; at stride 2
+ * two pairs of loads per row, split into even and odd positions by shuffles (taps 0 and 1
+ * from the first pair, tap 2 from the second, two positions on), instead of gathers. Vectors
+ * whose taps reach past the row's ends (the borders, and all of a narrow plane such as 7x7)
+ * use masked loads, which read zeros there; rows above or below the input are a vector of
+ * zeros. So padding is zeros that are multiplied, as ONNX and im2col define it (an infinite
+ * weight gives NaN at the border). An earlier version copied each row into a zero-padded ring
+ * buffer first: on 7x7 and 14x14 planes the loads that followed those stores stalled
+ * (store-to-load forwarding) and it ran slower than the portable loop.
+ *
+ * Each output is (bias + kernel row 0) + row 1 + row 2, each row's three taps by FMA: the
+ * bits differ from the portable loop's (conv_impl.h, a multiply and an add per tap in one
+ * chain) by rounding only; conv and conv_fused both take this kernel, so a fused call still
+ * equals the plain conv, add and activation bit for bit. HL_CONV_AVX2=0 turns it off.
+ */
+#include "../core.h"
+#include "conv.h"
+#include "conv_avx2.h"
+#include "parallel.h"
+
+/* Planes with at least this many outputs x taps run in parallel (as conv_impl.h's loops). */
+enum { DW_PAR_MIN = 1 << 15 };
+
+bool hl_dw3x3_fits(const conv_geom *g) {
+    return g->cg_in == 1 && g->groups > 1 && g->kh == 3 && g->kw == 3 && g->dh == 1 &&
+           g->dw == 1 && g->sh == g->sw && (g->sw == 1 || g->sw == 2) &&
+           hl_conv_avx2();
+}
+
+#if HL_CONV_HAVE_X86
+
+/* Per vector of 8 outputs (a chunk of a row, the same for every row and plane of a call):
+   whether all of its loads lie inside the input row, and if not, the lanes of each load that
+   do (s1: the taps at q, q + 1, q + 2; s2: the pairs at q, q + 8 and q + 2, q + 10). */
+typedef struct {
+    int32_t lanes[4][8];
+    int32_t interior;
+} chunk_masks;
+
+static const int64_t LOAD_OFFSET[2][4] = {{0, 1, 2, 0}, {0, 8, 2, 10}};
+
+static void fill_masks(const conv_geom *g, chunk_masks *cm, int64_t chunks) {
+    const int s = (int)g->sw, reach = s == 1 ? 10 : 18;   /* a chunk's loads span */
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t q = c * 8 * s - g->pl;
+        cm[c].interior = q >= 0 && q + reach <= g->w;
+        for (int l = 0; l < 4; l++)
+            for (int j = 0; j < 8; j++) {
+                const int64_t i = q + LOAD_OFFSET[s - 1][l] + j;
+                cm[c].lanes[l][j] = i >= 0 && i < g->w ? -1 : 0;
+            }
+    }
+}
+
+/* The 8 values of row r from q on; m: NULL (all inside the row) or the lanes inside it (the
+   others read as zeros; a masked load does not touch them, so q may lie outside the row). */
+#define LOAD8(r, q, m)                                                                        \
+    ((m) ? _mm256_maskload_ps((r) + (q), _mm256_loadu_si256((const __m256i *)(m)))          \
+         : _mm256_loadu_ps((r) + (q)))
+
+/* The even and odd positions of the 16 values (a, b): [a0 a2 a4 a6 b0 b2 b4 b6] and the odd. */
+HL_AVX2 static inline __m256 evens(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+}
+HL_AVX2 static inline __m256 odds(__m256 a, __m256 b) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(
+        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+/* The three tap vectors of one input row for the chunk at input column q: xr NULL is a
+   padding row, whose zeros are multiplied too. */
+HL_AVX2 static inline void row_taps(const float *xr, int64_t q, int s, const chunk_masks *cm,
+                                    __m256 t[3]) {
+    const bool in = cm->interior;
+    if (!xr) {
+        t[0] = t[1] = t[2] = _mm256_setzero_ps();
+    } else if (s == 1) {
+        t[0] = LOAD8(xr, q, in ? NULL : cm->lanes[0]);
+        t[1] = LOAD8(xr, q + 1, in ? NULL : cm->lanes[1]);
+        t[2] = LOAD8(xr, q + 2, in ? NULL : cm->lanes[2]);
+    } else {
+        const __m256 a = LOAD8(xr, q, in ? NULL : cm->lanes[0]);
+        const __m256 b = LOAD8(xr, q + 8, in ? NULL : cm->lanes[1]);
+        const __m256 c = LOAD8(xr, q + 2, in ? NULL : cm->lanes[2]);
+        const __m256 d = LOAD8(xr, q + 10, in ? NULL : cm->lanes[3]);
+        t[0] = evens(a, b), t[1] = odds(a, b), t[2] = evens(c, d);
+    }
+}
+#undef LOAD8
+
+/* start + the kernel row's three taps (w: its 3 weights). */
+HL_AVX2 static inline __m256 dot3(__m256 start, const __m256 *w, const __m256 *t) {
+    return _mm256_fmadd_ps(w[2], t[2], _mm256_fmadd_ps(w[1], t[1], _mm256_fmadd_ps(
+                                                                      w[0], t[0], start)));
+}
+
+/* The epilogue and the store of one finished vector of 8 outputs of row oy at ox. A partial
+   vector is stored whole where its extra lanes fall on outputs of this plane that are stored
+   after it (plane_s's order; masked stores are slow on AMD), else lane by lane; the residual
+   is read the same way. */
+HL_AVX2 static inline void finish(const conv_geom *g, const conv_epilogue *epi, bool act,
+                                  const float *res, float *yp, int64_t oy, int64_t ox,
+                                  __m256i tail, __m256 acc) {
+    const int64_t ow = g->ow, full = ow / 8 * 8, at = oy * ow + ox;
+    const bool whole = ox < full || at + 8 <= g->P;
+    if (res) acc = _mm256_add_ps(acc, whole ? _mm256_loadu_ps(res + at)
+                                            : _mm256_maskload_ps(res + at, tail));
+    if (act) acc = hl_conv_act8(epi, acc);
+    if (whole) {
+        _mm256_storeu_ps(yp + at, acc);
+    } else {
+        float t[8];
+        _mm256_storeu_ps(t, acc);
+        for (int64_t j = 0; j < ow - full; j++) yp[at + j] = t[j];
+    }
+}
+
+/* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
+   (a constant where it is inlined). Two output rows at a time share their input rows (4 at
+   stride 1, 5 at stride 2); each output sums its kernel rows in separate chains, (bias + row
+   0) + row 1 + row 2, so that the FMAs of a vector do not wait on each other. */
+HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
+    const conv_geom *g, const chunk_masks *cm, const float *xp, const float *wk, float b,
+    const conv_epilogue *epi, const float *res, float *yp, const int s) {
+    const int64_t ow = g->ow, W = g->w;
+    __m256 w[3][3];
+    for (int i = 0; i < 9; i++) w[i / 3][i % 3] = _mm256_set1_ps(wk[i]);
+    const __m256 bv = _mm256_set1_ps(b), zero = _mm256_setzero_ps();
+    const bool act = epi && epi->act != HL_CONV_ACT_NONE;
+    const __m256i tail = hl_conv_mask8(ow - ow / 8 * 8);
+    for (int64_t oy = 0; oy < g->oh; oy += 2) {
+        const bool two = oy + 1 < g->oh;
+        const float *rows[5];
+        for (int k = 0; k < 5; k++) {
+            const int64_t iy = oy * s - g->pt + k;
+            rows[k] = iy >= 0 && iy < g->h && k < (two ? s + 3 : 3) ? xp + iy * W : NULL;
+        }
+        /* last chunk first: a partial vector of row oy stored whole spills onto the start of
+           row oy + 1, which its first chunk then overwrites (finish) */
+        for (int64_t c = (ow - 1) / 8; c >= 0; c--) {
+            const int64_t ox = c * 8, q = ox * s - g->pl;
+            __m256 t[3], p0, p1, p2, r0 = zero, r1 = zero, r2 = zero;
+            row_taps(rows[0], q, s, cm + c, t);
+            p0 = dot3(bv, w[0], t);
+            row_taps(rows[1], q, s, cm + c, t);
+            p1 = dot3(zero, w[1], t);
+            if (s == 1) r0 = dot3(bv, w[0], t);
+            row_taps(rows[2], q, s, cm + c, t);
+            p2 = dot3(zero, w[2], t);
+            if (s == 1) r1 = dot3(zero, w[1], t);
+            else r0 = dot3(bv, w[0], t);
+            if (two) {
+                row_taps(rows[3], q, s, cm + c, t);
+                if (s == 1) r2 = dot3(zero, w[2], t);
+                else r1 = dot3(zero, w[1], t);
+                if (s == 2) {
+                    row_taps(rows[4], q, s, cm + c, t);
+                    r2 = dot3(zero, w[2], t);
+                }
+            }
+            finish(g, epi, act, res, yp, oy, ox, tail, _mm256_add_ps(_mm256_add_ps(p0, p1), p2));
+            if (two)
+                finish(g, epi, act, res, yp, oy + 1, ox, tail,
+                       _mm256_add_ps(_mm256_add_ps(r0, r1), r2));
+        }
+    }
+}
+
+HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, const float *xp,
+                          const float *wk, float b, const conv_epilogue *epi, const float *res,
+                          float *yp) {
+    if (g->sw == 1) plane_s(g, cm, xp, wk, b, epi, res, yp, 1);
+    else plane_s(g, cm, xp, wk, b, epi, res, yp, 2);
+}
+
+hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
+                           const float *bias, const conv_epilogue *epi, float *y) {
+    const int64_t planes = g->n * g->c_out, chunks = (g->ow + 7) / 8;
+    if (planes == 0 || g->P == 0) return HL_OK;
+    scratch sb;
+    chunk_masks *cm;
+    hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks), (void **)&cm);
+    if (st) return st;
+    fill_masks(g, cm, chunks);
+    const bool parallel = hl_max_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
+    const float *res = epi ? (const float *)epi->res : NULL;
+    /* dynamic: a thread that the host deschedules leaves its planes to the others */
+#pragma omp parallel for schedule(dynamic, 4) if (parallel)
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
+        plane(g, cm, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9, bias ? bias[co] : 0.0f,
+              epi, res ? res + pl * g->P : NULL, y + pl * g->P);
+    }
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+#else
+
+hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
+                           const float *bias, const conv_epilogue *epi, float *y) {
+    (void)g, (void)x, (void)w, (void)bias, (void)epi, (void)y;
+    return hl_fail(HL_ERR_UNSUPPORTED, "conv: the AVX2 depthwise kernel is not built here");
+}
+
+#endif
