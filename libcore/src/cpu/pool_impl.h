@@ -166,6 +166,44 @@ static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, 
     }
 }
 
+/* max_pool_grad without indices (HL_POOL_GRAD_FROM_INPUT): each window's maximum found
+   again in the pooled input x, by max_pool's comparisons in max_pool's tap order (so the same
+   tap wins: NaN, then the first of equal maxima), then dy added to it in output order, as
+   max_pool_grad adds through the indices. */
+static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
+    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
+    for (int64_t p = 0; p < g->planes; p++) {
+        const T *plane = x + p * HW;
+        T *dplane = dx + p * HW;
+        for (int64_t i = 0; i < HW; i++) dplane[i] = 0;
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            const int64_t y0 = oy * g->sh - g->pt;
+            int64_t ylo, yhi;
+            hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                const int64_t x0 = ox * g->sw - g->pl;
+                int64_t xlo, xhi;
+                hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+                T best = -INFINITY;
+                int64_t at = -1;
+                for (int64_t ty = ylo; ty < yhi; ty++) {
+                    const int64_t row = (y0 + ty * g->dh) * g->w;
+                    for (int64_t tx = xlo; tx < xhi; tx++) {
+                        const int64_t i = row + x0 + tx * g->dw;
+                        const T v = plane[i];
+                        if (at < 0 || v > best || v != v) {
+                            best = v;
+                            at = i;
+                        }
+                    }
+                }
+                if (at >= 0) dplane[at] += dy[p * OP + oy * g->ow + ox];
+            }
+        }
+    }
+}
+
 static void FN(avg_pool_grad)(const pool_geom *g, const T *dy, T *dx) {
     const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
 #pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
