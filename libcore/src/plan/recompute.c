@@ -125,14 +125,16 @@ static int find_step(const recipe *r, const hl_tensor *t) {
     return -1;
 }
 
-/* Adds to r the calls that make t again at call u; false when t cannot be made there. */
-static bool plan_remake(const hl_plan *p, const hl_tensor *t, int64_t u, int depth, recipe *r) {
+/* Adds to r the calls that make t again at call u, with the values call `reader` read in t
+   (the value its one writer, before `reader`, gave it); false when t cannot be made there. */
+static bool plan_remake(const hl_plan *p, const hl_tensor *t, int64_t reader, int64_t u,
+                        int depth, recipe *r) {
     if (find_step(r, t) >= 0) return true;
     if (depth > MAX_DEPTH || r->n == MAX_NEW || !float_dtype(t->dtype) ||
         !hl_covers_storage(t))
         return false;
     int64_t w = sole_writer(p, t->storage);
-    if (w < 0 || w >= u) return false;
+    if (w < 0 || w >= reader) return false;
     const hl_call *c = &p->calls[w];
     if (c->out[0] != t || c->in_many || c->reseed_on_replay || !on_cpu(c)) return false;
     if (c->op == HL_OP_BATCH_NORM) {
@@ -141,12 +143,14 @@ static bool plan_remake(const hl_plan *p, const hl_tensor *t, int64_t u, int dep
         const hl_tensor *need[5] = {c->in[0], c->in[1], c->in[2], c->out[1], c->out[2]};
         for (int k = 0; k < 5; k++)
             if (need[k] && !available(p, need[k], w, u) &&
-                !plan_remake(p, need[k], u, depth + 1, r))
+                (need[k]->storage == t->storage || !plan_remake(p, need[k], w, u, depth + 1, r)))
                 return false;
     } else if (hl_plan_element_wise(c->op) && c->n_out == 1) {
         for (int k = 0; k < c->n_in; k++)
+            if (c->in[k] && c->in[k]->storage == t->storage) return false;  /* in place */
+        for (int k = 0; k < c->n_in; k++)
             if (c->in[k] && !available(p, c->in[k], w, u) &&
-                !plan_remake(p, c->in[k], u, depth + 1, r))
+                !plan_remake(p, c->in[k], w, u, depth + 1, r))
                 return false;
     } else {
         return false;
@@ -259,7 +263,7 @@ static hl_status recompute_saved(hl_plan *p, int64_t *count) {
         int64_t u = split_point(p, t, w);
         if (u < 0) continue;
         recipe r = {.n = 0};
-        if (!plan_remake(p, t, u, 0, &r)) continue;
+        if (!plan_remake(p, t, u, u, 0, &r)) continue;
         hl_status st = apply_recipe(p, &r, u, t);
         if (st) return st;
         ++*count;
