@@ -138,9 +138,11 @@ static bool plan_remake(const hl_plan *p, const hl_tensor *t, int64_t reader, in
     const hl_call *c = &p->calls[w];
     if (c->out[0] != t || c->in_many || c->reseed_on_replay || !on_cpu(c)) return false;
     if (c->op == HL_OP_BATCH_NORM) {
-        /* training, its statistics saved, x of t's dtype */
-        if (!c->i[0] || c->n_out != 3 || !c->out[1] || !c->out[2]) return false;
-        const hl_tensor *need[5] = {c->in[0], c->in[1], c->in[2], c->out[1], c->out[2]};
+        /* training with its statistics saved, or a copy made here from those */
+        bool given = c->i[1] == HL_BN_GIVEN_STATS;
+        if (!given && (!c->i[0] || c->n_out != 3 || !c->out[1] || !c->out[2])) return false;
+        const hl_tensor *need[5] = {c->in[0], c->in[1], c->in[2], given ? c->in[3] : c->out[1],
+                                    given ? c->in[4] : c->out[2]};
         for (int k = 0; k < 5; k++)
             if (need[k] && !available(p, need[k], w, u) &&
                 (need[k]->storage == t->storage || !plan_remake(p, need[k], w, u, depth + 1, r)))
@@ -176,7 +178,8 @@ static hl_status insert_call(hl_plan *p, int64_t at, const hl_call *c) {
 
 /* Runs recipe r as new calls before call u; every call from u on that reads t reads the
    made-again copy instead (then t itself dies at its last read before u). */
-static hl_status apply_recipe(hl_plan *p, const recipe *r, int64_t u, const hl_tensor *t) {
+static hl_status apply_recipe(hl_plan *p, const recipe *r, int64_t u, const hl_tensor *t,
+                              const hl_tensor **copy) {
     hl_tensor *made[MAX_NEW] = {0};
     hl_status st = HL_OK;
     for (int k = 0; k < r->n && !st; k++) {
@@ -194,7 +197,8 @@ static hl_status apply_recipe(hl_plan *p, const recipe *r, int64_t u, const hl_t
             int from = c.in[j] ? find_step(r, c.in[j]) : -1;
             if (from >= 0) c.in[j] = made[from];
         }
-        if (src->op == HL_OP_BATCH_NORM) {  /* normalise with the statistics it saved */
+        if (src->op == HL_OP_BATCH_NORM && src->i[1] != HL_BN_GIVEN_STATS) {
+            /* normalise with the statistics it saved */
             c.in[3] = src->out[1];
             c.in[4] = src->out[2];
             c.i[1] = HL_BN_GIVEN_STATS;
@@ -223,6 +227,7 @@ static hl_status apply_recipe(hl_plan *p, const recipe *r, int64_t u, const hl_t
                 else c->in[j] = made[last];
             }
     }
+    *copy = made[last];
     for (int k = 0; k < r->n; k++) hl_tensor_release(made[k]);  /* the records hold them */
     return st;
 }
@@ -250,6 +255,32 @@ static int64_t split_point(const hl_plan *p, const hl_tensor *t, int64_t writer)
     return best;
 }
 
+/* t made again at each long gap between its reads, the longest first: the copy made at a gap
+   serves the reads after it and is split in turn at its own gaps, so that a copy made to feed
+   another recipe (a block's input, for the block's output made again) dies there instead of
+   living on to its own late reads, where it is made once more. */
+static hl_status split_at_gaps(hl_plan *p, const hl_tensor *t, int64_t *count) {
+    enum { MOST_PENDING = 64 };
+    const hl_tensor *pending[MOST_PENDING];
+    int n = 0;
+    pending[n++] = t;
+    while (n) {
+        const hl_tensor *x = pending[--n];
+        for (;;) {
+            int64_t w = sole_writer(p, x->storage);
+            int64_t u = w >= 0 ? split_point(p, x, w) : -1;
+            recipe r = {.n = 0};
+            if (u < 0 || !plan_remake(p, x, u, u, 0, &r)) break;
+            const hl_tensor *copy = NULL;
+            hl_status st = apply_recipe(p, &r, u, x, &copy);
+            if (st) return st;
+            ++*count;
+            if (n < MOST_PENDING) pending[n++] = copy;
+        }
+    }
+    return HL_OK;
+}
+
 /* Element-wise outputs, deepest first: a block's output made again during the backward reads
    the block's input, which the block before then makes again just before it. */
 static hl_status recompute_saved(hl_plan *p, int64_t *count) {
@@ -260,13 +291,8 @@ static hl_status recompute_saved(hl_plan *p, int64_t *count) {
         if (!hl_covers_storage(t) || !plan_only(p, t->storage) ||
             sole_writer(p, t->storage) != w)
             continue;
-        int64_t u = split_point(p, t, w);
-        if (u < 0) continue;
-        recipe r = {.n = 0};
-        if (!plan_remake(p, t, u, u, 0, &r)) continue;
-        hl_status st = apply_recipe(p, &r, u, t);
+        hl_status st = split_at_gaps(p, t, count);
         if (st) return st;
-        ++*count;
     }
     return HL_OK;
 }
