@@ -512,7 +512,7 @@ enum {
     HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
     HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
     HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
-    HL_PLAN_NO_RECOMPUTE = 32, /* keep every saved tensor (plan/recompute.c) */
+    HL_PLAN_NO_RECOMPUTE = 32, /* keep every saved tensor (plan/recompute.c); NO_MEMORY too */
     HL_PLAN_OPTION_MASK = 63
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
