@@ -78,7 +78,8 @@ def main():
               f"step eager {r['eager_ms']:.1f} ms, graph {r['graph_ms']:.1f} ms "
               f"({r['eager_ms'] / r['graph_ms']:.2f}x faster)")
         print(f"  plan: {s['calls']} calls, {s['fused_calls']} fused into {s['fused_groups']} "
-              f"passes, {s['in_place']} in place; arena {s['arena_bytes'] / 2**20:.1f} MiB "
+              f"passes, {s['in_place']} in place, {s['recomputed']} tensors made again "
+              f"(HL_PLAN_NO_RECOMPUTE: none); arena {s['arena_bytes'] / 2**20:.1f} MiB "
               f"(kernel scratch {s['scratch_bytes'] / 2**20:.1f} MiB of blocks in it) for "
               f"{s['planned_tensors']} tensors of {s['planned_bytes'] / 2**20:.1f} MiB; floor "
               f"{s['alive_peak_bytes'] / 2**20:.1f} MiB (the most bytes alive at one call)",

@@ -517,7 +517,8 @@ enum {
     HL_PLAN_NO_FUSION = 4,   /* every call runs its own kernel */
     HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
     HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
-    HL_PLAN_OPTION_MASK = 31
+    HL_PLAN_NO_RECOMPUTE = 32, /* keep every saved tensor (plan/recompute.c); NO_MEMORY too */
+    HL_PLAN_OPTION_MASK = 63
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
@@ -532,6 +533,7 @@ typedef struct {
     int64_t fused_groups, fused_calls;
     int64_t conv_epilogues;    /* convolutions that took the ReLU after them in (conv_fused) */
     int64_t outer_updates;     /* batch-1 weight gradients formed inside their optimiser update */
+    int64_t recomputed;        /* saved tensors made again where read instead of kept */
     /* Device graphs (CUDA Graphs, plan/capture.c): runs of calls captured, the calls in them,
        graph launches so far, calls on a capturing device that run one by one, and why the
        first of those could not be captured ("" when every such call is in a graph). */

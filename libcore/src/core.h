@@ -86,6 +86,14 @@ typedef struct hl_call {
     bool reseed_on_replay;
 } hl_call;
 
+/* Record variants that only plan/recompute.c makes (no entry point records them), read by the
+   CPU kernels:
+   - batch_norm with i[1] = HL_BN_GIVEN_STATS: in[3], in[4] are the mean and invstd a training
+     call saved, out = {y} only; y is that call's y bit for bit, no statistic is updated.
+   - max_pool_grad with i[HL_POOL_GRAD_MODE] = HL_POOL_GRAD_FROM_INPUT: in[1] is the pooled
+     input x instead of the indices; each window's maximum is found again, as max_pool did. */
+enum { HL_BN_GIVEN_STATS = 1, HL_POOL_GRAD_MODE = 11, HL_POOL_GRAD_FROM_INPUT = 1 };
+
 static inline const hl_tensor *hl_call_in(const hl_call *c, int k) {
     return c->in_many ? c->in_many[k] : c->in[k];
 }

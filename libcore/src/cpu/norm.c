@@ -63,13 +63,16 @@ static int64_t prod(const int64_t *shape, int from, int to) {
         const hl_tensor *scale = c->in[1], *bias = c->in[2];                                 \
         hl_tensor *rmean = (hl_tensor *)c->in[3], *rvar = (hl_tensor *)c->in[4];             \
         hl_tensor *smean = c->out[1], *sinv = c->out[2];                                     \
-        const bool training = c->i[0];                                                       \
+        const bool training = c->i[0], given = c->i[1] == HL_BN_GIVEN_STATS;                 \
         const double momentum = c->f[0], eps = c->f[1];                                      \
         const int64_t M = N * S;                                                             \
         _Pragma("omp parallel for schedule(dynamic, 1) if (C > 1 && M * C >= PAR_MIN)")      \
         for (int64_t ch = 0; ch < C; ch++) {                                                 \
             double mean, invstd;                                                             \
-            if (training) {                                                                  \
+            if (given) { /* in[3], in[4]: the mean and invstd a training call saved */       \
+                mean = VGET(T, rmean, ch);                                                   \
+                invstd = VGET(T, rvar, ch);                                                  \
+            } else if (training) {                                                           \
                 double s = 0, q = 0;                                                         \
                 for (int64_t n = 0; n < N; n++) s += row_sum_##sfx(x + (n * C + ch) * S, S); \
                 mean = M ? s / (double)M : 0;                                                \
@@ -82,6 +85,10 @@ static int64_t prod(const int64_t *shape, int from, int to) {
                     VSET(T, rvar, ch, (1 - momentum) * VGET(T, rvar, ch) +                   \
                                           momentum * (q / (double)(M - 1)));                 \
                 }                                                                            \
+                /* y is normalised by the statistics as saved (T), so that a plan can      \
+                   recompute it bit for bit from them (HL_BN_GIVEN_STATS) */                 \
+                mean = (T)mean;                                                              \
+                invstd = (T)invstd;                                                          \
             } else {                                                                         \
                 mean = VGET(T, rmean, ch);                                                   \
                 invstd = 1 / sqrt(VGET(T, rvar, ch) + eps);                                  \

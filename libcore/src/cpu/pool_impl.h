@@ -81,6 +81,32 @@ static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plan
     }
 }
 
+/* The maximum of output (oy, ox)'s window in plane (into *best) and its flat index in the
+   plane: NaN wins, as in PyTorch, else the first of equal maxima; -1 and -inf for a window of
+   padding only. max_pool and max_pool_grad_from_input both ask it, so they pick one tap. */
+static inline int64_t FN(window_max)(const pool_geom *g, const T *plane, int64_t oy, int64_t ox,
+                                     T *best) {
+    const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;
+    int64_t ylo, yhi, xlo, xhi;
+    hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+    hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+    T m = -INFINITY;
+    int64_t at = -1;
+    for (int64_t ty = ylo; ty < yhi; ty++) {
+        const int64_t row = (y0 + ty * g->dh) * g->w;
+        for (int64_t tx = xlo; tx < xhi; tx++) {
+            const int64_t i = row + x0 + tx * g->dw;
+            const T v = plane[i];
+            if (at < 0 || v > m || v != v) { /* the first tap sets the starting point */
+                m = v;
+                at = i;
+            }
+        }
+    }
+    *best = m;
+    return at;
+}
+
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
     const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
     if (!idx) {
@@ -95,36 +121,13 @@ static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
         return;
     }
 #pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
-        const T *plane = x + p * HW;
-        for (int64_t oy = 0; oy < g->oh; oy++) {
-            const int64_t y0 = oy * g->sh - g->pt;
-            int64_t ylo, yhi;
-            hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
+    for (int64_t p = 0; p < g->planes; p++)
+        for (int64_t oy = 0; oy < g->oh; oy++)
             for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t x0 = ox * g->sw - g->pl;
-                int64_t xlo, xhi;
-                hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
-                T best = -INFINITY;
-                int64_t at = -1;
-                for (int64_t ty = ylo; ty < yhi; ty++) {
-                    const int64_t row = (y0 + ty * g->dh) * g->w;
-                    for (int64_t tx = xlo; tx < xhi; tx++) {
-                        const int64_t i = row + x0 + tx * g->dw;
-                        const T v = plane[i];
-                        /* NaN wins, as in PyTorch; the first tap sets the starting point */
-                        if (at < 0 || v > best || v != v) {
-                            best = v;
-                            at = i;
-                        }
-                    }
-                }
                 const int64_t o = p * OP + oy * g->ow + ox;
-                y[o] = best;
+                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &y[o]);
                 if (idx) idx[o] = at;
             }
-        }
-    }
 }
 
 static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
@@ -163,6 +166,24 @@ static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, 
             const int64_t i = i64 ? ((const int64_t *)idx)[o] : ((const int32_t *)idx)[o];
             if (i >= 0) plane[i] += dy[o];
         }
+    }
+}
+
+/* max_pool_grad without indices (HL_POOL_GRAD_FROM_INPUT): each window's maximum found
+   again in the pooled input x, by max_pool's comparisons in max_pool's tap order (so the same
+   tap wins: NaN, then the first of equal maxima), then dy added to it in output order, as
+   max_pool_grad adds through the indices. */
+static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
+    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
+    for (int64_t p = 0; p < g->planes; p++) {
+        T *dplane = dx + p * HW, best;
+        for (int64_t i = 0; i < HW; i++) dplane[i] = 0;
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &best);
+                if (at >= 0) dplane[at] += dy[p * OP + oy * g->ow + ox];
+            }
     }
 }
 

@@ -327,14 +327,15 @@ static void grad_run(const float *restrict rows, int64_t len, float *restrict v,
 }
 
 /* DY[e][co][j] for the tiles [t0, t0 + count) of every channel of dy (the output side). */
-static void grad_block(const wgeom *g, const float *dy, int64_t t0, int64_t count, float *DY,
-                       int64_t es, float *work, int64_t work_per_thread) {
+static void grad_block(const wgeom *g, const float *dy, int64_t c0, int64_t nc, int64_t t0,
+                       int64_t count, float *DY, int64_t es, float *work,
+                       int64_t work_per_thread) {
     const int64_t C = g->c_out, OH = g->oh, OW = g->ow;
-#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
-    for (int64_t co = 0; co < C; co++) {
+#pragma omp parallel for schedule(static) if (nc * count * 16 > PAR_MIN)
+    for (int64_t co = 0; co < nc; co++) {
         float *rows = work + hl_thread_num() * work_per_thread;
         RUNS(g, t0, count, u) {
-            const float *plane = dy + (u.n * C + co) * OH * OW;
+            const float *plane = dy + (u.n * C + c0 + co) * OH * OW;
             for (int r = 0; r < 2; r++) {
                 const int64_t oy = 2 * u.ty + r;
                 float *ev = rows + 2 * r * u.len, *od = ev + u.len;
@@ -464,30 +465,41 @@ hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const flo
 
 /* ---- grad_weight ------------------------------------------------------------------------- */
 
+/* The transformed weight gradient (16 x c_out x c_in floats) is made for at most this many
+   bytes of output channels at a time: whole, the deepest ResNet layer's (512 x 512) was 16 MiB,
+   two thirds of the work buffer that set a training step's peak memory (docs/performance.md).
+   Each pass transforms the input again (a small cost beside the products) and multiplies the
+   same rows as one pass would, each entry summed over the same tiles in the same order. */
+enum { GRAD_M_BYTES = 4 << 20 };
+
 hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const float *x,
                                   float *dw) {
     const int64_t CO = cg->c_out, CI = cg->c_in;
     const wgeom g = wgeom_make(cg->n, CI, cg->h, cg->w, CO, cg->oh, cg->ow, cg->pt, cg->pl);
+    const int64_t cb = HL_MAX(1, HL_MIN(CO, GRAD_M_BYTES / (16 * CI * (int64_t)sizeof(float))));
     const int64_t tb = block_tiles(&g, CI, CO), wpt = work_floats(&g);
-    const int64_t vs = entry_stride(CI * tb), ds = entry_stride(CO * tb);
-    const int64_t ms = entry_stride(CO * CI);
+    const int64_t vs = entry_stride(CI * tb), ds = entry_stride(cb * tb);
+    const int64_t ms = entry_stride(cb * CI);
     hl_status st;
     scratch s;
     float *V = scratch_floats("conv_grad_weight", &s,
                               16 * (vs + ds + ms) + wpt * hl_max_threads(), &st);
     if (st) return st;
     float *DY = V + 16 * vs, *M = DY + 16 * ds, *work = M + 16 * ms;
-    for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
-        const int64_t count = HL_MIN(tb, g.tiles - t0);
-        input_block(&g, x, t0, count, V, vs, work, wpt);
-        grad_block(&g, dy, t0, count, DY, ds, work, wpt);
-        /* M[e] (CO x CI) += DY[e] (CO x count) @ V[e]^T, set by the first block */
-        batched_gemm(false, true, CO, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
+    for (int64_t c0 = 0; c0 < CO; c0 += cb) {
+        const int64_t nc = HL_MIN(cb, CO - c0);
+        for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
+            const int64_t count = HL_MIN(tb, g.tiles - t0);
+            input_block(&g, x, t0, count, V, vs, work, wpt);
+            grad_block(&g, dy, c0, nc, t0, count, DY, ds, work, wpt);
+            /* M[e] (nc x CI) += DY[e] (nc x count) @ V[e]^T, set by the first block */
+            batched_gemm(false, true, nc, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
+        }
+#pragma omp parallel for schedule(static) if (nc * CI * 16 > PAR_MIN)
+        for (int64_t co = 0; co < nc; co++)
+            for (int64_t ci = 0; ci < CI; ci++)
+                weight_grad_tile(M + co * CI + ci, ms, dw + ((c0 + co) * CI + ci) * 9);
     }
-#pragma omp parallel for schedule(static) if (CO * CI * 16 > PAR_MIN)
-    for (int64_t co = 0; co < CO; co++)
-        for (int64_t ci = 0; ci < CI; ci++)
-            weight_grad_tile(M + co * CI + ci, ms, dw + (co * CI + ci) * 9);
     scratch_put(&s);
     return HL_OK;
 }

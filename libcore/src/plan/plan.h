@@ -56,6 +56,7 @@ struct hl_plan {
     int64_t n_groups, fused_calls;
     int64_t conv_epilogues;  /* convolutions that took the following ReLU in (fuse.c) */
     int64_t outer_updates;   /* batch-1 weight gradients formed inside their update */
+    int64_t recomputed;      /* tensors made again instead of kept (recompute.c) */
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */
@@ -102,6 +103,9 @@ hl_status hl_plan_order_topologically(hl_plan *p);
 hl_status hl_plan_run_call(hl_plan *p, int64_t i);
 /* memory.c: places the plan's intermediates in arenas (at the first replay). */
 hl_status hl_plan_plan_memory(hl_plan *p);
+/* recompute.c: makes cheap saved tensors again where the backward reads them, and lets
+   max_pool_grad find the maxima again instead of reading max_pool's indices. */
+hl_status hl_plan_recompute(hl_plan *p);
 /* fuse.c: finds chains of element-wise calls to run as one pass; hl_plan_run_group runs one. */
 hl_status hl_plan_fuse(hl_plan *p);
 /* fuse.c: the first call after call `after` that views storage s, or -1. */

@@ -25,6 +25,9 @@ static hl_status resolve_kernels(hl_plan *p) {
 
 static hl_status prepare(hl_plan *p) {
     hl_status st = p->options & HL_PLAN_TOPOLOGICAL ? hl_plan_order_topologically(p) : HL_OK;
+    /* not under profiling switched on before the first replay: its per-record table is sized */
+    if (!st && !(p->options & (HL_PLAN_NO_RECOMPUTE | HL_PLAN_NO_MEMORY)) && !p->profile)
+        st = hl_plan_recompute(p);
     if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
     if (!st && !(p->options & HL_PLAN_NO_CAPTURE)) st = hl_plan_capture_prepare(p);
@@ -145,6 +148,7 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->fused_calls = p->fused_calls;
     info->conv_epilogues = p->conv_epilogues;
     info->outer_updates = p->outer_updates;
+    info->recomputed = p->recomputed;
     hl_plan_capture_stats(p, info);
     return HL_OK;
 }
