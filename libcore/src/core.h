@@ -222,10 +222,12 @@ bool hl_plan_scratch_measuring(void);
 /* hl_optim_update's record keeps its per-step values from f[HL_OPTIM_VALUES] on, after the
    rule's constants (api/optim.c). */
 enum { HL_OPTIM_VALUES = 5 };
-/* A plan may have an update form its gradient as an outer product (plan/fuse_update.c):
+/* i[HL_OPTIM_SKIP] = 1 when the last input is hl.amp's skip flag (api/optim.c).
+   A plan may have an update form its gradient as an outer product (plan/fuse_update.c):
    i[HL_OPTIM_OUTER] = 1, then the column vector's element stride, the row vector's, and the
-   row length; in[0] is the column vector and in[n_in - 1] the row vector. */
-enum { HL_OPTIM_OUTER = 5 };
+   row length; in[0] is the column vector and in[n_in - 1] the row vector. The two never meet:
+   an update with a skip flag is not fused. */
+enum { HL_OPTIM_SKIP = 5, HL_OPTIM_OUTER = 6 };
 
 /* ---- fused element-wise passes (graph mode: plan/fuse.c builds them, cpu/fused.c runs) ---- */
 

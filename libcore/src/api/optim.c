@@ -7,7 +7,7 @@
  * flag (0-d bool) when given; out[0] = param, out[1 ..] = the states (all contiguous, read
  * and written in place); i[0] = rule, i[1] = flags, i[2] = number of states, i[3] = number
  * of per-step values, i[4] = 1 when they are the scalar tensors, 0 when they are numbers in
- * f[HL_OPTIM_VALUES ..], i[5] = 1 when the last input is the skip flag; f[0 ..] = hyper.
+ * f[HL_OPTIM_VALUES ..], i[HL_OPTIM_SKIP] = 1 when the last input is the skip flag; f[0 ..] = hyper.
  */
 #include "../core.h"
 

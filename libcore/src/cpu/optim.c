@@ -220,7 +220,7 @@ DEFINE_RULES(float, sqrtf, f32)
 DEFINE_RULES(double, sqrt, f64)
 
 hl_status hl_cpu_optim_update(const hl_call *c) {
-    if (c->i[5] && *(const bool *)hl_ptr(c->in[c->n_in - 1]))
+    if (c->i[HL_OPTIM_SKIP] && *(const bool *)hl_ptr(c->in[c->n_in - 1]))
         return HL_OK;  /* a skipped step (hl.amp): nothing is written */
     int64_t n = hl_tensor_numel(c->out[0]);
     if (c->out[0]->dtype == HL_F32) update_f32(c, n);

@@ -30,7 +30,8 @@ static int64_t sole_update_reading(const hl_plan *p, int64_t i) {
     if (j < 0) return -1;
     const hl_call *u = &p->calls[j];
     if (u->op != HL_OP_OPTIM_UPDATE || u->in_many || u->n_in >= HL_CALL_MAX_IN ||
-        u->in[0] != g || u->i[HL_OPTIM_OUTER] || hl_plan_other_call_uses(p, g->storage, i, j))
+        u->in[0] != g || u->i[HL_OPTIM_OUTER] || u->i[HL_OPTIM_SKIP] ||
+        hl_plan_other_call_uses(p, g->storage, i, j))
         return -1;
     for (int k = 1; k < u->n_in; k++)
         if (u->in[k]->storage == g->storage) return -1;

@@ -156,7 +156,10 @@ def _run(root, index, dy, retain_graph, seed, into=None):
                     g = leaf_grads.pop(key, None)
                     if g is not None:
                         if dest is None:
-                            g = _owned(g, handed, _live(grads, leaf_grads, dxs, j, seed))
+                            # _live before _owned's arguments are built: an argument on the
+                            # stack is one more reference to g (a needless copy, one more call)
+                            live = _live(grads, leaf_grads, dxs, j, seed)
+                            g = _owned(g, handed, live)
                         yield x, g, True
                 continue
             if dx is not None:
