@@ -58,7 +58,7 @@ class ONNXModel(Module):
         constants = {}
         taken = set(dir(type(self))) | set(self.__dict__)
         for onnx_name, array in graph.initializers.items():
-            t = weights.get(onnx_name)  # read from the file into a CPU tensor already
+            t = weights.pop(onnx_name, None)  # read from the file into a CPU tensor already
             if t is None or t.device != device:
                 t = _tensor(np.ascontiguousarray(array).reshape(array.shape), device=device)
             if trainable and onnx_name in stats:
@@ -95,7 +95,7 @@ class ONNXModel(Module):
         """{ONNX initializer name: its current tensor}, in the file's order: the parameters
         and states as trained, the constants as imported."""
         own = self._params_by_onnx_name()
-        return {name: own[name] if name in own else self.program.constants[name]
+        return {name: own[name] if name in own else self.program.constant(name)
                 for name in self._initializer_order}
 
     # ---- running ------------------------------------------------------------------------
