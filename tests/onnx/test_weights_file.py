@@ -165,5 +165,5 @@ def test_no_large_initializer_means_the_usual_path(tmp_path):
                 RNG.standard_normal((8, 70)), "w2"))
     path = _save(model, tmp_path)
     assert weights_file.read(path) is None
-    proto, weights = load_model_and_weights(path)
+    proto, weights, _ = load_model_and_weights(path)
     assert weights == {} and len(proto.graph.initializer[0].raw_data) == 4 * 8 * 4

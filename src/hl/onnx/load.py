@@ -30,7 +30,8 @@ def onnx_errors(where):
 
 
 def load_model_and_weights(model, check=True, direct=True):
-    """(a checked ModelProto with its external data loaded, {initializer name: hl tensor}).
+    """(a checked ModelProto with its external data loaded, {initializer name: hl tensor},
+    its skeleton).
     From a path with ``direct``, the large initializers are read from the file straight into
     CPU hl tensors (weights_file.py) and the ModelProto holds no data for them; otherwise the
     dict is empty and the ModelProto holds every initializer's data."""
@@ -57,9 +58,10 @@ def load_model_and_weights(model, check=True, direct=True):
     elif not isinstance(model, onnx.ModelProto):
         raise errors.ONNXError(f"expected an onnx.ModelProto or a path, got "
                                f"{type(model).__name__}")
+    sk = skeleton(model)  # for the checker here and shape inference later (built once)
     if check:
-        _check(skeleton(model), path)
-    return model, weights
+        _check(sk, path)
+    return model, weights, sk
 
 
 def without_initializers(model):
@@ -160,10 +162,12 @@ def opsets(model):
     return out
 
 
-def inferred_value_info(model):
+def inferred_value_info(model, sk=None):
     """The ValueInfoProtos onnx's shape inference finds for the model's intermediate values
-    (an empty list where it cannot infer; hl runs the graph either way)."""
+    (an empty list where it cannot infer; hl runs the graph either way). ``sk``: the model's
+    skeleton, if made already."""
     try:
-        return list(onnx.shape_inference.infer_shapes(skeleton(model)).graph.value_info)
+        return list(onnx.shape_inference.infer_shapes(sk if sk is not None else skeleton(model))
+                    .graph.value_info)
     except Exception:  # noqa: BLE001 - inference is advisory here
         return []

@@ -41,11 +41,11 @@ class ONNXModel(Module):
         super().__init__(name)
         where = onnx_model if isinstance(onnx_model, str) else "ONNXModel"
         with onnx_errors(repr(where)):
-            model, weights = load_model_and_weights(onnx_model, check)
+            model, weights, sk = load_model_and_weights(onnx_model, check)
             self._build(model, device, trainable, weights)
         known = {v.name for v in self._onnx_meta.graph.value_info}
         self._onnx_meta.graph.value_info.extend(
-            v for v in inferred_value_info(model) if v.name not in known)
+            v for v in inferred_value_info(model, sk) if v.name not in known)
 
     def _build(self, model, device, trainable, weights=None):
         d = self.__dict__
