@@ -126,6 +126,23 @@ static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
 static void pack_panels(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
                         int64_t P, int64_t p0, int64_t p1, float *dst) {
     enum { GROUP = 8 };
+    if (s1 != 1) {  /* a transposed B (Gemm's transB): each column is read along k, in runs */
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            const int64_t kc = HL_MIN(KC, K - pc);
+            for (int64_t p = p0; p < p1; p++) {
+                float *d = dst + packed_at(K, P, p, pc);
+                const int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
+                for (int64_t j = 0; j < NR; j++) {
+                    const float *src = b + pc * s0 + (j0 + j) * s1;
+                    if (j < nv)
+                        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = src[k * s0];
+                    else
+                        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = 0.0f;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = HL_MIN(KC, K - pc);
         for (int64_t g = p0; g < p1; g += GROUP) {
