@@ -34,6 +34,8 @@
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
 enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+/* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
+enum { PACK_PAR_MIN = 1 << 22 };
 
 /* ---- the epilogue ---- */
 
@@ -528,7 +530,11 @@ static hl_status pack_b(const hl_call *c) {
     const float *bp = (const float *)hl_ptr(b);
     float *dst = (float *)hl_ptr(o);
     enum { CHUNK = 8 };  /* pack_panels' group: each thread takes whole groups */
-#pragma omp parallel for schedule(static) if (K * N >= 65536)
+    /* A copy: one core runs it at memory speed up to a few MB; below PACK_PAR_MIN a second
+       thread's fork and barrier cost more than it saves, and under load (the other thread
+       descheduled) far more: prepare() of MobileNetV2 took 0.135 s CPU at 2 threads against
+       0.078 s at 1 (load ~18), its packings the difference. */
+#pragma omp parallel for schedule(static) if (K * N >= PACK_PAR_MIN)
     for (int64_t p = 0; p < P; p += CHUNK)
         pack_panels(bp, b->strides[0], b->strides[1], K, N, P, p, HL_MIN(P, p + CHUNK), dst);
     return HL_OK;
