@@ -147,7 +147,9 @@ def _packed_only_candidates(nodes, readers, constants, outputs):
             inner |= _subgraph_free_names(node.proto)
     out = {}
     for name, rs in readers.items():
-        if name in outputs or name in inner or name not in constants:
+        b = constants.get(name)
+        if b is None or b.ndim != 2 or b.dtype.name != "float32" or name in outputs or \
+                name in inner:
             continue
         specs = [_product(r, constants) if r.inputs[1:2] == [name] else None for r in rs]
         if None not in specs and len({(s[0], s[1]) for s in specs}) == 1:
