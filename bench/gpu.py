@@ -6,7 +6,7 @@
     HL_CUDA_EMULATE=1 python bench/gpu.py --tiny   # a smoke run on the emulated backend
 
 Items: sgemm and hgemm (hl.matmul on cuda vs torch.matmul on cuda, float32 / float16 N x N,
-in GFLOP/s); the MNIST
+in GFLOP/s); adam and matmul_gelu, the fused optimiser update and product epilogue; the MNIST
 CNN of SINGA's documentation at batch 128 and a CIFAR ResNet-18 at batch 128 (bench/train.py's
 models), each step forward, softmax cross-entropy, backward and SGD with momentum. The goal of
 issue 23 is hl >= 0.9x PyTorch's speed on the training steps.
@@ -33,6 +33,12 @@ ITEMS = {  # name: (description, full size, tiny size)
     "hgemm": ("hgemm float16 (float32 sums), N x N", 4096, 64),
     "cnn_amp": ("MNIST CNN training step, autocast float16 + GradScaler, batch", 128, 4),
     "resnet18_amp": ("ResNet-18 (CIFAR) step, autocast float16 + GradScaler, batch", 128, 2),
+    # the fused ops (libcore/cuda/optim.cu, fused.cu): an Adam step over 64 tensors of N
+    # elements (hl: one optim_update launch per tensor; torch: its default foreach Adam), and
+    # a transformer MLP's first product with its bias and GELU (hl: matmul_fused; torch:
+    # gelu(linear))
+    "adam": ("Adam step, 64 float32 tensors of N elements, N", 1 << 17, 64),
+    "matmul_gelu": ("matmul_fused bias + GELU, M x 768 @ 768 x 3072, M", 2048, 16),
 }
 
 
@@ -47,6 +53,23 @@ def _hl_item(name, size):
         b = hl.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
         a, b = a.astype(dt), b.astype(dt)
         return (lambda: a @ b), sync
+    if name == "adam":
+        ps = [hl.tensor(rng.standard_normal(size).astype(np.float32), device="cuda")
+              for _ in range(64)]
+        gs = [hl.tensor(rng.standard_normal(size).astype(np.float32), device="cuda")
+              for _ in range(64)]
+        opt = hl.opt.Adam(lr=1e-3)
+
+        def adam_step():
+            for p, g in zip(ps, gs):
+                opt.update(p, g)
+            opt.step()
+        return adam_step, sync
+    if name == "matmul_gelu":
+        a = hl.tensor(rng.standard_normal((size, 768)).astype(np.float32), device="cuda")
+        w = hl.tensor(rng.standard_normal((768, 3072)).astype(np.float32), device="cuda")
+        bias = hl.tensor(rng.standard_normal(3072).astype(np.float32), device="cuda")
+        return (lambda: hl.ops.matmul_fused_forward(a, w, bias, act="gelu")), sync
     amp, name = name.endswith("_amp"), name.removesuffix("_amp")
     from train import hl_model
     shape = (1, 28, 28) if name == "cnn" else (3, 32, 32)
@@ -80,6 +103,23 @@ def _torch_item(name, size):
         b = torch.tensor(rng.standard_normal((size, size)).astype(np.float32), device="cuda")
         a, b = a.to(dt), b.to(dt)
         return (lambda: a @ b), sync
+    if name == "adam":
+        ps = [torch.tensor(rng.standard_normal(size).astype(np.float32), device="cuda",
+                           requires_grad=True) for _ in range(64)]
+        for p in ps:
+            p.grad = torch.tensor(rng.standard_normal(size).astype(np.float32), device="cuda")
+        opt = torch.optim.Adam(ps, lr=1e-3)
+        return opt.step, sync
+    if name == "matmul_gelu":
+        f = torch.nn.functional
+        a = torch.tensor(rng.standard_normal((size, 768)).astype(np.float32), device="cuda")
+        w = torch.tensor(rng.standard_normal((3072, 768)).astype(np.float32), device="cuda")
+        bias = torch.tensor(rng.standard_normal(3072).astype(np.float32), device="cuda")
+
+        def mlp():
+            with torch.no_grad():
+                return f.gelu(f.linear(a, w, bias))
+        return mlp, sync
     amp, name = name.endswith("_amp"), name.removesuffix("_amp")
     from train import torch_model
     shape = (1, 28, 28) if name == "cnn" else (3, 32, 32)

@@ -18,6 +18,8 @@ const hl_plugin_host *hl_cuda_host;
 #define DECLARE_FAMILY(family) \
     extern "C" hl_status hl_cuda_##family(const hl_call *c) __attribute__((weak));
 HL_KERNEL_FAMILIES(DECLARE_FAMILY)
+extern "C" hl_status hl_cuda_gemm_pack_b(const hl_call *c);
+extern "C" hl_status hl_cuda_matmul_fused(const hl_call *c);
 
 enum { MAX_DEVICES = 16 };
 static hl_cuda_device devices[MAX_DEVICES];
@@ -171,10 +173,10 @@ static void fill_backend(void) {
     be.synchronize = cuda_synchronize;
     hl_cuda_fill_capture(&be);
     HL_OPS(CUDA_DTYPES_ROW)
-    /* conv's kernel does not read conv_fused's epilogue (i[9..11]) yet: leave it to the CPU */
-    be.kernels[HL_OP_CONV_FUSED] = NULL;
-    /* gemm's kernel knows neither the packed layout nor matmul_fused's epilogue */
-    be.kernels[HL_OP_GEMM_PACK_B] = be.kernels[HL_OP_MATMUL_FUSED] = NULL;
+    /* the gemm family's packing and fused product have kernels of their own (fused.cu);
+       conv_fused is conv's kernel reading the epilogue (conv.cu) */
+    be.kernels[HL_OP_GEMM_PACK_B] = hl_cuda_gemm_pack_b;
+    be.kernels[HL_OP_MATMUL_FUSED] = hl_cuda_matmul_fused;
     be.op_dtypes[HL_OP_RANDOM_BERNOULLI] = CPU_COPY;
     be.op_dtypes[HL_OP_MATMUL] = be.op_dtypes[HL_OP_GEMM] = F32_F64;
     /* element-wise kernels compute in float16 and bfloat16 too (in float, rounded once) */

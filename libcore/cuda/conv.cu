@@ -11,7 +11,7 @@
  * and the bias sum in double/float and round once, and the weight gradient is summed over the
  * batch in a float32 buffer, rounded to the half type at the end.
  */
-#include "convert.cuh"
+#include "epilogue.cuh"
 
 struct geom {
     int64_t n, c, h, w, oc, oh, ow, kh, kw, groups, sh, sw, dh, dw, pt, pl;
@@ -90,7 +90,11 @@ __global__ void narrow_k(T *o, const float *x, int64_t n) {
 
 template <class T>
 static hl_status run_conv(const hl_call *c) {
-    const hl_tensor *x = c->in[0], *w = c->in[1], *bias = c->n_in > 2 ? c->in[2] : NULL;
+    /* conv_fused (api/conv.c): i[10] whether a bias, i[11] whether a residual follows it;
+       a packed weight (i[12], last) is not read: w itself is the GEMM's im2col-ready matrix */
+    const bool fused = c->op == HL_OP_CONV_FUSED;
+    const hl_tensor *x = c->in[0], *w = c->in[1];
+    const hl_tensor *bias = (fused ? c->i[10] != 0 : c->n_in > 2) ? c->in[2] : NULL;
     hl_tensor *y = c->out[0];
     geom g = geom_of(c, x, w, y);
     int64_t cg = g.c / g.groups, og = g.oc / g.groups, K = cg * g.kh * g.kw, P = g.oh * g.ow;
@@ -114,7 +118,16 @@ static hl_status run_conv(const hl_call *c) {
                               hl_cuda_mat{(char *)(yp + (n * g.oc + gi * og) * P), P, 1}, "conv");
         }
     hl_cuda_scratch_unlock(d);
-    if (st || !bias) return st;
+    if (st) return st;
+    if constexpr (std::is_same<T, float>::value || std::is_same<T, double>::value)
+        if (fused) {
+            const hl_tensor *res = c->i[11] ? c->in[bias ? 3 : 2] : NULL;
+            hl_cuda_epilogue e = {(int)c->i[9], c->f[0], c->f[1],
+                                  bias ? hl_cuda_ptr(bias) : NULL, res ? hl_cuda_ptr(res) : NULL,
+                                  P, g.oc};
+            return hl_cuda_run_epilogue(d, e, yp, g.n * g.oc * P, "conv_fused");
+        }
+    if (!bias) return st;
     auto add_bias_kernel = add_bias_k<T>;
     HL_LAUNCH(add_bias_kernel, hl_cuda_blocks(g.n * g.oc * P), HL_CUDA_THREADS, 0, d->stream, yp,
               (const T *)hl_cuda_ptr(bias), g.n, g.oc, P);

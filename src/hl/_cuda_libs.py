@@ -27,12 +27,17 @@ def emulated():
     return os.environ.get("HL_CUDA_EMULATE") == "1"
 
 
-def _wheel_lib_dirs():
+def wheel_roots():
+    """The roots of the installed nvidia-* wheels (site-packages/nvidia, once per path)."""
     try:
         import nvidia  # a namespace package: one entry per installed nvidia-* wheel's root
     except ImportError:
         return []
-    return [os.path.join(p, "cu13", "lib") for p in nvidia.__path__]
+    return list(nvidia.__path__)
+
+
+def _wheel_lib_dirs():
+    return [os.path.join(p, "cu13", "lib") for p in wheel_roots()]
 
 
 def _preload_runtime():

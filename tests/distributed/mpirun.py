@@ -43,15 +43,17 @@ def _env():
     return env
 
 
-def run(script, out, *args, n=None, timeout_s=30, limit_s=120, check=True):
-    """Runs a script alone (n=None) or on n ranks; returns (CompletedProcess, seconds)."""
+def run(script, out, *args, n=None, timeout_s=30, limit_s=120, check=True, env=None):
+    """Runs a script alone (n=None) or on n ranks, with ``env`` added to the environment;
+    returns (CompletedProcess, seconds)."""
     path = os.path.join(SCRIPTS, script)
     cmd = [sys.executable, path, str(out), *map(str, args)]
     if n is not None:
         cmd = [sys.executable, "-m", "hl.distributed", "-n", str(n), "--timeout",
                str(timeout_s)] + cmd[1:]
     start = time.monotonic()
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=limit_s)
+    proc = subprocess.run(cmd, env={**_env(), **(env or {})}, capture_output=True, text=True,
+                          timeout=limit_s)
     took = time.monotonic() - start
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"

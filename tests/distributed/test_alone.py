@@ -61,7 +61,7 @@ def test_distopt_states_and_pickle_are_the_wrapped_optimisers():
 
 
 def test_distopt_bad_arguments():
-    with pytest.raises(errors.UnsupportedError, match="no NCCL group yet"):
+    with pytest.raises(errors.UnsupportedError, match="starts its NCCL group through MPI"):
         hl.opt.DistOpt(hl.opt.SGD(), nccl_id=object())
     with pytest.raises(errors.ValueError, match="must be an hl.opt optimiser"):
         hl.opt.DistOpt("sgd")
@@ -134,3 +134,17 @@ def test_sync_batchnorm_is_also_a_layer_as_in_torch_nn():
     x = hl.tensor(np.random.default_rng(0).standard_normal((4, 3, 5, 5)).astype(np.float32))
     sync, plain = SyncBatchNorm(), hl.layers.BatchNorm2d()
     np.testing.assert_allclose(sync(x).numpy(), plain(x).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_the_nccl_choice_is_checked(monkeypatch):
+    """init(nccl=...) takes True, False or None; HL_DIST_NCCL 0, 1 or auto (nccl.py)."""
+    from hl.distributed import nccl
+    with pytest.raises(errors.ValueError, match="nccl must be True, False or None"):
+        hl.distributed.init(nccl="yes")
+    for raw, want in (("0", False), ("1", True), ("auto", None), ("", None)):
+        monkeypatch.setenv("HL_DIST_NCCL", raw)
+        assert nccl.setting(None) is want
+    monkeypatch.setenv("HL_DIST_NCCL", "nccl")
+    with pytest.raises(errors.ValueError, match="HL_DIST_NCCL must be 0"):
+        nccl.setting(None)
+    assert hl.distributed.backend() is None  # alone: nothing is reduced

@@ -221,31 +221,141 @@ CASES += [
     backend("resize", lambda x: hl.interpolate((x > 0).astype(hl.uint8), scale_factor=3),
                       normal(1, 1, 2, 3), ids="nearest-uint8"),
 ]
+
+
+def _conv_fused(act="none", alpha=0.0, beta=0.0, pack=None, **geometry):
+    """conv_fused_forward(x, w, b, r) with this epilogue; pack: the weight packed first
+    (conv_pack's layout, made on the device the call runs on)."""
+    def call(x, w, b=None, r=None):
+        packed = None if pack is None else ops.conv_pack(w, geometry.get("groups", 1), pack)
+        return ops.conv_fused_forward(x, w, b, r, act=act, alpha=alpha, beta=beta,
+                                      packed=packed, **geometry)
+    return call
+
+
+def _conv_inputs(x, w, out=None, bias=True):
+    """x, w, the bias (when bias) and a residual of shape out (when given)."""
+    def draw(r, dt):
+        arrays = [r.standard_normal(x).astype(dt), r.standard_normal(w).astype(dt)]
+        if bias:
+            arrays.append(r.standard_normal((w[0],)).astype(dt))
+        if out is not None:
+            arrays.append(r.standard_normal(out).astype(dt))
+        return arrays
+    return draw
+
+
+# conv_fused: conv, bias, residual and each activation in one pass (inference; no gradient)
 CASES += [
-    backend("conv_fused", lambda x, w, b, r: hl.ops.conv_fused_forward(
-        x, w, b, r, padding=1, act="clip", alpha=-0.5, beta=0.5), lambda r, dt: [
-            r.standard_normal((2, 3, 5, 4)).astype(dt), r.standard_normal((4, 3, 3, 3)).astype(dt),
-            r.standard_normal((4,)).astype(dt), r.standard_normal((2, 4, 5, 4)).astype(dt)]),
+    backend("conv_fused", _conv_fused("clip", -0.5, 0.5, padding=1),
+            _conv_inputs((2, 3, 5, 4), (4, 3, 3, 3), (2, 4, 5, 4))),
+    backend("conv_fused", _conv_fused("relu", stride=2),
+            _conv_inputs((2, 3, 7, 6), (5, 3, 3, 3)), ids="relu"),
+    backend("conv_fused", lambda x, w, r: ops.conv_fused_forward(x, w, None, r, groups=2,
+                                                                 act="leaky_relu", alpha=0.1),
+            _conv_inputs((1, 4, 5, 5), (6, 2, 1, 1), (1, 6, 5, 5), bias=False),
+            ids="leaky-residual-groups"),
+    backend("conv_fused", _conv_fused("hard_sigmoid", 0.2, 0.5, padding=2, dilation=2),
+            _conv_inputs((2, 2, 6, 6), (3, 2, 3, 3)), ids="hard-sigmoid"),
+    backend("conv_fused", _conv_fused(padding=1), _conv_inputs((2, 3, 9), (4, 3, 3), (2, 4, 9)),
+            ids="1d-none"),
+    backend("conv_fused", _conv_fused("relu", pack="panels"),
+            _conv_inputs((2, 8, 4, 4), (13, 8, 1, 1), (2, 13, 4, 4)), dtypes=(F32,),
+            ids="packed-panels"),
+    backend("conv_fused", _conv_fused("clip", 0.0, 6.0, pack="winograd", padding=1),
+            _conv_inputs((1, 8, 6, 6), (8, 8, 3, 3)), dtypes=(F32,), ids="packed-winograd"),
 ]
-# conv_pack: the layouts of the CPU's packed convolution kernels (inference)
-CASES += [backend("conv_pack", hl.ops.conv_pack, normal(6, 1, 1, 1), dtypes=(F32,))]
-# the packed B of inference products and their epilogue (cpu/matmul_fused.c)
-CASES += [backend("gemm_pack_b", hl.ops.gemm_pack_b, normal(4, 2), dtypes=(F32,)),
-          backend("matmul_fused", lambda a, b: hl.ops.matmul_fused_forward(a, b, act="gelu"),
+# conv_pack: the layouts of the CPU's packed convolution kernels (inference), the same bytes
+# on every device
+CASES += [backend("conv_pack", ops.conv_pack, normal(6, 1, 1, 1), dtypes=(F32,)),
+          backend("conv_pack", lambda w: ops.conv_pack(w, groups=2), normal(14, 3, 3, 3),
+                  dtypes=(F32,), ids="groups"),
+          backend("conv_pack", lambda w: ops.conv_pack(w, layout="winograd"),
+                  normal(5, 3, 3, 3), dtypes=(F32,), ids="winograd")]
+
+
+def _matmul_fused(act="none", pack=False, trans_b=False, **kw):
+    """matmul_fused_forward(a, b, bias?, residual?) with b packed first (gemm_pack_b, on the
+    call's device) or read through its transpose."""
+    def call(a, b, *extra):
+        bias, residual = (list(extra) + [None, None])[:2] if kw.get("bias", True) else \
+            (None, extra[0] if extra else None)
+        if pack:
+            b = ops.gemm_pack_b(b, trans_b=trans_b)
+        elif trans_b:
+            b = b.T
+        return ops.matmul_fused_forward(a, b, bias, residual, act=act,
+                                        alpha=kw.get("alpha", 0.0), beta=kw.get("beta", 0.0))
+    return call
+
+
+def _matmul_inputs(a, k, n, trans_b=False, bias=True, residual=False):
+    def draw(r, dt):
+        arrays = [r.standard_normal(a + (k,)).astype(dt),
+                  r.standard_normal((n, k) if trans_b else (k, n)).astype(dt)]
+        if bias:
+            arrays.append(r.standard_normal((n,)).astype(dt))
+        if residual:
+            arrays.append(r.standard_normal(a + (n,)).astype(dt))
+        return arrays
+    return draw
+
+
+# the packed B of inference products (the same bytes on every device) and their epilogue
+CASES += [backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b).data, normal(4, 2), dtypes=(F32,)),
+          backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b, trans_b=True).data,
+                  normal(37, 300),
+                  dtypes=(F32,), ids="two-blocks-transposed"),
+          backend("matmul_fused", lambda a, b: ops.matmul_fused_forward(a, b, act="gelu"),
                   lambda r, dt: [r.standard_normal((3, 4)).astype(dt),
-                                 r.standard_normal((4, 2)).astype(dt)], dtypes=(F32,))]
+                                 r.standard_normal((4, 2)).astype(dt)], dtypes=(F32,)),
+          backend("matmul_fused", _matmul_fused("gelu_tanh", trans_b=True),
+                  _matmul_inputs((2, 3), 5, 7, trans_b=True, residual=True), ids="gelu-tanh"),
+          backend("matmul_fused", _matmul_fused("relu", pack=True),
+                  _matmul_inputs((9,), 300, 37, residual=True), dtypes=(F32,),
+                  ids="packed-relu"),
+          backend("matmul_fused", _matmul_fused("clip", pack=True, trans_b=True, alpha=-0.5,
+                                                beta=1.0),
+                  _matmul_inputs((4,), 17, 16, trans_b=True), dtypes=(F32,),
+                  ids="packed-clip"),
+          backend("matmul_fused", _matmul_fused("hard_sigmoid", bias=False, alpha=0.2,
+                                                beta=0.5),
+                  _matmul_inputs((2, 2), 6, 3, bias=False, residual=True), ids="hard-sigmoid"),
+          backend("matmul_fused", _matmul_fused("leaky_relu", alpha=0.01),
+                  _matmul_inputs((5,), 0, 3), ids="leaky-k0")]
 
 
-def _adam_step(p, g, m, v):
-    """One Adam step of the one-pass optimiser kernel on copies (it updates in place)."""
-    p, m, v = p.clone(), m.clone(), v.abs()
-    ops.optim_update("adam", p, g, [m, v], [-0.01, 0.9], [0.0, 0.1, 0.999, 0.001, 1e-8])
-    return p, m, v
+def _optim_case(rule, n_states, step_values, hyper, flags=(), ids=""):
+    """One step of the one-pass optimiser kernel on copies (it updates in place) from a
+    parameter, its gradient and the rule's states (non-negative where they are sums of
+    squares); every updated tensor is an output."""
+    def call(p, g, *states):
+        p = p.clone()
+        states = [s.abs() for s in states]
+        ops.optim_update(rule, p, g, states, step_values, hyper, flags)
+        return (p, *states)
+
+    def draw(r, dt):
+        return [r.standard_normal((3, 5)).astype(dt) for _ in range(2 + n_states)]
+    return backend("optim_update", call, draw, ids=ids)
 
 
 # optim_update: the one-pass optimiser update (hl.opt runs each rule op by op where it is not)
-CASES += [backend("optim_update", _adam_step,
-                  lambda r, dt: [r.standard_normal((3, 5)).astype(dt) for _ in range(4)])]
+CASES += [
+    _optim_case("adam", 2, [-0.01, 0.9], [0.0, 0.1, 0.999, 0.001, 1e-8]),
+    _optim_case("adam", 3, [-0.01, 0.9, 0.99], [0.0, 0.1, 0.999, 0.001, 1e-8], ["decoupled"],
+                ids="adamw-amsgrad"),
+    _optim_case("adam", 2, [-0.01, 0.9], [0.1, 0.1, 0.999, 0.001, 1e-8], ids="l2"),
+    _optim_case("sgd", 0, [-0.1], [0.01, 0.0, 1.0], ids="sgd"),
+    _optim_case("sgd", 1, [-0.1], [0.0, 0.9, 0.8], ids="momentum-dampening"),
+    _optim_case("sgd", 1, [-0.1], [0.01, 0.9, 1.0], ["nesterov", "init"], ids="nesterov-init"),
+    _optim_case("rmsprop", 1, [-0.01], [0.0, 0.99, 0.01, 1e-8, 0.0], ids="rmsprop"),
+    _optim_case("rmsprop", 3, [-0.01], [0.1, 0.99, 0.01, 1e-8, 0.9], ["centered", "momentum"],
+                ids="rmsprop-centered-momentum"),
+    _optim_case("adagrad", 1, [-0.1], [0.01, 1e-10], ids="adagrad"),
+    _optim_case("v2_momentum", 1, [-0.1], [0.01, 0.9], ids="v2-momentum"),
+    _optim_case("v2_adam", 2, [-0.01], [0.9, 0.1, 0.999, 0.001, 1e-8], ids="v2-adam"),
+]
 # backward kernels are covered by the gradient checks of the cases above
 GRADIENT_OPS = {"softmax_grad": "softmax", "log_softmax_grad": "log_softmax",
                 "conv_grad_weight": "conv", "max_pool_grad": "max_pool",
@@ -257,6 +367,5 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}
 
 # Ops a backend does not implement yet (an op added to ops.h goes here until the backend has
 # a kernel): their cases must fail there with the registry's "<op> is not implemented on
-# <backend>". conv_fused: the inference epilogue of ONNX's Conv + Add + activation, which the
-# CUDA conv kernel does not read yet.
-NOT_ON = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update"}}
+# <backend>". Every op of the table runs on cuda today.
+NOT_ON = {"cuda": set()}

@@ -143,6 +143,7 @@ static inline int atomicExch(int *p, int v) { return __atomic_exchange_n(p, v, _
 typedef enum cudaError {
     cudaSuccess = 0,
     cudaErrorInvalidValue = 1,
+    cudaErrorNotReady = 600,
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInsufficientDriver = 35,
@@ -199,6 +200,7 @@ cudaError_t cudaEventCreate(cudaEvent_t *e);
 cudaError_t cudaEventDestroy(cudaEvent_t e);
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
+cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 /* Stream capture and graphs. While a stream captures, the work given to it is recorded, not
    run (kernels keep their arguments by value, as a CUDA graph's kernel nodes do); what CUDA

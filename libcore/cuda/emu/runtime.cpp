@@ -36,6 +36,7 @@ const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
         case cudaSuccess: return "no error";
         case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorNotReady: return "device not ready";
         case cudaErrorMemoryAllocation: return "out of memory";
         case cudaErrorInvalidConfiguration:
             return launch_message[0] ? launch_message : "invalid configuration argument";
@@ -365,6 +366,10 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     return cudaSuccess;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    flush(e->stream);
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {  /* the work before it runs when asked about */
     flush(e->stream);
     return cudaSuccess;
 }

@@ -257,8 +257,8 @@ static hl_status conv_entry(const char *op, int code, const hl_tensor *x, const 
     hl_status st = check_lead(op, code, "input", x, &S, &dev);
     if (st || (st = check_tensor(op, "the weight", w, dev, x->dtype))) return st;
     /* conv_fused's epilogue (i[9..11]) is read only by kernels written for it: a backend
-       whose conv kernel does not read it leaves HL_OP_CONV_FUSED NULL (libcore/cuda does),
-       so check_lead has already refused the call through the registry. */
+       whose conv kernel does not read it leaves HL_OP_CONV_FUSED NULL, so check_lead has
+       already refused the call through the registry. */
     if (w->ndim != x->ndim)
         return hl_fail(HL_ERR_SHAPE, "%s: the weight must be (C_out, C_in / groups%s) for input "
                        "%s, got %s", op, S == 1 ? ", k" : ", kh, kw", hl_desc(x), hl_desc(w));

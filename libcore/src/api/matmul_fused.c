@@ -2,8 +2,8 @@
  * api/matmul_fused.c - entry points of gemm_pack_b and matmul_fused (cpu/matmul_fused.c):
  * matrix products for inference, with B packed once and the bias, residual and activation
  * applied in the product's output loop. Both are gemm-family ops; a backend whose gemm
- * kernel does not know them leaves their kernels NULL (libcore/cuda does) and the registry
- * refuses them.
+ * kernel does not know them leaves their kernels NULL and the registry refuses them
+ * (libcore/cuda has its own: cuda/fused.cu). The packed layout is packed_layouts.h's.
  *
  *   gemm_pack_b:  in {b as a (K, N) view} out {(P, K, 16) float32}, P = ceil(N / 16)
  *   matmul_fused: in {a (..., K) contiguous, b, bias?, residual?} out {(..., N) contiguous};

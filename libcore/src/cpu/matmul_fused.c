@@ -28,6 +28,7 @@
 #include "blas_layout.h"
 #include "dtypes.h"
 #include "fast_math.h"
+#include "../packed_layouts.h"
 #include "parallel.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
@@ -117,8 +118,9 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
    after another, and in each, the panels one after another (kc x NR floats each). */
+_Static_assert(NR == HL_PACK_B_NR && KC == HL_PACK_B_KC, "packed_layouts.h's layout");
 static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
-    return pc * P * NR + p * HL_MIN(KC, K - pc) * NR;
+    return hl_packed_b_at(K, P, p, pc);
 }
 
 /* Panels [p0, p1) of B (K x N, element (k, n) at b[k * s0 + n * s1]) into the packed dst

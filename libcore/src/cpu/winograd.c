@@ -42,6 +42,7 @@
 #include "../core.h"
 #include "conv.h"
 #include "parallel.h"
+#include "../packed_layouts.h"
 
 #define T float
 #define SFX f32
@@ -123,26 +124,6 @@ bool hl_winograd_weights_ok(const float *w, int64_t n) {
 }
 
 /* ---- the transforms of one tile -------------------------------------------------------- */
-
-/* U = G g G^T, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]: g is 3x3 (row stride gs, column
-   stride gc, so a rotated kernel is read with negative strides); u[e] goes to u[e * us]. */
-static void weight_tile(const float *g, int64_t gs, int64_t gc, float *u, int64_t us) {
-    float t[4][3];
-    for (int c = 0; c < 3; c++) {
-        const float g0 = g[c * gc], g1 = g[gs + c * gc], g2 = g[2 * gs + c * gc];
-        t[0][c] = g0;
-        t[1][c] = 0.5f * (g0 + g1 + g2);
-        t[2][c] = 0.5f * (g0 - g1 + g2);
-        t[3][c] = g2;
-    }
-    for (int i = 0; i < 4; i++) {
-        const float q0 = t[i][0], q1 = t[i][1], q2 = t[i][2];
-        u[(i * 4 + 0) * us] = q0;
-        u[(i * 4 + 1) * us] = 0.5f * (q0 + q1 + q2);
-        u[(i * 4 + 2) * us] = 0.5f * (q0 - q1 + q2);
-        u[(i * 4 + 3) * us] = q2;
-    }
-}
 
 /* dW = G^T m G for the 4x4 m[e * ms]: a 3x3 kernel, written to w (row stride 3). */
 static void weight_grad_tile(const float *m, int64_t ms, float *w) {
@@ -423,7 +404,8 @@ static void transform_weights(const float *w, int64_t C0, int64_t C1, bool turne
 #pragma omp parallel for schedule(static) if (C0 * C1 * 16 > PAR_MIN)
     for (int64_t i = 0; i < C0; i++)
         for (int64_t j = 0; j < C1; j++)
-            weight_tile(w + (i * C1 + j) * 9 + first, row, col, U + i * C1 + j, us);
+            hl_winograd_weight_tile(w + (i * C1 + j) * 9 + first, row, col, U + i * C1 + j,
+                                    us);
 }
 
 /* Ugiven: w's transformed kernels made before (hl_winograd_pack: 16 entries, CO x CI each,

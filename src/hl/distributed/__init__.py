@@ -17,19 +17,22 @@ Files, bottom up:
   faults.py       a failing rank tells the others; a dead rank is found; nobody hangs
   buckets.py      gradients fused into buckets reduced while backward runs
   sync_batchnorm.py  SyncBatchNorm: batch statistics over every rank's samples
+  nccl.py         NCCL for models on cuda: MPI sends the id, NCCL reduces on the GPU
+  nccl_buckets.py the gradient buckets in device memory, reduced by NCCL
   sync.py         same model on every rank: signature check, broadcast from rank 0
   dist_opt.py     DistOpt and SINGA's _half / _partial / _sparse variants
   launch.py       python -m hl.distributed: finds mpiexec, sets threads per rank
-Models on cuda train over MPI too, each gradient staged through host memory; NCCL (SINGA's
-way on GPUs) is not built yet (docs/distributed.md).
+Models on cuda reduce through NCCL (SINGA's way on GPUs; backend() says which is used), or
+over MPI with each gradient staged through host memory when NCCL is missing or
+init(nccl=False) / HL_DIST_NCCL=0 asks for it (docs/distributed.md).
 """
 from ..errors import DistributedError
 from .dist_opt import DistOpt
 from .sync import broadcast_model, broadcast_optimizer, check_same
 from .sync_batchnorm import SyncBatchNorm
-from .world import (barrier, current, init, is_distributed, is_main, launched_by_mpi,
+from .world import (backend, barrier, current, init, is_distributed, is_main, launched_by_mpi,
                     local_rank, rank, world_size)
 
-__all__ = ["DistOpt", "DistributedError", "SyncBatchNorm", "barrier", "broadcast_model",
+__all__ = ["DistOpt", "DistributedError", "SyncBatchNorm", "backend", "barrier", "broadcast_model",
            "broadcast_optimizer", "check_same", "current", "init", "is_distributed",
            "is_main", "launched_by_mpi", "local_rank", "rank", "world_size"]

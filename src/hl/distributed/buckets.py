@@ -184,16 +184,7 @@ class Reducer:
     def add(self, param, grad, scale=1.0, owned=False):
         """``owned``: grad is an hl tensor nobody else uses (as backward hands them out),
         which a solo bucket may reduce in place and hand on."""
-        entry = self.where.get(id(param))
-        if entry is None:
-            raise errors.DistributedError(
-                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
-                f"gradient, but it was not among the parameters of the first step, which "
-                f"fixed the gradient buckets; every step must train the same parameters")
-        b, i = entry
-        if b.got[i]:
-            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
-                                          f"got two gradients in one step")
+        b, i = self._member(param)
         if self._recording:
             self._record_fill(b, i, grad, scale, owned)
         elif b.solo:
@@ -212,6 +203,20 @@ class Reducer:
         if b.arrived == len(b.params):
             self._start(b)
         self.progress()
+
+    def _member(self, param):
+        """(bucket, index) of param, which must not have had its gradient this step."""
+        entry = self.where.get(id(param))
+        if entry is None:
+            raise errors.DistributedError(
+                f"hl.distributed: {param.name or 'a parameter'} {tuple(param.shape)} got a "
+                f"gradient, but it was not among the parameters of the first step, which "
+                f"fixed the gradient buckets; every step must train the same parameters")
+        b, i = entry
+        if b.got[i]:
+            raise errors.DistributedError(f"hl.distributed: {param.name or 'a parameter'} "
+                                          f"got two gradients in one step")
+        return b, i
 
     def _record_fill(self, b, i, grad, scale, owned):
         """add() while a plan is recorded: what puts the gradient into its bucket becomes

@@ -32,7 +32,9 @@ from ..autograd.mode import no_grad
 from ..graph.recording import StepValues, on_replay
 from ..opt.optimizer import Optimizer
 from . import sync
-from .buckets import Reducer, reduce_arrays
+from .buckets import reduce_arrays
+from .nccl import group_for
+from .nccl_buckets import make_reducer
 from .world import init
 from ..autograd import functional as F
 
@@ -42,8 +44,9 @@ SINGA_THRESHOLD = 2097152
 class DistOpt(Optimizer):
     """``DistOpt(opt=SGD(), nccl_id=None, local_rank=None, world_size=None,
     buffSize=4194304)``: SINGA's signature. ``nccl_id`` / ``local_rank`` / ``world_size``
-    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have (no NCCL yet); hl
-    joins the MPI group that mpiexec started instead (``timeout=`` bounds every wait)."""
+    belong to SINGA's NCCL-with-multiprocessing start, which hl does not have: hl joins the
+    MPI group that mpiexec started (``timeout=`` bounds every wait) and, for a model on
+    cuda, starts NCCL through it (nccl.py)."""
 
     def __init__(self, opt=None, nccl_id=None, local_rank=None, world_size=None,
                  buffSize=4194304, *, params=None, timeout=None):
@@ -56,9 +59,10 @@ class DistOpt(Optimizer):
         if nccl_id is not None or local_rank is not None or world_size is not None:
             raise errors.UnsupportedError(
                 "DistOpt: nccl_id / local_rank / world_size start SINGA's NCCL group from "
-                "Python processes; hl has no NCCL group yet (models on cuda reduce over MPI, "
-                "staged through host memory); start the ranks with mpiexec -n N python "
-                "script.py (or python -m hl.distributed -n N script.py) and call DistOpt(opt)")
+                "Python processes without MPI, which hl does not build: hl starts its NCCL "
+                "group through MPI (models on cuda then reduce with NCCL); start the ranks "
+                "with mpiexec -n N python script.py (or python -m hl.distributed -n N "
+                "script.py) and call DistOpt(opt)")
         if isinstance(buffSize, bool) or not isinstance(buffSize, int) or buffSize < 1:
             raise errors.ValueError(f"DistOpt: buffSize must be a number of elements >= 1, "
                                     f"got {buffSize!r}")
@@ -155,8 +159,19 @@ class DistOpt(Optimizer):
         self.fused_all_reduce([t])
 
     def fused_all_reduce(self, tensors, send=True):
-        """Sums hl tensors over the ranks, in place, in one fused buffer."""
+        """Sums hl tensors over the ranks, in place: through NCCL on their cuda device
+        (each in place), else over MPI in one fused host buffer."""
         if self.world is None:
+            return
+        group = group_for(self.world, tensors)
+        if group is not None:
+            what = "DistOpt.all_reduce"
+            for t in tensors:
+                c = t if t.is_contiguous() else t.contiguous()
+                group.all_reduce_(c, what)
+                if c is not t:
+                    t.copy_(c)
+            group.wait(what)
             return
         summed = reduce_arrays(self.world, [t.numpy() for t in tensors], "DistOpt.all_reduce")
         for t, s in zip(tensors, summed):
@@ -255,8 +270,9 @@ class DistOpt(Optimizer):
         key = (threshold, wire)
         if key not in self._reducers:
             bytes_per = max(np.dtype(p.dtype.np).itemsize for p in self._layout)
-            self._reducers[key] = Reducer(self.world, self._layout, threshold * bytes_per,
-                                          wire, "DistOpt's gradient allreduce")
+            # NCCL's device buckets for a model on cuda, else MPI's
+            self._reducers[key] = make_reducer(self.world, self._layout, threshold * bytes_per,
+                                               wire, "DistOpt's gradient allreduce")
         return self._reducers[key]
 
     def _first_check(self):

@@ -27,7 +27,22 @@ _LIVENESS_EVERY_S = 0.1
 
 _WATCHDOG_GRACE_S = 0.2  # short: MPICH itself aborts the ranks of a group that lost one within ~1-3 s
 _state = {"world": None, "failed": {}, "sent": False, "pending": [], "exiting": False,
-          "waiting": None}
+          "waiting": None, "on_failure": []}
+
+
+def on_failure(fn):
+    """fn() runs when this rank stops for good (it failed, or the watchdog ends it): NCCL
+    communicators abort there, so that peers waiting in a collective stop at once."""
+    _state["on_failure"].append(fn)
+
+
+def _run_failure_hooks():
+    hooks, _state["on_failure"] = _state["on_failure"], []
+    for fn in hooks:
+        try:
+            fn()
+        except Exception:  # stopping anyway: one hook's trouble must not keep the others
+            pass
 
 
 def waiting(what):
@@ -62,8 +77,9 @@ def _watchdog(world):
             reason = f"the other ranks did not take part within {world.timeout:g} s"
         print(f"hl.errors.DistributedError: hl.distributed: {what} stopped on rank "
               f"{world.rank} because {reason}; every rank stops (reported by hl's watchdog: "
-              f"MPI did not return)", file=sys.stderr, flush=True)
+              f"the collective (MPI or NCCL) did not return)", file=sys.stderr, flush=True)
         _state["exiting"] = True
+        _run_failure_hooks()
         time.sleep(0.05)
         os._exit(1)
 
@@ -163,6 +179,7 @@ def _fail_and_exit(world, message):
     accounted = False
     try:
         notify(world, message)
+        _run_failure_hooks()
         deadline = time.monotonic() + min(GRACE_S, world.timeout)
         dead = set()
         while time.monotonic() < deadline:

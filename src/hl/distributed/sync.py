@@ -2,7 +2,7 @@
 broadcast of rank 0's values (parameters, buffers, optimiser states) to the others."""
 import numpy as np
 
-from .. import errors
+from .. import _core, errors
 from .._tensor import Tensor, from_numpy
 from .collectives import allgather_object, bcast_, bcast_object
 
@@ -41,7 +41,12 @@ def _fmt(entry):
 
 
 def broadcast_tensors(world, tensors, what):
-    """Copies rank 0's values into every rank's tensors, one fused buffer per dtype."""
+    """Copies rank 0's values into every rank's tensors, one fused buffer per dtype (through
+    NCCL, on the device, for tensors on a cuda device with an NCCL group)."""
+    from .nccl import group_for
+    group = group_for(world, tensors)
+    if group is not None:
+        return _broadcast_nccl(group, tensors, what)
     for dtype in sorted({t.dtype.name for t in tensors}):
         group = [t for t in tensors if t.dtype.name == dtype]
         # numpy() is a view of a CPU tensor, a host copy of a CUDA one (staged through
@@ -54,6 +59,17 @@ def broadcast_tensors(world, tensors, what):
                 n = int(np.prod(t.shape))
                 write_(t, flat[at:at + n].reshape(t.shape))
                 at += n
+
+
+def _broadcast_nccl(group, tensors, what):
+    for t in tensors:
+        if t.is_contiguous():
+            group.broadcast_(t, what)
+        else:  # NCCL needs one buffer: a contiguous copy, broadcast, copied back
+            c = t.contiguous()
+            group.broadcast_(c, what)
+            _core.copy_into(t._h, c._h)
+    group.wait(what)
 
 
 def write_(t, values):

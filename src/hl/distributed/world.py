@@ -45,6 +45,7 @@ class World:
         self.grads = world.Dup()  # the gradient buckets, reduced by buckets.CommThread
         self.threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self.timeout = float(timeout)
+        self.nccl = None  # cuda tensors: True NCCL, False host staging, None NCCL if it loads
         # who is where, for the liveness check of faults.py and for error messages
         self.peers = world.allgather((MPI.Get_processor_name(), os.getpid()))
         self.host = self.peers[self.rank][0]
@@ -75,22 +76,32 @@ def timeout_from_env():
     return value
 
 
-def init(timeout=None):
+def init(timeout=None, nccl=None):
     """Joins the process group (once; later calls return the same group) and returns it, or
     None when this process runs alone. ``timeout`` (seconds; default HL_DIST_TIMEOUT or
     600) bounds every wait on the other ranks: a rank that neither answers nor is known to
-    have failed within it is reported as an hl.errors.DistributedError."""
+    have failed within it is reported as an hl.errors.DistributedError. ``nccl`` says how
+    tensors on cuda devices are reduced: None (default, or HL_DIST_NCCL unset) NCCL when it
+    can be loaded, else MPI with host staging and a warning; True NCCL or an error; False
+    always MPI with host staging (HL_DIST_NCCL=1 / 0 say the same). Every rank must pass
+    the same value."""
     global _world
+    if nccl is not None and not isinstance(nccl, bool):
+        raise errors.ValueError(f"hl.distributed.init: nccl must be True, False or None, got "
+                                f"{nccl!r}")
     with _lock:
         if _world is not None:
             if timeout is not None:
                 _world.timeout = _check_timeout(timeout)
+            if nccl is not None:
+                _world.nccl = nccl
             return _world
         if not launched_by_mpi():
             return None
         MPI = _mpi()
         world = World(MPI, _check_timeout(timeout) if timeout is not None
                       else timeout_from_env())
+        world.nccl = nccl
         from . import faults
         faults.install(world)
         _check_same_software(world)
@@ -177,6 +188,22 @@ def is_main():
 def is_distributed():
     """True when more than one process trains together."""
     return world_size() > 1
+
+
+def backend(device=None):
+    """How tensors on ``device`` are reduced among the ranks: ``"nccl"`` (cuda devices, when
+    NCCL can be loaded and host staging was not chosen) or ``"mpi"`` (CPU tensors, and cuda
+    tensors staged through host memory); None when this process runs alone. ``device``
+    defaults to cuda when hl has a CUDA device, else the CPU."""
+    w = current()
+    if w is None:
+        return None
+    from .. import devices
+    if device is None:
+        from .._core import cuda_unavailable_reason
+        device = "cpu" if cuda_unavailable_reason() else "cuda"
+    from .nccl import backend as _backend
+    return _backend(w, devices.device(device))
 
 
 def barrier():

@@ -102,6 +102,8 @@ def _clip(node, constants):
 
 ACTIVATIONS = {"Relu": _relu, "LeakyRelu": _leaky_relu, "HardSigmoid": _hard_sigmoid,
                "Clip": _clip}
+# The device kinds whose backends have the fused kernels (conv_fused, matmul_fused).
+FUSING_DEVICES = ("cpu", "cuda")
 
 
 def conv_epilogues(nodes, graph, constants, device, skip):
@@ -117,10 +119,11 @@ def conv_epilogues(nodes, graph, constants, device, skip):
     which the returned list leaves out. The fused node
     takes the place of the last node it absorbs (by then every value it reads exists) and
     keeps the absorbed nodes: a call that the kernel cannot take (a residual that broadcasts,
-    a dtype the core does not compute, gradients wanted) runs them one after another. Only on
-    the CPU (other backends have no conv_fused kernel). Returns the new list, or None when
-    nothing fused."""
-    if getattr(device, "kind", "cpu") != "cpu":
+    a dtype the core does not compute, gradients wanted) runs them one after another. On the
+    CPU and on cuda (FUSING_DEVICES); cuda packs nothing (its GEMM reads w as it is).
+    Returns the new list, or None when nothing fused."""
+    kind = getattr(device, "kind", "cpu")
+    if kind not in FUSING_DEVICES:
         return None
     nodes = [n for n in nodes if n.index not in skip]
     readers = {}
@@ -157,7 +160,7 @@ def conv_epilogues(nodes, graph, constants, device, skip):
             if got is not None:
                 act = got
                 chain.append(nxt)
-        packed = _packed_weight(conv, constants)
+        packed = _packed_weight(conv, constants) if kind == "cpu" else None
         if len(chain) == 1 and packed is None:
             continue
         fused = copy.copy(conv)

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..autograd import functional as F
 from ..autograd import is_grad_enabled, no_grad
+from .fuse import FUSING_DEVICES
 from .ops.shape import reshape_target
 
 # Element-wise ops an activation chain may be made of (unary, or binary with a scalar
@@ -51,11 +52,14 @@ PROBE = np.concatenate([np.linspace(-8.0, 8.0, 321), [-30.0, -12.5, 12.5, 30.0, 
 def matmul_epilogues(nodes, graph, constants, device, skip, packed_only=None):
     """The program's node list with FusedMatMul nodes in place of the chains they absorb, or
     None when nothing fused. ``skip``: indices of nodes that do not run (the returned list
-    leaves them out). Only on the CPU (the only backend with the kernel). With a dict
-    ``packed_only``, a B that only fused products read leaves ``constants`` once packed,
-    into packed_only[name] = (PackedMatrix, trans_b) (the program re-derives it on demand),
-    so that it is freed at once and the next packing reuses its memory."""
-    if getattr(device, "kind", "cpu") != "cpu":
+    leaves them out). On the CPU B is packed; on cuda the node keeps B as the (K, N) view of
+    the constant, which cuBLAS reads in place (a packed B would be unpacked on every call:
+    libcore/cuda/fused.cu). With a dict ``packed_only`` (CPU), a B that only fused products
+    read leaves ``constants`` once packed, into packed_only[name] = (PackedMatrix, trans_b)
+    (the program re-derives it on demand), so that it is freed at once and the next packing
+    reuses its memory."""
+    kind = getattr(device, "kind", "cpu")
+    if kind not in FUSING_DEVICES:
         return None
     nodes = [n for n in nodes if n.index not in skip]
     readers, pos = {}, {}
@@ -67,7 +71,7 @@ def matmul_epilogues(nodes, graph, constants, device, skip, packed_only=None):
     outputs = {o.name for o in graph.outputs}
     absorbed, at, packs = set(), {}, {}
     pending = {}  # B's name -> its readers not yet fused, while all of them are products
-    if packed_only is not None:
+    if packed_only is not None and kind == "cpu":  # (on cuda the "packed" B is B itself)
         pending = _packed_only_candidates(nodes, readers, constants, outputs)
 
     def only_reader(name):
@@ -102,7 +106,7 @@ def matmul_epilogues(nodes, graph, constants, device, skip, packed_only=None):
             residual = _other(nxt, y)
             chain.append(nxt)
             y = nxt.outputs[0]
-        found = _activation(y, nodes, pos, readers, constants, outputs, absorbed)
+        found = _activation(y, nodes, pos, readers, constants, outputs, absorbed, device)
         if found is not None:
             act, more = found
             chain += more
@@ -112,7 +116,9 @@ def matmul_epilogues(nodes, graph, constants, device, skip, packed_only=None):
             bias = name
         key = (b_name, trans_b)
         if key not in packs:
-            packs[key] = F.gemm_pack_b(constants[b_name], trans_b=trans_b)
+            b = constants[b_name]
+            packs[key] = F.gemm_pack_b(b, trans_b=trans_b) if kind == "cpu" else \
+                (b.T if trans_b else b)
         fused = copy.copy(mm)
         fused.op_type = "FusedMatMul"
         fused.name = "+".join(n.name for n in chain)
@@ -205,9 +211,10 @@ def _scalar(name, constants):
     return t is not None and t.numel() == 1 and t.dtype.name == "float32"
 
 
-def _activation(y, nodes, pos, readers, constants, outputs, absorbed):
+def _activation(y, nodes, pos, readers, constants, outputs, absorbed, device):
     """((act, alpha, beta), the chain's nodes in order) for the element-wise nodes after the
-    value ``y`` that compute an activation of y alone, the longest such chain; or None."""
+    value ``y`` that compute an activation of y alone, the longest such chain; or None.
+    The probe runs on ``device``, where the chain's constants are."""
     rs = readers.get(y, [])
     if not rs or y in outputs or any(id(r) in absorbed for r in rs):
         return None
@@ -225,7 +232,7 @@ def _activation(y, nodes, pos, readers, constants, outputs, absorbed):
         chain = _ancestors(found, end, y)
         if chain is None or not _closed(chain, y, readers, outputs):
             continue
-        act = _identify(chain, y, constants)
+        act = _identify(chain, y, constants, device)
         if act is not None:
             return (act, 0.0, 0.0), chain
     return None
@@ -250,10 +257,10 @@ def _closed(chain, y, readers, outputs):
     return True
 
 
-def _identify(chain, y, constants):
+def _identify(chain, y, constants, device):
     """The activation the chain computes of y, found by running it on PROBE; or None."""
     from .._tensor import tensor
-    values = {y: tensor(PROBE.astype(np.float32))}
+    values = {y: tensor(PROBE.astype(np.float32), device=device)}
     try:
         with no_grad():
             for node in chain:

@@ -86,8 +86,9 @@ class PackedMatrix:
         return as_tensor(np.ascontiguousarray(out[:, :n].T if trans_b else out[:, :n]))
 
 
-# The packed layout's panel width and row block (NR and KC of libcore/src/cpu/matmul_fused.c,
-# whose comment describes the layout; tests/onnx/test_packed_weights.py checks they agree).
+# The packed layout's panel width and row block (HL_PACK_B_NR and HL_PACK_B_KC of
+# libcore/src/packed_layouts.h, which describes the layout; tests/onnx/test_packed_weights.py
+# checks that the two agree).
 PACK_NR, PACK_KC = 16, 256
 
 

@@ -29,6 +29,15 @@ class CNN(hl.Module):
         return self.fc(hl.reshape(h, (h.shape[0], -1)))
 
 
+def place(device):
+    """Where this rank trains: "cuda" becomes the rank's own GPU (cuda:local_rank; NCCL
+    needs one per rank), or cuda:0 where there is one device (the emulation: one per
+    process)."""
+    if device != "cuda":
+        return device
+    return f"cuda:{hl.distributed.local_rank() % hl.cuda.device_count()}"
+
+
 def digits(flat=True, n=None):
     (x, y), _ = hl.data.digits(flat=flat)
     if n is not None:

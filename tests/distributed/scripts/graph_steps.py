@@ -6,11 +6,12 @@ import json
 import numpy as np
 
 import hl
-from common import MLP, args, digits, params, save, shard
+from common import MLP, args, digits, place, params, save, shard
 
 a = args(("steps", int, 6), ("batch", int, 32), ("graph", int, 1), ("way", str, "distopt"),
          ("method", str, "plain"), ("solo_bytes", int, 0), ("threshold", int, 300),
          ("device", str, "cpu"))
+a.device = place(a.device)
 if a.solo_bytes:  # gradients from this size are reduced in place, in their own memory
     hl.distributed.buckets.SOLO_BYTES = a.solo_bytes
 hl.manual_seed(1)
@@ -58,4 +59,5 @@ else:  # fit, DataParallel: 203 rows, batch 30: a short last batch of 23 (12 + 1
 save(a.out, **params(model))
 if hl.distributed.is_main():
     with open(f"{a.out}.json", "w") as f:
-        json.dump({"losses": losses, "stats": stats}, f)
+        json.dump({"losses": losses, "stats": stats,
+                   "backend": hl.distributed.backend(a.device)}, f)

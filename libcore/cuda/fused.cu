@@ -1,0 +1,158 @@
+/*
+ * fused.cu - the inference products' ops on CUDA: matmul_fused (cuBLAS's GEMM, then the
+ * epilogue kernel of epilogue.cuh over its output), gemm_pack_b and conv_pack.
+ *
+ * What "packed" means on cuda. The packed tensors have one layout on every device, the
+ * CPU's (packed_layouts.h, hl_core.h): packing on cuda writes the same bytes the CPU would,
+ * so a pack made on one device and moved to the other stays what it claims to be (a layout
+ * per device under one shape would let a moved pack be read wrongly without a sound). The
+ * CUDA consumers read that layout knowingly:
+ *   - matmul_fused with a packed B unpacks it on the device into the (K, N) matrix cuBLAS
+ *     reads (one pass over B, in the call's work buffer), then runs the plain product. On
+ *     cuda packing buys nothing, cuBLAS reads a plain weight in place: prepare() on cuda
+ *     passes the plain weight (hl/onnx/fuse_matmul.py); the packed form is served so that a
+ *     program written for the CPU runs unchanged.
+ *   - conv_fused does not read a packed weight at all: w (C_out, C_in/g * kh * kw) is already
+ *     the matrix its im2col GEMM reads (conv.cu), as the CPU's depthwise path ignores one.
+ */
+#include "epilogue.cuh"
+
+#include "../src/cpu/blas_layout.h"
+#include "../src/packed_layouts.h"
+
+enum { NR = HL_PACK_B_NR, KC = HL_PACK_B_KC };
+
+/* ---- gemm_pack_b: in {b, a (K, N) view} out {(P, K, NR) float32 contiguous} ---- */
+
+/* One thread per packed value: which (k, n) of B it holds (packed_layouts.h's order: blocks
+   of KC rows, in each the P panels of kc x NR). */
+__global__ void pack_b_k(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
+                         int64_t P, float *dst) {
+    HL_GRID_STRIDE(e, P * K * NR) {
+        const int64_t pc = e / (P * KC * NR) * KC;            /* the block's first row */
+        const int64_t r = e - hl_packed_b_at(K, P, 0, pc);
+        const int64_t kc = K - pc < KC ? K - pc : KC;
+        const int64_t p = r / (kc * NR), q = r - p * kc * NR, k = pc + q / NR;
+        const int64_t n = p * NR + q % NR;
+        dst[e] = n < N ? b[k * s0 + n * s1] : 0.0f;
+    }
+}
+
+/* The inverse: the (K, N) row-major matrix a packed B holds. */
+__global__ void unpack_b_k(const float *packed, int64_t K, int64_t N, int64_t P, float *b) {
+    HL_GRID_STRIDE(e, K * N) {
+        const int64_t k = e / N, n = e - k * N, pc = k / KC * KC;
+        b[e] = packed[hl_packed_b_at(K, P, n / NR, pc) + (k - pc) * NR + n % NR];
+    }
+}
+
+extern "C" hl_status hl_cuda_gemm_pack_b(const hl_call *c) {
+    const hl_tensor *b = c->in[0];
+    hl_tensor *o = c->out[0];
+    const int64_t K = b->shape[0], N = b->shape[1], P = o->shape[0];
+    if (P * K == 0) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    HL_LAUNCH(pack_b_k, hl_cuda_blocks(P * K * NR), HL_CUDA_THREADS, 0, d->stream,
+              (const float *)hl_cuda_ptr(b), b->strides[0], b->strides[1], K, N, P,
+              (float *)hl_cuda_ptr(o));
+    return hl_cuda_check_launch("gemm_pack_b");
+}
+
+/* ---- matmul_fused (api/matmul_fused.c's record) ---- */
+
+/* in[0] = a (..., K) contiguous; in[1] = b: packed (P, K, NR) when i[0] >= 0 (i[0] = N),
+   else a (K, N) view cuBLAS can read; then bias (N,) when i[2], residual (the output's shape,
+   contiguous) when i[3]; out[0] (..., N) contiguous; i[1] the activation, f[0..1] its
+   parameters. */
+template <class T>
+static hl_status run_matmul_fused(const hl_call *c) {
+    const hl_tensor *a = c->in[0], *b = c->in[1];
+    hl_tensor *o = c->out[0];
+    int k = 2;
+    const hl_tensor *bias = c->i[2] ? c->in[k++] : NULL, *res = c->i[3] ? c->in[k++] : NULL;
+    const bool packed = c->i[0] >= 0;
+    const int64_t K = a->shape[a->ndim - 1], N = o->shape[o->ndim - 1];
+    int64_t M = 1;
+    for (int dim = 0; dim < a->ndim - 1; dim++) M *= a->shape[dim];
+    if (M == 0 || N == 0) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    const hl_dtype dt = a->dtype;
+    hl_cuda_mat A = {hl_cuda_ptr(a), K, 1}, C = {hl_cuda_ptr(o), N, 1};
+    hl_status st;
+    if (K == 0) {  /* an empty sum: zeros (cuBLAS takes no zero-width operands) */
+        st = cudaMemsetAsync(hl_cuda_ptr(o), 0, (size_t)(M * N) * sizeof(T), d->stream) ==
+                     cudaSuccess
+                 ? HL_OK : hl_cuda_check_launch("matmul_fused");
+    } else if (packed) {  /* float32 (the entry point checked): unpack into the work buffer */
+        const int64_t P = b->shape[0];
+        hl_cuda_scratch_lock(d);
+        float *plain = (float *)hl_cuda_scratch(d, (size_t)(K * N > 0 ? K * N : 1) * sizeof(float));
+        st = plain ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "matmul_fused: out of cuda memory to "
+                                     "unpack a %lld x %lld packed b", (long long)K, (long long)N);
+        if (!st) {
+            HL_LAUNCH(unpack_b_k, hl_cuda_blocks(K * N), HL_CUDA_THREADS, 0, d->stream,
+                      (const float *)hl_cuda_ptr(b), K, N, P, plain);
+            st = hl_cuda_check_launch("matmul_fused");
+        }
+        if (!st)
+            st = hl_cuda_gemm(d, dt, M, N, K, 1.0, A, hl_cuda_mat{(char *)plain, N, 1}, 0.0, C,
+                              "matmul_fused");
+        hl_cuda_scratch_unlock(d);
+    } else {
+        st = hl_cuda_gemm(d, dt, M, N, K, 1.0, A, hl_cuda_mat{hl_cuda_ptr(b), b->strides[0],
+                                                              b->strides[1]}, 0.0, C,
+                          "matmul_fused");
+    }
+    if (st) return st;
+    hl_cuda_epilogue e = {(int)c->i[1], c->f[0], c->f[1], bias ? hl_cuda_ptr(bias) : NULL,
+                          res ? hl_cuda_ptr(res) : NULL, 1, N};
+    return hl_cuda_run_epilogue(d, e, (T *)hl_cuda_ptr(o), M * N, "matmul_fused");
+}
+
+extern "C" hl_status hl_cuda_matmul_fused(const hl_call *c) {
+    const hl_dtype dt = c->out[0]->dtype;
+    if (dt == HL_F32) return run_matmul_fused<float>(c);
+    if (dt == HL_F64) return run_matmul_fused<double>(c);
+    return HL_FAIL(HL_ERR_DTYPE, "matmul_fused: no CUDA kernel for %s", HL_DESC(c->out[0]));
+}
+
+/* ---- conv_pack: in {w (C_out, C_in/g, k...) contiguous} out {packed}; i[0] groups,
+   i[1] the layout (hl_core.h) ---- */
+
+/* HL_CONV_PACK_PANELS: packed[(grp * panels + p) * K * MR + k * MR + r] =
+   w[grp * cg + p * MR + r][k], zeros past the group's channels. */
+__global__ void conv_pack_panels_k(const float *w, int64_t cg, int64_t panels, int64_t K,
+                                   int64_t total, float *out) {
+    const int64_t MR = HL_CONV_PACK_ROWS;
+    HL_GRID_STRIDE(e, total) {
+        const int64_t gp = e / (K * MR), q = e - gp * K * MR, k = q / MR, r = q - k * MR;
+        const int64_t grp = gp / panels, row = (gp - grp * panels) * MR + r;
+        out[e] = row < cg ? w[(grp * cg + row) * K + k] : 0.0f;
+    }
+}
+
+/* HL_CONV_PACK_WINOGRAD: the 16 transformed kernels, one thread per (c_out, c_in) pair. */
+__global__ void conv_pack_winograd_k(const float *w, int64_t pairs, float *out) {
+    HL_GRID_STRIDE(e, pairs) hl_winograd_weight_tile(w + e * 9, 3, 1, out + e, pairs);
+}
+
+extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
+    const hl_tensor *w = c->in[0];
+    hl_tensor *o = c->out[0];
+    const float *wp = (const float *)hl_cuda_ptr(w);
+    float *op = (float *)hl_cuda_ptr(o);
+    const int64_t total = hl_cuda_numel(o);
+    if (total == 0) return HL_OK;
+    hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    if (c->i[1] == HL_CONV_PACK_WINOGRAD) {
+        const int64_t pairs = w->shape[0] * w->shape[1];
+        HL_LAUNCH(conv_pack_winograd_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0, d->stream,
+                  wp, pairs, op);
+    } else {
+        const int64_t groups = c->i[0], cg = w->shape[0] / groups, K = o->shape[1];
+        const int64_t panels = (cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS;
+        HL_LAUNCH(conv_pack_panels_k, hl_cuda_blocks(total), HL_CUDA_THREADS, 0, d->stream,
+                  wp, cg, panels, K, total, op);
+    }
+    return hl_cuda_check_launch("conv_pack");
+}

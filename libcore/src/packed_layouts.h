@@ -1,0 +1,55 @@
+/*
+ * packed_layouts.h - where the packed weights of inference products keep each value: the
+ * packed B of gemm_pack_b (cpu/matmul_fused.c) and Winograd's transformed kernels of
+ * conv_pack (cpu/winograd.c). The CPU kernels and the CUDA ones (libcore/cuda/fused.cu) both
+ * read these, so a tensor packed on one device means the same on the other (moved with
+ * .to(), it stays valid) and both backends pack bit for bit alike. Read as C and as C++
+ * (nvcc, and g++ for the emulated backend).
+ */
+#ifndef HL_PACKED_LAYOUTS_H
+#define HL_PACKED_LAYOUTS_H
+
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define HL_HOST_DEVICE __host__ __device__
+#else
+#define HL_HOST_DEVICE
+#endif
+
+/* gemm_pack_b: panels of HL_PACK_B_NR columns (zeros past column N), cut into blocks of
+   HL_PACK_B_KC rows; the blocks of rows [0, KC) of every panel come first, panel after
+   panel, then those of rows [KC, 2 KC), and so on. */
+enum { HL_PACK_B_NR = 16, HL_PACK_B_KC = 256 };
+
+/* Where the KC rows of panel p that start at row pc begin in a packed B of K rows and P
+   panels (kc x NR floats each, kc = min(KC, K - pc)). */
+HL_HOST_DEVICE static inline int64_t hl_packed_b_at(int64_t K, int64_t P, int64_t p,
+                                                    int64_t pc) {
+    const int64_t kc = K - pc < HL_PACK_B_KC ? K - pc : HL_PACK_B_KC;
+    return pc * P * HL_PACK_B_NR + p * kc * HL_PACK_B_NR;
+}
+
+/* conv_pack's Winograd layout: U = G g G^T, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], for
+   the 3x3 kernel g (row stride gs, column stride gc, so a rotated kernel is read with
+   negative strides); entry e of the 4x4 U goes to u[e * us]. */
+HL_HOST_DEVICE static inline void hl_winograd_weight_tile(const float *g, int64_t gs,
+                                                         int64_t gc, float *u, int64_t us) {
+    float t[4][3];
+    for (int c = 0; c < 3; c++) {
+        const float g0 = g[c * gc], g1 = g[gs + c * gc], g2 = g[2 * gs + c * gc];
+        t[0][c] = g0;
+        t[1][c] = 0.5f * (g0 + g1 + g2);
+        t[2][c] = 0.5f * (g0 - g1 + g2);
+        t[3][c] = g2;
+    }
+    for (int i = 0; i < 4; i++) {
+        const float q0 = t[i][0], q1 = t[i][1], q2 = t[i][2];
+        u[(i * 4 + 0) * us] = q0;
+        u[(i * 4 + 1) * us] = 0.5f * (q0 + q1 + q2);
+        u[(i * 4 + 2) * us] = 0.5f * (q0 - q1 + q2);
+        u[(i * 4 + 3) * us] = q2;
+    }
+}
+
+#endif /* HL_PACKED_LAYOUTS_H */
