@@ -19,7 +19,9 @@ otherwise spin on the cores, see docs/performance.md), twice round the libraries
 hl, ort, torch); the figure is the median latency over both processes' timed runs, after warm-up runs.
 The first run's outputs of each side are compared: the "max err" column is the largest
 |hl - ort| / (1 + |ort|), a check that the two compute the same thing. "load s": seconds from
-the path to a ready model (hl.onnx.prepare; InferenceSession), the faster of the two processes.
+the path to a ready model (hl.onnx.prepare; InferenceSession), the faster of the two processes;
+"import s": the seconds before that to import the library (import hl, hl.onnx; import
+onnxruntime), timed apart since issue 21 (before, "load s" included them).
 
 A third column runs the same model in PyTorch eager mode (torch.inference_mode, the same
 threads): make_zoo.py's builder with the seed the file was exported with, so the same
@@ -175,13 +177,21 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False,
            clock="wall"):
     import numpy as np
     feeds = make_feeds(path, name, batch)
-    t0 = time.perf_counter()
+    t0 = time.perf_counter()  # the library's import, timed apart from loading the model
     if lib == "torch":
         import torch
+    elif lib == "hl":
+        import hl
+        import hl.onnx
+    else:
+        import onnxruntime as ort
+    import_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    if lib == "torch":
         torch.set_num_threads(threads)
         made = torch_model(name, feeds)
         if isinstance(made, str):
-            return {"times": [], "load_s": 0.0, "why": made}
+            return {"times": [], "load_s": 0.0, "import_s": import_s, "why": made}
         model, args = made
 
         def run():
@@ -189,15 +199,12 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False,
                 out = model(*args)
             return [o.numpy() for o in (out if isinstance(out, (tuple, list)) else (out,))]
     elif lib == "hl":
-        import hl
-        import hl.onnx
         hl.set_num_threads(threads)
         rep = hl.onnx.prepare(path)
 
         def run():
             return rep.run(feeds)
     else:
-        import onnxruntime as ort
         so = ort.SessionOptions()
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
@@ -217,7 +224,7 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False,
         t0 = now()
         run()
         times.append(now() - t0)
-    result = {"times": times, "load_s": load_s}
+    result = {"times": times, "load_s": load_s, "import_s": import_s}
     if profile and lib != "torch":
         result["ops"] = op_times(lib, run, rep if lib == "hl" else (so, path), feeds,
                                  min(repeat, 5))
@@ -249,14 +256,15 @@ def run(args):
     print(f"threads: {args.threads}   timed runs per process: {args.repeat} (after "
           f"{args.warmup} warm-up), two processes per library; {what}, median (min)")
     head = (f"{'model':27} {'batch':>5} {'hl ms':>16} {'ort ms':>16} {'hl/ort':>7} "
-            f"{'torch ms':>9} {'hl/torch':>8} {'max err':>8} {'load s hl/ort':>13}")
+            f"{'torch ms':>9} {'hl/torch':>8} {'max err':>8} {'load s hl/ort':>13} "
+            f"{'import s hl/ort':>15}")
     print(head)
     print("-" * len(head))
     ratios, notes = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             for batch in batches:
-                res = {lib: {"times": [], "load": []} for lib in LIBS}
+                res = {lib: {"times": [], "load": [], "import": []} for lib in LIBS}
                 saved = {}
                 for round_ in range(2):
                     for lib in LIBS:
@@ -270,6 +278,7 @@ def run(args):
                         r = run_worker(__file__, cmd, f"{name} batch {batch}, {lib}")
                         res[lib]["times"] += r["times"]
                         res[lib]["load"].append(r["load_s"])
+                        res[lib]["import"].append(r["import_s"])
                         if save and r["times"]:
                             saved[lib] = save
                         if "ops" in r:
@@ -290,7 +299,9 @@ def run(args):
                 print(f"{MODELS[name][1]:27} {batch:5d} {med['hl']:8.1f} ({low['hl']:5.1f})"
                       f" {med['ort']:8.1f} ({low['ort']:5.1f}) {ratios[-1]:7.2f} {torch_cols}"
                       f" {max(errs.values()):8.1e}"
-                      f" {min(res['hl']['load']):6.2f}/{min(res['ort']['load']):<6.2f}", flush=True)
+                      f" {min(res['hl']['load']):6.2f}/{min(res['ort']['load']):<6.2f}"
+                      f" {min(res['hl']['import']):6.2f}/{min(res['ort']['import']):<6.2f}",
+                      flush=True)
                 if args.profile:
                     print_ops(res["hl"]["ops"], res["ort"]["ops"])
     print(f"geometric mean hl/ort: {statistics.geometric_mean(ratios):.2f}")

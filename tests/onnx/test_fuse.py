@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hl
 import hl.onnx
+from hl.onnx import fuse
 
 from ._models import ort_run
 
@@ -165,10 +166,29 @@ def test_constant_weights_are_packed_once():
     fused = {n.fused_chain[0].inputs[1]: n for n in rep.model.program.fused_nodes
              if n.op_type == "FusedConv"}
     assert sorted(fused) == ["w1", "w3"]  # not the depthwise w2, not the strided 3x3 w4
-    assert tuple(fused["w1"].packed_weight.shape) == (4, 4, c, c)  # Winograd
+    # Winograd's kernels wait for the first call that takes Winograd (enough tiles)
+    assert fused["w1"].packed_weight is fuse.WINOGRAD_LATER
     assert tuple(fused["w3"].packed_weight.shape) == (4, c, 6)  # 24 channels in 4 panels
     for n in (1, 4):
         x = RNG.standard_normal((n, c, 19, 17)).astype(np.float32)
         (got,) = rep.run([x])
         (want,) = ort_run(model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+        assert tuple(fused["w1"].packed_weight.shape) == (4, 4, c, c)  # 10 x 9 tiles: packed
+
+
+def test_winograd_kernels_are_not_made_for_a_call_with_few_tiles():
+    c = 16
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["y"], pads=[1, 1, 1, 1])]
+    graph = helper.make_graph(
+        nodes, "few", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, 7, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", c, 7, 7])],
+        [_init("w1", (c, c, 3, 3))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl.onnx.prepare(model)
+    (node,) = [n for n in rep.model.program.fused_nodes if n.op_type == "FusedConv"]
+    for n, packed in ((1, False), (1, False), (1, False), (2, True)):  # 16 tiles, then 32
+        x = RNG.standard_normal((n, c, 7, 7)).astype(np.float32)
+        (got,) = rep.run([x])
+        np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+        assert (node.packed_weight is not fuse.WINOGRAD_LATER) == packed

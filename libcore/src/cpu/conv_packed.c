@@ -61,7 +61,8 @@ hl_status hl_cpu_conv_pack(const hl_call *c) {
     }
     const int64_t groups = c->i[0], cout = wt->shape[0];
     const int64_t K = c->out[0]->shape[1], cg = cout / groups, panels = (cg + MR - 1) / MR;
-#pragma omp parallel for schedule(static) if (cout * K > 65536)
+    /* a copy: threads only from 4M elements, as gemm_pack_b's (matmul_fused.c, pack_b) */
+#pragma omp parallel for schedule(static) if (cout * K >= (1 << 22))
     for (int64_t gp = 0; gp < groups * panels; gp++) {
         const int64_t grp = gp / panels, p = gp % panels;
         float *d = out + gp * K * MR;

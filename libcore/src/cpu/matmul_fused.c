@@ -35,6 +35,8 @@
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
 enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+/* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
+enum { PACK_PAR_MIN = 1 << 22 };
 
 /* ---- the epilogue ---- */
 
@@ -128,6 +130,23 @@ static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
 static void pack_panels(const float *b, int64_t s0, int64_t s1, int64_t K, int64_t N,
                         int64_t P, int64_t p0, int64_t p1, float *dst) {
     enum { GROUP = 8 };
+    if (s1 != 1) {  /* a transposed B (Gemm's transB): each column is read along k, in runs */
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            const int64_t kc = HL_MIN(KC, K - pc);
+            for (int64_t p = p0; p < p1; p++) {
+                float *d = dst + packed_at(K, P, p, pc);
+                const int64_t j0 = p * NR, nv = HL_MIN(NR, N - j0);
+                for (int64_t j = 0; j < NR; j++) {
+                    const float *src = b + pc * s0 + (j0 + j) * s1;
+                    if (j < nv)
+                        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = src[k * s0];
+                    else
+                        for (int64_t k = 0; k < kc; k++) d[k * NR + j] = 0.0f;
+                }
+            }
+        }
+        return;
+    }
     for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = HL_MIN(KC, K - pc);
         for (int64_t g = p0; g < p1; g += GROUP) {
@@ -513,7 +532,11 @@ static hl_status pack_b(const hl_call *c) {
     const float *bp = (const float *)hl_ptr(b);
     float *dst = (float *)hl_ptr(o);
     enum { CHUNK = 8 };  /* pack_panels' group: each thread takes whole groups */
-#pragma omp parallel for schedule(static) if (K * N >= 65536)
+    /* A copy: one core runs it at memory speed up to a few MB; below PACK_PAR_MIN a second
+       thread's fork and barrier cost more than it saves, and under load (the other thread
+       descheduled) far more: prepare() of MobileNetV2 took 0.135 s CPU at 2 threads against
+       0.078 s at 1 (load ~18), its packings the difference. */
+#pragma omp parallel for schedule(static) if (K * N >= PACK_PAR_MIN)
     for (int64_t p = 0; p < P; p += CHUNK)
         pack_panels(bp, b->strides[0], b->strides[1], K, N, P, p, HL_MIN(P, p + CHUNK), dst);
     return HL_OK;

@@ -5,6 +5,7 @@ import onnx
 import onnx.backend.base
 
 from .. import errors
+from ..devices import empty_cache
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import no_grad
 from . import ops
@@ -57,7 +58,11 @@ def _np(t):
 def prepare(model, device=None, check=True, **kwargs):
     """Imports ``model`` (an onnx.ModelProto or a path) for inference: checks it, runs shape
     inference, folds its constant subgraphs, and returns a BackendRep."""
-    return BackendRep(ONNXModel(model, device=device, trainable=False, check=check))
+    rep = BackendRep(ONNXModel(model, device=device, trainable=False, check=check))
+    # the plain copies of weights now kept only packed went to the caching allocator:
+    # give them back (the program's first run allocates its own sizes)
+    empty_cache(rep.model._device)
+    return rep
 
 
 def run_model(model, inputs, device=None, **kwargs):

@@ -13,7 +13,7 @@ import copy
 
 import numpy as np
 
-from .. import ops
+from .. import _core, ops
 from ..autograd import functional as F
 from ..autograd import is_grad_enabled
 from .ops._spatial import pads_for, strides_dilations
@@ -197,7 +197,29 @@ def run_fused_conv(n, x, w, b=None, r=None):
     if geometry is None:  # the absorbed nodes, one after another
         return _run_chain(n, x, w, b, r)
     packed = n.packed_weight if w.dtype.name == "float32" else None
+    if packed is WINOGRAD_LATER:
+        packed = _winograd_when_it_pays(n, x, w, geometry)
     return F.conv_fused(x, w, b, r, packed=packed, **geometry)
+
+
+# A 3x3 stride-1 weight's Winograd kernels are made at the first call that takes Winograd,
+# not at prepare(): at batch 1 ResNet-18's 14x14 and 7x7 layers never do (too few tiles),
+# and transforming all of them was 0.15 s of its 0.4 s prepare(). Below this many 2x2
+# output tiles the kernel takes other paths (MIN_FORWARD_TILES of libcore's winograd.c;
+# were the two to differ, only speed would: unpacked, the kernel transforms per call).
+WINOGRAD_LATER = object()
+WINOGRAD_MIN_TILES = 32
+
+
+def _winograd_when_it_pays(n, x, w, geometry):
+    pt, pl, pb, pr = geometry["padding"]
+    oh, ow = x.shape[2] + pt + pb - 2, x.shape[3] + pl + pr - 2
+    if x.shape[0] * ((oh + 1) // 2) * ((ow + 1) // 2) < WINOGRAD_MIN_TILES or \
+            _core.plan_recording():  # (a plan records the calls, not a packing to keep)
+        return None
+    packed = ops.conv_pack(w, 1, "winograd")
+    n.packed_weight = packed  # two threads may both pack: the same values, one is kept
+    return packed
 
 
 def _packed_weight(conv, constants):
@@ -216,8 +238,8 @@ def _packed_weight(conv, constants):
     if w.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and \
             all(s == 1 for s in strides or [1]) and all(d == 1 for d in dilations or [1]):
         # the kernel takes Winograd where it fits (enough channels and positions) and the
-        # unpacked paths elsewhere
-        return ops.conv_pack(w, group, "winograd")
+        # unpacked paths elsewhere; packed at the first call that takes it
+        return WINOGRAD_LATER
     if all(k == 1 for k in w.shape[2:]):
         return ops.conv_pack(w, group)
     # Other kernels (a 7x7 stem, strided 3x3) stay with im2col + OpenBLAS: the packed product

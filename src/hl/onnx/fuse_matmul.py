@@ -49,12 +49,15 @@ REFERENCES = {
 PROBE = np.concatenate([np.linspace(-8.0, 8.0, 321), [-30.0, -12.5, 12.5, 30.0, 1e-3, -1e-3]])
 
 
-def matmul_epilogues(nodes, graph, constants, device, skip):
+def matmul_epilogues(nodes, graph, constants, device, skip, packed_only=None):
     """The program's node list with FusedMatMul nodes in place of the chains they absorb, or
     None when nothing fused. ``skip``: indices of nodes that do not run (the returned list
     leaves them out). On the CPU B is packed; on cuda the node keeps B as the (K, N) view of
     the constant, which cuBLAS reads in place (a packed B would be unpacked on every call:
-    libcore/cuda/fused.cu)."""
+    libcore/cuda/fused.cu). With a dict ``packed_only`` (CPU), a B that only fused products
+    read leaves ``constants`` once packed, into packed_only[name] = (PackedMatrix, trans_b)
+    (the program re-derives it on demand), so that it is freed at once and the next packing
+    reuses its memory."""
     kind = getattr(device, "kind", "cpu")
     if kind not in FUSING_DEVICES:
         return None
@@ -67,6 +70,9 @@ def matmul_epilogues(nodes, graph, constants, device, skip):
                 readers.setdefault(name, []).append(node)
     outputs = {o.name for o in graph.outputs}
     absorbed, at, packs = set(), {}, {}
+    pending = {}  # B's name -> its readers not yet fused, while all of them are products
+    if packed_only is not None and kind == "cpu":  # (on cuda the "packed" B is B itself)
+        pending = _packed_only_candidates(nodes, readers, constants, outputs)
 
     def only_reader(name):
         rs = readers.get(name, [])
@@ -122,6 +128,12 @@ def matmul_epilogues(nodes, graph, constants, device, skip):
         fused.handler = run_fused_matmul
         fused.fused_chain = chain
         fused.packed = packs[key]
+        fused.packed_from = key  # (B's name, trans_b): the plain B may be dropped
+        if b_name in pending:
+            pending[b_name] -= 1
+            if not pending[b_name]:  # its last reader: from now on only the packed copy
+                packed_only[b_name] = (packs[key], trans_b)
+                del constants[b_name]
         fused.epilogue = act
         fused.fused_reshape = reshape
         absorbed.update(id(n) for n in chain)
@@ -129,6 +141,26 @@ def matmul_epilogues(nodes, graph, constants, device, skip):
     if not at:
         return None
     return [at.get(id(n), n) for n in nodes if id(n) not in absorbed or id(n) in at]
+
+
+def _packed_only_candidates(nodes, readers, constants, outputs):
+    """{B's name: its number of readers} for the constant matrices that only products read
+    (as B, all with one trans_b), and no subgraph, nor the graph's outputs."""
+    from .graph import _subgraph_free_names
+    inner = set()
+    for node in nodes:
+        if any(a.type in (a.GRAPH, a.GRAPHS) for a in node.proto.attribute):
+            inner |= _subgraph_free_names(node.proto)
+    out = {}
+    for name, rs in readers.items():
+        b = constants.get(name)
+        if b is None or b.ndim != 2 or b.dtype.name != "float32" or name in outputs or \
+                name in inner:
+            continue
+        specs = [_product(r, constants) if r.inputs[1:2] == [name] else None for r in rs]
+        if None not in specs and len({(s[0], s[1]) for s in specs}) == 1:
+            out[name] = len(rs)
+    return out
 
 
 def _other(node, name):
@@ -278,7 +310,8 @@ def _run_chain(n, x):
     """The absorbed nodes, one after another, reading everything else from the run's values."""
     local = {n.fused_chain[0].inputs[0]: x}
     for node in n.fused_chain:
-        xs = [local[i] if i in local else n.scope[i] if i else None for i in node.inputs]
+        xs = [local[i] if i in local else n.scope[i] if i in n.scope else n.constant(i)
+              if i else None for i in node.inputs]
         node.scope = n.scope
         try:
             ys = node.handler(node, *xs)

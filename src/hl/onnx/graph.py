@@ -35,10 +35,15 @@ class ValueSpec:
 
 
 class Graph:
-    def __init__(self, proto, opsets, outer_names=(), check_ops=True):
+    def __init__(self, proto, opsets, outer_names=(), check_ops=True, weights=None):
+        """``weights``: {initializer name: CPU hl tensor} for initializers whose data the
+        proto does not hold (read from the file by weights_file.py); their arrays here are
+        views of those tensors."""
         self.proto = proto
         self.opsets = opsets
-        self.initializers = {t.name: _read_initializer(t) for t in proto.initializer}
+        weights = weights or {}
+        self.initializers = {t.name: weights[t.name].numpy() if t.name in weights
+                             else _read_initializer(t) for t in proto.initializer}
         for sp in proto.sparse_initializer:
             from .node import _sparse_to_dense
             self.initializers[sp.values.name] = _sparse_to_dense(sp)

@@ -9,6 +9,7 @@ import os
 import onnx
 
 from .. import errors
+from . import weights_file
 
 
 # What a malformed model can make Python or numpy raise inside hl's importer and handlers.
@@ -28,17 +29,26 @@ def onnx_errors(where):
                                f"{str(e)[:300]})") from None
 
 
-def load_model(model, check=True):
-    """A checked ModelProto with its external data loaded, from a path or a ModelProto."""
-    path = None
+def load_model_and_weights(model, check=True, direct=True):
+    """(a checked ModelProto with its external data loaded, {initializer name: hl tensor},
+    its skeleton).
+    From a path with ``direct``, the large initializers are read from the file straight into
+    CPU hl tensors (weights_file.py) and the ModelProto holds no data for them; otherwise the
+    dict is empty and the ModelProto holds every initializer's data."""
+    path, weights = None, {}
     if isinstance(model, (str, bytes, os.PathLike)) and not isinstance(model, bytes):
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise errors.ONNXError(f"ONNX model file {path!r} does not exist")
-        try:
-            model = onnx.load(path, load_external_data=False)
-        except Exception as e:  # protobuf's DecodeError and friends
-            raise errors.ONNXError(f"{path!r} is not a readable ONNX model: {e}") from None
+        read = weights_file.read(path) if direct else None
+        if read is not None:
+            model, weights = read
+        else:
+            try:
+                model = onnx.load(path, load_external_data=False)
+            except Exception as e:  # protobuf's DecodeError and friends
+                raise errors.ONNXError(f"{path!r} is not a readable ONNX model: {e}") \
+                    from None
         _load_external_data(model, os.path.dirname(os.path.abspath(path)), path)
     elif isinstance(model, bytes):
         try:
@@ -48,9 +58,10 @@ def load_model(model, check=True):
     elif not isinstance(model, onnx.ModelProto):
         raise errors.ONNXError(f"expected an onnx.ModelProto or a path, got "
                                f"{type(model).__name__}")
+    sk = skeleton(model)  # for the checker here and shape inference later (built once)
     if check:
-        _check(skeleton(model), path)
-    return model
+        _check(sk, path)
+    return model, weights, sk
 
 
 def without_initializers(model):
@@ -151,10 +162,12 @@ def opsets(model):
     return out
 
 
-def inferred_value_info(model):
+def inferred_value_info(model, sk=None):
     """The ValueInfoProtos onnx's shape inference finds for the model's intermediate values
-    (an empty list where it cannot infer; hl runs the graph either way)."""
+    (an empty list where it cannot infer; hl runs the graph either way). ``sk``: the model's
+    skeleton, if made already."""
     try:
-        return list(onnx.shape_inference.infer_shapes(skeleton(model)).graph.value_info)
+        return list(onnx.shape_inference.infer_shapes(sk if sk is not None else skeleton(model))
+                    .graph.value_info)
     except Exception:  # noqa: BLE001 - inference is advisory here
         return []

@@ -28,7 +28,8 @@ from .._tensor import tensor as _tensor
 from ..autograd import Placeholder, no_grad
 from ..model import Module
 from .graph import Graph
-from .load import inferred_value_info, load_model, onnx_errors, opsets, without_initializers
+from .load import (inferred_value_info, load_model_and_weights, onnx_errors, opsets,
+                   without_initializers)
 from .program import Program, check_feeds
 
 
@@ -40,23 +41,26 @@ class ONNXModel(Module):
         super().__init__(name)
         where = onnx_model if isinstance(onnx_model, str) else "ONNXModel"
         with onnx_errors(repr(where)):
-            model = load_model(onnx_model, check)
-            self._build(model, device, trainable)
+            model, weights, sk = load_model_and_weights(onnx_model, check)
+            self._build(model, device, trainable, weights)
         known = {v.name for v in self._onnx_meta.graph.value_info}
         self._onnx_meta.graph.value_info.extend(
-            v for v in inferred_value_info(model) if v.name not in known)
+            v for v in inferred_value_info(model, sk) if v.name not in known)
 
-    def _build(self, model, device, trainable):
+    def _build(self, model, device, trainable, weights=None):
         d = self.__dict__
         device = _device(device)
-        graph = Graph(model.graph, opsets(model))
+        weights = weights or {}
+        graph = Graph(model.graph, opsets(model), weights=weights)
         stats = _batchnorm_stats(graph)
         d["onnx_names"] = {}        # hl name -> ONNX initializer name
         d["_by_onnx"] = {}          # ONNX initializer name -> hl name
         constants = {}
         taken = set(dir(type(self))) | set(self.__dict__)
         for onnx_name, array in graph.initializers.items():
-            t = _tensor(np.ascontiguousarray(array).reshape(array.shape), device=device)
+            t = weights.pop(onnx_name, None)  # read from the file into a CPU tensor already
+            if t is None or t.device != device:
+                t = _tensor(np.ascontiguousarray(array).reshape(array.shape), device=device)
             if trainable and onnx_name in stats:
                 local = _legal_name(onnx_name, taken)
                 self.add_state(local, t)
@@ -91,7 +95,7 @@ class ONNXModel(Module):
         """{ONNX initializer name: its current tensor}, in the file's order: the parameters
         and states as trained, the constants as imported."""
         own = self._params_by_onnx_name()
-        return {name: own[name] if name in own else self.program.constants[name]
+        return {name: own[name] if name in own else self.program.constant(name)
                 for name in self._initializer_order}
 
     # ---- running ------------------------------------------------------------------------

@@ -5,6 +5,8 @@ when the program is built, and their outputs kept: the Shape/Gather/Concat chain
 write around Reshape then cost nothing per run. Initializers that the caller makes trainable
 (ONNXModel's parameters) are not constants, so nothing downstream of them is folded.
 """
+import threading
+
 import numpy as np
 
 from .. import errors
@@ -15,6 +17,9 @@ from .graph import Graph, last_uses
 from .types import elem_type_name
 from .load import MALFORMED
 from .planned import PlanCache
+
+# Serialises restoring the weights kept only packed (Program.all_constants).
+_RESTORE_LOCK = threading.Lock()
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
 SHAPE_SIGNATURES = 4
@@ -50,7 +55,10 @@ class Program:
         with a constant B on a packed B with theirs (fuse_matmul.py), in plain runs."""
         self.graph = graph
         self.device = device
-        self.constants = dict(constants)  # name -> Tensor
+        # name -> Tensor; the caller's dict itself, so that a weight dropped here (kept only
+        # packed) is freed at once and its memory reused by the next packing
+        self.constants = constants
+        self.packed_only = {}  # name -> (PackedMatrix, trans_b): see all_constants
         self.folded = set()
         _place(graph, device)
         if fold:
@@ -65,15 +73,37 @@ class Program:
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
             from .fuse_matmul import matmul_epilogues
             for rewrite in (_fuse.conv_epilogues, matmul_epilogues):
+                extra = {"packed_only": self.packed_only} if rewrite is matmul_epilogues else {}
                 nodes = rewrite(self.fused_nodes or graph.nodes, graph, self.constants, device,
-                                self.folded | self.fused_skip)
+                                self.folded | self.fused_skip, **extra)
                 if nodes is not None:  # fused nodes read values later than the graph's nodes
                     self.fused_nodes = nodes
                     self.fused_last_use = last_uses(nodes, graph)
+        for node in self.fused_nodes or ():
+            if getattr(node, "packed_from", None) is not None:
+                node.constant = self.constant  # the fallback's way to a dropped B
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
         self.plans = PlanCache()
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
                               for n in node.outputs if n}
+
+    def constant(self, name):
+        """The constant ``name`` (a weight kept only packed is re-derived)."""
+        t = self.constants.get(name)
+        return t if t is not None else self.all_constants()[name]
+
+    def all_constants(self):
+        """``constants`` with every weight kept only packed restored, for good (the paths
+        that need them are rare: intermediates asked for, fallbacks, export)."""
+        if self.packed_only:
+            with _RESTORE_LOCK:
+                if self.packed_only:
+                    restored = dict(self.constants)  # copy, change, swap (other threads read)
+                    for name, (packed, trans_b) in self.packed_only.items():
+                        restored[name] = packed.unpack(trans_b)
+                    self.constants = restored
+                    self.packed_only = {}
+        return self.constants
 
     def _fold(self):
         known = self.constants
@@ -133,13 +163,14 @@ class Program:
 
     def _run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
              eval_nodes=()):
-        values = dict(self.constants)
+        fused = self.fused_nodes is not None and stop is None and not keep and \
+            not keep_all and not training
+        values = dict(self.constants if fused else self.all_constants())
         if params:
             values.update(params)
         values.update(feeds)
         skip, last_use = self.folded, self.graph.last_use
-        if self.fused_nodes is not None and stop is None and not keep and not keep_all \
-                and not training:
+        if fused:
             nodes, skip = self.fused_nodes, self.folded | self.fused_skip
             last_use = self.fused_last_use or last_use
         else:  # intermediates asked for: the graph as written, so each keeps its meaning

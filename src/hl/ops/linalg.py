@@ -5,6 +5,8 @@ defined once, with their gradients, in hl.autograd.linalg.
 float32 and float64 run through OpenBLAS, reading transposed views and strided rows in place;
 int32 and int64 run a plain loop. Operands of different dtypes promote as numpy does.
 """
+import numpy as np
+
 from .. import _core, errors
 from ._util import Tensor, _wrap, as_tensor, into, operands
 from .conv import CONV_ACTIVATIONS
@@ -67,6 +69,27 @@ class PackedMatrix:
 
     def __repr__(self):
         return f"PackedMatrix(shape={self.shape})"
+
+    def unpack(self, trans_b=False):
+        """The (K, N) matrix again (its (N, K) transpose with trans_b, as gemm_pack_b read
+        it), as a new float32 tensor: what an inference program re-derives on the rare call
+        that needs the plain weight, so that it need not keep both copies (GPT-2: 500 MB)."""
+        k, n = self.shape
+        flat = self.data.numpy().reshape(-1)
+        panels = self.data.shape[0]
+        out = np.empty((k, panels * PACK_NR), np.float32)
+        for pc in range(0, k, PACK_KC):  # the KC-row blocks of every panel, block by block
+            kc = min(PACK_KC, k - pc)
+            block = flat[pc * panels * PACK_NR:(pc + kc) * panels * PACK_NR]
+            out[pc:pc + kc] = block.reshape(panels, kc, PACK_NR).transpose(1, 0, 2) \
+                .reshape(kc, panels * PACK_NR)
+        return as_tensor(np.ascontiguousarray(out[:, :n].T if trans_b else out[:, :n]))
+
+
+# The packed layout's panel width and row block (HL_PACK_B_NR and HL_PACK_B_KC of
+# libcore/src/packed_layouts.h, which describes the layout; tests/onnx/test_packed_weights.py
+# checks that the two agree).
+PACK_NR, PACK_KC = 16, 256
 
 
 def gemm_pack_b(b, trans_b=False):

@@ -74,7 +74,7 @@ def _onnx_model_names(model):
             prefix = f"{path}." if path else ""
             for local, onnx_name in layer.onnx_names.items():
                 names[id(getattr(layer, local))] = prefix + onnx_name
-            for onnx_name, t in layer.program.constants.items():
+            for onnx_name, t in layer.program.all_constants().items():
                 names.setdefault(id(t), prefix + onnx_name)
     return names
 
