@@ -65,6 +65,23 @@ def test_pytorch_style_step_equals_one_process(tmp_path, model):
     assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
 
 
+@pytest.mark.parametrize("method", ["scaler", "scaler_torch"])
+def test_grad_scaler_with_distopt_equals_one_process(tmp_path, method):
+    """hl.amp.GradScaler over DistOpt (SINGA's backward_and_update and PyTorch's
+    scale/step/update): gradients are averaged before the inf check, so a NaN in one rank's
+    shard skips the step on every rank, and the steps equal one process on the union of the
+    shards (float64, 1e-6 relative); the scale backs off once and grows as alone."""
+    ref, dist = tmp_path / "ref", tmp_path / "dist"
+    common = ["--steps", 6, "--batch", 32, "--method", method, "--threshold", 300]
+    alone = run("distopt_steps.py", ref, *common)[0]
+    proc, _ = run("distopt_steps.py", dist, *common, n=2)
+    # 1024: x2 after steps 1-2, NaN at step 3 -> x0.5, x2 after steps 4-5, step 6 clean
+    assert "loss scale after 6 steps: 2048.0" in alone.stdout, alone.stdout
+    assert "loss scale after 6 steps: 2048.0" in proc.stdout, proc.stdout
+    assert_close(load(f"{ref}.npz"), load(f"{dist}.npz"), 1e-6, f"GradScaler ({method})")
+    assert_close(load(f"{dist}.rank0.npz"), load(f"{dist}.rank1.npz"), 0, "rank 1 vs 0")
+
+
 def test_bucket_views_off_gives_the_same_steps(tmp_path):
     """DistOpt(gradient_as_bucket_view=False) copies every gradient in (another bucket
     layout: large tensors reduced in their own memory) and takes the very same steps."""

@@ -92,6 +92,9 @@ class GradScaler:
                                     "optimizer since the last update()")
         if st["stage"] is _STEPPED:
             raise errors.ValueError("GradScaler.unscale_() is being called after step()")
+        average = getattr(optimizer, "average_gradients", None)
+        if average is not None:  # DistOpt: every rank must see the same inf, so average first
+            average()
         grads = [p.grad for p in optimizer._known_params() if p.grad is not None]
         if _core.recording():
             first = not any(s["found_inf"] is not None for s in self._per_optimizer.values())
@@ -167,6 +170,9 @@ class GradScaler:
         self._pull()
         scaled = F.mul(loss, self._scale)
         pairs = list(_backward(scaled, None if dy is None else F.mul(dy, self._scale)))
+        average = getattr(optimizer, "average_gradients", None)
+        if average is not None:  # DistOpt: every rank must see the same inf, so average first
+            pairs = average(pairs)
         found_inf = self._unscale([g for _, g in pairs])
         if not found_inf:
             optimizer._update_all(pairs)
@@ -179,6 +185,11 @@ class GradScaler:
     def _recorded_backward_and_update(self, optimizer, loss, dy):
         """backward_and_update in a plan being recorded: every decision on the device.
         Returns None (whether the update applies is known only when the plan runs)."""
+        if getattr(optimizer, "world_size", 1) > 1:
+            raise errors.UnsupportedError(
+                "GradScaler.backward_and_update: a DistOpt over several ranks in graph mode is "
+                "not built (the gradients would not be averaged before the inf check); "
+                "compile with use_graph=False, or use DistOpt.backward_and_update_half")
         dev = self._device(loss.device)
         dev.settle_after_runs(optimizer)
         pairs = list(_backward(dev.scaled(loss), None if dy is None else dev.scaled(dy)))

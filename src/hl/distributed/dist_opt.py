@@ -88,6 +88,7 @@ class DistOpt(Optimizer):
         self._partial = 0
         self._residuals = {}
         self._step_values = StepValues()  # graph mode: the rank's weight, read at replay
+        self._grads_averaged = False  # average_gradients() ran since the last step()
 
     # ---- the wrapped optimiser's face ---------------------------------------------------
 
@@ -147,16 +148,55 @@ class DistOpt(Optimizer):
                 return
             self.opt.step()
             return
+        if not self._grads_averaged:
+            self._average_grads(params)
+        self._grads_averaged = False
+        self.opt._update_all([(p, p.grad) for p in self._layout if p.grad is not None])
+        self.opt._count_step()
+
+    def _update_all(self, pairs):
+        """The wrapped optimiser's update with gradients already averaged (average_gradients;
+        hl.amp.GradScaler calls this): not Optimizer's, whose update() here is SINGA's
+        (a sum divided by world_size)."""
+        self.opt._update_all(pairs)
+
+    def _known_params(self):  # what GradScaler.unscale_ divides: params given here too
+        if self.opt.params is not None:
+            return list(self.opt.params)
+        return list(self._layout) if self._layout is not None else self.opt._known_params()
+
+    def average_gradients(self, pairs=None):
+        """Averages gradients over the ranks now, for a caller that must look at the
+        averages before the update: hl.amp.GradScaler, whose step skipped for an inf or
+        NaN must be skipped on every rank. ``pairs`` ((param, grad) made on this rank) are
+        returned averaged; without them (PyTorch style) every ``.grad`` is averaged in place
+        and the next step() updates without reducing again. Alone, nothing changes."""
+        if self.world is None or self.world.size == 1:
+            return pairs
+        if pairs is not None:
+            if self._layout is None:
+                self._layout = [p for p, _ in pairs]
+            return self._reduce(pairs)
+        params = self.opt.params if self.opt.params is not None else self._layout
+        if params is not None:
+            self._average_grads(params)
+            self._grads_averaged = True
+        return None
+
+    def _average_grads(self, params):
         if self._layout is None:
             self._layout = list(params)
+        for p, g in self._reduce([(p, p.grad) for p in self._layout if p.grad is not None]):
+            p.grad = g
+
+    def _reduce(self, pairs):
+        """(param, grad) pairs -> the same averaged over the ranks (missing ones as zeros)."""
         reducer = self._reducer(self.buffSize, None)
         reducer.start_step()
         scale = self._scale()
-        for p in self._layout:
-            if p.grad is not None:
-                reducer.add(p, p.grad, scale)
-        for p, g in self._apply(reducer.finish()):
-            p.grad = g
+        for p, g in pairs:
+            reducer.add(p, g, scale)
+        return self._on_param_devices(reducer.finish())
 
     def __getattr__(self, name):  # momentum, betas...: the wrapped optimiser's
         if name.startswith("__") or "opt" not in self.__dict__:
@@ -286,15 +326,20 @@ class DistOpt(Optimizer):
         self._apply(reducer.finish())
 
     def _apply(self, reduced):
-        """The wrapped optimiser's update with the reduced gradients (hl tensors: views of
-        the buckets, or the gradients themselves where reduced in place; brought back to
-        the parameter's device where MPI reduced a host copy)."""
-        with no_grad():
-            pairs = [(p, tensor(g) if isinstance(g, np.ndarray) else
-                      g if g.device == p.device else g.to(p.device)) for p, g in reduced]
+        """The wrapped optimiser's update with the reduced gradients."""
+        pairs = self._on_param_devices(reduced)
         self.opt._update_all(pairs)
         self.opt._count_step()
         return pairs
+
+    @staticmethod
+    def _on_param_devices(reduced):
+        """Reduced gradients as hl tensors (views of the buckets, or the gradients
+        themselves where reduced in place) on their parameter's device (MPI may have
+        reduced a host copy)."""
+        with no_grad():
+            return [(p, tensor(g) if isinstance(g, np.ndarray) else
+                     g if g.device == p.device else g.to(p.device)) for p, g in reduced]
 
     def _reducer(self, threshold, wire, views=True):
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:

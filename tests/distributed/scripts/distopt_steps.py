@@ -47,6 +47,21 @@ class Net(hl.Module):
         return self.fc2(h)
 
     def train_one_batch(self, x, y):
+        if a.method == "scaler":  # hl.amp.GradScaler, SINGA style
+            out = self.forward(x)
+            loss = hl.losses.SoftmaxCrossEntropy()(out, y)
+            scaler.backward_and_update(self.optim, loss)
+            self.step += 1
+            return out, loss
+        if a.method == "scaler_torch":  # hl.amp.GradScaler, PyTorch style
+            self.optim.zero_grad()
+            out = self.forward(x)
+            loss = hl.losses.SoftmaxCrossEntropy()(out, y)
+            scaler.scale(loss).backward()
+            scaler.step(self.optim)
+            scaler.update()
+            self.step += 1
+            return out, loss
         if a.method == "torch":  # PyTorch-style, .grad accumulated over two half batches
             self.optim.zero_grad()
             half = x.shape[0] // 2
@@ -64,11 +79,18 @@ class Net(hl.Module):
         return out, loss
 
 
+# loss scaling: growth every 2 clean steps; a NaN in the last sample of step 2's global
+# batch (the last rank's shard) makes every gradient NaN: the step is skipped everywhere
+scaler = hl.amp.GradScaler(init_scale=1024.0, growth_interval=2)
+if a.method.startswith("scaler"):
+    x = x.copy()
+    x[3 * a.batch - 1] = np.nan
 model = Net()
 model.compile([hl.Placeholder((a.batch,) + x.shape[1:], "float64")], is_train=True)
 model.optim = hl.opt.DistOpt(hl.opt.SGD(lr=0.1, momentum=0.9),
                              gradient_as_bucket_view=bool(a.views), buffSize=a.threshold,
-                             params=model.get_params() if a.method == "torch" else None)
+                             params=model.get_params() if a.method in ("torch", "scaler_torch")
+                             else None)
 copied, before = [], 0
 for step in range(a.steps):
     out, loss = model(hl.tensor(shard(x, a.batch, step)), hl.tensor(shard(y, a.batch, step)))
@@ -76,6 +98,8 @@ for step in range(a.steps):
     copied.append(total - before)
     before = total
 save(a.out, **params(model))
+if a.method.startswith("scaler"):
+    print(f"loss scale after {a.steps} steps: {scaler.get_scale()}")
 if hl.distributed.is_main():
     buckets = [b for r in model.optim._reducers.values() for b in r.buckets]
     if a.solo_bytes:
