@@ -262,7 +262,7 @@ DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((
 
 
 @pytest.mark.parametrize("xs,stride,padding", DW)
-@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2], ACTS[4]])
+@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[1], ACTS[2], ACTS[4]])
 def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
     rng = np.random.default_rng(7)
     x = rng.standard_normal(xs).astype(np.float32)
