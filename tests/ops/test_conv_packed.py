@@ -33,6 +33,9 @@ CASES = {
     "pointwise_narrow": ((1, 5, 1, 3), (1, 5, 1, 1), 1, 0, 1),        # 3 positions, 1 row
     "pointwise_wide": ((1, 24, 56, 56), (144, 24, 1, 1), 1, 0, 1),    # MobileNetV2's sizes
     "pointwise_deep": ((1, 320, 7, 7), (64, 320, 1, 1), 1, 0, 1),   # K in 2 blocks
+    # few output channels, weights past L1: strips of columns read in place all the same
+    "project_28x28": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
+    "project_deep": ((2, 576, 13, 14), (94, 576, 1, 1), 1, 0, 1),   # 3 blocks of K, 16 panels
     "deep_tails": ((2, 600, 5, 6), (11, 600, 1, 1), 1, 0, 1),       # 3 blocks, 14 columns
     # 1 and 2 trailing columns take the turned-around tail kernel (K in 2 blocks, odd kc)
     "tail_1_column": ((2, 301, 7, 7), (7, 301, 1, 1), 1, 0, 1),
