@@ -5,7 +5,7 @@
  *
  * Each vector of 8 outputs of a row is three input rows times three taps, read straight from
  * the input: at stride 1 the taps of 8 outputs are three unaligned loads per row; at stride 2
- * two pairs of loads per row, split into even and odd positions by shuffles (taps 0 and 1
+ * two pairs of loads per row, split into even and odd positions by in-lane shuffles (taps 0 and 1
  * from the first pair, tap 2 from the second, two positions on), instead of gathers. Vectors
  * whose taps reach past the row's ends (the borders, and all of a narrow plane such as 7x7)
  * use masked loads, which read zeros there; rows above or below the input are a vector of
@@ -64,14 +64,14 @@ static void fill_masks(const conv_geom *g, chunk_masks *cm, int64_t chunks) {
     ((m) ? _mm256_maskload_ps((r) + (q), _mm256_loadu_si256((const __m256i *)(m)))          \
          : _mm256_loadu_ps((r) + (q)))
 
-/* The even and odd positions of the 16 values (a, b): [a0 a2 a4 a6 b0 b2 b4 b6] and the odd. */
-HL_AVX2 static inline __m256 evens(__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(
-        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-}
-HL_AVX2 static inline __m256 odds(__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(
-        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+/* The even and odd positions of the 16 values (a, b), in the order one in-lane shuffle leaves
+   them, [a0 a2 b0 b2 a4 a6 b4 b6] (and the odd): pairs of outputs 0-1, 4-5, 2-3, 6-7. Every
+   tap vector of a chunk is in that order, so its sums are too, and unswap puts each finished
+   vector in order once (a lane-crossing permute per output instead of three per input row). */
+HL_AVX2 static inline __m256 evens(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0x88); }
+HL_AVX2 static inline __m256 odds(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0xDD); }
+HL_AVX2 static inline __m256 unswap(__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
 }
 
 /* The three tap vectors of one input row for the chunk at input column q: xr NULL is a
@@ -157,11 +157,11 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
             r2 = dot3(zero, w[2], t);
         }
     }
-    finish(g, epi, act, res, yp, oy, ox, tail, _mm256_add_ps(_mm256_add_ps(p0, p1), p2),
-           interior);
-    if (interior || two)
-        finish(g, epi, act, res, yp, oy + 1, ox, tail, _mm256_add_ps(_mm256_add_ps(r0, r1), r2),
-               interior);
+    __m256 y0 = _mm256_add_ps(_mm256_add_ps(p0, p1), p2);
+    __m256 y1 = _mm256_add_ps(_mm256_add_ps(r0, r1), r2);
+    if (s == 2) y0 = unswap(y0), y1 = unswap(y1);
+    finish(g, epi, act, res, yp, oy, ox, tail, y0, interior);
+    if (interior || two) finish(g, epi, act, res, yp, oy + 1, ox, tail, y1, interior);
 }
 
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
