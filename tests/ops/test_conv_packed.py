@@ -261,7 +261,13 @@ def test_winograd_layout():
 DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
       ((1, 3, 9, 9), 1, 0), ((1, 3, 8, 9), 2, 0), ((1, 32, 112, 112), 2, 1),
       ((1, 5, 7, 7), 1, (0, 1, 1, 0)), ((1, 2, 5, 100), 1, 1), ((1, 2, 7, 35), 2, 1),
-      ((1, 3, 16, 16), 2, (1, 0, 0, 1)), ((1, 2, 3, 8), 1, 2)]
+      ((1, 3, 16, 16), 2, (1, 0, 0, 1)), ((1, 2, 3, 8), 1, 2),
+      # 8 channels or more on planes of up to 32 x 32 padded cells: groups of 8 channels in
+      # the lanes (conv_dw3x3_blocked.c), the channels past the last group by the row loop
+      ((2, 12, 14, 14), 1, 1), ((1, 16, 7, 7), 1, 1), ((1, 8, 13, 10), 2, 1),
+      ((1, 24, 28, 28), 1, 1), ((1, 8, 1, 1), 1, 1), ((1, 8, 2, 3), 2, 1), ((1, 9, 9, 9), 1, 0),
+      ((1, 8, 9, 9), 1, (0, 1, 1, 0)), ((1, 16, 16, 16), 2, (1, 0, 0, 1)), ((1, 8, 3, 8), 1, 2),
+      ((1, 8, 15, 15), 2, 0)]
 
 
 @pytest.mark.parametrize("xs,stride,padding", DW)
@@ -288,7 +294,8 @@ def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
         np.testing.assert_array_equal(got, plain)
 
 
-@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2)])
+@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2),
+                                       ((1, 8, 9, 8), 1), ((1, 16, 9, 8), 2)])
 def test_depthwise3x3_pads_with_zeros(xs, stride):
     """Padding is zeros that are multiplied, as ONNX (and im2col) define it: an infinite or
     NaN weight gives NaN where it meets the border, exactly where the float64 reference has
@@ -333,6 +340,37 @@ def test_depthwise3x3_residual_and_channel_multiplier(stride, padding):
         assert (np.abs(got - ref) <= bound + 1e-30).all(), act
         want = run_unfused(x, w, b, r, (stride, pads, 5), act, alpha, beta)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, (0, 1, 1, 0)), (2, 0)])
+def test_depthwise3x3_blocked_residual_and_same_bits_as_the_row_loop(stride, padding):
+    """Small planes with 8 channels or more take groups of 8 channels in the lanes, the
+    channels past the last group the row loop: both sum each output in the same order, so a
+    channel gives the same bits in either (moved from the row loop's slot, the 9th, into a
+    group's), and with a residual and each activation the result is within the float64
+    rounding bound and bit for bit the plain conv, add and the activation's op."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 9, 11, 13)).astype(np.float32)
+    w = rng.standard_normal((9, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(9).astype(np.float32)
+    pads = list(padding) if isinstance(padding, tuple) else [padding] * 4
+    y0 = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
+                   groups=9).numpy()
+    r = rng.standard_normal(y0.shape).astype(np.float32)
+    for act, alpha, beta in ACTS:
+        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
+                            stride=stride, padding=pads, groups=9, act=act, alpha=alpha,
+                            beta=beta).numpy()
+        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads, 9,
+                                    act, alpha, beta)
+        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
+        want = run_unfused(x, w, b, r, (stride, pads, 9), act, alpha, beta)
+        np.testing.assert_array_equal(got, want)
+    order = np.roll(np.arange(9), 1)   # the row loop's channel 8 becomes the blocked channel 0
+    rolled = hl.conv2d(hl.tensor(np.ascontiguousarray(x[:, order])),
+                       hl.tensor(np.ascontiguousarray(w[order])), hl.tensor(b[order]),
+                       stride=stride, padding=pads, groups=9).numpy()
+    np.testing.assert_array_equal(rolled, y0[:, order])
 
 
 def test_depthwise3x3_overflow_and_threads():

@@ -62,6 +62,12 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k);
 bool hl_dw3x3_fits(const conv_geom *g);
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y);
+/* The same on small planes, eight channels at a time in the lanes (conv_dw3x3_blocked.c; one
+   output channel per input channel): whether a call's planes are small enough, and the forward
+   pass of each sample's first c_out / 8 * 8 channels (hl_dw3x3_forward runs the rest). */
+bool hl_dw3x3_blocked_fits(const conv_geom *g);
+hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
+                                   const float *bias, const conv_epilogue *epi, float *y);
 
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */

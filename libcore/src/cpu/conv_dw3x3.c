@@ -227,8 +227,16 @@ HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0,
 
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
-    const int64_t planes = g->n * g->c_out, chunks = (g->ow + 7) / 8;
-    if (planes == 0 || g->P == 0) return HL_OK;
+    if (g->n * g->c_out == 0 || g->P == 0) return HL_OK;
+    /* small planes: the whole groups of 8 channels by the blocked kernel, the rest here */
+    int64_t done = 0;
+    if (hl_dw3x3_blocked_fits(g)) {
+        hl_status st = hl_dw3x3_blocked_forward(g, x, w, bias, epi, y);
+        if (st) return st;
+        done = g->c_out / 8 * 8;
+    }
+    const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 7) / 8;
+    if (planes == 0) return HL_OK;
     scratch sb;
     chunk_masks *cm;
     hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks), (void **)&cm);
@@ -243,9 +251,10 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     /* dynamic: a thread that the host deschedules leaves its planes to the others */
 #pragma omp parallel for schedule(dynamic, 4) if (parallel)
     for (int64_t pl = 0; pl < planes; pl++) {
-        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        plane(g, cm, c0, c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9, bias ? bias[co] : 0.0f,
-              epi, res ? res + pl * g->P : NULL, y + pl * g->P);
+        const int64_t n = pl / rest, co = done + pl % rest, ci = co / g->cg_out;
+        const int64_t at = (n * g->c_out + co) * g->P;
+        plane(g, cm, c0, c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
+              bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
     }
     scratch_put(&sb);
     return HL_OK;
