@@ -40,8 +40,14 @@ CASES = {
     # 1 and 2 trailing columns take the turned-around tail kernel (K in 2 blocks, odd kc)
     "tail_1_column": ((2, 301, 7, 7), (7, 301, 1, 1), 1, 0, 1),
     "tail_2_columns": ((1, 301, 3, 6), (13, 301, 1, 1), 1, 0, 1),
+    # 3x3 on at most 7 input channels: the stem kernel (cpu/conv_stem.c), columns of 16
+    # outputs built in L1: full strips inside the image, strips at the borders, partial ones
     "im2col_3x3": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1),
     "im2col_stride2": ((3, 5, 15, 13), (10, 5, 3, 3), 2, 1, 1),
+    "stem_rgb_s2": ((2, 3, 64, 70), (32, 3, 3, 3), 2, 1, 1),          # MobileNetV2's, smaller
+    "stem_rgb_s1": ((1, 3, 20, 50), (13, 3, 3, 3), 1, 1, 1),
+    "stem_unpadded": ((1, 2, 9, 40), (5, 2, 3, 3), 2, 0, 1),
+    "stem_one_input": ((1, 1, 1, 1), (3, 1, 3, 3), 1, 1, 1),
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows

@@ -38,6 +38,7 @@
 #define HAVE_X86 HL_CONV_HAVE_X86
 
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
+_Static_assert((int)NR == (int)HL_CONV_STRIP_COLS, "hl_conv_packed_strip's strips are NR wide");
 /* A block of positions: its K rows of columns about this many bytes (half a core's L2). */
 enum { BLOCK_BYTES = 192 << 10 };
 /* Steps of K per block: a panel's MR x KC weights (6 KiB) stay in L1 across a block of
@@ -392,6 +393,16 @@ static int64_t thread_work(int64_t n, int64_t k) {
 }
 
 int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_max_threads(); }
+
+void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
+                          float *c, int64_t ldc, const float *bias, const float *res,
+                          const conv_epilogue *epi) {
+    const block_args a = {k, epi, true, true};
+    const bool avx2 = hl_conv_avx2();
+    for (int64_t r0 = 0; r0 < m; r0 += MR)
+        block(&a, avx2, packed + r0 * k, strip, NR, c + r0 * ldc, ldc,
+              bias ? bias + r0 : NULL, res ? res + r0 * ldc : NULL, (int)HL_MIN(MR, m - r0), nr);
+}
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
