@@ -50,7 +50,10 @@ enum { L1_BYTES = 20 << 10 };
    144->32 at 28x28, 384->64 at 14x14) when each column row is short: each strip re-reads the
    weights from L2, which costs less than copying the columns (measured 5-17% faster per
    layer on such shapes, one thread; no gain at 7x7, slower at 56x56, whose strips' rows are
-   12 KiB apart). */
+   12 KiB apart). And never for many output channels on long rows, however short K: a strip
+   stores into every one of the M output rows, each on its own pages (N * 4 bytes apart), more
+   than the L1 TLB holds, where panel by panel over a packed block touches 6 rows at a time
+   (16->96 at 112x112 1.4-1.9x faster packed, 24->144 at 56x56 1.2x; 7 alternating rounds). */
 enum { STRIPS_MAX_M = 96, STRIPS_MAX_N = 1024, L2_WEIGHTS = 256 << 10 };
 
 /* ---- packing ---- */
@@ -451,8 +454,9 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
                they are. Otherwise each panel passes over the whole block of positions, packed
                once for all the panels (from L2). */
             const int64_t wbytes = (p1 - p0) * a.K * MR * (int64_t)sizeof(float);
-            const bool strips = wbytes <= L1_BYTES ||
-                                (M <= STRIPS_MAX_M && N <= STRIPS_MAX_N && wbytes <= L2_WEIGHTS);
+            const bool few = M <= STRIPS_MAX_M, short_rows = N <= STRIPS_MAX_N;
+            const bool strips = (few || short_rows) &&
+                                (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
             if (!strips && K > 0) pack_columns(B + k0 * pr->ldb, pr->ldb, a.K, j0, j1, mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
