@@ -95,7 +95,9 @@ typedef struct {
     int64_t K;                  /* the steps of this block of K (the product's, cut in kc) */
     const conv_epilogue *epi;   /* NULL: none */
     bool first, last;           /* the first block of K starts from 0, the others from C; */
-} block_args;                   /* the last one adds the bias and applies the epilogue */
+                                /* the last one adds the bias and applies the epilogue */
+    bool prefetch;              /* B is a strip read in place: fetch the next strip's rows */
+} block_args;
 
 /* ---- the portable block ---- */
 
@@ -127,9 +129,10 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 #if HAVE_X86
 #define AVX2 HL_AVX2
 
-/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each). */
-#define BLOCK_LOOP(LOAD0, LOAD1)                                                              \
+/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each), PF before. */
+#define BLOCK_LOOP(LOAD0, LOAD1, PF)                                                          \
     for (int64_t k = 0; k < K; k++) {                                                         \
+        PF;                                                                                   \
         const __m256 b0 = LOAD0, b1 = LOAD1;                                                  \
         __m256 w;                                                                             \
         w = _mm256_broadcast_ss(A + 0), c00 = _mm256_fmadd_ps(w, b0, c00),                    \
@@ -195,10 +198,13 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
         LOAD_ROW(3, c30, c31) LOAD_ROW(4, c40, c41) LOAD_ROW(5, c50, c51)
 #undef LOAD_ROW
     }
-    if (nr == NR) {
-        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8))
+    if (nr == NR && a->prefetch) {
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8),
+                   _mm_prefetch((const char *)(B + NR + 8), _MM_HINT_T0))
+    } else if (nr == NR) {
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8), (void)0)
     } else {
-        BLOCK_LOOP(_mm256_maskload_ps(B, m0), _mm256_maskload_ps(B + 8, m1))
+        BLOCK_LOOP(_mm256_maskload_ps(B, m0), _mm256_maskload_ps(B + 8, m1), (void)0)
     }
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                          {c30, c31}, {c40, c41}, {c50, c51}};
@@ -400,7 +406,7 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * h
 void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
                           float *c, int64_t ldc, const float *bias, const float *res,
                           const conv_epilogue *epi) {
-    const block_args a = {k, epi, true, true};
+    const block_args a = {k, epi, true, true, false};
     const bool avx2 = hl_conv_avx2();
     for (int64_t r0 = 0; r0 < m; r0 += MR)
         block(&a, avx2, packed + r0 * k, strip, NR, c + r0 * ldc, ldc,
@@ -448,7 +454,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
         float *mine = packed_b + (parallel ? hl_thread_num() : 0) * per_thread;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
-            const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
+            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
                passes over one NR-column strip of the columns while it is in L1, read where
                they are. Otherwise each panel passes over the whole block of positions, packed
@@ -462,6 +468,10 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);
                 for (int64_t p = p0; p < p1; p++) {
+                    /* the first panel over a strip read in place fetches the next one's rows
+                       (K lines, each a row apart: 5% on MobileNetV2's projections, up to 18%
+                       at 112x112, where the rows come from L3) */
+                    a.prefetch = strips && p == p0;
                     const float *A = pr->a + p * K * MR + k0 * MR;
                     const int64_t r0 = p * MR;
                     const int mr = (int)HL_MIN(MR, M - r0);
