@@ -14,8 +14,8 @@
  * are applied before the one store into y (NCHW: a panel's rows are output channel planes,
  * so no scatter). A block of positions is sized so that its rows of columns stay in the L2
  * cache while every panel passes over them, copied once into strips of NR columns (per
- * call, per thread) unless K is short enough that the panels' weights stay in L1 and each
- * strip is read where it is.
+ * call, per thread) unless the strips are better read where they are (short K, whose panels'
+ * weights stay in L1, or few output channels on short rows; STRIPS_MAX_M below).
  *
  * The AVX2 + FMA kernel is taken where the CPU has both (checked once; HL_CONV_AVX2=0 in the
  * environment turns it off, for tests); elsewhere a portable loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
