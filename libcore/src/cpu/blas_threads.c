@@ -35,6 +35,8 @@
 
 #include <cblas.h>
 
+#include "thread_pool.h"
+
 typedef struct {
     openblas_dojob_callback dojob;
     int index, data;
@@ -115,14 +117,32 @@ static void join_items(job *jobs, int count) {
     free(jobs);
 }
 
+typedef struct {
+    openblas_dojob_callback dojob;
+    size_t elsize;
+    char *base;
+    int data;
+    const int *slot;
+} gang_items;
+
+static void run_gang_item(int i, void *ctx) {
+    const gang_items *g = ctx;
+    g->dojob(g->slot[i], g->base + (size_t)i * g->elsize, g->data);
+}
+
 static void run_slotted(openblas_dojob_callback dojob, int n, size_t elsize, char *base,
                         int data, const int *slot) {
     if (n == 1) {
         dojob(slot[0], base, data);
         return;
     }
+    /* The pool's threads first: the same threads as libcore's own loops, which idle briefly
+       and then sleep (thread_pool.c). */
+    gang_items g = {dojob, elsize, base, data, slot};
+    if (hl_pool_gang(n, run_gang_item, &g)) return;
 #ifdef _OPENMP
-    if (!omp_in_parallel() && !omp_get_dynamic() && n <= omp_get_thread_limit()) {
+    if (!omp_in_parallel() && !hl_pool_in_chunk() && !omp_get_dynamic() &&
+        n <= omp_get_thread_limit()) {
 #pragma omp parallel num_threads(n)
         {
             int i = omp_get_thread_num(), team = omp_get_num_threads();
