@@ -60,6 +60,7 @@ static pool_state pool = {.busy = ATOMIC_FLAG_INIT,
                           .lock = PTHREAD_MUTEX_INITIALIZER,
                           .wake = PTHREAD_COND_INITIALIZER};
 static atomic_int want_threads;  /* 0: not set yet */
+static atomic_bool workers_held; /* tests: workers claim nothing, as if descheduled */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 static _Thread_local int my_slot;
@@ -99,6 +100,8 @@ int hl_pool_threads(void) {
 void hl_pool_set_threads(int n) {
     atomic_store(&want_threads, n < 1 ? 1 : n > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : n);
 }
+
+void hl_pool_hold_workers(bool hold) { atomic_store(&workers_held, hold); }
 
 int hl_pool_slot(void) { return in_chunk ? my_slot : 0; }
 bool hl_pool_in_chunk(void) { return in_chunk; }
@@ -174,6 +177,7 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = wait_for_job(seen, active);
         active = my_slot < hl_pool_threads();
+        if (atomic_load_explicit(&workers_held, memory_order_relaxed)) continue;
         int64_t c;
         in_chunk = true;
         while ((c = claim_chunk(seen, my_slot)) >= 0) {
@@ -269,11 +273,16 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
     if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
         inline_run = true;  /* another thread's job: this one runs here, in the same chunks */
     if (inline_run) {
-        bool outer = !in_chunk;
+        /* slot 0 of this loop (its per-thread buffers are its own), then back to the
+           enclosing chunk's */
+        const bool was_in_chunk = in_chunk;
+        const int was_slot = my_slot;
         in_chunk = true;
+        my_slot = 0;
         hl_status st = HL_OK;
         for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
-        if (outer) in_chunk = false;
+        in_chunk = was_in_chunk;
+        my_slot = was_slot;
         return st;
     }
     const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));

@@ -19,8 +19,9 @@
  *   over the same boundaries: the answers never depend on who ran a chunk.
  * - Chunk boundaries depend only on n, grain and the thread count. A kernel whose chunks
  *   write disjoint outputs gets bitwise the same results as from any other split.
- * - Inside a chunk, hl_pool_slot() names the running thread (0 = the caller, 1.. = workers,
- *   always below the loop's thread count): per-thread scratch is indexed by it.
+ * - Inside a chunk, hl_pool_slot() names the running thread among the loop's (0 = the caller,
+ *   1.. = workers, always below hl_pool_threads(); 0 throughout a loop run inline): a loop's
+ *   per-thread scratch is indexed by it.
  * - After fork() the child starts a fresh pool at its first loop.
  */
 #ifndef HL_CPU_THREAD_POOL_H
@@ -56,5 +57,9 @@ void hl_pool_set_threads(int n);
 int hl_pool_slot(void);
 /* Inside a chunk (nested loops run inline). */
 bool hl_pool_in_chunk(void);
+
+/* Tests only (hl_pool_probe): while held, workers wake but claim nothing, as if the host had
+   descheduled them. */
+void hl_pool_hold_workers(bool hold);
 
 #endif
