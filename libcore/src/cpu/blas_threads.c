@@ -1,12 +1,13 @@
 /*
- * blas_threads.c - OpenBLAS runs its parallel work on libcore's OpenMP threads.
+ * blas_threads.c - OpenBLAS runs its parallel work on libcore's threads.
  *
- * Left to itself, OpenBLAS (a pthreads build) keeps its own pool of threads, while libgomp's
- * threads keep spinning for a while after each OpenMP loop ends. When an OpenMP loop (im2col,
- * an element-wise op) is followed by a BLAS call, the two pools fight over the same cores: on
+ * Left to itself, OpenBLAS (a pthreads build) keeps its own pool of threads, while libcore's
+ * threads keep spinning for a while after each parallel loop ends. When a loop (im2col, an
+ * element-wise op) is followed by a BLAS call, the two pools fight over the same cores: on
  * a 2-core machine a convolution ran 3 to 30 times slower than the sum of its parts. OpenBLAS
  * lets the caller supply the threading (openblas_set_threads_callback_function): its work
- * items go to an OpenMP team, so one set of threads does everything.
+ * items go to libcore's thread pool (thread_pool.c, hl_pool_gang), or where that is busy to an
+ * OpenMP team, so one set of threads does everything.
  *
  * OpenBLAS's threaded level-3 routines make their work items wait on one another, so all
  * items must run at the same time. Where an OpenMP team of that size is not to be had (a
