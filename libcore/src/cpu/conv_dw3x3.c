@@ -225,6 +225,18 @@ HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0,
 #undef PLANE_ACT
 }
 
+/* What each chunk of planes needs; run_planes runs them. */
+typedef struct {
+    const conv_geom *g;
+    const chunk_masks *cm;
+    int64_t c0, c1;       /* the interior chunks */
+    int64_t done, rest;   /* per sample: the channels the blocked kernel ran, those left */
+    const float *x, *w, *bias;
+    const conv_epilogue *epi;
+    float *y;
+} dw_planes;
+static void run_planes(int64_t begin, int64_t end, void *arg);
+
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
     if (g->n * g->c_out == 0 || g->P == 0) return HL_OK;
@@ -246,18 +258,28 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     int64_t c0 = 0, c1 = 0;
     while (c0 < chunks && !cm[c0].interior) c0++;
     for (c1 = c0; c1 < chunks && cm[c1].interior;) c1++;
-    const bool parallel = hl_max_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
-    const float *res = epi ? (const float *)epi->res : NULL;
-    /* dynamic: a thread that the host deschedules leaves its planes to the others */
-#pragma omp parallel for schedule(dynamic, 4) if (parallel)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const int64_t n = pl / rest, co = done + pl % rest, ci = co / g->cg_out;
-        const int64_t at = (n * g->c_out + co) * g->P;
-        plane(g, cm, c0, c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
-              bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
-    }
+    const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
+    /* claimed in chunks of planes: a thread that the host deschedules leaves its planes to
+       the others */
+    const dw_planes q = {g, cm, c0, c1, done, rest, x, w, bias, epi, y};
+    hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
+}
+
+static void run_planes(int64_t begin, int64_t end, void *arg) {
+    const dw_planes *q = arg;
+    const conv_geom *g = q->g;
+    const float *x = q->x, *w = q->w, *bias = q->bias;
+    const conv_epilogue *epi = q->epi;
+    float *y = q->y;
+    const float *res = epi ? (const float *)epi->res : NULL;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
+        const int64_t at = (n * g->c_out + co) * g->P;
+        plane(g, q->cm, q->c0, q->c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
+              bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
+    }
 }
 
 #else

@@ -162,6 +162,30 @@ HL_AVX2 static void group(const blocked_args *a, const float *xg, const float *w
 #undef GROUP_ACT
 }
 
+/* What each chunk of groups needs; run_groups runs them. */
+typedef struct {
+    const blocked_args *a;
+    const float *x, *w, *bias, *res;
+    float *y, *work;
+    int64_t per_sample, per_thread, ncells;
+} group_tasks;
+
+/* Groups [t0, t1): sample t / per_sample, channels from t % per_sample * 8, in this thread's
+   cells and outputs. */
+static void run_groups(int64_t t0, int64_t t1, void *arg) {
+    const group_tasks *q = arg;
+    const conv_geom *g = q->a->g;
+    const int64_t pin = g->h * g->w;
+    float *cells = q->work + hl_thread_num() * q->per_thread;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / q->per_sample, c = t % q->per_sample * LANES;
+        const int64_t plane0 = n * g->c_out + c;
+        group(q->a, q->x + plane0 * pin, q->w + c * 9, q->bias ? q->bias + c : NULL,
+              q->res ? q->res + plane0 * g->P : NULL, q->y + plane0 * g->P, cells,
+              cells + q->ncells * LANES);
+    }
+}
+
 hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
                                    const float *bias, const conv_epilogue *epi, float *y) {
     const int64_t per_sample = g->c_out / LANES, tasks = g->n * per_sample;
@@ -173,7 +197,7 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
        outputs */
     const int64_t table = (pin + ncells + 15) / 16 * 16;
     const int64_t per_thread = (ncells + outs) * LANES;
-    const int threads = hl_max_threads();
+    const int threads = hl_pool_threads();
     const bool parallel = threads > 1 && tasks > 1 && tasks * LANES * g->P * 9 > PAR_MIN;
     scratch sb;
     void *work;
@@ -192,16 +216,10 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
             if (cy < g->pt || cy >= g->pt + g->h || cx < g->pl || cx >= g->pl + g->w)
                 border[nborder++] = (int32_t)(cy * wp + cx);
     const blocked_args a = {g, wp, nborder, cell_of, border, epi};
-    const float *res = epi ? (const float *)epi->res : NULL;
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t n = t / per_sample, c = t % per_sample * LANES;
-        float *cells = mine0 + (parallel ? hl_thread_num() : 0) * per_thread;
-        const int64_t plane0 = n * g->c_out + c;
-        group(&a, x + plane0 * pin, w + c * 9, bias ? bias + c : NULL,
-              res ? res + plane0 * g->P : NULL, y + plane0 * g->P, cells,
-              cells + ncells * LANES);
-    }
+    const group_tasks q = {&a, x, w, bias, epi ? (const float *)epi->res : NULL, y, mine0,
+                           per_sample, per_thread, ncells};
+    /* one group a chunk, claimed as threads come free */
+    hl_parallel_for(tasks, parallel ? 1 : tasks, run_groups, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }

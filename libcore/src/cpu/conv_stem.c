@@ -85,25 +85,43 @@ HL_AVX2 static void fill_strip(const conv_geom *g, const float *xs, int64_t oy, 
         }
 }
 
-hl_status hl_conv_stem_forward(const conv_geom *g, const float *x, const float *packed,
-                               const float *bias, const conv_epilogue *epi, float *y) {
-    const int64_t rows = g->n * g->oh, P = g->P, CO = g->c_out;
-    if (rows == 0 || CO == 0) return HL_OK;
-    const float *res = epi ? (const float *)epi->res : NULL;
-    const bool parallel = hl_max_threads() > 1 && rows > 1 && CO * P * g->K * g->n > PAR_MIN;
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-    for (int64_t t = 0; t < rows; t++) {
+/* What each chunk of output rows needs; run_rows runs them. */
+typedef struct {
+    const conv_geom *g;
+    const float *x, *packed, *bias;
+    const conv_epilogue *epi;
+    float *y;
+} stem_rows;
+
+/* Output rows [t0, t1) (of all samples, t = n * oh + oy). */
+static void run_rows(int64_t t0, int64_t t1, void *arg) {
+    const stem_rows *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t P = g->P, CO = g->c_out;
+    const float *res = q->epi ? (const float *)q->epi->res : NULL;
+    float strip[STEM_MAX_K * COLS] __attribute__((aligned(32)));
+    for (int64_t t = t0; t < t1; t++) {
         const int64_t n = t / g->oh, oy = t % g->oh;
-        float strip[STEM_MAX_K * COLS] __attribute__((aligned(32)));
-        const float *xs = x + n * g->c_in * g->h * g->w;
+        const float *xs = q->x + n * g->c_in * g->h * g->w;
         for (int64_t ox0 = 0; ox0 < g->ow; ox0 += COLS) {
             const int nr = (int)HL_MIN(COLS, g->ow - ox0);
             fill_strip(g, xs, oy, ox0, strip);
             const int64_t at = n * CO * P + oy * g->ow + ox0;
-            hl_conv_packed_strip(packed, CO, g->K, strip, nr, y + at, P, bias,
-                                 res ? res + at : NULL, epi);
+            hl_conv_packed_strip(q->packed, CO, g->K, strip, nr, q->y + at, P, q->bias,
+                                 res ? res + at : NULL, q->epi);
         }
     }
+}
+
+hl_status hl_conv_stem_forward(const conv_geom *g, const float *x, const float *packed,
+                               const float *bias, const conv_epilogue *epi, float *y) {
+    const int64_t rows = g->n * g->oh;
+    if (rows == 0 || g->c_out == 0) return HL_OK;
+    const bool parallel = hl_pool_threads() > 1 && rows > 1 &&
+                          g->c_out * g->P * g->K * g->n > PAR_MIN;
+    const stem_rows q = {g, x, packed, bias, epi, y};
+    /* one output row a chunk, claimed as threads come free */
+    hl_parallel_for(rows, parallel ? 1 : rows, run_rows, (void *)&q);
     return HL_OK;
 }
 
