@@ -2,12 +2,15 @@
 
     python bench/onnx_cpu_ab.py --a src --b /tmp/main_checkout/src --models DIR \
         --only resnet18,mobilenet_v2 --rounds 3
+    python bench/onnx_cpu_ab.py --a src --b MAIN/src --ort --batch 8 --only mobilenet_v2
 
 On a loaded machine wall-clock medians are mostly time spent waiting for a core; the CPU
 time a process spends in `prepare(...).run` (time.process_time, one hl thread) is what the
 code costs. Each round runs one process per tree, alternating, each timing --runs runs of
 every model at batch 1 after 2 warm-ups (and the CPU time of its prepare(), the ":prepare"
-rows); the table gives each side's median over all rounds.
+rows); the table gives each side's median over all rounds. --ort adds onnxruntime (one intra-op
+thread, its default optimisations) as a third process in each round, so the ratio to it
+comes from the same rounds; --batch times another batch size (prepare() rows at batch 1 only).
 Each tree must be built in place (python src/hl/_build.py in its checkout). The models are
 onnx_infer.py's (`<name>-op17.onnx` in --models).
 """
@@ -25,19 +28,49 @@ sys.path.insert(0, sys.argv[4])
 from onnx_infer import make_feeds
 hl.set_num_threads(1)
 models, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+batch = int(sys.argv[5])
 out = {}
 for name in names:
     path = f"{models}/{name}-op17.onnx"
     t = time.process_time()
     rep = hl.onnx.prepare(path)
     out[name + ":prepare"] = [time.process_time() - t]
-    feeds = make_feeds(path, name, 1)
+    feeds = make_feeds(path, name, batch)
     for _ in range(2):
         rep.run(feeds)
     ts = []
     for _ in range(runs):
         t = time.process_time()
         rep.run(feeds)
+        ts.append(time.process_time() - t)
+    out[name] = ts
+print(json.dumps(out))
+'''
+
+# The same timings of onnxruntime's session (its creation as the ":prepare" row).
+ORT_WORKER = r'''
+import json, sys, time
+import onnxruntime as ort
+sys.path.insert(0, sys.argv[4])
+from onnx_infer import make_feeds
+models, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
+batch = int(sys.argv[5])
+out = {}
+for name in names:
+    path = f"{models}/{name}-op17.onnx"
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    t = time.process_time()
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    out[name + ":prepare"] = [time.process_time() - t]
+    feeds = make_feeds(path, name, batch)
+    for _ in range(2):
+        sess.run(None, feeds)
+    ts = []
+    for _ in range(runs):
+        t = time.process_time()
+        sess.run(None, feeds)
         ts.append(time.process_time() - t)
     out[name] = ts
 print(json.dumps(out))
@@ -53,26 +86,35 @@ def main():
                     help="onnx_infer.py's model names (its inputs for each, batch 1)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--ort", action="store_true", help="onnxruntime as a third process")
     args = ap.parse_args()
-    sides = {"a": args.a, "b": args.b}
+    sides = {"a": (WORKER, args.a), "b": (WORKER, args.b)}
+    if args.ort:
+        sides["ort"] = (ORT_WORKER, args.a)
     res = {s: {} for s in sides}
     for r in range(args.rounds):
-        for side, src in sides.items():
+        for side, (worker, src) in sides.items():
             env = dict(os.environ, PYTHONPATH=os.path.abspath(src), OMP_NUM_THREADS="1",
                        OPENBLAS_NUM_THREADS="1")
-            p = subprocess.run([sys.executable, "-c", WORKER, args.models, args.only,
-                                str(args.runs), os.path.dirname(os.path.abspath(__file__))],
+            p = subprocess.run([sys.executable, "-c", worker, args.models, args.only,
+                                str(args.runs), os.path.dirname(os.path.abspath(__file__)),
+                                str(args.batch)],
                                env=env, capture_output=True, text=True, check=True)
             for name, ts in json.loads(p.stdout.strip().splitlines()[-1]).items():
                 res[side].setdefault(name, []).extend(ts)
     print(f"a = {args.a}, b = {args.b}; median CPU ms over {args.rounds} x {args.runs} runs, "
-          f"batch 1, 1 thread")
-    print(f"{'model':20} {'a ms':>8} {'b ms':>8} {'a / b':>6}")
+          f"batch {args.batch}, 1 thread")
+    head = f"{'model':20} {'a ms':>8} {'b ms':>8} {'a / b':>6}"
+    print(head + (f" {'ort ms':>8} {'a / ort':>7} {'b / ort':>7}" if args.ort else ""))
     for name in args.only.split(","):
         for key in (name, name + ":prepare"):
-            a = statistics.median(res["a"][key]) * 1e3
-            b = statistics.median(res["b"][key]) * 1e3
-            print(f"{key:20} {a:8.1f} {b:8.1f} {a / b:6.3f}")
+            a, b = (statistics.median(res[s][key]) * 1e3 for s in ("a", "b"))
+            line = f"{key:20} {a:8.1f} {b:8.1f} {a / b:6.3f}"
+            if args.ort:
+                o = statistics.median(res["ort"][key]) * 1e3
+                line += f" {o:8.1f} {a / o:7.3f} {b / o:7.3f}"
+            print(line)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 import hl
 import hl.onnx
 from hl.onnx import fuse
+from tests.ops.test_conv import ref_conv
 
 from ._models import ort_run
 
@@ -132,13 +133,15 @@ def test_values_read_twice_or_returned_are_not_fused_away():
 
 
 def test_fused_results_equal_the_graph_as_written_exactly_without_batchnorm():
+    # 8 input channels: a 3x3 weight that is not packed (too few channels for Winograd, too
+    # many for the stem kernel), so the fused node's product is the graph's own
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c", "x"], ["s"]),
              helper.make_node("Clip", ["s", "", "hi"], ["y"])]
     hi = numpy_helper.from_array(np.array(0.5, np.float32), "hi")
-    rep = hl.onnx.prepare(_model(nodes, [_init("w", (4, 4, 3, 3)), hi]))
+    rep = hl.onnx.prepare(_model(nodes, [_init("w", (8, 8, 3, 3)), hi], channels=8))
     assert _fused_kinds(rep) == [("clip", True)]
-    x = RNG.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    x = RNG.standard_normal((2, 8, 9, 9)).astype(np.float32)
     x[0, 1, 2, 3] = np.nan
     (got,) = rep.run([x])
     np.testing.assert_array_equal(got, rep.run([x], all_outputs=True)["y"])
@@ -175,6 +178,34 @@ def test_constant_weights_are_packed_once():
         (want,) = ort_run(model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
         assert tuple(fused["w1"].packed_weight.shape) == (4, 4, c, c)  # 10 x 9 tiles: packed
+
+
+@pytest.mark.parametrize("stride", [2, 1])
+def test_rgb_stem_weights_are_packed_as_panels(stride):
+    """A 3x3 Conv on at most 7 input channels (an RGB stem: MobileNetV2's 3 -> 32, stride 2)
+    gets the product's panels at prepare() for the stem kernel (libcore cpu/conv_stem.c),
+    with its Clip fused; the runs agree with onnxruntime and with float64."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1],
+                              strides=[stride, stride]),
+             helper.make_node("Clip", ["c", "lo", "hi"], ["y"])]
+    inits = [_init("w", (20, 3, 3, 3)), _init("b", (20,)),
+             numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+             numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+    graph = helper.make_graph(
+        nodes, "stem", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 37, 45])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 20, "h", "w"])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl.onnx.prepare(model)
+    (node,) = [n for n in rep.model.program.fused_nodes if n.op_type == "FusedConv"]
+    assert tuple(node.packed_weight.shape) == (4, 27, 6)   # 20 channels in 4 panels of 6
+    w = numpy_helper.to_array(inits[0]).astype(np.float64)
+    b = numpy_helper.to_array(inits[1]).astype(np.float64)
+    for n in (1, 2):
+        x = RNG.standard_normal((n, 3, 37, 45)).astype(np.float32)
+        (got,) = rep.run([x])
+        np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-5, atol=1e-5)
+        ref = ref_conv(x.astype(np.float64), w, b, [stride] * 2, [1] * 4, None, 1)
+        np.testing.assert_allclose(got, np.clip(ref, 0, 6), rtol=1e-5, atol=1e-5)
 
 
 def test_winograd_kernels_are_not_made_for_a_call_with_few_tiles():

@@ -16,6 +16,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hl
 from hl import errors, ops
@@ -33,12 +35,21 @@ CASES = {
     "pointwise_narrow": ((1, 5, 1, 3), (1, 5, 1, 1), 1, 0, 1),        # 3 positions, 1 row
     "pointwise_wide": ((1, 24, 56, 56), (144, 24, 1, 1), 1, 0, 1),    # MobileNetV2's sizes
     "pointwise_deep": ((1, 320, 7, 7), (64, 320, 1, 1), 1, 0, 1),   # K in 2 blocks
+    # few output channels, weights past L1: strips of columns read in place all the same
+    "project_28x28": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
+    "project_deep": ((2, 576, 13, 14), (94, 576, 1, 1), 1, 0, 1),   # 3 blocks of K, 16 panels
     "deep_tails": ((2, 600, 5, 6), (11, 600, 1, 1), 1, 0, 1),       # 3 blocks, 14 columns
     # 1 and 2 trailing columns take the turned-around tail kernel (K in 2 blocks, odd kc)
     "tail_1_column": ((2, 301, 7, 7), (7, 301, 1, 1), 1, 0, 1),
     "tail_2_columns": ((1, 301, 3, 6), (13, 301, 1, 1), 1, 0, 1),
+    # 3x3 on at most 7 input channels: the stem kernel (cpu/conv_stem.c), columns of 16
+    # outputs built in L1: full strips inside the image, strips at the borders, partial ones
     "im2col_3x3": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1),
     "im2col_stride2": ((3, 5, 15, 13), (10, 5, 3, 3), 2, 1, 1),
+    "stem_rgb_s2": ((2, 3, 64, 70), (32, 3, 3, 3), 2, 1, 1),          # MobileNetV2's, smaller
+    "stem_rgb_s1": ((1, 3, 20, 50), (13, 3, 3, 3), 1, 1, 1),
+    "stem_unpadded": ((1, 2, 9, 40), (5, 2, 3, 3), 2, 0, 1),
+    "stem_one_input": ((1, 1, 1, 1), (3, 1, 3, 3), 1, 1, 1),
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
@@ -258,11 +269,17 @@ def test_winograd_layout():
 DW = [((2, 6, 13, 10), 1, 1), ((2, 6, 13, 10), 2, 1), ((1, 3, 40, 37), 1, 1), ((1, 4, 1, 1), 1, 1), ((1, 4, 2, 3), 2, 1),
       ((1, 3, 9, 9), 1, 0), ((1, 3, 8, 9), 2, 0), ((1, 32, 112, 112), 2, 1),
       ((1, 5, 7, 7), 1, (0, 1, 1, 0)), ((1, 2, 5, 100), 1, 1), ((1, 2, 7, 35), 2, 1),
-      ((1, 3, 16, 16), 2, (1, 0, 0, 1)), ((1, 2, 3, 8), 1, 2)]
+      ((1, 3, 16, 16), 2, (1, 0, 0, 1)), ((1, 2, 3, 8), 1, 2),
+      # 8 channels or more on planes of up to 32 x 32 padded cells: groups of 8 channels in
+      # the lanes (conv_dw3x3_blocked.c), the channels past the last group by the row loop
+      ((2, 12, 14, 14), 1, 1), ((1, 16, 7, 7), 1, 1), ((1, 8, 13, 10), 2, 1),
+      ((1, 24, 28, 28), 1, 1), ((1, 8, 1, 1), 1, 1), ((1, 8, 2, 3), 2, 1), ((1, 9, 9, 9), 1, 0),
+      ((1, 8, 9, 9), 1, (0, 1, 1, 0)), ((1, 16, 16, 16), 2, (1, 0, 0, 1)), ((1, 8, 3, 8), 1, 2),
+      ((1, 8, 15, 15), 2, 0)]
 
 
 @pytest.mark.parametrize("xs,stride,padding", DW)
-@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2], ACTS[4]])
+@pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[1], ACTS[2], ACTS[4]])
 def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
     rng = np.random.default_rng(7)
     x = rng.standard_normal(xs).astype(np.float32)
@@ -285,7 +302,8 @@ def test_depthwise3x3_matches_float64(xs, stride, padding, act, alpha, beta):
         np.testing.assert_array_equal(got, plain)
 
 
-@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2)])
+@pytest.mark.parametrize("xs,stride", [((1, 3, 9, 8), 1), ((1, 3, 40, 37), 1), ((1, 3, 9, 8), 2),
+                                       ((1, 8, 9, 8), 1), ((1, 16, 9, 8), 2)])
 def test_depthwise3x3_pads_with_zeros(xs, stride):
     """Padding is zeros that are multiplied, as ONNX (and im2col) define it: an infinite or
     NaN weight gives NaN where it meets the border, exactly where the float64 reference has
@@ -330,6 +348,63 @@ def test_depthwise3x3_residual_and_channel_multiplier(stride, padding):
         assert (np.abs(got - ref) <= bound + 1e-30).all(), act
         want = run_unfused(x, w, b, r, (stride, pads, 5), act, alpha, beta)
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, (0, 1, 1, 0)), (2, 0)])
+def test_depthwise3x3_blocked_residual_and_same_bits_as_the_row_loop(stride, padding):
+    """Small planes with 8 channels or more take groups of 8 channels in the lanes, the
+    channels past the last group the row loop: both sum each output in the same order, so a
+    channel gives the same bits in either (moved from the row loop's slot, the 9th, into a
+    group's), and with a residual and each activation the result is within the float64
+    rounding bound and bit for bit the plain conv, add and the activation's op."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 9, 11, 13)).astype(np.float32)
+    w = rng.standard_normal((9, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(9).astype(np.float32)
+    pads = list(padding) if isinstance(padding, tuple) else [padding] * 4
+    y0 = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
+                   groups=9).numpy()
+    r = rng.standard_normal(y0.shape).astype(np.float32)
+    for act, alpha, beta in ACTS:
+        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
+                            stride=stride, padding=pads, groups=9, act=act, alpha=alpha,
+                            beta=beta).numpy()
+        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads, 9,
+                                    act, alpha, beta)
+        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
+        want = run_unfused(x, w, b, r, (stride, pads, 9), act, alpha, beta)
+        np.testing.assert_array_equal(got, want)
+    order = np.roll(np.arange(9), 1)   # the row loop's channel 8 becomes the blocked channel 0
+    rolled = hl.conv2d(hl.tensor(np.ascontiguousarray(x[:, order])),
+                       hl.tensor(np.ascontiguousarray(w[order])), hl.tensor(b[order]),
+                       stride=stride, padding=pads, groups=9).numpy()
+    np.testing.assert_array_equal(rolled, y0[:, order])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 2), c=st.integers(8, 17), h=st.integers(1, 30), w=st.integers(1, 30),
+       stride=st.integers(1, 2), pads=st.lists(st.integers(0, 2), min_size=4, max_size=4),
+       residual=st.booleans(), act=st.sampled_from(ACTS), seed=st.integers(0, 2**16))
+def test_depthwise3x3_any_small_plane(n, c, h, w, stride, pads, residual, act, seed):
+    """Random small planes (the blocked kernel's groups of 8 channels and the row loop's rest,
+    any padding and stride): within the float64 rounding bound, and bit for bit the plain
+    conv, add and activation."""
+    if h + pads[0] + pads[2] < 3 or w + pads[1] + pads[3] < 3:
+        return   # no output position: conv_fused refuses it as conv does (tested apart)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    geometry = (stride, list(pads), c)
+    y0 = run_unfused(x, wt, b, None, geometry, "none", 0.0, 0.0)
+    r = rng.standard_normal(y0.shape).astype(np.float32) if residual else None
+    got = hl.conv_fused(hl.tensor(x), hl.tensor(wt), hl.tensor(b),
+                        None if r is None else hl.tensor(r), stride=stride, padding=list(pads),
+                        groups=c, act=act[0], alpha=act[1], beta=act[2]).numpy()
+    np.testing.assert_array_equal(got, run_unfused(x, wt, b, r, geometry, *act))
+    ref, bound = _reference_f64(x, wt, b, None if r is None else r.astype(np.float64),
+                                [stride] * 2, list(pads), c, *act)
+    assert (np.abs(got - ref) <= bound + 1e-30).all()
 
 
 def test_depthwise3x3_overflow_and_threads():

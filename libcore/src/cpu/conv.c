@@ -198,6 +198,9 @@ hl_status hl_cpu_conv(const hl_call *c) {
                                               (float *)hl_ptr(y));
         packed = NULL;   /* the unpacked paths below (im2col and OpenBLAS) */
     }
+    if (packed && x->dtype == HL_F32 && hl_conv_stem_fits(&g))   /* RGB stems */
+        return hl_conv_stem_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),
+                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
     if (packed && x->dtype == HL_F32 && !(g.cg_in == 1 && g.groups > 1) &&
         packed_beats_winograd(&g))
         return conv_forward_packed(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),

@@ -53,6 +53,19 @@ typedef struct {
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
+/* The product of all m rows of packed weights (k steps, one group) with one strip of nr <= 16
+   columns stored k x 16 contiguous (the columns past nr are not read into any output), into
+   c (rows ldc apart), the bias, residual (rows ldc apart, or NULL) and activation applied. */
+enum { HL_CONV_STRIP_COLS = 16 };
+void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
+                          float *c, int64_t ldc, const float *bias, const float *res,
+                          const conv_epilogue *epi);
+
+/* Small-C_in 3x3 convolutions (RGB stems; conv_stem.c) against packed panels: the columns of
+   one row of 16 outputs built in L1 and multiplied there, no im2col buffer. */
+bool hl_conv_stem_fits(const conv_geom *g);
+hl_status hl_conv_stem_forward(const conv_geom *g, const float *x, const float *packed,
+                               const float *bias, const conv_epilogue *epi, float *y);
 /* The work floats of a product of n positions and k steps (for the threads of this call). */
 int64_t hl_conv_packed_work(int64_t n, int64_t k);
 
@@ -62,6 +75,12 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k);
 bool hl_dw3x3_fits(const conv_geom *g);
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y);
+/* The same on small planes, eight channels at a time in the lanes (conv_dw3x3_blocked.c; one
+   output channel per input channel): whether a call's planes are small enough, and the forward
+   pass of each sample's first c_out / 8 * 8 channels (hl_dw3x3_forward runs the rest). */
+bool hl_dw3x3_blocked_fits(const conv_geom *g);
+hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
+                                   const float *bias, const conv_epilogue *epi, float *y);
 
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */

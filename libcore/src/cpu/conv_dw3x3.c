@@ -5,7 +5,7 @@
  *
  * Each vector of 8 outputs of a row is three input rows times three taps, read straight from
  * the input: at stride 1 the taps of 8 outputs are three unaligned loads per row; at stride 2
- * two pairs of loads per row, split into even and odd positions by shuffles (taps 0 and 1
+ * two pairs of loads per row, split into even and odd positions by in-lane shuffles (taps 0 and 1
  * from the first pair, tap 2 from the second, two positions on), instead of gathers. Vectors
  * whose taps reach past the row's ends (the borders, and all of a narrow plane such as 7x7)
  * use masked loads, which read zeros there; rows above or below the input are a vector of
@@ -64,14 +64,14 @@ static void fill_masks(const conv_geom *g, chunk_masks *cm, int64_t chunks) {
     ((m) ? _mm256_maskload_ps((r) + (q), _mm256_loadu_si256((const __m256i *)(m)))          \
          : _mm256_loadu_ps((r) + (q)))
 
-/* The even and odd positions of the 16 values (a, b): [a0 a2 a4 a6 b0 b2 b4 b6] and the odd. */
-HL_AVX2 static inline __m256 evens(__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(
-        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-}
-HL_AVX2 static inline __m256 odds(__m256 a, __m256 b) {
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(
-        _mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+/* The even and odd positions of the 16 values (a, b), in the order one in-lane shuffle leaves
+   them, [a0 a2 b0 b2 a4 a6 b4 b6] (and the odd): pairs of outputs 0-1, 4-5, 2-3, 6-7. Every
+   tap vector of a chunk is in that order, so its sums are too, and unswap puts each finished
+   vector in order once (a lane-crossing permute per output instead of three per input row). */
+HL_AVX2 static inline __m256 evens(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0x88); }
+HL_AVX2 static inline __m256 odds(__m256 a, __m256 b) { return _mm256_shuffle_ps(a, b, 0xDD); }
+HL_AVX2 static inline __m256 unswap(__m256 v) {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
 }
 
 /* The three tap vectors of one input row for the chunk at input column q: xr NULL is a
@@ -101,18 +101,19 @@ HL_AVX2 static inline __m256 dot3(__m256 start, const __m256 *w, const __m256 *t
                                                                       w[0], t[0], start)));
 }
 
-/* The epilogue and the store of one finished vector of 8 outputs of row oy at ox. A partial
-   vector is stored whole where its extra lanes fall on outputs of this plane that are stored
-   after it (plane_s's order; masked stores are slow on AMD), else lane by lane; the residual
-   is read the same way. */
-HL_AVX2 static inline void finish(const conv_geom *g, const conv_epilogue *epi, bool act,
-                                  const float *res, float *yp, int64_t oy, int64_t ox,
-                                  __m256i tail, __m256 acc) {
+/* The epilogue and the store of one finished vector of 8 outputs of row oy at ox, act the
+   activation (a constant where inlined; HL_CONV_ACT_NONE: none). A partial vector is stored
+   whole where its extra lanes fall on outputs of this plane that are stored after it
+   (plane_s's order; masked stores are slow on AMD), else lane by lane; the residual is read
+   the same way. whole_known: the vector is known to be whole (an interior chunk). */
+HL_AVX2 static inline __attribute__((always_inline)) void finish(
+    const conv_geom *g, const conv_epilogue *epi, const int act, const float *res, float *yp,
+    int64_t oy, int64_t ox, __m256i tail, __m256 acc, const bool whole_known) {
     const int64_t ow = g->ow, full = ow / 8 * 8, at = oy * ow + ox;
-    const bool whole = ox < full || at + 8 <= g->P;
+    const bool whole = whole_known || ox < full || at + 8 <= g->P;
     if (res) acc = _mm256_add_ps(acc, whole ? _mm256_loadu_ps(res + at)
                                             : _mm256_maskload_ps(res + at, tail));
-    if (act) acc = hl_conv_act8(epi, acc);
+    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act8_as(act, epi, acc);
     if (whole) {
         _mm256_storeu_ps(yp + at, acc);
     } else {
@@ -122,68 +123,114 @@ HL_AVX2 static inline void finish(const conv_geom *g, const conv_epilogue *epi, 
     }
 }
 
+/* The outputs of chunk c of rows oy and (two) oy + 1. Each output sums its kernel rows in
+   separate chains, (bias + row 0) + row 1 + row 2, so that the FMAs of a vector do not wait
+   on each other; the two rows share their input rows (4 at stride 1, 5 at stride 2).
+   interior (a constant where inlined): the chunk's loads lie inside the input rows, every
+   row is present and two is true, so the chunk is plain loads, FMAs and whole stores. */
+HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
+    const conv_geom *g, const chunk_masks *cm, const float *const *rows, int64_t c,
+    const __m256 (*w)[3], __m256 bv, const conv_epilogue *epi, const int act,
+    const float *res, float *yp, int64_t oy, bool two, __m256i tail, const int s,
+    const bool interior) {
+    const __m256 zero = _mm256_setzero_ps();
+    const int64_t ox = c * 8, q = ox * s - g->pl;
+    chunk_masks all_in;   /* interior: a constant chunk whose loads are unmasked */
+    all_in.interior = 1;
+    const chunk_masks *m = interior ? &all_in : cm + c;
+    __m256 t[3], p0, p1, p2, r0 = zero, r1 = zero, r2 = zero;
+    row_taps(rows[0], q, s, m, t);
+    p0 = dot3(bv, w[0], t);
+    row_taps(rows[1], q, s, m, t);
+    p1 = dot3(zero, w[1], t);
+    if (s == 1) r0 = dot3(bv, w[0], t);
+    row_taps(rows[2], q, s, m, t);
+    p2 = dot3(zero, w[2], t);
+    if (s == 1) r1 = dot3(zero, w[1], t);
+    else r0 = dot3(bv, w[0], t);
+    if (interior || two) {
+        row_taps(rows[3], q, s, m, t);
+        if (s == 1) r2 = dot3(zero, w[2], t);
+        else r1 = dot3(zero, w[1], t);
+        if (s == 2) {
+            row_taps(rows[4], q, s, m, t);
+            r2 = dot3(zero, w[2], t);
+        }
+    }
+    __m256 y0 = _mm256_add_ps(_mm256_add_ps(p0, p1), p2);
+    __m256 y1 = _mm256_add_ps(_mm256_add_ps(r0, r1), r2);
+    if (s == 2) y0 = unswap(y0), y1 = unswap(y1);
+    finish(g, epi, act, res, yp, oy, ox, tail, y0, interior);
+    if (interior || two) finish(g, epi, act, res, yp, oy + 1, ox, tail, y1, interior);
+}
+
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
-   (a constant where it is inlined). Two output rows at a time share their input rows (4 at
-   stride 1, 5 at stride 2); each output sums its kernel rows in separate chains, (bias + row
-   0) + row 1 + row 2, so that the FMAs of a vector do not wait on each other. */
+   with activation act (constants where inlined), two output rows at a time. The chunks
+   [c0, c1) are interior (fill_masks): for pairs of rows whose input rows all exist they take
+   pair_chunk's branch-free path. */
 HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
-    const conv_geom *g, const chunk_masks *cm, const float *xp, const float *wk, float b,
-    const conv_epilogue *epi, const float *res, float *yp, const int s) {
-    const int64_t ow = g->ow, W = g->w;
+    const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1, const float *xp,
+    const float *wk, float b, const conv_epilogue *epi, const float *res, float *yp,
+    const int s, const int act) {
+    const int64_t ow = g->ow, W = g->w, last = (ow - 1) / 8;
     __m256 w[3][3];
     for (int i = 0; i < 9; i++) w[i / 3][i % 3] = _mm256_set1_ps(wk[i]);
-    const __m256 bv = _mm256_set1_ps(b), zero = _mm256_setzero_ps();
-    const bool act = epi && epi->act != HL_CONV_ACT_NONE;
+    const __m256 bv = _mm256_set1_ps(b);
     const __m256i tail = hl_conv_mask8(ow - ow / 8 * 8);
     for (int64_t oy = 0; oy < g->oh; oy += 2) {
         const bool two = oy + 1 < g->oh;
         const float *rows[5];
+        bool all_rows = two;
         for (int k = 0; k < 5; k++) {
             const int64_t iy = oy * s - g->pt + k;
-            rows[k] = iy >= 0 && iy < g->h && k < (two ? s + 3 : 3) ? xp + iy * W : NULL;
+            const bool used = k < (two ? s + 3 : 3);
+            rows[k] = iy >= 0 && iy < g->h && used ? xp + iy * W : NULL;
+            if (used && !rows[k]) all_rows = false;
         }
-        /* last chunk first: a partial vector of row oy stored whole spills onto the start of
-           row oy + 1, which its first chunk then overwrites (finish) */
-        for (int64_t c = (ow - 1) / 8; c >= 0; c--) {
-            const int64_t ox = c * 8, q = ox * s - g->pl;
-            __m256 t[3], p0, p1, p2, r0 = zero, r1 = zero, r2 = zero;
-            row_taps(rows[0], q, s, cm + c, t);
-            p0 = dot3(bv, w[0], t);
-            row_taps(rows[1], q, s, cm + c, t);
-            p1 = dot3(zero, w[1], t);
-            if (s == 1) r0 = dot3(bv, w[0], t);
-            row_taps(rows[2], q, s, cm + c, t);
-            p2 = dot3(zero, w[2], t);
-            if (s == 1) r1 = dot3(zero, w[1], t);
-            else r0 = dot3(bv, w[0], t);
-            if (two) {
-                row_taps(rows[3], q, s, cm + c, t);
-                if (s == 1) r2 = dot3(zero, w[2], t);
-                else r1 = dot3(zero, w[1], t);
-                if (s == 2) {
-                    row_taps(rows[4], q, s, cm + c, t);
-                    r2 = dot3(zero, w[2], t);
-                }
-            }
-            finish(g, epi, act, res, yp, oy, ox, tail, _mm256_add_ps(_mm256_add_ps(p0, p1), p2));
-            if (two)
-                finish(g, epi, act, res, yp, oy + 1, ox, tail,
-                       _mm256_add_ps(_mm256_add_ps(r0, r1), r2));
+        /* the chunks past the interior first, from the last down: a partial vector of row oy
+           stored whole spills onto the start of row oy + 1, which its first chunk (an edge
+           chunk, or an interior one stored after it) then overwrites (finish) */
+        for (int64_t c = last; c >= c1 && c >= 0; c--)
+            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+        if (all_rows) {
+            for (int64_t c = c0; c < c1; c++)
+                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, true, tail, s, true);
+        } else {
+            for (int64_t c = c1 - 1; c >= c0; c--)
+                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
         }
+        for (int64_t c = HL_MIN(c0, c1) - 1; c >= 0; c--)
+            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
     }
 }
 
-HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, const float *xp,
-                          const float *wk, float b, const conv_epilogue *epi, const float *res,
-                          float *yp) {
-    if (g->sw == 1) plane_s(g, cm, xp, wk, b, epi, res, yp, 1);
-    else plane_s(g, cm, xp, wk, b, epi, res, yp, 2);
+/* plane_s for this call's stride and activation, each a constant in its own copy (the
+   common activations; the others read theirs at run time). */
+HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1,
+                          const float *xp, const float *wk, float b, const conv_epilogue *epi,
+                          const float *res, float *yp) {
+    const int act = epi ? epi->act : HL_CONV_ACT_NONE;
+#define PLANE_ACT(S)                                                                          \
+    switch (act) {                                                                            \
+    case HL_CONV_ACT_NONE: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
+    default: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, act); break;                  \
+    }
+    if (g->sw == 1) {
+        PLANE_ACT(1)
+    } else {
+        PLANE_ACT(2)
+    }
+#undef PLANE_ACT
 }
 
 /* What each chunk of planes needs; run_planes runs them. */
 typedef struct {
     const conv_geom *g;
     const chunk_masks *cm;
+    int64_t c0, c1;       /* the interior chunks */
+    int64_t done, rest;   /* per sample: the channels the blocked kernel ran, those left */
     const float *x, *w, *bias;
     const conv_epilogue *epi;
     float *y;
@@ -192,17 +239,29 @@ static void run_planes(int64_t begin, int64_t end, void *arg);
 
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
-    const int64_t planes = g->n * g->c_out, chunks = (g->ow + 7) / 8;
-    if (planes == 0 || g->P == 0) return HL_OK;
+    if (g->n * g->c_out == 0 || g->P == 0) return HL_OK;
+    /* small planes: the whole groups of 8 channels by the blocked kernel, the rest here */
+    int64_t done = 0;
+    if (hl_dw3x3_blocked_fits(g)) {
+        hl_status st = hl_dw3x3_blocked_forward(g, x, w, bias, epi, y);
+        if (st) return st;
+        done = g->c_out / 8 * 8;
+    }
+    const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 7) / 8;
+    if (planes == 0) return HL_OK;
     scratch sb;
     chunk_masks *cm;
     hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks), (void **)&cm);
     if (st) return st;
     fill_masks(g, cm, chunks);
+    /* the interior chunks are one run [c0, c1) (a chunk's loads move right with it) */
+    int64_t c0 = 0, c1 = 0;
+    while (c0 < chunks && !cm[c0].interior) c0++;
+    for (c1 = c0; c1 < chunks && cm[c1].interior;) c1++;
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
     /* claimed in chunks of planes: a thread that the host deschedules leaves its planes to
        the others */
-    const dw_planes q = {g, cm, x, w, bias, epi, y};
+    const dw_planes q = {g, cm, c0, c1, done, rest, x, w, bias, epi, y};
     hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
@@ -216,9 +275,10 @@ static void run_planes(int64_t begin, int64_t end, void *arg) {
     float *y = q->y;
     const float *res = epi ? (const float *)epi->res : NULL;
     for (int64_t pl = begin; pl < end; pl++) {
-        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        plane(g, q->cm, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9, bias ? bias[co] : 0.0f,
-              epi, res ? res + pl * g->P : NULL, y + pl * g->P);
+        const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
+        const int64_t at = (n * g->c_out + co) * g->P;
+        plane(g, q->cm, q->c0, q->c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
+              bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
     }
 }
 

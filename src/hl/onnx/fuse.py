@@ -224,7 +224,8 @@ def _winograd_when_it_pays(n, x, w, geometry):
 
 def _packed_weight(conv, constants):
     """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
-    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one;
+    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one
+    and for a 3x3 one with at most 7 input channels (the stem kernel's);
     None for the others: a weight that is no float32 constant, a depthwise convolution (it
     has a direct kernel), more than 2 spatial axes, other kernel sizes."""
     w = constants.get(conv.inputs[1])
@@ -235,6 +236,12 @@ def _packed_weight(conv, constants):
     if group > 1 and w.shape[1] == 1:
         return None
     strides, dilations = conv.attr("strides", None), conv.attr("dilations", None)
+    if w.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and w.shape[1] * 9 <= 64 \
+            and all(s in (1, 2) for s in strides or [1]) and \
+            all(d == 1 for d in dilations or [1]):
+        # an RGB stem (3 -> 32 channels, stride 2): its own kernel on the panels
+        # (libcore cpu/conv_stem.c), which builds the columns of 16 outputs at a time in L1
+        return ops.conv_pack(w, group)
     if w.ndim == 4 and tuple(w.shape[2:]) == (3, 3) and group == 1 and \
             all(s == 1 for s in strides or [1]) and all(d == 1 for d in dilations or [1]):
         # the kernel takes Winograd where it fits (enough channels and positions) and the
@@ -242,7 +249,7 @@ def _packed_weight(conv, constants):
         return WINOGRAD_LATER
     if all(k == 1 for k in w.shape[2:]):
         return ops.conv_pack(w, group)
-    # Other kernels (a 7x7 stem, strided 3x3) stay with im2col + OpenBLAS: the packed product
+    # Other kernels (a 7x7 stem, strided 3x3 on more channels) stay with im2col + OpenBLAS: the packed product
     # on im2col's columns measured no faster, the stem up to 20% slower (docs/performance.md)
     return None
 

@@ -1,0 +1,235 @@
+/*
+ * conv_dw3x3_blocked.c - float32 depthwise 3x3 convolutions on small planes (28x28 and below:
+ * MobileNetV2's later layers), eight channels at a time with the channels in a vector's lanes,
+ * AVX2 + FMA.
+ *
+ * On a small plane the row kernel (conv_dw3x3.c) spends its time at the borders: a 7x7 or 14x14
+ * row is one or two vectors, every one of them masked, and each pass pays its setup for a few
+ * outputs. Here each group of eight planes is first turned around (8 x 8 transposes) into a
+ * zero-padded block of cells in L1, one cell a vector of the eight channels at one input
+ * position; each output is then nine plain loads and FMAs against the taps' weight vectors, no
+ * masks and no borders (onnxruntime keeps its whole graph in this layout, NCHWc; here it lasts
+ * one call), and the outputs are turned back by the same transposes, the residual and the
+ * activation applied to each finished vector of eight positions before its store.
+ *
+ * Each output sums as the row kernel's does, (bias + kernel row 0) + row 1 + row 2, each row's
+ * three taps by FMA in order and the padding cells' zeros multiplied, so the two kernels give
+ * the same bits and plain conv and conv_fused still agree bit for bit.
+ */
+#include "../core.h"
+#include "conv.h"
+#include "conv_avx2.h"
+#include "parallel.h"
+
+enum { LANES = 8 };
+/* Padded planes of at most this many cells take this kernel: 28x28 at stride 1 (30 x 30) and
+   below; a group's cells and outputs then stay within L1 and L2 (64 KiB at most). At 56x56
+   it measured as fast as the row kernel, at 112x112 slower (one thread, 7 alternating rounds). */
+enum { MAX_CELLS = 32 * 32 };
+/* Calls with at least this many outputs x taps run in parallel (as the row kernel). */
+enum { PAR_MIN = 1 << 15 };
+
+/* The padded block's rows and columns: what the outputs read, from the top-left padding on. */
+static void padded_dims(const conv_geom *g, int64_t *hp, int64_t *wp) {
+    *hp = (g->oh - 1) * g->sh + 3;
+    *wp = (g->ow - 1) * g->sw + 3;
+}
+
+bool hl_dw3x3_blocked_fits(const conv_geom *g) {
+    if (g->cg_out != 1 || g->c_out < LANES || g->oh <= 0 || g->ow <= 0) return false;
+    int64_t hp, wp;
+    padded_dims(g, &hp, &wp);
+    return hp * wp <= MAX_CELLS;
+}
+
+#if HL_CONV_HAVE_X86
+
+/* r[i][j] <- r[j][i] for 8 x 8 floats. */
+HL_AVX2 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]) {
+    __m256 t[8], s[8];
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        s[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
+}
+
+/* What every group of a call shares: the geometry, where each input position lands in the
+   padded block (cell_of, -1: read by no output) and the cells no input lands on (border). */
+typedef struct {
+    const conv_geom *g;
+    int64_t wp, nborder;
+    const int32_t *cell_of, *border;
+    const conv_epilogue *epi;
+} blocked_args;
+
+/* Channels c..c+7 of one sample: xg, yg and resg (or NULL) their first planes, wg their 9
+   weights each, bg their biases (or NULL); cells and out this thread's work. s and act are
+   constants where inlined. */
+HL_AVX2 static inline __attribute__((always_inline)) void group_s(
+    const blocked_args *a, const float *xg, const float *wg, const float *bg,
+    const float *resg, float *yg, float *cells, float *out, const int s, const int act) {
+    const conv_geom *g = a->g;
+    const int64_t pin = g->h * g->w, P = g->P, ow = g->ow, wp = a->wp;
+    const __m256 zero = _mm256_setzero_ps();
+    for (int64_t i = 0; i < a->nborder; i++) _mm256_storeu_ps(cells + a->border[i] * LANES, zero);
+    /* in: eight positions of the eight planes at a time, turned into eight cells */
+    for (int64_t p0 = 0; p0 < pin; p0 += 8) {
+        __m256 r[8];
+        const int64_t n = HL_MIN(8, pin - p0);
+        if (n == 8) {
+            for (int c = 0; c < 8; c++) r[c] = _mm256_loadu_ps(xg + c * pin + p0);
+        } else {
+            const __m256i m = hl_conv_mask8(n);
+            for (int c = 0; c < 8; c++) r[c] = _mm256_maskload_ps(xg + c * pin + p0, m);
+        }
+        transpose8(r);
+        for (int64_t j = 0; j < n; j++) {
+            const int32_t cell = a->cell_of[p0 + j];
+            if (cell >= 0) _mm256_storeu_ps(cells + (int64_t)cell * LANES, r[j]);
+        }
+    }
+    /* each tap's weights of the eight channels */
+    __m256 w[9];
+    for (int t = 0; t < 9; t++) {
+        float v[8];
+        for (int c = 0; c < 8; c++) v[c] = wg[c * 9 + t];
+        w[t] = _mm256_loadu_ps(v);
+    }
+    const __m256 bv = bg ? _mm256_loadu_ps(bg) : zero;
+    const int64_t row = wp * LANES;
+#define TAP(k, d) _mm256_loadu_ps(c + (k) * row + (d) * LANES)
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        const float *c = cells + oy * s * row;
+        float *o = out + oy * ow * LANES;
+        for (int64_t ox = 0; ox < ow; ox++, c += s * LANES, o += LANES) {
+            const __m256 p0 = _mm256_fmadd_ps(w[2], TAP(0, 2), _mm256_fmadd_ps(
+                                  w[1], TAP(0, 1), _mm256_fmadd_ps(w[0], TAP(0, 0), bv)));
+            const __m256 p1 = _mm256_fmadd_ps(w[5], TAP(1, 2), _mm256_fmadd_ps(
+                                  w[4], TAP(1, 1), _mm256_fmadd_ps(w[3], TAP(1, 0), zero)));
+            const __m256 p2 = _mm256_fmadd_ps(w[8], TAP(2, 2), _mm256_fmadd_ps(
+                                  w[7], TAP(2, 1), _mm256_fmadd_ps(w[6], TAP(2, 0), zero)));
+            _mm256_storeu_ps(o, _mm256_add_ps(_mm256_add_ps(p0, p1), p2));
+        }
+    }
+#undef TAP
+    /* out: eight positions at a time turned back into the eight planes (out has room for the
+       last block's positions past P, which are not stored), the epilogue, the store */
+    for (int64_t q0 = 0; q0 < P; q0 += 8) {
+        __m256 r[8];
+        for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(out + (q0 + j) * LANES);
+        transpose8(r);
+        const int64_t n = HL_MIN(8, P - q0);
+        const __m256i m = hl_conv_mask8(n);
+        for (int c = 0; c < 8; c++) {
+            __m256 v = r[c];
+            const int64_t at = c * P + q0;
+            if (resg) v = _mm256_add_ps(v, n == 8 ? _mm256_loadu_ps(resg + at)
+                                                  : _mm256_maskload_ps(resg + at, m));
+            if (act != HL_CONV_ACT_NONE) v = hl_conv_act8_as(act, a->epi, v);
+            if (n == 8) _mm256_storeu_ps(yg + at, v);
+            else _mm256_maskstore_ps(yg + at, m, v);
+        }
+    }
+}
+
+/* group_s for this call's stride and activation, each a constant in its own copy. */
+HL_AVX2 static void group(const blocked_args *a, const float *xg, const float *wg,
+                          const float *bg, const float *resg, float *yg, float *cells,
+                          float *out) {
+    const int act = a->epi ? a->epi->act : HL_CONV_ACT_NONE;
+#define GROUP_ACT(S)                                                                          \
+    switch (act) {                                                                            \
+    case HL_CONV_ACT_NONE: group_s(a, xg, wg, bg, resg, yg, cells, out, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: group_s(a, xg, wg, bg, resg, yg, cells, out, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: group_s(a, xg, wg, bg, resg, yg, cells, out, S, HL_CONV_ACT_CLIP); break; \
+    default: group_s(a, xg, wg, bg, resg, yg, cells, out, S, act); break;                     \
+    }
+    if (a->g->sw == 1) {
+        GROUP_ACT(1)
+    } else {
+        GROUP_ACT(2)
+    }
+#undef GROUP_ACT
+}
+
+/* What each chunk of groups needs; run_groups runs them. */
+typedef struct {
+    const blocked_args *a;
+    const float *x, *w, *bias, *res;
+    float *y, *work;
+    int64_t per_sample, per_thread, ncells;
+} group_tasks;
+
+/* Groups [t0, t1): sample t / per_sample, channels from t % per_sample * 8, in this thread's
+   cells and outputs. */
+static void run_groups(int64_t t0, int64_t t1, void *arg) {
+    const group_tasks *q = arg;
+    const conv_geom *g = q->a->g;
+    const int64_t pin = g->h * g->w;
+    float *cells = q->work + hl_thread_num() * q->per_thread;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / q->per_sample, c = t % q->per_sample * LANES;
+        const int64_t plane0 = n * g->c_out + c;
+        group(q->a, q->x + plane0 * pin, q->w + c * 9, q->bias ? q->bias + c : NULL,
+              q->res ? q->res + plane0 * g->P : NULL, q->y + plane0 * g->P, cells,
+              cells + q->ncells * LANES);
+    }
+}
+
+hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
+                                   const float *bias, const conv_epilogue *epi, float *y) {
+    const int64_t per_sample = g->c_out / LANES, tasks = g->n * per_sample;
+    if (tasks == 0 || g->P == 0) return HL_OK;
+    int64_t hp, wp;
+    padded_dims(g, &hp, &wp);
+    const int64_t pin = g->h * g->w, ncells = hp * wp, outs = (g->P + 7) / 8 * 8;
+    /* the tables (int32, rounded up to 16 of them: 64 bytes), then each thread's cells and
+       outputs */
+    const int64_t table = (pin + ncells + 15) / 16 * 16;
+    const int64_t per_thread = (ncells + outs) * LANES;
+    const int threads = hl_pool_threads();
+    const bool parallel = threads > 1 && tasks > 1 && tasks * LANES * g->P * 9 > PAR_MIN;
+    scratch sb;
+    void *work;
+    hl_status st = scratch_get("conv", &sb,
+                               (size_t)table * 4 + (size_t)(per_thread * threads) * 4, &work);
+    if (st) return st;
+    int32_t *cell_of = (int32_t *)work, *border = cell_of + pin;
+    float *mine0 = (float *)(cell_of + table);
+    for (int64_t p = 0; p < pin; p++) {
+        const int64_t cy = p / g->w + g->pt, cx = p % g->w + g->pl;
+        cell_of[p] = cy < hp && cx < wp ? (int32_t)(cy * wp + cx) : -1;
+    }
+    int64_t nborder = 0;
+    for (int64_t cy = 0; cy < hp; cy++)
+        for (int64_t cx = 0; cx < wp; cx++)
+            if (cy < g->pt || cy >= g->pt + g->h || cx < g->pl || cx >= g->pl + g->w)
+                border[nborder++] = (int32_t)(cy * wp + cx);
+    const blocked_args a = {g, wp, nborder, cell_of, border, epi};
+    const group_tasks q = {&a, x, w, bias, epi ? (const float *)epi->res : NULL, y, mine0,
+                           per_sample, per_thread, ncells};
+    /* one group a chunk, claimed as threads come free */
+    hl_parallel_for(tasks, parallel ? 1 : tasks, run_groups, (void *)&q);
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+#else
+
+hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
+                                   const float *bias, const conv_epilogue *epi, float *y) {
+    (void)g, (void)x, (void)w, (void)bias, (void)epi, (void)y;
+    return hl_fail(HL_ERR_UNSUPPORTED, "conv: the AVX2 depthwise kernel is not built here");
+}
+
+#endif
