@@ -51,7 +51,16 @@ def _grads(rng, dtype):
     return out
 
 
-def _trajectory(device, hl_name, kw, values, grads, fused, monkeypatch):
+def _snapshot(ps, opt):
+    states = {k: v.numpy().copy() for k, v in opt.get_states().items()
+              if isinstance(v, hl.Tensor)}
+    return [p.numpy().copy() for p in ps], states
+
+
+def _trajectory(device, hl_name, kw, values, grads, fused, monkeypatch, skips=None):
+    """The parameters and states after the steps; with ``skips`` (one bool per step) each
+    step's updates run inside ops.skipping_when(a 0-d bool on the device), and a skipped
+    step is checked to have written nothing."""
     with monkeypatch.context() as m:
         if not fused:  # the element-wise sequence hl.opt ran on cuda before the kernel
             m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
@@ -60,13 +69,23 @@ def _trajectory(device, hl_name, kw, values, grads, fused, monkeypatch):
             p.name = f"p{i}"  # the states' keys
         assert not fused or hl.ops.optim_update_available(ps[0])
         opt = getattr(hl.opt, hl_name)(**kw)
-        for step in grads:
-            for p, g in zip(ps, step):
-                opt.update(p, hl.tensor(g, device=device))
+        for k, step in enumerate(grads):
+            if skips is None:
+                for p, g in zip(ps, step):
+                    opt.update(p, hl.tensor(g, device=device))
+            else:
+                before = _snapshot(ps, opt)
+                with ops.skipping_when(hl.tensor(np.array(skips[k]), device=device)) as done:
+                    for p, g in zip(ps, step):
+                        opt.update(p, hl.tensor(g, device=device))
+                assert done == {id(p) for p in ps}  # every update read the flag
+                if skips[k]:
+                    after = _snapshot(ps, opt)
+                    for a, b in zip(before[0] + list(before[1].values()),
+                                    after[0] + list(after[1].values())):
+                        np.testing.assert_array_equal(a, b)
             opt.step()
-        states = {k: v.numpy().copy() for k, v in opt.get_states().items()
-                  if isinstance(v, hl.Tensor)}
-        return [p.numpy() for p in ps], states
+        return _snapshot(ps, opt)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -86,9 +105,34 @@ def test_optim_kernel_on_cuda_equals_the_sequence_and_the_cpu_bitwise(rng, monke
             np.testing.assert_array_equal(kernel[1][k], other[1][k], err_msg=k)
 
 
+# which steps are skipped; never the first: it creates the state (SGD's momentum buffer is
+# made empty and written by its first update), and graph mode records a step only after the
+# eager steps that made the slots, so a skipped step always finds its state written
+SKIPS = [False, True, False, True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("hl_name,torch_name,kw", CONFIGS, ids=CONFIG_IDS)
+def test_optim_kernel_on_cuda_reads_the_skip_flag_as_the_cpu_does(rng, monkeypatch, hl_name,
+                                                                  torch_name, kw, dtype):
+    """hl.amp's skip flag on the device: a set flag writes nothing (checked in _trajectory),
+    a clear one is the plain update; cuda and the CPU kernel agree bit for bit."""
+    values = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+    grads = _grads(rng, dtype) + _grads(rng, dtype)[:1]
+    cuda = _trajectory("cuda", hl_name, kw, values, grads, True, monkeypatch, SKIPS)
+    cpu = _trajectory("cpu", hl_name, kw, values, grads, True, monkeypatch, SKIPS)
+    for a, b, v in zip(cuda[0], cpu[0], values):
+        np.testing.assert_array_equal(a, b)
+        assert not np.array_equal(a, v)  # the clear steps did update
+    assert cuda[1].keys() == cpu[1].keys()
+    for k in cuda[1]:
+        np.testing.assert_array_equal(cuda[1][k], cpu[1][k], err_msg=k)
+
+
 def test_v2_rules_on_cuda_equal_the_cpu_bitwise(rng):
     """PaddlePaddle v2's momentum and Adam (no hl.opt class of their own: hl.v2 runs them),
-    with per-step values from 0-d device tensors, as a recorded plan passes them."""
+    with per-step values from 0-d device tensors, as a recorded plan passes them, and the
+    skip flag (the second step is skipped: it writes nothing)."""
     for rule, n_states, steps, hyper in (("v2_momentum", 1, [-0.1], [0.01, 0.9]),
                                          ("v2_adam", 2, [-0.01], [0.9, 0.1, 0.999, 0.001, 1e-8])):
         arrays = [rng.standard_normal((7, 3)).astype(np.float32) for _ in range(2 + n_states)]
@@ -97,8 +141,15 @@ def test_v2_rules_on_cuda_equal_the_cpu_bitwise(rng):
             p, g, *states = [hl.tensor(a, device=device) for a in arrays]
             states = [s.abs() for s in states]
             scalars = [hl.tensor(np.float32(v), device=device) for v in steps]
-            for _ in range(3):
-                ops.optim_update(rule, p, g, states, scalars, hyper)
+            for skip in (None, True, False):
+                before = [t.numpy().copy() for t in [p] + states]
+                if skip is None:
+                    ops.optim_update(rule, p, g, states, scalars, hyper)
+                    continue
+                with ops.skipping_when(hl.tensor(np.array(skip), device=device)):
+                    ops.optim_update(rule, p, g, states, scalars, hyper)
+                for a, t in zip(before, [p] + states):
+                    assert np.array_equal(a, t.numpy()) == skip, (rule, device, skip)
             out[device] = [t.numpy() for t in [p] + states]
         for a, b in zip(out["cuda"], out["cpu"]):
             np.testing.assert_array_equal(a, b, err_msg=rule)
