@@ -35,7 +35,8 @@
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
-enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+enum { NR = HL_PACK_B_NR, MR = 6, KC = HL_PACK_B_KC, MC = 144, NC_PANELS = 16 };
+_Static_assert(NR == 16, "the tile kernels hold a row of 16 columns (two 8-float vectors)");
 /* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
 enum { PACK_PAR_MIN = 1 << 22 };
 
@@ -119,7 +120,6 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
    after another, and in each, the panels one after another (kc x NR floats each). */
-_Static_assert(NR == HL_PACK_B_NR && KC == HL_PACK_B_KC, "packed_layouts.h's layout");
 static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
     return hl_packed_b_at(K, P, p, pc);
 }
