@@ -1,8 +1,10 @@
 """A model moved to another device between training steps: the optimiser's state follows its
 parameters (as PyTorch's load_state_dict casts optimiser state to each parameter's device),
 under the same keys, and training goes on as if it had never moved. Reference: the same six
-steps on one device (float32, rtol 1e-6: cuda's matmuls may sum in another order than the
-CPU's; the update kernels are bit for bit the CPU's, tests/cuda/test_fused.py)."""
+steps on one device: float32, rtol 1e-6 (RMSProp 2e-5: see below) for a model, whose
+forward and backward sum in another order on cuda than on the CPU; bit for bit for the
+optimiser alone given the gradients (the update kernels are bit for bit the CPU's,
+tests/cuda/test_fused.py)."""
 import numpy as np
 import pytest
 
