@@ -18,6 +18,7 @@
 #include "epilogue.cuh"
 
 #include "../src/cpu/blas_layout.h"
+#include "../src/matmul_fused_record.h"
 #include "../src/packed_layouts.h"
 
 enum { NR = HL_PACK_B_NR, KC = HL_PACK_B_KC };
@@ -60,20 +61,14 @@ extern "C" hl_status hl_cuda_gemm_pack_b(const hl_call *c) {
 
 /* ---- matmul_fused (api/matmul_fused.c's record) ---- */
 
-/* in[0] = a (..., K) contiguous; in[1] = b: packed (P, K, NR) when i[0] >= 0 (i[0] = N),
-   else a (K, N) view cuBLAS can read; then bias (N,) when i[2], residual (the output's shape,
-   contiguous) when i[3]; out[0] (..., N) contiguous; i[1] the activation, f[0..1] its
-   parameters. */
+/* The record: matmul_fused_record.h (a plain b is a 2-D view cuBLAS can read). */
 template <class T>
 static hl_status run_matmul_fused(const hl_call *c) {
-    const hl_tensor *a = c->in[0], *b = c->in[1];
-    hl_tensor *o = c->out[0];
-    int k = 2;
-    const hl_tensor *bias = c->i[2] ? c->in[k++] : NULL, *res = c->i[3] ? c->in[k++] : NULL;
-    const bool packed = c->i[0] >= 0;
-    const int64_t K = a->shape[a->ndim - 1], N = o->shape[o->ndim - 1];
-    int64_t M = 1;
-    for (int dim = 0; dim < a->ndim - 1; dim++) M *= a->shape[dim];
+    const hl_matmul_fused_args r = hl_matmul_fused_decode(c);
+    const hl_tensor *a = r.a, *b = r.b, *bias = r.bias, *res = r.res;
+    hl_tensor *o = r.out;
+    const bool packed = r.packed;
+    const int64_t M = r.M, N = r.N, K = r.K;
     if (M == 0 || N == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     const hl_dtype dt = a->dtype;
@@ -104,7 +99,7 @@ static hl_status run_matmul_fused(const hl_call *c) {
                           "matmul_fused");
     }
     if (st) return st;
-    hl_cuda_epilogue e = {(int)c->i[1], c->f[0], c->f[1], bias ? hl_cuda_ptr(bias) : NULL,
+    hl_cuda_epilogue e = {r.act, r.alpha, r.beta, bias ? hl_cuda_ptr(bias) : NULL,
                           res ? hl_cuda_ptr(res) : NULL, 1, N};
     return hl_cuda_run_epilogue(d, e, (T *)hl_cuda_ptr(o), M * N, "matmul_fused");
 }

@@ -14,6 +14,10 @@
  * The per-step values (learning rate, bias corrections) come from 0-d device tensors read by
  * the kernel when it runs (a recorded plan, a captured graph: the plan writes them before
  * each replay), or, in an eager step, from the record's numbers, passed by value.
+ *
+ * hl.amp's skip flag (a 0-d bool on the device, i[HL_OPTIM_SKIP]) is read by every thread
+ * when the kernel runs, and a set flag returns before anything is written: the decision
+ * stays on the device (no host read, nothing to synchronise), as cpu/optim.c's does.
  */
 #include "epilogue.cuh"
 
@@ -35,6 +39,7 @@ struct optim_args {
     T *p, *s[3];              /* param, states (in the rule's order) */
     const T *g;
     const T *step_ptr[3];     /* 0-d device tensors, or NULL: step_val then */
+    const bool *skip;         /* hl.amp's skip flag (0-d, on the device), or NULL */
     T step_val[3];
     T hyper[5];               /* f[0..4] rounded to T */
     int flags, n_states;
@@ -44,6 +49,10 @@ template <class T>
 __device__ static inline T step_value(const optim_args<T> &a, int k) {
     return a.step_ptr[k] ? *a.step_ptr[k] : a.step_val[k];
 }
+
+/* Whether this launch is a skipped step: every thread reads the one flag (a broadcast read). */
+template <class T>
+__device__ static inline bool skipped(const optim_args<T> &a) { return a.skip && *a.skip; }
 
 #define ADD hl_rn_add
 #define MUL hl_rn_mul
@@ -56,6 +65,7 @@ __device__ static inline T decayed(T g, T p, T wd) { return wd != 0 ? ADD(g, MUL
 
 template <class T>
 __global__ void sgd_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const T neg_lr = step_value(a, 0), wd = a.hyper[0], mom = a.hyper[1], keep = a.hyper[2];
     const bool init = a.flags & HL_OPTIM_INIT, nesterov = a.flags & HL_OPTIM_NESTEROV;
     T *b = a.s[0];
@@ -74,6 +84,7 @@ __global__ void sgd_k(optim_args<T> a, int64_t n) {
 
 template <class T>
 __global__ void adam_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const bool decoupled = a.flags & HL_OPTIM_DECOUPLED;
     const T neg_step = step_value(a, 0), bc2 = step_value(a, 1);
     const T decay = decoupled ? step_value(a, 2) : T(1);
@@ -99,6 +110,7 @@ __global__ void adam_k(optim_args<T> a, int64_t n) {
 
 template <class T>
 __global__ void rmsprop_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const T neg_lr = step_value(a, 0), wd = a.hyper[0], alpha = a.hyper[1], w = a.hyper[2];
     const T eps = a.hyper[3], mom = a.hyper[4];
     int k = 0;
@@ -128,6 +140,7 @@ __global__ void rmsprop_k(optim_args<T> a, int64_t n) {
 
 template <class T>
 __global__ void adagrad_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const T neg_lr = step_value(a, 0), wd = a.hyper[0], eps = a.hyper[1];
     T *s = a.s[0];
     HL_GRID_STRIDE(i, n) {
@@ -140,6 +153,7 @@ __global__ void adagrad_k(optim_args<T> a, int64_t n) {
 
 template <class T>
 __global__ void v2_momentum_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const T neg_lr = step_value(a, 0), wd = a.hyper[0], mom = a.hyper[1];
     T *b = a.s[0];
     HL_GRID_STRIDE(i, n) {
@@ -152,6 +166,7 @@ __global__ void v2_momentum_k(optim_args<T> a, int64_t n) {
 
 template <class T>
 __global__ void v2_adam_k(optim_args<T> a, int64_t n) {
+    if (skipped(a)) return;
     const T neg_alpha = step_value(a, 0), b1 = a.hyper[0], w1 = a.hyper[1], b2 = a.hyper[2];
     const T w2 = a.hyper[3], eps = a.hyper[4];
     T *m = a.s[0], *v = a.s[1];
@@ -179,6 +194,7 @@ static hl_status run_update(const hl_call *c) {
         else a.step_val[k] = (T)c->f[HL_OPTIM_VALUES + k];
     }
     for (int k = 0; k < 5; k++) a.hyper[k] = (T)c->f[k];
+    if (c->i[HL_OPTIM_SKIP]) a.skip = (const bool *)hl_cuda_ptr(c->in[c->n_in - 1]);
     const int64_t n = hl_cuda_numel(c->out[0]);
     if (n == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));

@@ -465,8 +465,7 @@ hl_status hl_random_bernoulli(hl_tensor *dst, uint64_t seed, uint64_t offset, do
    skip (any rule; NULL for none): a 0-d bool tensor on param's device, read when the call
    runs; when true the call writes nothing (hl.amp's loss scaling: a step whose gradients
    overflowed leaves the parameter and its state unchanged, decided on the device at each
-   replay of a plan). Only the CPU kernel reads it so far: on another device a skip tensor
-   is refused (UnsupportedError), and hl.amp guards the update itself there. */
+   replay of a plan). The CPU and cuda kernels both read it on the device (no host read). */
 enum {
     HL_OPTIM_SGD = 0, HL_OPTIM_ADAM = 1, HL_OPTIM_RMSPROP = 2, HL_OPTIM_ADAGRAD = 3,
     HL_OPTIM_V2_MOMENTUM = 4, HL_OPTIM_V2_ADAM = 5

@@ -160,7 +160,9 @@ class Tensor:
 
     def to(self, *args, **kwargs):
         """``to(device)``, ``to(dtype)`` or ``to(device, dtype)``: a tensor there (self when
-        nothing changes)."""
+        nothing changes). The new tensor keeps the name (an optimiser keys its state by it);
+        a move to another device is a copy outside the autograd graph (``to(dtype)`` is
+        astype, which gradients flow through)."""
         device = kwargs.pop("device", None)
         dtype = kwargs.pop("dtype", None)
         if kwargs:
@@ -178,10 +180,16 @@ class Tensor:
             d = _dev.device(device)
             if d != t.device:
                 t = _wrap(_core.to_device(t._h, d.code, d.index))
+        if t is not self:
+            t.name = self.name
         return t
 
     def cpu(self):
         return self.to("cpu")
+
+    def cuda(self, device=None):
+        """PyTorch's ``t.cuda()`` / ``t.cuda(1)``: ``to("cuda")`` / ``to("cuda:1")``."""
+        return self.to("cuda" if device is None else f"cuda:{int(device)}")
 
     def _move_to(self, device):
         """Moves the data to `device` in place: the object (and every reference to it, an

@@ -6,6 +6,8 @@ the first steps overflow (skipped, scale backing off) and a growth interval so s
 scale grows again (and overflows again) during the run; every per-step loss, the final
 weights, the optimiser's state and step count and the scaler's scale and tracker must be
 equal bit for bit."""
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -144,11 +146,22 @@ def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch(device, style):
     inf, as eagerly); on cuda 2^24 overflows float16's gradients. The first steps are skipped
     and the scale backs off until the scaled gradients are finite, then grows every 4 steps
     into overflow again; Adam's state (moments and per-parameter step counts) must not move
-    on a skipped step. On the CPU the one-pass update reads the skip flag; on cuda the update
-    is guarded (docs/amp.md)."""
+    on a skipped step. On both devices the one-pass update reads the skip flag on the device
+    for every parameter (no guard copies: docs/amp.md)."""
     init = 2.0 ** 130 if device == "cpu" else 2.0 ** 24
     eager = _singa_run(False, init, device, style)
-    graph = _singa_run(True, init, device, style)
+    read_flag = []
+    real = hl.ops.skipping_when
+
+    @contextlib.contextmanager
+    def spy(flag):
+        with real(flag) as done:
+            yield done
+        read_flag.append(len(done))
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(hl.ops, "skipping_when", spy)
+        graph = _singa_run(True, init, device, style)
+    assert read_flag and set(read_flag) == {4}, read_flag  # both layers' weight and bias
     assert graph[3]["replayed"] >= 15, graph[3]  # after the first update (Adam makes slots)
     scales = eager[1]
     assert scales[0] == init / 2 and any(b > a for a, b in zip(scales, scales[1:])), scales
@@ -158,21 +171,25 @@ def test_autocast_and_grad_scaler_in_a_recorded_train_one_batch(device, style):
     assert eager[2][1]["step"] < 24
 
 
-def test_the_one_pass_update_reads_the_skip_flag_on_the_cpu():
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_the_one_pass_update_reads_the_skip_flag_on_the_device(device):
     """hl.ops.optim_update inside ops.skipping_when(flag): with the flag false it is the
-    plain update bit for bit, with it true it writes nothing (parameter and state); a skip
-    flag on another device is refused, never ignored."""
+    plain update bit for bit, with it true it writes nothing (parameter and state); a flag
+    that is not a 0-d bool, or on another device, is refused and nothing is written."""
     rng = np.random.default_rng(0)
     p0, g, m0, v0 = (rng.standard_normal((3, 5)).astype(np.float32) for _ in range(4))
     v0 = np.abs(v0)
 
+    def t(a):
+        return hl.tensor(a, device=device)
+
     def adam(flag):
-        p, m, v = hl.tensor(p0), hl.tensor(m0), hl.tensor(v0)
-        args = ("adam", p, hl.tensor(g), [m, v], [-0.01, 0.9], [0.0, 0.1, 0.999, 0.001, 1e-8])
+        p, m, v = t(p0), t(m0), t(v0)
+        args = ("adam", p, t(g), [m, v], [-0.01, 0.9], [0.0, 0.1, 0.999, 0.001, 1e-8])
         if flag is None:
             hl.ops.optim_update(*args)
         else:
-            with hl.ops.optim.skipping_when(hl.tensor(np.array(flag))) as done:
+            with hl.ops.optim.skipping_when(t(np.array(flag))) as done:
                 hl.ops.optim_update(*args)
             assert done == {id(p)}
         return p.numpy(), m.numpy(), v.numpy()
@@ -182,8 +199,12 @@ def test_the_one_pass_update_reads_the_skip_flag_on_the_cpu():
     for a, b in zip(skipped, (p0, m0, v0)):
         np.testing.assert_array_equal(a, b)
     assert not np.array_equal(plain[0], p0)
-    p = hl.tensor(p0)
+    p = t(p0)
     with pytest.raises(hl.errors.ValueError, match="0-d bool"):
-        hl._core.optim_update(0, 0, p._h, hl.tensor(g)._h, [], None, [-0.1], [0, 0, 1],
-                              hl.tensor(np.array([True, False]))._h)
+        hl._core.optim_update(0, 0, p._h, t(g)._h, [], None, [-0.1], [0, 0, 1],
+                              t(np.array([True, False]))._h)
+    if device != "cpu":
+        with pytest.raises(hl.errors.DeviceError, match="cpu"):
+            hl._core.optim_update(0, 0, p._h, t(g)._h, [], None, [-0.1], [0, 0, 1],
+                                  hl.tensor(np.array(True))._h)
     np.testing.assert_array_equal(p.numpy(), p0)

@@ -9,6 +9,8 @@ import hl
 from hl import layers as L
 from hl.autograd import functional as F
 
+from tests.digits import SmallCNN, digits
+
 
 @pytest.fixture
 def policy():
@@ -16,17 +18,10 @@ def policy():
     hl.mixed_precision.set_global_policy("float32")
 
 
-def _digits(flat=True):
-    (x, y), (xt, yt) = hl.data.digits()
-    if flat:
-        x, xt = x.reshape(len(x), -1), xt.reshape(len(xt), -1)
-    return x.astype(np.float32), y, xt.astype(np.float32), yt
-
-
 def _fit(name, device, epochs=4, graph=False):
     hl.mixed_precision.set_global_policy(name)
     hl.manual_seed(0)
-    x, y, xt, yt = _digits()
+    x, y, xt, yt = digits()
     model = hl.Sequential(L.Linear(64), L.ReLU(), L.Linear(10))
     model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -50,7 +45,7 @@ def test_keras_policy_fit_on_cuda_matches_float32_accuracy(policy, name):
         assert scaler is not None and scaler.get_scale() == 2.0 ** 15
     else:  # bfloat16 has float32's range: no scaling
         assert scaler is None
-    x = hl.tensor(_digits()[2][:5], device="cuda")
+    x = hl.tensor(digits()[2][:5], device="cuda")
     assert model(x).dtype is hl.dtype(name.split("_")[1])  # a direct call computes in half too
 
 
@@ -58,7 +53,7 @@ def test_keras_policy_fit_on_cpu_with_bfloat16(policy):
     _, acc32 = _fit("float32", "cpu")
     model, acc = _fit("mixed_bfloat16", "cpu")
     assert acc32 > 0.9 and acc >= acc32 - 0.01, (acc, acc32)
-    x = hl.tensor(_digits()[2][:5])
+    x = hl.tensor(digits()[2][:5])
     out = model(x).numpy()  # float32 holding bfloat16 values (the CPU's emulation)
     assert np.array_equal(out, out.astype(hl.bfloat16.np).astype(np.float32))
 
@@ -86,23 +81,10 @@ def test_policy_survives_save_and_load(policy, tmp_path):
     assert back.layers[0].dtype_policy.name == "mixed_bfloat16"
 
 
-class CNN(hl.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = L.Conv2d(8, 3, padding=1)
-        self.bn = L.BatchNorm2d(8)
-        self.pool = L.MaxPool2d(2, 2)
-        self.flatten = L.Flatten()
-        self.fc = L.Linear(10)
-
-    def forward(self, x):
-        return self.fc(self.flatten(self.pool(self.bn(self.conv(x)).relu())))
-
-
 def _train_cnn(amp, epochs=1):  # one epoch: ~15 s per run under emulation
     hl.manual_seed(0)
-    x, y, xt, yt = _digits(flat=False)
-    model = CNN()
+    x, y, xt, yt = digits(flat=False)
+    model = SmallCNN()
     model.train()  # explicitly: not SINGA's global default, which another test may have left off
     model.to("cuda")
     opt = None
@@ -138,7 +120,7 @@ def test_pytorch_style_cnn_with_autocast_and_grad_scaler_on_cuda():
 def test_graph_mode_fit_runs_bfloat16(policy):
     """bfloat16 needs no loss scaling, so its step records as a plan like float32's and gives
     the eager run's numbers."""
-    x, y, _, _ = _digits()
+    x, y, _, _ = digits()
     losses = {}
     for graph in (False, True):
         policy("mixed_bfloat16")

@@ -23,7 +23,9 @@ import pytest
 import hl
 from hl import _core, ops
 
-from tests.opt.common import CONFIG_IDS, CONFIGS
+from tests.graph.models import CNN, assert_graph_trains_as_eager, image_batches
+from tests.opt.common import (CONFIG_IDS, CONFIGS, assert_same_trajectory, hard_grads,
+                               trajectory)
 
 pytestmark = pytest.mark.gpu
 
@@ -33,62 +35,47 @@ SHAPES = [(3, 5), (), (40, 30)]
 STEPS = 3
 
 
-def _grads(rng, dtype):
-    out = []
-    for _ in range(STEPS):
-        step = []
-        for s in SHAPES:
-            g = rng.standard_normal(s)
-            if g.ndim:
-                flat = g.reshape(-1)
-                flat[::7] = 0.0
-                flat[1::11] *= 1e6
-                flat[2::13] *= 1e-20
-                if g.size > 100:
-                    flat[3], flat[5], flat[6] = np.nan, np.inf, -np.inf
-            step.append(g.astype(dtype))
-        out.append(step)
-    return out
-
-
-def _trajectory(device, hl_name, kw, values, grads, fused, monkeypatch):
-    with monkeypatch.context() as m:
-        if not fused:  # the element-wise sequence hl.opt ran on cuda before the kernel
-            m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
-        ps = [hl.tensor(v.copy(), device=device) for v in values]
-        for i, p in enumerate(ps):
-            p.name = f"p{i}"  # the states' keys
-        assert not fused or hl.ops.optim_update_available(ps[0])
-        opt = getattr(hl.opt, hl_name)(**kw)
-        for step in grads:
-            for p, g in zip(ps, step):
-                opt.update(p, hl.tensor(g, device=device))
-            opt.step()
-        states = {k: v.numpy().copy() for k, v in opt.get_states().items()
-                  if isinstance(v, hl.Tensor)}
-        return [p.numpy() for p in ps], states
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("hl_name,torch_name,kw", CONFIGS, ids=CONFIG_IDS)
 def test_optim_kernel_on_cuda_equals_the_sequence_and_the_cpu_bitwise(rng, monkeypatch, hl_name,
                                                                       torch_name, kw, dtype):
     values = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    grads = _grads(rng, dtype)
-    kernel = _trajectory("cuda", hl_name, kw, values, grads, True, monkeypatch)
-    sequence = _trajectory("cuda", hl_name, kw, values, grads, False, monkeypatch)
-    cpu = _trajectory("cpu", hl_name, kw, values, grads, True, monkeypatch)
-    for other in (sequence, cpu):
-        for a, b in zip(kernel[0], other[0]):
-            np.testing.assert_array_equal(a, b)
-        assert kernel[1].keys() == other[1].keys()
-        for k in kernel[1]:
-            np.testing.assert_array_equal(kernel[1][k], other[1][k], err_msg=k)
+    grads = hard_grads(rng, dtype, SHAPES, STEPS)
+    kernel = trajectory(hl_name, kw, values, grads, monkeypatch, devices=["cuda"])
+    # the element-wise sequence hl.opt ran on cuda before the kernel, and the CPU's kernel
+    sequence = trajectory(hl_name, kw, values, grads, monkeypatch, fused=False,
+                          devices=["cuda"])
+    cpu = trajectory(hl_name, kw, values, grads, monkeypatch)
+    assert_same_trajectory(kernel, sequence)
+    assert_same_trajectory(kernel, cpu)
+
+
+# which steps are skipped (checked in tests/opt/common.py's trajectory); never the first: it
+# creates the state (SGD's momentum buffer is made empty and written by its first update),
+# and graph mode records a step only after the eager steps that made the slots, so a
+# skipped step always finds its state written
+SKIPS = [False, True, False, True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("hl_name,torch_name,kw", CONFIGS, ids=CONFIG_IDS)
+def test_optim_kernel_on_cuda_reads_the_skip_flag_as_the_cpu_does(rng, monkeypatch, hl_name,
+                                                                  torch_name, kw, dtype):
+    """hl.amp's skip flag on the device: a set flag writes nothing, a clear one is the plain
+    update; cuda and the CPU kernel agree bit for bit."""
+    values = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
+    grads = hard_grads(rng, dtype, SHAPES, len(SKIPS))
+    cuda = trajectory(hl_name, kw, values, grads, monkeypatch, devices=["cuda"], skips=SKIPS)
+    cpu = trajectory(hl_name, kw, values, grads, monkeypatch, skips=SKIPS)
+    assert_same_trajectory(cuda, cpu)
+    for a, v in zip(cuda[0], values):
+        assert not np.array_equal(a, v)  # the clear steps did update
 
 
 def test_v2_rules_on_cuda_equal_the_cpu_bitwise(rng):
     """PaddlePaddle v2's momentum and Adam (no hl.opt class of their own: hl.v2 runs them),
-    with per-step values from 0-d device tensors, as a recorded plan passes them."""
+    with per-step values from 0-d device tensors, as a recorded plan passes them, and the
+    skip flag (the second step is skipped: it writes nothing)."""
     for rule, n_states, steps, hyper in (("v2_momentum", 1, [-0.1], [0.01, 0.9]),
                                          ("v2_adam", 2, [-0.01], [0.9, 0.1, 0.999, 0.001, 1e-8])):
         arrays = [rng.standard_normal((7, 3)).astype(np.float32) for _ in range(2 + n_states)]
@@ -97,53 +84,30 @@ def test_v2_rules_on_cuda_equal_the_cpu_bitwise(rng):
             p, g, *states = [hl.tensor(a, device=device) for a in arrays]
             states = [s.abs() for s in states]
             scalars = [hl.tensor(np.float32(v), device=device) for v in steps]
-            for _ in range(3):
-                ops.optim_update(rule, p, g, states, scalars, hyper)
+            for skip in (None, True, False):
+                before = [t.numpy().copy() for t in [p] + states]
+                if skip is None:
+                    ops.optim_update(rule, p, g, states, scalars, hyper)
+                    continue
+                with ops.skipping_when(hl.tensor(np.array(skip), device=device)):
+                    ops.optim_update(rule, p, g, states, scalars, hyper)
+                for a, t in zip(before, [p] + states):
+                    assert np.array_equal(a, t.numpy()) == skip, (rule, device, skip)
             out[device] = [t.numpy() for t in [p] + states]
         for a, b in zip(out["cuda"], out["cpu"]):
             np.testing.assert_array_equal(a, b, err_msg=rule)
 
 
-class ConvNet(hl.Module):
+def test_graph_mode_on_cuda_fuses_conv_relu_and_updates_with_the_kernel_bitwise(rng):
     """Conv -> ReLU twice (graph mode fuses each pair into conv_fused) trained by Adam (the
     optimiser kernel reads its step values from tensors at each replay)."""
+    L = hl.layers
 
-    def __init__(self):
-        super().__init__()
-        L = hl.layers
-        self.net = L.Sequential(L.Conv2d(4, 3, padding=1), L.ReLU(), L.MaxPool2d(2, 2),
-                                L.Conv2d(6, 3), L.ReLU(), L.Flatten(), L.Linear(5))
-        self.optim = hl.opt.Adam(lr=0.01)
-
-    def forward(self, x):
-        return self.net(x)
-
-    def train_one_batch(self, x, y):
-        loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
-        self.optim.backward_and_update(loss)
-        return loss
-
-
-def test_graph_mode_on_cuda_fuses_conv_relu_and_updates_with_the_kernel_bitwise(rng):
-    data = [(rng.standard_normal((4, 2, 10, 10)).astype(np.float32), rng.integers(0, 5, 4))
-            for _ in range(8)]
-    runs = []
-    for graph in (False, True):
-        hl.manual_seed(0)
-        m = ConvNet()
-        m.compile([hl.Placeholder((4, 2, 10, 10), device="cuda")], is_train=True,
-                  use_graph=graph)
-        m.to("cuda")
-        losses = [float(m.train_one_batch(hl.tensor(x, device="cuda"),
-                                          hl.tensor(y, device="cuda")).numpy())
-                  for x, y in data]
-        runs.append((m, losses))
-    (eager, le), (graph, lg) = runs
-    assert le == lg
-    for (k, a), b in zip(eager.get_states().items(), graph.get_states().values()):
-        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
-    plan = [e.plan for e in graph._graph_runner().caches["train_one_batch"].entries.values()][0]
-    stats = _core.plan_stats(plan.core)
+    def model():
+        return CNN(hl.opt.Adam(lr=0.01), L.Conv2d(4, 3, padding=1), L.ReLU(),
+                   L.MaxPool2d(2, 2), L.Conv2d(6, 3), L.ReLU(), L.Flatten(), L.Linear(5))
+    _, stats = assert_graph_trains_as_eager(model, image_batches(rng, 8, (4, 2, 10, 10)),
+                                            device="cuda")
     assert stats["conv_epilogues"] == 2
     assert stats["graph_calls"] > 0
 

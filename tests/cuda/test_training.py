@@ -7,18 +7,14 @@ import pytest
 import hl
 from hl import layers as L
 
+from tests.digits import SmallCNN, digits
+
 pytestmark = pytest.mark.gpu
-
-
-def _digits():
-    (x, y), (xt, yt) = hl.data.digits()
-    return (x.reshape(len(x), -1).astype(np.float32), y,
-            xt.reshape(len(xt), -1).astype(np.float32), yt)
 
 
 def _train(device, epochs=3):
     hl.manual_seed(0)
-    x, y, xt, yt = _digits()
+    x, y, xt, yt = digits()
     model = hl.Sequential(L.Linear(32), L.ReLU(), L.Linear(10))
     model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])
@@ -44,7 +40,7 @@ def test_checkpoint_saved_on_cuda_loads_on_cpu_and_back(tmp_path):
     hl.save(model, path)
     on_cpu = hl.load(path, device="cpu")
     assert all(p.device == hl.cpu() for p in on_cpu.get_states().values())
-    x = _digits()[2][:50]
+    x = digits()[2][:50]
     np.testing.assert_allclose(on_cpu.predict(x), pred, rtol=1e-5, atol=1e-6)
     back = hl.load(path)  # where it was saved: cuda
     assert all(p.device == hl.cuda(0) for p in back.get_states().values())
@@ -62,25 +58,9 @@ def test_singa_create_cuda_gpu_is_the_cuda_device():
     assert float(tensor.to_numpy(t).sum()) == 9.0
 
 
-class SmallCNN(hl.Module):
-    """Conv, batch norm, pooling, dense: a CNN training step's every kernel family."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv = L.Conv2d(8, 3, padding=1)
-        self.bn = L.BatchNorm2d(8)
-        self.pool = L.MaxPool2d(2, 2)
-        self.flatten = L.Flatten()
-        self.fc = L.Linear(10)
-
-    def forward(self, x):
-        return self.fc(self.flatten(self.pool(self.bn(self.conv(x)).relu())))
-
-
 def _train_cnn(device):
     hl.manual_seed(0)
-    (x, y), (xt, yt) = hl.data.digits()
-    x, xt = x.reshape(-1, 1, 8, 8).astype(np.float32), xt.reshape(-1, 1, 8, 8).astype(np.float32)
+    x, y, xt, yt = digits(flat=False)
     model = SmallCNN()
     model.compile(optimizer=hl.opt.SGD(lr=0.05, momentum=0.9),
                   loss="sparse_categorical_crossentropy", metrics=["accuracy"])

@@ -3,6 +3,7 @@ the same seed and compares them (graph mode must reproduce eager exactly)."""
 import numpy as np
 
 import hl
+from hl import _core
 
 
 class MLP(hl.Module):
@@ -52,3 +53,51 @@ def params(model):
 
 def stats(model, what="train_one_batch"):
     return model._graph_runner().stats()[what]
+
+
+class CNN(hl.Module):
+    """A SINGA-style CNN: the given layers, softmax cross-entropy, optim's
+    backward_and_update (graph mode fuses each Conv2d + ReLU pair into conv_fused)."""
+
+    def __init__(self, optim, *layers):
+        super().__init__()
+        self.net = hl.layers.Sequential(*layers)
+        self.optim = optim
+
+    def forward(self, x):
+        return self.net(x)
+
+    def train_one_batch(self, x, y):
+        loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+        self.optim.backward_and_update(loss)
+        return loss
+
+
+def image_batches(rng, n, shape, classes=5):
+    return [(rng.standard_normal(shape).astype(np.float32), rng.integers(0, classes, shape[0]))
+            for _ in range(n)]
+
+
+def assert_graph_trains_as_eager(make_model, data, device="cpu", seed=0):
+    """Trains make_model() eagerly and in graph mode from the same seed on data ([(x, y)],
+    on device) and asserts every loss and every parameter and buffer equal bit for bit;
+    returns the graph model and the core stats of its train_one_batch plan."""
+    runs = []
+    for graph in (False, True):
+        hl.manual_seed(seed)
+        m = make_model()
+        m.compile([hl.Placeholder(data[0][0].shape, device=device)], is_train=True,
+                  use_graph=graph)
+        m.to(device)
+        losses = [float(m.train_one_batch(hl.tensor(x, device=device),
+                                          hl.tensor(y, device=device)).numpy())
+                  for x, y in data]
+        runs.append((m, losses))
+    (eager, le), (graph, lg) = runs
+    assert le == lg
+    pe, pg = params(eager), params(graph)
+    assert pe.keys() == pg.keys()
+    for k in pe:
+        np.testing.assert_array_equal(pe[k], pg[k], err_msg=k)
+    plan = [e.plan for e in graph._graph_runner().caches["train_one_batch"].entries.values()][0]
+    return graph, _core.plan_stats(plan.core)

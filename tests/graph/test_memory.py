@@ -12,24 +12,16 @@ import hl
 from hl import _core
 from hl import layers as L
 
+from . import models
 
-class CNN(hl.Module):
+
+class CNN(models.CNN):
     """bench/train.py's MNIST CNN, smaller."""
 
     def __init__(self):
-        super().__init__()
-        self.net = L.Sequential(L.Conv2d(8, 5), L.ReLU(), L.MaxPool2d(2, 2), L.Conv2d(16, 5),
-                                L.ReLU(), L.MaxPool2d(2, 2), L.Flatten(), L.Linear(64),
-                                L.ReLU(), L.Linear(10))
-        self.optim = hl.opt.SGD(lr=0.01, momentum=0.9)
-
-    def forward(self, x):
-        return self.net(x)
-
-    def train_one_batch(self, x, y):
-        loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
-        self.optim.backward_and_update(loss)
-        return loss
+        super().__init__(hl.opt.SGD(lr=0.01, momentum=0.9), L.Conv2d(8, 5), L.ReLU(),
+                         L.MaxPool2d(2, 2), L.Conv2d(16, 5), L.ReLU(), L.MaxPool2d(2, 2),
+                         L.Flatten(), L.Linear(64), L.ReLU(), L.Linear(10))
 
 
 def _in_use_before():

@@ -145,18 +145,71 @@ def test_packed_adversarial_values(case):
         np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
         np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
         np.testing.assert_array_equal(np.isneginf(got), np.isneginf(ref))
-    # weights near float32's limit: sums overflow to infinity as float32 ones do
-    x, w, b, stride, padding, groups = _data(case, seed=5, scale=1e37)
+    # weights scaled so that the largest output's terms' magnitudes sum to 1e38: values near
+    # float32's limit, yet no partial sum overflows in any order, so every output is held
+    # to the bound (sums that overflow: test_adversarial_sums_overflow_in_every_order)
+    x, w, b, stride, padding, groups = _data(case, seed=5)
+    w, b = _scaled_to(1e38, x, w, b, stride, padding, groups)
     got = _packed(x, w, b, None, stride, padding, groups)
     ref, bound = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
-    finite = np.abs(ref) < 3e38  # far from the boundary either way
-    big = np.abs(ref) > 4e38
-    assert np.isinf(got[big]).all()
-    # checked where no partial sum can overflow (the sum of the terms' magnitudes is finite):
-    # elsewhere float32 may overflow midway in one summation order and not in another
+    assert np.abs(ref).max() > 1e37 and np.isfinite(got).all()
+    assert (np.abs(got - ref) <= bound).all()
+
+
+def _scaled_to(top, x, w, b, stride, padding, groups):
+    """w and b scaled so that the largest sum of an output's terms' magnitudes is top (then
+    no summation order can overflow below float32's limit)."""
+    _, bound = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
     K = w.shape[1] * int(np.prod(w.shape[2:]))
-    ok = finite & (bound / ((K + 2) * EPS32) < 3e38)
-    assert (np.abs(got[ok] - ref[ok]) <= bound[ok]).all()
+    scale = top / (bound / ((K + 2) * EPS32)).max()
+    return (w * scale).astype(np.float32), (b * scale).astype(np.float32)
+
+
+def _overflowing(xs, ws, seed):
+    """x, w, b whose every product of an input in the image and a weight is finite (under
+    2.3e38), at least 1e38 in magnitude and of one sign per sample (+ in sample 0, - in
+    sample 1): every output has 4 or more such terms, so its sum overflows in any order.
+    A NaN input in sample 0, and an infinity in each sample of that sample's sign (one of
+    the other sign would meet the other terms' overflow as NaN in some orders only)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(1.0, 1.5, xs).astype(np.float32)
+    x[1] = -x[1]
+    w = rng.uniform(1e38, 1.5e38, ws).astype(np.float32)
+    b = rng.uniform(-1.0, 1.0, ws[0]).astype(np.float32)
+    x[0, 0, 0, 5] = np.nan
+    x[0, 1, 2, 2], x[1, 0, 2, 4] = np.inf, -np.inf
+    return x, w, b
+
+
+# the kernels a float32 convolution may take that sum the products themselves: the packed
+# product (panels: 1x1, im2col, the two-column tail), the unpacked path and the depthwise
+# kernels. Not Winograd: it sums other terms (transformed tiles, with differences of the
+# weights), which overflow to infinities of both signs first: NaN where these give inf.
+OVERFLOW_KERNELS = {
+    "packed_pointwise": ((2, 17, 7, 7), (13, 17, 1, 1), 1, 0, 1, "panels"),
+    "packed_im2col": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1, "panels"),
+    "packed_tail": ((2, 301, 3, 6), (13, 301, 1, 1), 1, 0, 1, "panels"),
+    "unpacked": ((2, 8, 9, 10), (6, 8, 3, 3), 2, 1, 1, None),
+    "depthwise": ((2, 6, 13, 10), (6, 1, 3, 3), 1, 1, 6, None),
+    "depthwise_s2": ((2, 16, 14, 14), (16, 1, 3, 3), 2, 1, 16, None),
+}
+
+
+@pytest.mark.parametrize("kernel", sorted(OVERFLOW_KERNELS))
+def test_adversarial_sums_overflow_in_every_order(kernel):
+    """Sums that overflow whatever the summation order: each output is +-inf with the
+    float64 reference's sign, NaN exactly where the reference is NaN."""
+    xs, ws, stride, padding, groups, layout = OVERFLOW_KERNELS[kernel]
+    x, w, b = _overflowing(xs, ws, seed=6)
+    if layout is None:
+        got = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride,
+                        padding=padding, groups=groups).numpy()
+    else:
+        got = _packed(x, w, b, None, stride, padding, groups, layout=layout)
+    ref, _ = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
+    assert np.isnan(ref).any() and (np.abs(ref[~np.isnan(ref)]) > 3.5e38).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_array_equal(got[~np.isnan(ref)], np.sign(ref[~np.isnan(ref)]) * np.inf)
 
 
 def test_packed_layout():
@@ -420,8 +473,13 @@ def test_depthwise3x3_overflow_and_threads():
     with np.errstate(over="ignore", invalid="ignore"):
         ref, bound = _reference_f64(x, w, b, None, [2, 2], [1] * 4, 64, "none", 0, 0)
     assert np.isinf(got[np.abs(ref) > 4e38]).all()
-    ok = (np.abs(ref) < 3e38) & (bound / (11 * EPS32) < 3e38)   # no partial sum overflows
-    assert (np.abs(got[ok] - ref[ok]) <= bound[ok]).all()
+    # scaled so that no summation order overflows: every output within the bound
+    w, b = _scaled_to(1e38, x, w, b, 2, 1, 64)
+    got = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=2, padding=1,
+                    groups=64).numpy()
+    ref, bound = _reference_f64(x, w, b, None, [2, 2], [1] * 4, 64, "none", 0, 0)
+    assert np.abs(ref).max() > 1e37 and np.isfinite(got).all()
+    assert (np.abs(got - ref) <= bound).all()
     w = rng.standard_normal((64, 1, 3, 3)).astype(np.float32)
     xt, wt, bt = hl.tensor(x), hl.tensor(w), hl.tensor(b)
     prev = hl.get_num_threads()

@@ -12,44 +12,11 @@ import pytest
 import hl
 from hl import errors
 
-from .common import CONFIG_IDS, CONFIGS
+from .common import CONFIG_IDS, CONFIGS, assert_same_trajectory, hard_grads, trajectory
 
 STEPS = 4
 # one small shape, a 0-d one, and one over the kernel's threading threshold (2**15 elements)
 SHAPES = [(3, 5), (), (200, 170)]
-
-
-def _grads(rng, dtype):
-    out = []
-    for _ in range(STEPS):
-        step = []
-        for s in SHAPES:
-            g = rng.standard_normal(s)
-            if g.ndim:
-                flat = g.reshape(-1)
-                flat[::7] = 0.0          # zero gradients (AdaGrad's sqrt(0) + eps)
-                flat[1::11] *= 1e6       # huge and tiny magnitudes
-                flat[2::13] *= 1e-20
-                if g.size > 100:  # NaN and inf propagate alike (AMSGrad's maximum keeps NaN)
-                    flat[3], flat[5], flat[6] = np.nan, np.inf, -np.inf
-            step.append(g.astype(dtype))
-        out.append(step)
-    return out
-
-
-def _trajectory(hl_name, kw, values, grads, fused, monkeypatch):
-    with monkeypatch.context() as m:
-        if not fused:  # the element-wise sequence, as on a backend without the kernel
-            m.setattr(hl.ops, "optim_update_available", lambda param, grad=None: False)
-        ps = [hl.Tensor(v.copy(), name=f"p{i}") for i, v in enumerate(values)]
-        opt = getattr(hl.opt, hl_name)(**kw)
-        for step in grads:
-            for p, g in zip(ps, step):
-                opt.update(p, hl.tensor(g))
-            opt.step()
-        states = {k: v.numpy().copy() for k, v in opt.get_states().items()
-                  if isinstance(v, hl.Tensor)}
-        return [p.numpy().copy() for p in ps], states
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -57,16 +24,13 @@ def _trajectory(hl_name, kw, values, grads, fused, monkeypatch):
 def test_kernel_equals_the_elementwise_sequence_bitwise(rng, monkeypatch, hl_name, torch_name,
                                                         kw, dtype):
     values = [rng.standard_normal(s).astype(dtype) for s in SHAPES]
-    grads = _grads(rng, dtype)
-    params_k, states_k = _trajectory(hl_name, kw, values, grads, True, monkeypatch)
-    params_s, states_s = _trajectory(hl_name, kw, values, grads, False, monkeypatch)
-    for a, b, v in zip(params_k, params_s, values):
-        np.testing.assert_array_equal(a, b)  # NaN where NaN, else the same bits
+    grads = hard_grads(rng, dtype, SHAPES, STEPS)
+    kernel = trajectory(hl_name, kw, values, grads, monkeypatch)
+    sequence = trajectory(hl_name, kw, values, grads, monkeypatch, fused=False)
+    assert_same_trajectory(kernel, sequence)
+    for a, v in zip(kernel[0], values):
         assert a.dtype == dtype and not np.array_equal(a, v)
-    assert states_k.keys() == states_s.keys()
-    assert states_k or kw.keys() <= {"lr", "weight_decay"}  # plain SGD keeps no state
-    for k in states_k:
-        np.testing.assert_array_equal(states_k[k], states_s[k], err_msg=k)
+    assert kernel[1] or kw.keys() <= {"lr", "weight_decay"}  # plain SGD keeps no state
 
 
 def test_kernel_runs_where_available_and_the_sequence_elsewhere():

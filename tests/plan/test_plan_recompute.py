@@ -5,6 +5,8 @@ of reading max_pool's indices. The replay must equal the replay without the rewr
 (HL_PLAN_NO_RECOMPUTE) and the eager ops bit for bit; the arena must shrink by the bytes no
 longer alive across the gap; where the rewrite would read something changed or held outside,
 nothing is rewritten. PyTorch is the reference for the max-pool gradient's values."""
+import threading
+
 import numpy as np
 import pytest
 
@@ -151,3 +153,100 @@ def test_indices_the_caller_holds_are_still_written(rng):
     assert _core.plan_stats(plan)["recomputed"] == 0
     _, want = ops.max_pool2d_forward(x, 2, return_indices=True)
     np.testing.assert_array_equal(held["idx"].numpy(), want.numpy())
+
+
+def _in_threads(n, body):
+    """body(k) on n threads started together (a barrier), each thread's result by k."""
+    out, errors, barrier = [None] * n, [], threading.Barrier(n)
+
+    def run(k):
+        try:
+            barrier.wait()
+            out[k] = body(k)
+        except BaseException as e:  # re-raised in the caller's thread
+            errors.append(e)
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out
+
+
+def test_recomputing_plans_replayed_on_two_threads_at_once_give_one_threads_answers(rng):
+    """Each thread records its own plans, the batch-norm chain and the max-pool gradient (both
+    rewritten to recompute), on data of its own, and replays them 25 times while the other
+    thread does the same: every replay gives bit for bit what the same plans give replayed
+    by one thread alone (the recomputed calls, their scratch and the arena are the plan's and
+    the replaying thread's, never shared)."""
+    def inputs(k):
+        r = np.random.default_rng(100 + k)
+        x = hl.tensor(r.standard_normal((4, 3, 8, 8)).astype(np.float32) * 2 + 0.5)
+        g, b = (hl.tensor(r.standard_normal(3).astype(np.float32)) for _ in range(2))
+        p = hl.tensor(r.integers(-3, 4, (2, 3, 9, 9)).astype(np.float32))  # ties
+        return _bn_chain(x, g, b), _pool_chain(p)
+
+    def replays(k, runs):
+        outs = []
+        for f in inputs(k):
+            plan, got = replay(f, runs=1)
+            assert _core.plan_stats(plan)["recomputed"] == 1
+            for _ in range(runs):
+                _core.plan_run(plan)
+                outs.append([t.numpy().copy() for t in got])
+        return outs
+
+    alone = [replays(k, 2)[1::2] for k in range(2)]  # [bn, pool]: second replays, 1 thread
+    assert not np.array_equal(alone[0][0][0], alone[1][0][0])  # the threads' data differ
+    both = _in_threads(2, lambda k: replays(k, 25))
+    for k in range(2):
+        for runs, want in ((both[k][:25], alone[k][0]), (both[k][25:], alone[k][1])):
+            for got in runs:
+                for a, e in zip(got, want):
+                    np.testing.assert_array_equal(a, e)
+
+
+def _pool_chain(x):
+    """max_pool's gradient read after its input's last other use: the rewrite finds the
+    maxima again in the pooled input (test_max_pool_grad_finds_the_maxima_again_in_its_input)."""
+    def f():
+        r = x * 1.0
+        y, idx = ops.max_pool2d_forward(r, 3, stride=2, padding=1, return_indices=True)
+        dx = ops.max_pool2d_grad(y * 1.0, idx, r.shape, 3, stride=2, padding=1)
+        return y, dx + r * 0.0
+    return f
+
+
+def test_graph_mode_training_that_recomputes_on_two_threads_gives_one_threads_answers():
+    """Two models trained in graph mode at once, one per thread (batch norm + ReLU and max
+    pooling: the plans recompute): losses and weights bit for bit those of one model trained
+    alone."""
+    from tests.graph import models
+    L = hl.layers
+    data = models.image_batches(np.random.default_rng(3), 6, (8, 1, 16, 16), classes=10)
+
+    def model():
+        hl.manual_seed(0)
+        m = models.CNN(hl.opt.SGD(lr=0.05, momentum=0.9), L.Conv2d(8, 3, padding=1, bias=False),
+                       L.BatchNorm2d(), L.ReLU(), L.MaxPool2d(2, 2), L.Conv2d(16, 3), L.ReLU(),
+                       L.MaxPool2d(2, 2), L.Flatten(), L.Linear(10))
+        m.compile([hl.Placeholder(data[0][0].shape)], is_train=True, use_graph=True)
+        m.train_one_batch(hl.tensor(data[0][0]), hl.tensor(data[0][1]))  # built, slots made
+        return m
+
+    def train(m):
+        losses = [float(m.train_one_batch(hl.tensor(x), hl.tensor(y)).numpy())
+                  for x, y in data[1:] * 3]
+        return losses, models.params(m)
+
+    alone = train(model())
+    ms = [model(), model()]  # built here: their initial draws are not concurrent
+    both = _in_threads(2, lambda k: train(ms[k]))
+    for m, (losses, params) in zip(ms, both):
+        plan = [e.plan for e in m._graph_runner().caches["train_one_batch"].entries.values()][0]
+        assert _core.plan_stats(plan.core)["recomputed"] >= 1
+        assert losses == alone[0]
+        for k in params:
+            np.testing.assert_array_equal(params[k], alone[1][k], err_msg=k)

@@ -81,13 +81,11 @@ static hl_status check_scalar(const char *op, const hl_tensor *t, const hl_tenso
     return HL_OK;
 }
 
-/* The skip flag: a 0-d bool on param's device, which only the CPU kernel reads (a backend
-   whose kernel ignored it would update a step that must be skipped). */
+/* The skip flag: a 0-d bool on param's device. Every backend's kernel reads it when it runs
+   (cpu/optim.c, cuda/optim.cu) and writes nothing when it is set; a new backend's must too,
+   or a skipped step would be applied. */
 static hl_status check_skip(const char *op, const hl_tensor *skip, const hl_tensor *param) {
     hl_device dev = param->storage->device;
-    if (dev.kind != HL_DEVICE_CPU && dev.kind != HL_DEVICE_META)
-        return hl_fail(HL_ERR_UNSUPPORTED, "%s: a skip flag is read by the CPU kernel only, "
-                       "not on %s (guard the update instead)", op, hl_device_str(dev));
     hl_status st = hl_check_device(op, dev, skip);
     if (st) return st;
     if (skip->dtype != HL_BOOL || skip->ndim != 0)

@@ -28,13 +28,15 @@
 #include "blas_layout.h"
 #include "dtypes.h"
 #include "fast_math.h"
+#include "../matmul_fused_record.h"
 #include "../packed_layouts.h"
 #include "parallel.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
-enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+enum { NR = HL_PACK_B_NR, MR = 6, KC = HL_PACK_B_KC, MC = 144, NC_PANELS = 16 };
+_Static_assert(NR == 16, "the tile kernels hold a row of 16 columns (two 8-float vectors)");
 /* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
 enum { PACK_PAR_MIN = 1 << 22 };
 
@@ -118,7 +120,6 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
    after another, and in each, the panels one after another (kc x NR floats each). */
-_Static_assert(NR == HL_PACK_B_NR && KC == HL_PACK_B_KC, "packed_layouts.h's layout");
 static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
     return hl_packed_b_at(K, P, p, pc);
 }
@@ -565,24 +566,18 @@ static hl_status pack_b(const hl_call *c) {
     return HL_OK;
 }
 
-/* in[0] = a (..., K) contiguous; in[1] = b: packed (P, K, 16) when i[0] >= 0 (i[0] = N), else
-   a 2-D (K, N) view BLAS can read (float64) or any strides (float32); then bias (N,)
-   contiguous when i[2], residual (contiguous, the output's shape) when i[3]; out[0] (..., N)
-   contiguous. i[1] the activation (HL_CONV_ACT_*), f[0], f[1] its alpha and beta. */
+/* The record: matmul_fused_record.h. A plain b is a 2-D view BLAS can read (float64) or of
+   any strides (float32). */
 static hl_status matmul_fused(const hl_call *c) {
-    const hl_tensor *a = c->in[0], *b = c->in[1];
-    hl_tensor *o = c->out[0];
-    int k = 2;
-    const hl_tensor *bias = c->i[2] ? c->in[k++] : NULL, *res = c->i[3] ? c->in[k++] : NULL;
-    const bool packed = c->i[0] >= 0;
-    const int64_t K = a->shape[a->ndim - 1], N = o->shape[o->ndim - 1];
-    int64_t M = 1;
-    for (int d = 0; d < a->ndim - 1; d++) M *= a->shape[d];
-    epilogue e = {.act = (int)c->i[1], .alpha = c->f[0], .beta = c->f[1],
-                  .bias = bias ? hl_ptr(bias) : NULL, .res = res ? hl_ptr(res) : NULL,
+    const hl_matmul_fused_args r = hl_matmul_fused_decode(c);
+    const hl_tensor *a = r.a, *b = r.b;
+    hl_tensor *o = r.out;
+    const int64_t M = r.M, N = r.N, K = r.K;
+    epilogue e = {.act = r.act, .alpha = r.alpha, .beta = r.beta,
+                  .bias = r.bias ? hl_ptr(r.bias) : NULL, .res = r.res ? hl_ptr(r.res) : NULL,
                   .ldr = N};
     if (M == 0 || N == 0) return HL_OK;
-    if (packed) {
+    if (r.packed) {
         product g = {.M = M, .N = N, .K = K, .P = (N + NR - 1) / NR, .a = (const float *)hl_ptr(a),
                      .lda = K, .bp = (const float *)hl_ptr(b), .c = (float *)hl_ptr(o),
                      .ldc = N, .epi = e};

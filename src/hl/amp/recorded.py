@@ -7,11 +7,13 @@ Per recorded step (the same arithmetic as the eager scaler, so a replay gives it
   Python float is turned into a 0-d tensor of that dtype: the same number);
 - each gradient is multiplied by 1/scale (computed in float64, rounded to the gradient's
   dtype, as eagerly), and ``found`` is set when the sum of every ``grad * 0`` is not finite;
-- the optimiser's update skips where ``found`` is set: a CPU parameter's one-pass update
-  (hl.ops.optim_update) reads the flag and writes nothing; for the others each parameter and
-  optimiser state tensor the update writes is copied first and put back where ``found`` is
-  set (``where(found, copy, updated)``); either way a skipped step leaves weights and state
-  bit for bit unchanged;
+- the optimiser's update skips where ``found`` is set: a parameter's one-pass update
+  (hl.ops.optim_update, on the CPU and on cuda) reads the flag on the device and writes
+  nothing; for the others (a rule's element-wise sequence: a non-contiguous parameter, a
+  dtype without the kernel, hl.v2's composed rules) each parameter and optimiser state tensor
+  the update writes is copied first and put back where ``found`` is set
+  (``where(found, copy, updated)``); either way a skipped step leaves weights and state bit
+  for bit unchanged;
 - the scale and tracker follow torch's _amp_update_scale_ in float64 tensor arithmetic
   (backoff and reset on inf/NaN, growth when the tracker reaches the interval and the grown
   scale is finite): the eager rule's double arithmetic, on the device.
@@ -94,12 +96,11 @@ class DeviceScaling:
                 F.logical_or(self.found, bad, out=self.found)
 
     def guarded(self, optimizer, params, update):
-        """update() with nothing written where found is set. A CPU parameter the one-pass
-        kernel updates reads the flag itself (ops.skipping_when); for the others every
-        tensor the update writes (the parameter and its optimiser state) is copied first and
-        put back where the flag is set."""
-        fused = {id(p) for p in params
-                 if p.device.kind == "cpu" and ops.optim_update_available(p)}
+        """update() with nothing written where found is set. A parameter the one-pass kernel
+        updates reads the flag itself (ops.skipping_when; the CPU and cuda kernels); for the
+        others every tensor the update writes (the parameter and its optimiser state) is
+        copied first and put back where the flag is set."""
+        fused = {id(p) for p in params if ops.optim_update_available(p)}
         written = []
         for p in params:
             if id(p) in fused:

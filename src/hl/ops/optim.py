@@ -14,15 +14,15 @@ RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3, "v2_momentum": 4, "v2_
 FLAGS = {"nesterov": 1, "init": 2, "decoupled": 4, "centered": 8, "momentum": 16}
 
 _OP = _core.op_code("optim_update")
-_CPU = 0  # libcore's HL_DEVICE_CPU (hl/devices.py's table)
 _tls = threading.local()  # .skip: (flag tensor, set of ids of the params it skipped) or None
 
 
 @contextlib.contextmanager
 def skipping_when(flag):
-    """Within the block, every optim_update call on a CPU parameter reads the 0-d bool tensor
-    `flag` when it runs and writes nothing when it is true (hl.amp's skipped steps). Yields
-    the set of ids of the parameters so updated (the others need the caller's own guard)."""
+    """Within the block, every optim_update call reads the 0-d bool tensor `flag` (on the
+    parameter's device) when it runs and writes nothing when it is true (hl.amp's skipped
+    steps). Yields the set of ids of the parameters so updated (the others, updated by a
+    rule's element-wise sequence, need the caller's own guard)."""
     done = set()
     saved = getattr(_tls, "skip", None)
     _tls.skip = (flag, done)
@@ -33,9 +33,9 @@ def skipping_when(flag):
 
 
 def _skip_flag(param):
-    """The skip flag's handle for this update (the CPU kernel reads it), or None."""
+    """The skip flag's handle for this update (the kernel reads it, on any device), or None."""
     skip = getattr(_tls, "skip", None)
-    if skip is None or _core.device_of(param._h)[0] != _CPU:
+    if skip is None:
         return None
     skip[1].add(id(param))
     return skip[0]._h

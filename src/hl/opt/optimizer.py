@@ -68,6 +68,7 @@ class Optimizer:
         self._step_values = {}  # key -> StepValues: per-step values a recorded plan reads
         self._version = 0     # bumped when slots are created or replaced (plans then re-record)
         self._unchecked = set()  # keys whose slots came from set_states, checked on first use
+        self._slot_device = {}  # key -> (kind, index) its slot tensors are on
         self._keys = {}       # id(param) -> (weakref to param, key)
         self._owners = {}     # key -> weakref to the param that has it
         self._unnamed = 0
@@ -310,7 +311,28 @@ class Optimizer:
             slots = self._slots[key] = {}
         elif key in self._unchecked:
             self._adopt_loaded(key, param, slots)
+        device = _core.device_of(param._h)  # one C call: the check every update pays
+        if self._slot_device.get(key) != device:
+            self._follow_device(key, param, slots, device)
         return slots
+
+    def _follow_device(self, key, param, slots, device):
+        """The parameter is on another device than its slots (Module.to moved it after the
+        optimiser made them): the slots follow it, as PyTorch's load_state_dict casts the
+        state to each parameter's device. New tensors: a plan that held the old ones
+        records again. A move while a plan is recorded would be recorded into every replay:
+        that step runs eagerly (the move happens there)."""
+        moving = [n for n, v in slots.items()
+                  if isinstance(v, Tensor) and _core.device_of(v._h) != device]
+        if moving:
+            if _core.recording():
+                raise errors.GraphBreak(f"{self.name}: the optimiser state of {key!r} would "
+                                        f"move to {param.device} while a plan is recorded",
+                                        op=f"{self.name} slot", transient=True)
+            for name in moving:
+                slots[name] = slots[name].to(param.device)
+            self._version += 1
+        self._slot_device[key] = device
 
     def _adopt_loaded(self, key, param, slots):
         """Slots from set_states meet their parameter: check shapes, move to its device."""
@@ -366,6 +388,7 @@ class Optimizer:
         self.step_count = int(states["step"])
         self._slots = slots
         self._unchecked = set(slots)
+        self._slot_device = {}
         self._version += 1
 
     def __repr__(self):
@@ -403,6 +426,7 @@ class Optimizer:
         self._step_values = {}
         self._version = getattr(self, "_version", 0) + 1
         self._unchecked = set(self._slots)  # every slot's shape is checked before its use
+        self._slot_device = {}  # and every slot meets its parameter's device
         self._keys, self._owners = {}, {}
         for param, key in pairs:
             self._bind(param, key)  # slots meeting their parameter again are re-checked
