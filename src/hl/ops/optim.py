@@ -7,7 +7,7 @@ import threading
 from .. import _core
 from .._tensor import Tensor
 
-__all__ = ["optim_update", "optim_update_available", "skipping_when"]
+__all__ = ["optim_update", "optim_update_available", "skipping", "skipping_when"]
 
 # The rules and flags of hl_optim_update (libcore/include/hl_core.h).
 RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3, "v2_momentum": 4, "v2_adam": 5}
@@ -30,6 +30,11 @@ def skipping_when(flag):
         yield done
     finally:
         _tls.skip = saved
+
+
+def skipping():
+    """Whether this thread is inside a skipping_when block."""
+    return getattr(_tls, "skip", None) is not None
 
 
 def _skip_flag(param):
