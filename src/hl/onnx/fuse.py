@@ -203,12 +203,11 @@ def run_fused_conv(n, x, w, b=None, r=None):
 
 
 # A 3x3 stride-1 weight's Winograd kernels are made at the first call that takes Winograd,
-# not at prepare(): at batch 1 ResNet-18's 14x14 and 7x7 layers never do (too few tiles),
-# and transforming all of them was 0.15 s of its 0.4 s prepare(). Below this many 2x2
-# output tiles the kernel takes other paths (MIN_FORWARD_TILES of libcore's winograd.c;
-# were the two to differ, only speed would: unpacked, the kernel transforms per call).
+# not at prepare(): transforming all of ResNet-18's was 0.15 s of its 0.4 s prepare(), and a
+# layer with too few 2x2 output tiles never takes them (HL_WINOGRAD_PACKED_MIN_TILES, the
+# kernel's own threshold: below it the call takes the unpacked paths).
 WINOGRAD_LATER = object()
-WINOGRAD_MIN_TILES = 32
+WINOGRAD_MIN_TILES = _core.lib.HL_WINOGRAD_PACKED_MIN_TILES
 
 
 def _winograd_when_it_pays(n, x, w, geometry):
