@@ -42,6 +42,11 @@ CASES = {
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
+    # stride 2 reads its columns from the input's four phases (conv_phases.c): odd sizes,
+    # even and odd kernels, a 7x7 stem that spans several blocks of positions
+    "phases_5x5_odd": ((2, 4, 12, 9), (7, 4, 5, 5), 2, 2, 1),
+    "phases_4x4": ((1, 3, 10, 11), (5, 3, 4, 4), 2, 1, 1),
+    "phases_stem": ((1, 3, 64, 60), (13, 3, 7, 7), 2, 3, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -115,7 +120,8 @@ def test_portable_block():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
-@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns"])
+@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns",
+                                  "phases_stem"])
 def test_packed_adversarial_values(case):
     """NaN and infinities in the input and the residual, and weights that overflow float32:
     NaN and infinities land exactly where the float64 reference puts them (computed with

@@ -50,11 +50,21 @@ typedef struct {
     const conv_epilogue *epi;    /* its act (and res above); NULL: none */
     float *work;                 /* hl_conv_packed_work(n, k) floats, or NULL: the product
                                     takes its own */
+    const int64_t *b_rows;       /* or NULL; else row k of b[s] starts at b[s] + b_rows[k]
+                                    (ldb unused): columns read in place from another layout
+                                    (conv_phases.c) */
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
 /* The work floats of a product of n positions and k steps (for the threads of this call). */
 int64_t hl_conv_packed_work(int64_t n, int64_t k);
+
+/* Stride-2 convolutions (one group, dilation 1, kernels larger than 1x1) against packed
+   panels, reading their columns from the input split into four phases instead of im2col's
+   (conv_phases.c). */
+bool hl_conv_phases_fits(const conv_geom *g);
+hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float *packed,
+                                 const float *bias, const conv_epilogue *epi, float *y);
 
 /* Depthwise 3x3 convolutions (stride 1 or 2, dilation 1), float32, AVX2 + FMA
    (conv_dw3x3.c): whether a call fits (and the CPU has the instructions), and the forward

@@ -223,8 +223,8 @@ def _winograd_when_it_pays(n, x, w, geometry):
 
 def _packed_weight(conv, constants):
     """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
-    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one;
-    None for the others: a weight that is no float32 constant, a depthwise convolution (it
+    transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one
+    and for a stride-2 one larger than 3x3 (a stem); None for the others: a weight that is no float32 constant, a depthwise convolution (it
     has a direct kernel), more than 2 spatial axes, other kernel sizes."""
     w = constants.get(conv.inputs[1])
     group = conv.attr("group", 1)
@@ -241,8 +241,13 @@ def _packed_weight(conv, constants):
         return WINOGRAD_LATER
     if all(k == 1 for k in w.shape[2:]):
         return ops.conv_pack(w, group)
-    # Other kernels (a 7x7 stem, strided 3x3) stay with im2col + OpenBLAS: the packed product
-    # on im2col's columns measured no faster, the stem up to 20% slower (docs/performance.md)
+    if w.ndim == 4 and w.shape[2] * w.shape[3] > 9 and group == 1 and \
+            list(strides or [1]) == [2, 2] and all(d == 1 for d in dilations or [1]):
+        # a strided stem (ResNet's 7x7): the product reads its columns from the input split
+        # into four phases, no im2col (libcore cpu/conv_phases.c): 0.90x im2col + OpenBLAS
+        return ops.conv_pack(w, group)
+    # Strided 3x3 layers stay with im2col + OpenBLAS: the packed product on im2col's columns
+    # measured no faster, on the phases 1.0-1.15x slower (docs/performance.md)
     return None
 
 
