@@ -237,10 +237,13 @@ static void input_run(const float *restrict rows, int64_t len, int64_t j0, int64
 #undef HL_COL
 }
 
-/* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. */
+/* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. strips: V[e] cut
+   into strips of NR tiles instead (the packed products' layout, winograd_product.c), tile t
+   of channel c at V[e * es + (t / NR) * C * NR + c * NR + t % NR], the last strip's columns
+   past count zeros. */
 static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t count, float *V,
-                        int64_t es, float *work, int64_t work_per_thread) {
-    const int64_t C = g->c_in;
+                        int64_t es, bool strips, float *work, int64_t work_per_thread) {
+    const int64_t C = g->c_in, tail = strips ? count % NR : 0, last = count / NR * C * NR;
 #pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
     for (int64_t c = 0; c < C; c++) {
         float *rows = work + hl_thread_num() * work_per_thread;
@@ -250,37 +253,19 @@ static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t coun
             for (int r = 0; r < 4; r++)
                 split_row(plane, g, 2 * u.ty + r - g->pt, u.tx0, u.len, rows + 2 * r * L,
                           rows + (2 * r + 1) * L);
-            input_run(rows, u.len, 0, u.len, V + c * count + u.off, es);
-        }
-    }
-}
-
-/* The same, V[e] cut into strips of NR tiles (the packed products' layout, winograd_product.c):
-   tile t of channel c at V[e * es + (t / NR) * C * NR + c * NR + t % NR]; the last strip's
-   columns past count are zeros. */
-static void input_strips(const wgeom *g, const float *x, int64_t t0, int64_t count, float *V,
-                         int64_t es, float *work, int64_t work_per_thread) {
-    const int64_t C = g->c_in, tail = count % NR, last = count / NR * C * NR;
-#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        float *rows = work + hl_thread_num() * work_per_thread;
-        RUNS(g, t0, count, u) {
-            const float *plane = x + (u.n * C + c) * g->h * g->w;
-            const int64_t L = u.len + 1;
-            for (int r = 0; r < 4; r++)
-                split_row(plane, g, 2 * u.ty + r - g->pt, u.tx0, u.len, rows + 2 * r * L,
-                          rows + (2 * r + 1) * L);
-            /* the run's tiles, strip by strip */
-            for (int64_t j = 0; j < u.len;) {
+            if (!strips) {
+                input_run(rows, u.len, 0, u.len, V + c * count + u.off, es);
+                continue;
+            }
+            for (int64_t j = 0; j < u.len;) {   /* the run's tiles, strip by strip */
                 const int64_t t = u.off + j, in_strip = HL_MIN(u.len - j, NR - t % NR);
                 input_run(rows, u.len, j, j + in_strip,
                           V + (t / NR) * C * NR + c * NR + t % NR, es);
                 j += in_strip;
             }
         }
-        if (tail)
-            for (int e = 0; e < 16; e++)
-                for (int64_t j = tail; j < NR; j++) V[e * es + last + c * NR + j] = 0;
+        for (int e = 0; tail && e < 16; e++)
+            for (int64_t j = tail; j < NR; j++) V[e * es + last + c * NR + j] = 0;
     }
 }
 
@@ -457,7 +442,7 @@ static hl_status convolve(const char *op, const wgeom *g, const float *x, const 
     transform_weights(w, C0, C1, turned, U, us);
     for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g->tiles - t0);
-        input_block(g, x, t0, count, V, vs, work, wpt);
+        input_block(g, x, t0, count, V, vs, false, work, wpt);
         batched_gemm(turned, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
         output_block(g, M, ms, count, t0, count, bias, epi, y, work, wpt);
     }
@@ -519,7 +504,7 @@ hl_status hl_winograd_forward_packed(const conv_geom *cg, const float *x, const 
     float *M = V + 16 * vs, *work = M + 16 * ms;
     for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g.tiles - t0), strips = (count + NR - 1) / NR;
-        input_strips(&g, x, t0, count, V, vs, work, wpt);
+        input_block(&g, x, t0, count, V, vs, true, work, wpt);
         hl_winograd_product(U, g.c_out, g.c_in, V, vs, strips, M, ms, strips * NR);
         output_block(&g, M, ms, strips * NR, t0, count, bias, epi, y, work, wpt);
     }
@@ -563,7 +548,7 @@ hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const fl
         const int64_t nc = HL_MIN(cb, CO - c0);
         for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
             const int64_t count = HL_MIN(tb, g.tiles - t0);
-            input_block(&g, x, t0, count, V, vs, work, wpt);
+            input_block(&g, x, t0, count, V, vs, false, work, wpt);
             grad_block(&g, dy, c0, nc, t0, count, DY, ds, work, wpt);
             /* M[e] (nc x CI) += DY[e] (nc x count) @ V[e]^T, set by the first block */
             batched_gemm(false, true, nc, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
