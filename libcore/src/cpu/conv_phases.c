@@ -22,6 +22,7 @@
 #include "../core.h"
 #include "conv.h"
 #include "parallel.h"
+#include "thread_pool.h"
 
 #define T float
 #define SFX f32
@@ -70,6 +71,38 @@ static void split_phases(const conv_geom *g, const phases *ph, const float *rest
         }
 }
 
+/* What the chunks of one call share. */
+typedef struct {
+    const conv_geom *g;
+    const phases *ph;
+    const float *x, *out, *res;
+    const conv_epilogue *epi;
+    float *split, *y;
+} phase_call;
+
+/* Planes [p0, p1) (sample x input channel) split into their phases. */
+static void split_planes(int64_t p0, int64_t p1, void *arg) {
+    const phase_call *q = arg;
+    for (int64_t sc = p0; sc < p1; sc++)
+        split_phases(q->g, q->ph, q->x + sc * q->g->h * q->g->w, q->split + sc * 4 * q->ph->plane);
+}
+
+/* Output planes [p0, p1) (sample x output channel): each row's ow real positions into y, then
+   the residual and the activation when the product could not apply them. */
+static void compact_planes(int64_t p0, int64_t p1, void *arg) {
+    const phase_call *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t N = g->oh * q->ph->wh;
+    for (int64_t sc = p0; sc < p1; sc++)
+        for (int64_t oy = 0; oy < g->oh; oy++) {
+            float *d = q->y + (sc * g->oh + oy) * g->ow;
+            const float *src = q->out + sc * N + oy * q->ph->wh;
+            for (int64_t ox = 0; ox < g->ow; ox++) d[ox] = src[ox];
+            if (q->res)
+                conv_epilogue_run_f32(q->epi, d, q->res + (sc * g->oh + oy) * g->ow, g->ow);
+        }
+}
+
 hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float *packed,
                                  const float *bias, const conv_epilogue *epi, float *y) {
     const phases ph = phases_of(g);
@@ -88,9 +121,10 @@ hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float
         const int64_t c = k / (g->kh * g->kw), ky = k / g->kw % g->kh, kx = k % g->kw;
         rows[k] = (c * 4 + (ky & 1) * 2 + (kx & 1)) * ph.plane + (ky >> 1) * ph.wh + (kx >> 1);
     }
-#pragma omp parallel for schedule(static) if (g->n * per_sample > PAR_MIN)
-    for (int64_t sc = 0; sc < g->n * CI; sc++)
-        split_phases(g, &ph, x + sc * g->h * g->w, split + sc * 4 * ph.plane);
+    const phase_call q = {g, &ph, x, out, res, epi, split, y};
+    const int64_t planes_in = g->n * CI, planes_out = g->n * CO;
+    hl_parallel_for(planes_in, planes_in * 4 * ph.plane > PAR_MIN ? 1 : planes_in,
+                    split_planes, (void *)&q);
     /* the activation in the product's registers unless a residual must come first */
     const conv_epilogue act_only = {epi ? epi->act : HL_CONV_ACT_NONE, epi ? epi->alpha : 0,
                                     epi ? epi->beta : 0, NULL};
@@ -100,17 +134,9 @@ hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float
         .epi = epi && !res && conv_epilogue_active(&act_only) ? &act_only : NULL,
         .b_rows = rows};
     st = hl_conv_packed_product(&pr);
-    if (!st) {
-#pragma omp parallel for schedule(static) if (g->n * CO * g->oh * g->ow > PAR_MIN)
-        for (int64_t sc = 0; sc < g->n * CO; sc++)
-            for (int64_t oy = 0; oy < g->oh; oy++) {
-                float *d = y + (sc * g->oh + oy) * g->ow;
-                const float *src = out + sc * N + oy * ph.wh;
-                for (int64_t ox = 0; ox < g->ow; ox++) d[ox] = src[ox];
-                if (res)
-                    conv_epilogue_run_f32(epi, d, res + (sc * g->oh + oy) * g->ow, g->ow);
-            }
-    }
+    if (!st)
+        hl_parallel_for(planes_out, planes_out * N > PAR_MIN ? 1 : planes_out, compact_planes,
+                        (void *)&q);
     scratch_put(&s);
     return st;
 }

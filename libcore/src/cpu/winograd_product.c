@@ -12,7 +12,7 @@
  * it adds the bias and applies the conv's epilogue).
  *
  * Work is split over (entry, strip) pairs: 16 per strip, so batch 1 at 7x7 (one strip) still
- * keeps two threads busy. The AVX2 + FMA kernel runs where the CPU has both (hl_conv_avx2);
+ * keeps two threads busy (chunks of the thread pool, thread_pool.h). The AVX2 + FMA kernel runs where the CPU has both (hl_conv_avx2);
  * elsewhere a portable loop computes the same sums in the same order (k ascending per
  * output), so both give the same bits up to FMA contraction.
  */
@@ -21,6 +21,7 @@
 #include "conv.h"
 #include "conv_avx2.h"
 #include "parallel.h"
+#include "thread_pool.h"
 
 enum { MR = HL_WINOGRAD_MR, NR = HL_WINOGRAD_NR };
 _Static_assert(MR == 6 && NR == 16, "the AVX2 kernel holds a 6 x 16 block");
@@ -79,29 +80,42 @@ HL_AVX2 static void block_avx2(const float *A, const float *B, int64_t K, float 
 }
 #endif
 
-void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
-                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm) {
-    const int64_t tasks = 16 * strips, panels = (c_out + MR - 1) / MR;
-    const bool avx2 = hl_conv_avx2();
-    const double flops = 2.0 * 16 * (double)c_out * (double)c_in * (double)(strips * NR);
-    (void)avx2;
-    /* dynamic: a thread the host deschedules leaves its pairs to the other */
-#pragma omp parallel for schedule(dynamic, 1) if (tasks > 1 && flops > 1e6)
-    for (int64_t t = 0; t < tasks; t++) {
-        const int64_t e = t / strips, s = t % strips;
-        const float *B = V + e * vs + s * c_in * NR;
-        const float *Ue = U + e * c_out * c_in;
-        float *C = M + e * ms + s * NR;
+/* What the chunks of one call share. */
+typedef struct {
+    const float *U, *V;
+    float *M;
+    int64_t c_out, c_in, vs, strips, ms, ldm;
+    bool avx2;
+} product;
+
+/* The (entry, strip) pairs [t0, t1): every panel of U[e] over strip s of V[e]. */
+static void product_pairs(int64_t t0, int64_t t1, void *arg) {
+    const product *q = arg;
+    const int64_t panels = (q->c_out + MR - 1) / MR;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t e = t / q->strips, s = t % q->strips;
+        const float *B = q->V + e * q->vs + s * q->c_in * NR;
+        const float *Ue = q->U + e * q->c_out * q->c_in;
+        float *C = q->M + e * q->ms + s * NR;
         for (int64_t p = 0; p < panels; p++) {
-            const int mr = (int)HL_MIN(MR, c_out - p * MR);
-            const float *A = Ue + p * MR * c_in;
+            const int mr = (int)HL_MIN(MR, q->c_out - p * MR);
+            const float *A = Ue + p * MR * q->c_in;
 #if HL_CONV_HAVE_X86
-            if (avx2) {
-                block_avx2(A, B, c_in, C + p * MR * ldm, ldm, mr);
+            if (q->avx2) {
+                block_avx2(A, B, q->c_in, C + p * MR * q->ldm, q->ldm, mr);
                 continue;
             }
 #endif
-            block_portable(A, B, c_in, C + p * MR * ldm, ldm, mr);
+            block_portable(A, B, q->c_in, C + p * MR * q->ldm, q->ldm, mr);
         }
     }
+}
+
+void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
+                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm) {
+    const int64_t pairs = 16 * strips;
+    const double flops = 2.0 * 16 * (double)c_out * (double)c_in * (double)(strips * NR);
+    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, hl_conv_avx2()};
+    /* one pair per chunk: a thread the host deschedules leaves the rest to the others */
+    hl_parallel_for(pairs, flops > 1e6 ? 1 : pairs, product_pairs, (void *)&q);
 }
