@@ -21,6 +21,10 @@
 #include "../src/matmul_fused_record.h"
 #include "../src/packed_layouts.h"
 
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
 enum { NR = HL_PACK_B_NR, KC = HL_PACK_B_KC };
 
 /* ---- gemm_pack_b: in {b, a (K, N) view} out {(P, K, NR) float32 contiguous} ---- */
@@ -126,9 +130,48 @@ __global__ void conv_pack_panels_k(const float *w, int64_t cg, int64_t panels, i
     }
 }
 
-/* HL_CONV_PACK_WINOGRAD: the 16 transformed kernels, one thread per (c_out, c_in) pair. */
-__global__ void conv_pack_winograd_k(const float *w, int64_t pairs, float *out) {
-    HL_GRID_STRIDE(e, pairs) hl_winograd_weight_tile(w + e * 9, 3, 1, out + e, pairs);
+/* HL_CONV_PACK_WINOGRAD: the 16 transformed kernels, one thread per (c_out, c_in) pair, in
+   packed_layouts.h's panels; NaN everywhere for weights the Winograd path refuses. */
+__global__ void conv_pack_winograd_k(const float *w, int64_t c_out, int64_t c_in, bool admit,
+                                     float *out) {
+    const int64_t pairs = c_out * c_in;
+    HL_GRID_STRIDE(e, pairs) {
+        float *u = out + hl_winograd_packed_at(e / c_in, e % c_in, c_out, c_in);
+        if (admit) {
+            hl_winograd_weight_tile(w + e * 9, 3, 1, u, pairs);
+        } else {
+            for (int i = 0; i < 16; i++) u[i * pairs] = nanf("");
+        }
+    }
+}
+
+/* Whether the Winograd path admits the n weights at w (packed_layouts.h), judged on the host
+   from a copy, as the CPU judges them: once per pack, not per call. */
+static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, bool *admit) {
+    hl_cuda_uncapturable("%s: checks the weights on the host", "conv_pack");
+    if (hl_cuda_capturing())
+        return HL_FAIL(HL_ERR_DEVICE, "conv_pack: cannot be captured in a graph");
+    float *h = (float *)malloc((size_t)n * sizeof(float));
+    if (!h) return HL_FAIL(HL_ERR_MEMORY, "conv_pack: no host memory for %lld weights",
+                           (long long)n);
+    cudaMemcpyAsync(h, w, (size_t)n * sizeof(float), cudaMemcpyDeviceToHost, d->stream);
+    cudaError_t e = cudaStreamSynchronize(d->stream);
+    if (e != cudaSuccess) {
+        free(h);
+        return HL_FAIL(HL_ERR_DEVICE, "conv_pack: reading the weights failed: %s",
+                       cudaGetErrorString(e));
+    }
+    bool finite = true;
+    double most = 0, sum_sq = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double a = fabs((double)h[i]);
+        finite = finite && a <= FLT_MAX;
+        most = a > most ? a : most;
+        sum_sq += a * a;
+    }
+    free(h);
+    *admit = hl_winograd_admits(finite, most, sum_sq, n);
+    return HL_OK;
 }
 
 extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
@@ -141,8 +184,11 @@ extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     if (c->i[1] == HL_CONV_PACK_WINOGRAD) {
         const int64_t pairs = w->shape[0] * w->shape[1];
+        bool admit = false;
+        hl_status st = winograd_admits(d, wp, pairs * 9, &admit);
+        if (st) return st;
         HL_LAUNCH(conv_pack_winograd_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0, d->stream,
-                  wp, pairs, op);
+                  wp, w->shape[0], w->shape[1], admit, op);
     } else {
         const int64_t groups = c->i[0], cg = w->shape[0] / groups, K = o->shape[1];
         const int64_t panels = (cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS;

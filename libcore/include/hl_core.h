@@ -276,6 +276,12 @@ hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor 
    C_in), the kernels transformed for Winograd's F(2x2, 3x3). */
 enum { HL_CONV_PACK_ROWS = 6 };
 enum { HL_CONV_PACK_PANELS = 0, HL_CONV_PACK_WINOGRAD = 1 };
+/* From this many 2x2 output tiles (batch x ceil(oh / 2) x ceil(ow / 2)) a 3x3 stride-1
+   float32 conv_fused with its kernels in the Winograd layout takes Winograd (cpu/winograd.c);
+   below, the weights' other paths. hl.onnx packs them at the first call that has as many. */
+enum { HL_WINOGRAD_PACKED_MIN_TILES = 16 };
+/* The Winograd layout's panels: HL_WINOGRAD_MR output channels each (packed_layouts.h). */
+enum { HL_WINOGRAD_MR = 6 };
 hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out);
 /* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,

@@ -9,7 +9,10 @@
 #ifndef HL_PACKED_LAYOUTS_H
 #define HL_PACKED_LAYOUTS_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "hl_core.h"
 
 #ifdef __CUDACC__
 #define HL_HOST_DEVICE __host__ __device__
@@ -50,6 +53,32 @@ HL_HOST_DEVICE static inline void hl_winograd_weight_tile(const float *g, int64_
         u[(i * 4 + 2) * us] = 0.5f * (q0 - q1 + q2);
         u[(i * 4 + 3) * us] = q2;
     }
+}
+
+/* Where conv_pack's Winograd layout keeps U[e][co][ci] (e < 16, of a C_out x C_in layer):
+   entry e's C_out x C_in matrix from e * C_out * C_in, cut into panels of HL_WINOGRAD_MR
+   output channels (the last one has C_out mod MR, when that is not 0: no padding), each panel
+   stored input channel by input channel, its rows' values together. That is the order in
+   which cpu/winograd_product.c's kernel reads one panel: MR broadcasts per input channel.
+   HL_WINOGRAD_MR is hl_core.h's (the binding reads it there). */
+HL_HOST_DEVICE static inline int64_t hl_winograd_packed_at(int64_t co, int64_t ci,
+                                                           int64_t c_out, int64_t c_in) {
+    const int64_t p0 = co / HL_WINOGRAD_MR * HL_WINOGRAD_MR;
+    const int64_t rows = c_out - p0 < HL_WINOGRAD_MR ? c_out - p0 : HL_WINOGRAD_MR;
+    return p0 * c_in + ci * rows + (co - p0);
+}
+
+/* Whether kernels may take the Winograd path (cpu/winograd.c, "Precision"): their weights
+   all finite and the largest magnitude, most, within HL_WINOGRAD_OUTLIER_RATIO times the root
+   mean square (sum_sq over n weights). Each backend gathers the three figures its own way.
+   conv_pack writes the Winograd layout of kernels that fail as NaN everywhere (for kernels
+   that pass, U[0][0] is their first weight, finite), and the CPU's forward pass reads that
+   first value to send such a layer to im2col without reading the weights on every call. */
+#define HL_WINOGRAD_OUTLIER_RATIO 24.0
+
+static inline bool hl_winograd_admits(bool finite, double most, double sum_sq, int64_t n) {
+    return n <= 0 || (finite && most * most <= HL_WINOGRAD_OUTLIER_RATIO *
+                                               HL_WINOGRAD_OUTLIER_RATIO * (sum_sq / (double)n));
 }
 
 #endif /* HL_PACKED_LAYOUTS_H */

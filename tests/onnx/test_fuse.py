@@ -212,14 +212,16 @@ def test_winograd_kernels_are_not_made_for_a_call_with_few_tiles():
     c = 16
     nodes = [helper.make_node("Conv", ["x", "w1"], ["y"], pads=[1, 1, 1, 1])]
     graph = helper.make_graph(
-        nodes, "few", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, 7, 7])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", c, 7, 7])],
+        nodes, "few", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", c, 5, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", c, 5, 5])],
         [_init("w1", (c, c, 3, 3))])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     rep = hl.onnx.prepare(model)
     (node,) = [n for n in rep.model.program.fused_nodes if n.op_type == "FusedConv"]
-    for n, packed in ((1, False), (1, False), (1, False), (2, True)):  # 16 tiles, then 32
-        x = RNG.standard_normal((n, c, 7, 7)).astype(np.float32)
+    # 9 tiles, then 18 (HL_WINOGRAD_PACKED_MIN_TILES = 16)
+    assert fuse.WINOGRAD_MIN_TILES == 16
+    for n, packed in ((1, False), (1, False), (1, False), (2, True)):
+        x = RNG.standard_normal((n, c, 5, 5)).astype(np.float32)
         (got,) = rep.run([x])
         np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
         assert (node.packed_weight is not fuse.WINOGRAD_LATER) == packed

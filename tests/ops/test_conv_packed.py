@@ -53,6 +53,11 @@ CASES = {
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
+    # stride 2 reads its columns from the input's four phases (conv_phases.c): odd sizes,
+    # even and odd kernels, a 7x7 stem that spans several blocks of positions
+    "phases_5x5_odd": ((2, 4, 12, 9), (7, 4, 5, 5), 2, 2, 1),
+    "phases_4x4": ((1, 3, 10, 11), (5, 3, 4, 4), 2, 1, 1),
+    "phases_stem": ((1, 3, 64, 60), (13, 3, 7, 7), 2, 3, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -126,7 +131,8 @@ def test_portable_block():
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
-@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns"])
+@pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns",
+                                  "phases_stem"])
 def test_packed_adversarial_values(case):
     """NaN and infinities in the input and the residual, and weights that overflow float32:
     NaN and infinities land exactly where the float64 reference puts them (computed with
@@ -277,14 +283,15 @@ def test_packed_refusals():
         ops.conv_pack(hl.tensor(np.ones((6, 4), np.float32)))
 
 
-@pytest.mark.parametrize("xs,ws", [((2, 16, 9, 11), (16, 16, 3, 3)),   # 60 tiles: Winograd
-                                   ((1, 16, 5, 6), (24, 16, 3, 3)),    # 9 tiles: im2col
-                                   ((1, 8, 12, 12), (8, 8, 3, 3))])    # too few channels
+@pytest.mark.parametrize("xs,ws,winograd", [((2, 16, 9, 11), (16, 16, 3, 3), True),  # 60 tiles
+                                            ((1, 16, 5, 6), (24, 16, 3, 3), False),  # 9: im2col
+                                            ((1, 8, 12, 12), (8, 8, 3, 3), False)])  # 8 channels
 @pytest.mark.parametrize("act,alpha,beta", [ACTS[0], ACTS[2]])
-def test_winograd_packed(xs, ws, act, alpha, beta):
-    """Kernels transformed once ('winograd' layout) give exactly what the unpacked call
-    gives, Winograd or not (a call Winograd does not take runs the unpacked path), and match
-    float64 at the Winograd tests' tolerance (tests/ops/test_conv_fused.py: 1e-4)."""
+def test_winograd_packed(xs, ws, winograd, act, alpha, beta):
+    """Kernels transformed once ('winograd' layout) match float64 at the Winograd tests'
+    tolerance (tests/ops/test_conv_fused.py: 1e-4); a call Winograd does not take runs the
+    unpacked path (the same bits), one that it takes multiplies by the packed kernels in
+    another order than OpenBLAS (tests/ops/test_winograd_packed.py holds it to rounding)."""
     rng = np.random.default_rng(11)
     x = rng.standard_normal(xs).astype(np.float32)
     w = (rng.standard_normal(ws) * 0.3).astype(np.float32)
@@ -292,21 +299,35 @@ def test_winograd_packed(xs, ws, act, alpha, beta):
     got = _packed(x, w, b, None, 1, 1, 1, act, alpha, beta, layout="winograd")
     plain = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), padding=1, act=act,
                           alpha=alpha, beta=beta).numpy()
-    np.testing.assert_array_equal(got, plain)
+    if winograd:
+        np.testing.assert_allclose(got, plain, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_array_equal(got, plain)
     ref, _ = _reference(x, w, b, None, 1, 1, 1, act, alpha, beta)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
-def test_winograd_layout():
-    """'winograd' is (4, 4, C_out, C_in): entry (i, j) is G g G^T's (i, j) for each kernel g,
-    with G Winograd's F(2x2, 3x3) kernel transform."""
-    rng = np.random.default_rng(12)
-    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+def winograd_layout_reference(w):
+    """conv_pack's Winograd layout of w (C_out, C_in, 3, 3), from packed_layouts.h's words:
+    entry (i, j) of G g G^T for each kernel g, each entry's C_out x C_in matrix cut into
+    panels of HL_WINOGRAD_MR output channels (the last shorter), each stored input channel
+    by input channel."""
+    mr = hl._core.lib.HL_WINOGRAD_MR
     G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
-    want = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G)
+    U = np.einsum("ia,ocab,jb->ijoc", G, w.astype(np.float64), G)
+    flat = [np.concatenate([U[i, j, p:p + mr].T.ravel() for p in range(0, w.shape[0], mr)])
+            for i in range(4) for j in range(4)]
+    return np.stack(flat).reshape(4, 4, w.shape[0], w.shape[1])
+
+
+def test_winograd_layout():
+    """'winograd' is (4, 4, C_out, C_in) holding G g G^T with G Winograd's F(2x2, 3x3) kernel
+    transform, in panels (13 output channels: two whole panels and one of 1)."""
+    rng = np.random.default_rng(12)
+    w = rng.standard_normal((13, 3, 3, 3)).astype(np.float32)
     got = ops.conv_pack(hl.tensor(w), 1, "winograd").numpy()
-    assert got.shape == (4, 4, 5, 3)
-    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert got.shape == (4, 4, 13, 3)
+    np.testing.assert_allclose(got, winograd_layout_reference(w), rtol=1e-6, atol=1e-6)
     with pytest.raises(errors.ValueError, match="conv_pack: the Winograd layout is for 3x3 "
                        "kernels of one group"):
         ops.conv_pack(hl.tensor(np.ones((4, 2, 1, 1), np.float32)), 1, "winograd")

@@ -114,7 +114,7 @@ static tiling plan_tiles(const conv_geom *g, size_t esz, int64_t band_scale) {
 static bool packed_beats_winograd(const conv_geom *g) {
     const char *env = getenv("HL_CONV_PACKED");   /* 0: never (for comparisons), 1: always */
     if (env && env[0] && !env[1]) return env[0] == '1';
-    return !(hl_winograd_fits(g) && hl_winograd_pays_forward(g));
+    return !(hl_winograd_fits(g) && hl_winograd_pays_forward(g, false));
 }
 
 /* y = conv(x, w) + bias, then the epilogue, by products against packed weights
@@ -141,6 +141,7 @@ static hl_status conv_forward_packed(const conv_geom *g, const float *x, const f
         }
         return HL_OK;
     }
+    if (hl_conv_phases_fits(g)) return hl_conv_phases_forward(g, x, packed, bias, e, y);
     const tiling t = plan_tiles(g, sizeof(float), 2);
     const int64_t col_floats = K * t.samples * t.rows * g->ow;
     scratch sc;
@@ -190,8 +191,10 @@ hl_status hl_cpu_conv(const hl_call *c) {
     conv_geom g;
     geom_from(c, x, y, w->shape, &g);
     if (packed && c->i[12] == 1 + HL_CONV_PACK_WINOGRAD) {
-        if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
-            hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
+        /* conv_pack checked the weights: NaN where it refused them (packed_layouts.h) */
+        const float *U = (const float *)hl_ptr(packed);
+        if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g, true) &&
+            g.c_out * g.c_in > 0 && !isnan(U[0]))
             return hl_winograd_forward_packed(&g, (const float *)hl_ptr(x),
                                               (const float *)hl_ptr(packed),
                                               b ? (const float *)hl_ptr(b) : NULL, e,
@@ -205,7 +208,7 @@ hl_status hl_cpu_conv(const hl_call *c) {
         packed_beats_winograd(&g))
         return conv_forward_packed(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),
                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
-    if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g) &&
+    if (x->dtype == HL_F32 && hl_winograd_fits(&g) && hl_winograd_pays_forward(&g, false) &&
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));

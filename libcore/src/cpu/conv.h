@@ -50,6 +50,9 @@ typedef struct {
     const conv_epilogue *epi;    /* its act (and res above); NULL: none */
     float *work;                 /* hl_conv_packed_work(n, k) floats, or NULL: the product
                                     takes its own */
+    const int64_t *b_rows;       /* or NULL; else row k of b[s] starts at b[s] + b_rows[k]
+                                    (ldb unused): columns read in place from another layout
+                                    (conv_phases.c) */
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
@@ -68,6 +71,13 @@ hl_status hl_conv_stem_forward(const conv_geom *g, const float *x, const float *
                                const float *bias, const conv_epilogue *epi, float *y);
 /* The work floats of a product of n positions and k steps (for the threads of this call). */
 int64_t hl_conv_packed_work(int64_t n, int64_t k);
+
+/* Stride-2 convolutions (one group, dilation 1, kernels larger than 1x1) against packed
+   panels, reading their columns from the input split into four phases instead of im2col's
+   (conv_phases.c). */
+bool hl_conv_phases_fits(const conv_geom *g);
+hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float *packed,
+                                 const float *bias, const conv_epilogue *epi, float *y);
 
 /* Depthwise 3x3 convolutions (stride 1 or 2, dilation 1), float32, AVX2 + FMA
    (conv_dw3x3.c): whether a call fits (and the CPU has the instructions), and the forward
@@ -106,18 +116,26 @@ static inline void scratch_put(scratch *b) {
 
 /* Winograd F(2x2, 3x3), float32 (winograd.c). `fits` says whether a call may take it. */
 bool hl_winograd_fits(const conv_geom *g);
-/* Whether a forward call has tiles enough to repay transforming the kernels. */
-bool hl_winograd_pays_forward(const conv_geom *g);
+/* Whether a forward call has tiles enough to repay transforming the kernels (packed: they
+   were transformed once, by hl_winograd_pack). */
+bool hl_winograd_pays_forward(const conv_geom *g, bool packed);
 /* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
    cancellation would round at its own scale (winograd.c, "Precision"). */
 bool hl_winograd_weights_ok(const float *w, int64_t n);
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, const conv_epilogue *epi, float *y);
-/* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in)), made once
+/* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in) in panels,
+   packed_layouts.h), made once
    for a constant weight, and the forward pass that takes them instead of transforming w. */
 void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U);
 hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
                                      const float *bias, const conv_epilogue *epi, float *y);
+/* The 16 products M[e] = U[e] @ V[e] of that forward pass (winograd_product.c): U in
+   hl_winograd_pack's layout, V[e] (from V + e * vs) in strips of HL_WINOGRAD_NR tiles, each
+   c_in rows of NR values, M[e] (from M + e * ms) c_out rows of strips * NR, ldm apart. */
+enum { HL_WINOGRAD_NR = 16 };
+void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
+                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
                                  const float *bias, float *dx);
 hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,

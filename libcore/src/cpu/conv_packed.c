@@ -371,12 +371,12 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 /* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
    NR contiguous (a partial last strip padded with zeros): the blocks then read their columns
    in sequence instead of one row (and, for wide planes, one page) per step of K. */
-static void pack_columns(const float *B, int64_t ldb, int64_t kc, int64_t j0, int64_t j1,
-                         float *dst) {
+static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, int64_t kc,
+                         int64_t j0, int64_t j1, float *dst) {
     for (int64_t js = j0; js < j1; js += NR) {
         const int64_t w = HL_MIN(NR, j1 - js);
         for (int64_t k = 0; k < kc; k++) {
-            const float *src = B + k * ldb + js;
+            const float *src = B + (rows ? rows[k] : k * ldb) + js;
             float *d = dst + k * NR;
             for (int64_t j = 0; j < w; j++) d[j] = src[j];
             for (int64_t j = w; j < NR; j++) d[j] = 0;
@@ -484,9 +484,12 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                once for all the panels (from L2). */
             const int64_t wbytes = (p1 - p0) * a.K * MR * (int64_t)sizeof(float);
             const bool few = M <= STRIPS_MAX_M, short_rows = N <= STRIPS_MAX_N;
-            const bool strips = (few || short_rows) &&
+            /* columns gathered from phases (b_rows) are always packed */
+            const bool strips = !pr->b_rows && (few || short_rows) &&
                                 (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
-            if (!strips && K > 0) pack_columns(B + k0 * pr->ldb, pr->ldb, a.K, j0, j1, mine);
+            if (!strips && K > 0)
+                pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
+                             pr->b_rows ? pr->b_rows + k0 : NULL, a.K, j0, j1, mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);

@@ -27,7 +27,7 @@
  * 2^-24 times that weight times the inputs next to it: one weight of 1e3 among N(0, 1)
  * weights made a relative error of 1e-5 to 2e-4, 1e6 made 0.01 to 0.44, 1e30 made the output
  * garbage. hl_winograd_weights_ok therefore admits a kernel to this path only when its
- * weights are finite and none exceeds OUTLIER_RATIO times their root mean square; otherwise
+ * weights are finite and none exceeds HL_WINOGRAD_OUTLIER_RATIO (packed_layouts.h) times their root mean square; otherwise
  * the call takes im2col. A well-scaled layer's largest weight is 4 to 12 RMS (Gaussian and
  * heavy-tailed trained weights alike), where the error stays within a few float32 roundings
  * of the output scale (tests/ops/test_winograd_precision.py); a single outlier beyond the
@@ -52,20 +52,21 @@
 
 /* Below this many channels on either side the products are too thin to gain. */
 enum { MIN_CHANNELS = 16 };
+/* Tiles per strip of the packed path's transformed input (winograd_product.c). */
+enum { NR = HL_WINOGRAD_NR };
 /* A forward pass transforms all C_out x C_in kernels (16 values each) every call, a cost
    that only many tiles repay: ResNet-18's 512-channel 7x7 layers at batch 1 (16 tiles) took
    8.0 ms by Winograd and 4.7 ms by im2col + sgemm, its 256-channel 14x14 ones (49 tiles)
-   3.4 ms either way, one thread (docs/performance.md, onnx_infer). Kernels transformed once
-   (hl_winograd_pack) do not move the threshold: the 512-channel 7x7 layer still took 6.6 ms
-   by Winograd against 4.3 ms by im2col, the transform is not what costs there. */
+   3.4 ms either way, one thread (docs/performance.md, onnx_infer). With kernels transformed
+   once (hl_winograd_pack) the products read them as they are (winograd_product.c), and from
+   HL_WINOGRAD_PACKED_MIN_TILES (hl_core.h) that beats im2col: the 7x7 layer 2.0 against
+   3.9 ms, one thread, weights in cache. */
 enum { MIN_FORWARD_TILES = 32 };
 /* A block of tiles: its transformed input and output side near BLOCK_BYTES, and at least
    MIN_BLOCK_TILES tiles (the products of wide layers are slow below that). Within those
    bounds the size hardly shows: ResNet-18 training steps took the same time, within the
    noise, with blocks of 1.5 to 8 MiB. */
 enum { BLOCK_BYTES = 4 << 20, MIN_BLOCK_TILES = 128 };
-/* A weight beyond this many times the kernel's RMS weight sends the call to im2col. */
-#define OUTLIER_RATIO 24.0
 /* Work below this many elements runs on one thread. */
 enum { PAR_MIN = 32768 };
 /* The most floats one of the 16 transformed matrices may span: BLAS's 32-bit indices must
@@ -101,10 +102,11 @@ bool hl_winograd_fits(const conv_geom *g) {
     return !(env && env[0] == '0' && env[1] == '\0');
 }
 
-bool hl_winograd_pays_forward(const conv_geom *g) {
+bool hl_winograd_pays_forward(const conv_geom *g, bool packed) {
     const int64_t tiles = g->n * ((g->oh + 1) / 2) * ((g->ow + 1) / 2);
     const char *env = getenv("HL_WINOGRAD");  /* 1: wherever it fits, for tests */
-    return tiles >= MIN_FORWARD_TILES || (env && env[0] == '1' && env[1] == '\0');
+    return tiles >= (packed ? HL_WINOGRAD_PACKED_MIN_TILES : MIN_FORWARD_TILES) ||
+           (env && env[0] == '1' && env[1] == '\0');
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
@@ -120,7 +122,7 @@ bool hl_winograd_weights_ok(const float *w, int64_t n) {
         most = a > most ? a : most;
         sum_sq += (double)a * a;
     }
-    return finite && (double)most * most <= OUTLIER_RATIO * OUTLIER_RATIO * (sum_sq / (double)n);
+    return hl_winograd_admits(finite, most, sum_sq, n);
 }
 
 /* ---- the transforms of one tile -------------------------------------------------------- */
@@ -201,11 +203,13 @@ static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx
     }
 }
 
-/* V = B^T d B for a run of tiles from the split rows (B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0;
-   0 1 0 -1]); entry e of tile j goes to v[e * vs + j]. */
+/* V = B^T d B for the tiles [j0, j1) of a run of len tiles from the split rows (B^T =
+   [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]); entry e of tile j goes to v[e * vs + j - j0]. */
 HL_CLONES
-static void input_run(const float *restrict rows, int64_t len, float *restrict v, int64_t vs) {
+static void input_run(const float *restrict rows, int64_t len, int64_t j0, int64_t j1,
+                      float *restrict v, int64_t vs) {
     const int64_t L = len + 1;
+    v -= j0;
     const float *restrict e0 = rows, *restrict o0 = rows + L;
     const float *restrict e1 = rows + 2 * L, *restrict o1 = rows + 3 * L;
     const float *restrict e2 = rows + 4 * L, *restrict o2 = rows + 5 * L;
@@ -219,7 +223,7 @@ static void input_run(const float *restrict rows, int64_t len, float *restrict v
     v[(4 + c) * vs + j] = u1##c + u2##c;                                                     \
     v[(8 + c) * vs + j] = u2##c - u1##c;                                                     \
     v[(12 + c) * vs + j] = u1##c - u3##c;
-    for (int64_t j = 0; j < len; j++) {
+    for (int64_t j = j0; j < j1; j++) {
         HL_ROW(0, e0, o0)
         HL_ROW(1, e1, o1)
         HL_ROW(2, e2, o2)
@@ -233,7 +237,6 @@ static void input_run(const float *restrict rows, int64_t len, float *restrict v
 #undef HL_COL
 }
 
-/* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. */
 /* A block of tiles [t0, t0 + count) over channels [c0, c0 + ...): what the loops over its
    channels hand to their chunks (each thread's rows in work, work_per_thread floats apart). */
 typedef struct {
@@ -242,15 +245,21 @@ typedef struct {
     const conv_epilogue *epi;
     float *dst, *work;
     int64_t t0, count, es, c0, work_per_thread;
+    int64_t ldm;     /* output_block: M's rows ldm apart */
+    bool strips;     /* input_block: V in strips of NR tiles */
 } tile_block;
 
 static void input_channels(int64_t c0, int64_t c1, void *arg);
 
+/* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. strips: V[e] cut
+   into strips of NR tiles instead (the packed products' layout, winograd_product.c), tile t
+   of channel c at V[e * es + (t / NR) * C * NR + c * NR + t % NR], the last strip's columns
+   past count zeros. */
 static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t count, float *V,
-                        int64_t es, float *work, int64_t work_per_thread) {
+                        int64_t es, bool strips, float *work, int64_t work_per_thread) {
     const int64_t C = g->c_in;
     const tile_block q = {.g = g, .src = x, .dst = V, .work = work, .t0 = t0, .count = count,
-                          .es = es, .work_per_thread = work_per_thread};
+                          .es = es, .work_per_thread = work_per_thread, .strips = strips};
     hl_parallel_for(C, C * count * 16 > PAR_MIN ? 1 : C, input_channels, (void *)&q);
 }
 
@@ -260,6 +269,8 @@ static void input_channels(int64_t c0, int64_t c1, void *arg) {
     const float *x = q->src;
     float *V = q->dst;
     const int64_t C = g->c_in, t0 = q->t0, count = q->count, es = q->es;
+    const bool strips = q->strips;
+    const int64_t tail = strips ? count % NR : 0, last = count / NR * C * NR;
     for (int64_t c = c0; c < c1; c++) {
         float *rows = q->work + hl_thread_num() * q->work_per_thread;
         RUNS(g, t0, count, u) {
@@ -268,8 +279,19 @@ static void input_channels(int64_t c0, int64_t c1, void *arg) {
             for (int r = 0; r < 4; r++)
                 split_row(plane, g, 2 * u.ty + r - g->pt, u.tx0, u.len, rows + 2 * r * L,
                           rows + (2 * r + 1) * L);
-            input_run(rows, u.len, V + c * count + u.off, es);
+            if (!strips) {
+                input_run(rows, u.len, 0, u.len, V + c * count + u.off, es);
+                continue;
+            }
+            for (int64_t j = 0; j < u.len;) {   /* the run's tiles, strip by strip */
+                const int64_t t = u.off + j, in_strip = HL_MIN(u.len - j, NR - t % NR);
+                input_run(rows, u.len, j, j + in_strip,
+                          V + (t / NR) * C * NR + c * NR + t % NR, es);
+                j += in_strip;
+            }
         }
+        for (int e = 0; tail && e < 16; e++)
+            for (int64_t j = tail; j < NR; j++) V[e * es + last + c * NR + j] = 0;
     }
 }
 
@@ -312,15 +334,17 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
     }
 }
 
-/* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]. */
+/* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]
+   (rows ldm apart). */
 static void output_channels(int64_t c0, int64_t c1, void *arg);
 
-static void output_block(const wgeom *g, const float *M, int64_t es, int64_t t0,
+static void output_block(const wgeom *g, const float *M, int64_t es, int64_t ldm, int64_t t0,
                          int64_t count, const float *bias, const conv_epilogue *epi, float *y,
                          float *work, int64_t work_per_thread) {
     const int64_t C = g->c_out;
     const tile_block q = {.g = g, .src = M, .bias = bias, .epi = epi, .dst = y, .work = work,
-                          .t0 = t0, .count = count, .es = es, .work_per_thread = work_per_thread};
+                          .t0 = t0, .count = count, .es = es, .work_per_thread = work_per_thread,
+                          .ldm = ldm};
     hl_parallel_for(C, C * count * 16 > PAR_MIN ? 1 : C, output_channels, (void *)&q);
 }
 
@@ -330,13 +354,13 @@ static void output_channels(int64_t c0, int64_t c1, void *arg) {
     const float *M = q->src, *bias = q->bias;
     const conv_epilogue *epi = q->epi;
     float *y = q->dst;
-    const int64_t C = g->c_out, t0 = q->t0, count = q->count, es = q->es;
+    const int64_t C = g->c_out, t0 = q->t0, count = q->count, es = q->es, ldm = q->ldm;
     for (int64_t co = c0; co < c1; co++) {
         float *ybuf = q->work + hl_thread_num() * q->work_per_thread;
         const float b = bias ? bias[co] : 0;
         RUNS(g, t0, count, u) {
             const int64_t plane = (u.n * C + co) * g->oh * g->ow;
-            output_run(M + co * count + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf, y + plane,
+            output_run(M + co * ldm + u.off, es, u.len, g, u.ty, u.tx0, b, ybuf, y + plane,
                        epi, epi && epi->res ? (const float *)epi->res + plane : NULL);
         }
     }
@@ -456,28 +480,23 @@ static void transform_weights(const float *w, int64_t C0, int64_t C1, bool turne
                                     us);
 }
 
-/* Ugiven: w's transformed kernels made before (hl_winograd_pack: 16 entries, CO x CI each,
-   packed one after another), or NULL to transform w here. */
 static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
-                          const float *Ugiven, bool turned, const float *bias,
-                          const conv_epilogue *epi, float *y) {
+                          bool turned, const float *bias, const conv_epilogue *epi, float *y) {
     const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
-    const int64_t us = Ugiven ? C0 * C1 : entry_stride(C0 * C1);
+    const int64_t us = entry_stride(C0 * C1);
     const int64_t tb = block_tiles(g, g->c_in, g->c_out), wpt = work_floats(g);
     const int64_t vs = entry_stride(g->c_in * tb), ms = entry_stride(g->c_out * tb);
     hl_status st;
     scratch s;
-    float *U = scratch_floats(op, &s, 16 * ((Ugiven ? 0 : us) + vs + ms) +
-                              wpt * hl_pool_threads(), &st);
+    float *U = scratch_floats(op, &s, 16 * (us + vs + ms) + wpt * hl_pool_threads(), &st);
     if (st) return st;
-    float *V = U + (Ugiven ? 0 : 16 * us), *M = V + 16 * vs, *work = M + 16 * ms;
-    if (Ugiven) U = (float *)Ugiven;
-    else transform_weights(w, C0, C1, turned, U, us);
+    float *V = U + 16 * us, *M = V + 16 * vs, *work = M + 16 * ms;
+    transform_weights(w, C0, C1, turned, U, us);
     for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g->tiles - t0);
-        input_block(g, x, t0, count, V, vs, work, wpt);
+        input_block(g, x, t0, count, V, vs, false, work, wpt);
         batched_gemm(turned, false, g->c_out, count, g->c_in, U, us, V, vs, 0.0f, M, ms);
-        output_block(g, M, ms, t0, count, bias, epi, y, work, wpt);
+        output_block(g, M, ms, count, t0, count, bias, epi, y, work, wpt);
     }
     scratch_put(&s);
     return HL_OK;
@@ -487,18 +506,62 @@ hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *
                               const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
-    return convolve("conv", &g, x, w, NULL, false, bias, epi, y);
+    return convolve("conv", &g, x, w, false, bias, epi, y);
 }
 
 void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U) {
-    transform_weights(w, c_out, c_in, false, U, c_out * c_in);
+    const int64_t us = c_out * c_in;
+    if (!hl_winograd_weights_ok(w, us * 9)) {   /* refused: NaN, packed_layouts.h */
+        for (int64_t i = 0; i < 16 * us; i++) U[i] = NAN;
+        return;
+    }
+#pragma omp parallel for schedule(static) if (us * 16 > PAR_MIN)
+    for (int64_t co = 0; co < c_out; co++)
+        for (int64_t ci = 0; ci < c_in; ci++)
+            hl_winograd_weight_tile(w + (co * c_in + ci) * 9, 3, 1,
+                                    U + hl_winograd_packed_at(co, ci, c_out, c_in), us);
 }
 
+/* Tiles per block of the packed path: whole strips, the transformed input and output side
+   near PACKED_BLOCK_BYTES (the product then reads V and the output transform M from L2; at
+   batch 8 blocks of 64-128 tiles read 5-15% faster than the unpacked path's 256-512, one
+   thread, within this host's noise), but at least PACKED_MIN_TILES, more where U is large
+   (every block reads all of U again: 16 MiB for 512 channels). */
+enum { PACKED_BLOCK_BYTES = 1 << 20, PACKED_MIN_TILES = 32, PACKED_MIN_TILES_LARGE_U = 128 };
+
+static int64_t packed_block_tiles(const wgeom *g) {
+    const int64_t per_tile = 16 * (g->c_in + g->c_out) * (int64_t)sizeof(float);
+    const int64_t u_bytes = 16 * g->c_in * g->c_out * (int64_t)sizeof(float);
+    int64_t most = HL_MAX(PACKED_BLOCK_BYTES / per_tile, u_bytes > PACKED_BLOCK_BYTES
+                                                             ? PACKED_MIN_TILES_LARGE_U
+                                                             : PACKED_MIN_TILES);
+    most = HL_MIN(most, (INDEX_MAX - 2048) / HL_MAX(g->c_in, g->c_out)) / NR * NR;
+    return HL_MAX(most, NR);
+}
+
+/* The forward pass by kernels transformed once (U, hl_winograd_pack's layout): the input
+   transform writes V in strips of NR tiles and hl_winograd_product multiplies them by U as
+   it is. Blocks of tiles are whole strips but the last. */
 hl_status hl_winograd_forward_packed(const conv_geom *cg, const float *x, const float *U,
                                      const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
-    return convolve("conv", &g, x, NULL, U, false, bias, epi, y);
+    const int64_t tb = packed_block_tiles(&g);
+    const int64_t wpt = work_floats(&g), width = HL_MIN(tb, (g.tiles + NR - 1) / NR * NR);
+    const int64_t vs = entry_stride(g.c_in * width), ms = entry_stride(g.c_out * width);
+    hl_status st;
+    scratch s;
+    float *V = scratch_floats("conv", &s, 16 * (vs + ms) + wpt * hl_pool_threads(), &st);
+    if (st) return st;
+    float *M = V + 16 * vs, *work = M + 16 * ms;
+    for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
+        const int64_t count = HL_MIN(tb, g.tiles - t0), strips = (count + NR - 1) / NR;
+        input_block(&g, x, t0, count, V, vs, true, work, wpt);
+        hl_winograd_product(U, g.c_out, g.c_in, V, vs, strips, M, ms, strips * NR);
+        output_block(&g, M, ms, strips * NR, t0, count, bias, epi, y, work, wpt);
+    }
+    scratch_put(&s);
+    return HL_OK;
 }
 
 /* dx is the convolution of dy by w turned 180 degrees with its channel axes swapped, over dy
@@ -507,7 +570,7 @@ hl_status hl_winograd_grad_input(const conv_geom *cg, const float *dy, const flo
                                  const float *bias, float *dx) {
     const wgeom g = wgeom_make(cg->n, cg->c_out, cg->oh, cg->ow, cg->c_in, cg->h, cg->w,
                                2 - cg->pt, 2 - cg->pl);
-    return convolve("conv_grad_input", &g, dy, w, NULL, true, bias, NULL, dx);
+    return convolve("conv_grad_input", &g, dy, w, true, bias, NULL, dx);
 }
 
 /* ---- grad_weight ------------------------------------------------------------------------- */
@@ -537,7 +600,7 @@ hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const fl
         const int64_t nc = HL_MIN(cb, CO - c0);
         for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
             const int64_t count = HL_MIN(tb, g.tiles - t0);
-            input_block(&g, x, t0, count, V, vs, work, wpt);
+            input_block(&g, x, t0, count, V, vs, false, work, wpt);
             grad_block(&g, dy, c0, nc, t0, count, DY, ds, work, wpt);
             /* M[e] (nc x CI) += DY[e] (nc x count) @ V[e]^T, set by the first block */
             batched_gemm(false, true, nc, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);

@@ -203,12 +203,11 @@ def run_fused_conv(n, x, w, b=None, r=None):
 
 
 # A 3x3 stride-1 weight's Winograd kernels are made at the first call that takes Winograd,
-# not at prepare(): at batch 1 ResNet-18's 14x14 and 7x7 layers never do (too few tiles),
-# and transforming all of them was 0.15 s of its 0.4 s prepare(). Below this many 2x2
-# output tiles the kernel takes other paths (MIN_FORWARD_TILES of libcore's winograd.c;
-# were the two to differ, only speed would: unpacked, the kernel transforms per call).
+# not at prepare(): transforming all of ResNet-18's was 0.15 s of its 0.4 s prepare(), and a
+# layer with too few 2x2 output tiles never takes them (HL_WINOGRAD_PACKED_MIN_TILES, the
+# kernel's own threshold: below it the call takes the unpacked paths).
 WINOGRAD_LATER = object()
-WINOGRAD_MIN_TILES = 32
+WINOGRAD_MIN_TILES = _core.lib.HL_WINOGRAD_PACKED_MIN_TILES
 
 
 def _winograd_when_it_pays(n, x, w, geometry):
@@ -225,8 +224,9 @@ def _winograd_when_it_pays(n, x, w, geometry):
 def _packed_weight(conv, constants):
     """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
     transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one
-    and for a 3x3 one with at most 7 input channels (the stem kernel's);
-    None for the others: a weight that is no float32 constant, a depthwise convolution (it
+    and for a 3x3 one with at most 7 input channels (the stem kernel's) and a stride-2 one
+    larger than 3x3 (a stem read by phases); None for the others: a weight that is no float32
+    constant, a depthwise convolution (it
     has a direct kernel), more than 2 spatial axes, other kernel sizes."""
     w = constants.get(conv.inputs[1])
     group = conv.attr("group", 1)
@@ -249,8 +249,13 @@ def _packed_weight(conv, constants):
         return WINOGRAD_LATER
     if all(k == 1 for k in w.shape[2:]):
         return ops.conv_pack(w, group)
-    # Other kernels (a 7x7 stem, strided 3x3 on more channels) stay with im2col + OpenBLAS: the packed product
-    # on im2col's columns measured no faster, the stem up to 20% slower (docs/performance.md)
+    if w.ndim == 4 and w.shape[2] * w.shape[3] > 9 and group == 1 and \
+            list(strides or [1]) == [2, 2] and all(d == 1 for d in dilations or [1]):
+        # a strided stem (ResNet's 7x7): the product reads its columns from the input split
+        # into four phases, no im2col (libcore cpu/conv_phases.c): 0.90x im2col + OpenBLAS
+        return ops.conv_pack(w, group)
+    # Strided 3x3 layers stay with im2col + OpenBLAS: the packed product on im2col's columns
+    # measured no faster, on the phases 1.0-1.15x slower (docs/performance.md)
     return None
 
 

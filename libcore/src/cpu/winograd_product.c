@@ -1,0 +1,121 @@
+/*
+ * winograd_product.c - the 16 products of a Winograd F(2x2, 3x3) forward pass against
+ * kernels transformed once (conv_pack's Winograd layout, packed_layouts.h), for inference:
+ *     M[e] (C_out x tiles) = U[e] (C_out x C_in) @ V[e] (C_in x tiles),   e = 0 .. 15
+ * OpenBLAS's batched call packs all 16 U[e] again on every call; at batch 1 that is most of
+ * the work (a 512-channel layer's U is 16 MiB against 0.13 GFLOP of products), so the
+ * products read U as conv_pack left it: panels of HL_WINOGRAD_MR output channels, input
+ * channel by input channel. The transformed input V arrives cut into strips of NR tiles
+ * (winograd.c writes it so), each strip C_in rows of NR contiguous values, so that one strip
+ * stays in L1 while every panel of U passes over it: an MR x NR block of M is held in 12 AVX2
+ * registers for the whole of C_in, then stored once (no epilogue: the output transform after
+ * it adds the bias and applies the conv's epilogue).
+ *
+ * Work is split over (entry, strip) pairs: 16 per strip, so batch 1 at 7x7 (one strip) still
+ * keeps two threads busy (chunks of the thread pool, thread_pool.h). The AVX2 + FMA kernel runs where the CPU has both (hl_conv_avx2);
+ * elsewhere a portable loop computes the same sums in the same order (k ascending per
+ * output), so both give the same bits up to FMA contraction.
+ */
+#include "../core.h"
+#include "../packed_layouts.h"
+#include "conv.h"
+#include "conv_avx2.h"
+#include "parallel.h"
+#include "thread_pool.h"
+
+enum { MR = HL_WINOGRAD_MR, NR = HL_WINOGRAD_NR };
+_Static_assert(MR == 6 && NR == 16, "the AVX2 kernel holds a 6 x 16 block");
+
+/* C (mr x NR, rows ldc apart) = A (mr rows, K steps, mr values per step) @ B (K x NR). */
+HL_CLONES
+static void block_portable(const float *restrict A, const float *restrict B, int64_t K,
+                           float *restrict C, int64_t ldc, int mr) {
+    float acc[MR][NR] = {{0}};
+    for (int64_t k = 0; k < K; k++)
+        for (int r = 0; r < mr; r++)
+            for (int j = 0; j < NR; j++) acc[r][j] += A[k * mr + r] * B[k * NR + j];
+    for (int r = 0; r < mr; r++)
+        for (int j = 0; j < NR; j++) C[r * ldc + j] = acc[r][j];
+}
+
+#if HL_CONV_HAVE_X86
+/* The same with mr a constant where inlined: named accumulators (an array of them was kept
+   on the stack, at half the speed), rows past mr compiled out. */
+HL_AVX2 static inline __attribute__((always_inline)) void block_rows(
+    const float *restrict A, const float *restrict B, int64_t K, float *restrict C,
+    int64_t ldc, const int mr) {
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define ROW(r, lo, hi)                                                                        \
+    if (mr > r) {                                                                             \
+        const __m256 a = _mm256_broadcast_ss(A + r);                                         \
+        lo = _mm256_fmadd_ps(a, b0, lo);                                                      \
+        hi = _mm256_fmadd_ps(a, b1, hi);                                                      \
+    }
+    for (int64_t k = 0; k < K; k++) {
+        const __m256 b0 = _mm256_loadu_ps(B), b1 = _mm256_loadu_ps(B + 8);
+        ROW(0, c00, c01) ROW(1, c10, c11) ROW(2, c20, c21)
+        ROW(3, c30, c31) ROW(4, c40, c41) ROW(5, c50, c51)
+        A += mr;
+        B += NR;
+    }
+#undef ROW
+#define STORE(r, lo, hi)                                                                      \
+    if (mr > r) _mm256_storeu_ps(C + r * ldc, lo), _mm256_storeu_ps(C + r * ldc + 8, hi);
+    STORE(0, c00, c01) STORE(1, c10, c11) STORE(2, c20, c21)
+    STORE(3, c30, c31) STORE(4, c40, c41) STORE(5, c50, c51)
+#undef STORE
+}
+
+HL_AVX2 static void block_avx2(const float *A, const float *B, int64_t K, float *C,
+                               int64_t ldc, int mr) {
+    switch (mr) {
+    case 6: block_rows(A, B, K, C, ldc, 6); break;
+    case 5: block_rows(A, B, K, C, ldc, 5); break;
+    case 4: block_rows(A, B, K, C, ldc, 4); break;
+    case 3: block_rows(A, B, K, C, ldc, 3); break;
+    case 2: block_rows(A, B, K, C, ldc, 2); break;
+    default: block_rows(A, B, K, C, ldc, 1); break;
+    }
+}
+#endif
+
+/* What the chunks of one call share. */
+typedef struct {
+    const float *U, *V;
+    float *M;
+    int64_t c_out, c_in, vs, strips, ms, ldm;
+    bool avx2;
+} product;
+
+/* The (entry, strip) pairs [t0, t1): every panel of U[e] over strip s of V[e]. */
+static void product_pairs(int64_t t0, int64_t t1, void *arg) {
+    const product *q = arg;
+    const int64_t panels = (q->c_out + MR - 1) / MR;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t e = t / q->strips, s = t % q->strips;
+        const float *B = q->V + e * q->vs + s * q->c_in * NR;
+        const float *Ue = q->U + e * q->c_out * q->c_in;
+        float *C = q->M + e * q->ms + s * NR;
+        for (int64_t p = 0; p < panels; p++) {
+            const int mr = (int)HL_MIN(MR, q->c_out - p * MR);
+            const float *A = Ue + p * MR * q->c_in;
+#if HL_CONV_HAVE_X86
+            if (q->avx2) {
+                block_avx2(A, B, q->c_in, C + p * MR * q->ldm, q->ldm, mr);
+                continue;
+            }
+#endif
+            block_portable(A, B, q->c_in, C + p * MR * q->ldm, q->ldm, mr);
+        }
+    }
+}
+
+void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
+                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm) {
+    const int64_t pairs = 16 * strips;
+    const double flops = 2.0 * 16 * (double)c_out * (double)c_in * (double)(strips * NR);
+    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, hl_conv_avx2()};
+    /* one pair per chunk: a thread the host deschedules leaves the rest to the others */
+    hl_parallel_for(pairs, flops > 1e6 ? 1 : pairs, product_pairs, (void *)&q);
+}
