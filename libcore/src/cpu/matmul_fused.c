@@ -29,12 +29,13 @@
 #include "dtypes.h"
 #include "fast_math.h"
 #include "../packed_layouts.h"
+#include "gemm_tile.h"
 #include "parallel.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
-enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
+enum { NR = HL_TILE_NR, MR = HL_TILE_MR, KC = 256, MC = 144, NC_PANELS = 16 };
 /* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
 enum { PACK_PAR_MIN = 1 << 22 };
 
@@ -118,7 +119,7 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
    after another, and in each, the panels one after another (kc x NR floats each). */
-_Static_assert(NR == HL_PACK_B_NR && KC == HL_PACK_B_KC, "packed_layouts.h's layout");
+_Static_assert((int)NR == (int)HL_PACK_B_NR && (int)KC == (int)HL_PACK_B_KC, "packed_layouts.h's layout");
 static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
     return hl_packed_b_at(K, P, p, pc);
 }
@@ -584,7 +585,15 @@ static hl_status matmul_fused(const hl_call *c) {
     return HL_OK;
 }
 
+/* The micro-kernel for this directory's other kernels (gemm_tile.h). */
+void hl_gemm_tile_f32(int R, int64_t kc, const float *a, const float *b, float *c, int64_t ldc) {
+    run_tile(use_avx2(), R, kc, a, b, c, ldc, 0, NULL, NULL);
+}
+
+hl_status hl_cpu_attention(const hl_call *c);  /* attention.c */
+
 /* The gemm family's kernels added for inference (linalg.c's hl_cpu_gemm hands them here). */
 hl_status hl_cpu_gemm_inference(const hl_call *c) {
+    if (c->op == HL_OP_ATTENTION) return hl_cpu_attention(c);
     return c->op == HL_OP_GEMM_PACK_B ? pack_b(c) : matmul_fused(c);
 }
