@@ -2,29 +2,30 @@
  * attention.c - the CPU kernel of attention (api/attention.c): softmax(scale q k^T + mask) v
  * for each (batch, head), the scores never leaving the cache.
  *
- * Work items are (batch, head, block of QBLOCK query rows). A thread packs the head's K (as
- * panels of 16 keys, D rows each: the B of q k^T) and V (panels of 16 columns, Sk rows each)
- * once for all the blocks of that head it runs; then, 6 query rows at a time (the
- * micro-kernel's tile), it packs the rows of q times the scale, computes their 6 x Sk scores
- * with matmul_fused.c's micro-kernel (gemm_tile.h), adds the mask, takes the softmax of each
- * row, packs the probabilities as the A of the second product and multiplies them by V's
- * panels, storing straight into the output rows (the merged-heads layout is only other
- * strides). Per tile the scores are 6 x Sk floats (3 KiB at 128 keys): the unfused graph
- * writes and re-reads B x H x Sq x Sk scores four times (product, scale, mask, softmax).
+ * Work items are (batch, head, block of QBLOCK query rows). A thread packs the head's K as
+ * panels of 16 keys, D rows each (the B of q k^T), and V as panels of 16 columns, Sk rows
+ * each, once for all the blocks of that head it runs. Then, 6 query rows at a time: their
+ * 6 x Sk scores (q's rows read in place), scale and mask added, the row maximum subtracted
+ * and exp taken in place; the unnormalised rows times V's panels, each output row multiplied
+ * by 1 / its sum as it is stored (straight into the output rows: the merged-heads layout is
+ * only other strides). Per tile the scores are 6 x Sk floats (3 KiB at 128 keys), where the
+ * unfused graph writes and re-reads B x H x Sq x Sk scores four times (product, scale, mask,
+ * softmax). The 6 x 16 micro-kernel reads A's 6 rows in place (no packing: at D = 64 and
+ * Sk = 128 packing cost as much as the products) and keeps its sums in 12 AVX2 registers.
  *
  * Numerics are softmax.c's: the row maximum is subtracted before exp (fast_math.h's
- * hl_exp_nonpos_f32), so a row whose maximum is -inf or +inf, or that holds a NaN, gives NaN
- * probabilities; nan_to_zero then takes them as 0. Sums are float32 in 8 lanes (Sk terms
- * of at most 1 each).
+ * hl_exp_nonpos_f32). A row whose maximum is -inf or +inf, or that holds a NaN, has a NaN
+ * sum and so NaN probabilities, all of them (every exp is at most 1, so no other row's sum
+ * is NaN or infinite); nan_to_zero makes such a row's output 0, as IsNaN/Where on its
+ * probabilities would. Sums are float32 in 8 lanes (Sk terms of at most 1 each).
  */
 #include <stdlib.h>
 
 #include "dtypes.h"
 #include "fast_math.h"
-#include "gemm_tile.h"
 #include "parallel.h"
 
-enum { MR = HL_TILE_MR, NR = HL_TILE_NR, QBLOCK = 64, LANES = 8 };
+enum { MR = 6, NR = 16, QBLOCK = 64, LANES = 8 };
 
 typedef struct {
     int64_t B, H, Sq, Sk, D, Dv;
@@ -33,14 +34,88 @@ typedef struct {
                                                    v and out is 1 */
     float *out;
     float scale;
-    bool nan_to_zero;
+    bool nan_to_zero, avx2;
 } attn;
 
-/* Per-thread buffers: K and V of one head packed, a tile's scores, a tile's packed A. */
+/* Per-thread buffers: K and V of one head packed, a tile's scores, a narrow output tile. */
 typedef struct {
-    float *kp, *vp, *scores, *ap, *tmp;
+    float *kp, *vp, *scores, *tmp;
     int64_t skp;  /* Sk rounded up to 16: the scores' row length */
 } scratch;
+
+/* ---- C[R x 16] = diag(scale) A[R x kc] @ B[kc x 16]: A's rows lda apart, B a panel ---- */
+
+typedef void (*rows_fn)(int R, int64_t kc, const float *a, int64_t lda, const float *b,
+                        float *c, int64_t ldc, const float *row_scale);
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+#define HAVE_AVX2_KERNEL 1
+/* Rows past R read row 0 again (their sums are dropped): one loop for every R. */
+__attribute__((target("avx2,fma"))) static void rows_avx2(int R, int64_t kc, const float *a,
+                                                        int64_t lda, const float *b, float *c,
+                                                        int64_t ldc, const float *row_scale) {
+    const float *a0 = a, *a1 = a + (R > 1) * lda, *a2 = a + (R > 2) * 2 * lda,
+                *a3 = a + (R > 3) * 3 * lda, *a4 = a + (R > 4) * 4 * lda,
+                *a5 = a + (R > 5) * 5 * lda;
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+#define ROW(r)                                                                                 \
+    av = _mm256_broadcast_ss(a##r + k);                                                        \
+    c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
+    c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; k++, b += NR) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 av;
+        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+    }
+#undef ROW
+#define STORE(r)                                                                               \
+    if (R > r) {                                                                               \
+        if (row_scale) {                                                                       \
+            const __m256 s = _mm256_set1_ps(row_scale[r]);                                     \
+            c##r##0 = _mm256_mul_ps(c##r##0, s);                                               \
+            c##r##1 = _mm256_mul_ps(c##r##1, s);                                               \
+        }                                                                                      \
+        _mm256_storeu_ps(c + r * ldc, c##r##0);                                                \
+        _mm256_storeu_ps(c + r * ldc + 8, c##r##1);                                            \
+    }
+    STORE(0) STORE(1) STORE(2) STORE(3) STORE(4) STORE(5)
+#undef STORE
+}
+#endif
+
+static void rows_portable(int R, int64_t kc, const float *a, int64_t lda, const float *b,
+                          float *c, int64_t ldc, const float *row_scale) {
+    for (int r = 0; r < R; r++) {
+        float s[NR] = {0};
+        for (int64_t k = 0; k < kc; k++)
+            for (int j = 0; j < NR; j++) s[j] += a[r * lda + k] * b[k * NR + j];
+        for (int j = 0; j < NR; j++) c[r * ldc + j] = row_scale ? s[j] * row_scale[r] : s[j];
+    }
+}
+
+static void rows_x_panel(const attn *g, int R, int64_t kc, const float *a, int64_t lda,
+                         const float *b, float *c, int64_t ldc, const float *row_scale) {
+#ifdef HAVE_AVX2_KERNEL
+    if (g->avx2) {
+        rows_avx2(R, kc, a, lda, b, c, ldc, row_scale);
+        return;
+    }
+#endif
+    rows_portable(R, kc, a, lda, b, c, ldc, row_scale);
+}
+
+static bool cpu_has_avx2(void) {
+#ifdef HAVE_AVX2_KERNEL
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+/* ---- the steps ---- */
 
 /* K (Sk x D, rows ks apart) as the B of q k^T: panels of 16 keys, D rows of 16 each, zeros
    past key Sk. V (Sk x Dv) as the B of p v: panels of 16 columns, Sk rows each. */
@@ -68,14 +143,18 @@ static void pack_head(const attn *g, const float *k, const float *v, scratch *s)
     }
 }
 
-/* One row of scores: + mask (elements ms apart, or none), softmax, NaN -> 0 if asked.
-   Plain loops over arrays of LANES partial results, which the clones vectorise. */
-HL_CLONES static void softmax_row(float *restrict x, const float *restrict m, int64_t ms,
-                                  int64_t n, bool nan_to_zero) {
+/* One row of scores x: scale, + mask (elements ms apart, or none), exp(x - max) in place.
+   Returns 1 / the sum of the exps: NaN for a row softmax makes NaN (see the top), and then
+   0, with the row zeroed, under nan_to_zero. Loops over LANES partial results, which the
+   clones vectorise. */
+HL_CLONES static float exp_row(float *restrict x, float scale, const float *restrict m,
+                               int64_t ms, int64_t n, bool nan_to_zero) {
     if (m && ms == 1)
-        for (int64_t j = 0; j < n; j++) x[j] += m[j];
+        for (int64_t j = 0; j < n; j++) x[j] = x[j] * scale + m[j];
     else if (m)
-        for (int64_t j = 0; j < n; j++) x[j] += m[j * ms];
+        for (int64_t j = 0; j < n; j++) x[j] = x[j] * scale + m[j * ms];
+    else
+        for (int64_t j = 0; j < n; j++) x[j] *= scale;
     float mm[LANES];
     for (int l = 0; l < LANES; l++) mm[l] = -INFINITY;
     int64_t j = 0;
@@ -84,43 +163,45 @@ HL_CLONES static void softmax_row(float *restrict x, const float *restrict m, in
     for (; j < n; j++) mm[0] = x[j] > mm[0] ? x[j] : mm[0];  /* NaNs are skipped here; */
     float mx = mm[0];                                        /* the sum catches them */
     for (int l = 1; l < LANES; l++) mx = mm[l] > mx ? mm[l] : mx;
-    for (j = 0; j < n; j++) x[j] = hl_exp_nonpos_f32(x[j] - mx);
     float acc[LANES] = {0};
     for (j = 0; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) acc[l] += x[j + l];
-    for (; j < n; j++) acc[0] += x[j];
+        for (int l = 0; l < LANES; l++) {
+            x[j + l] = hl_exp_nonpos_f32(x[j + l] - mx);
+            acc[l] += x[j + l];
+        }
+    for (; j < n; j++) {
+        x[j] = hl_exp_nonpos_f32(x[j] - mx);
+        acc[0] += x[j];
+    }
     float sum = 0;
     for (int l = 0; l < LANES; l++) sum += acc[l];
-    const float inv = 1.0f / sum;
-    for (j = 0; j < n; j++) x[j] *= inv;
-    if (nan_to_zero)
-        for (j = 0; j < n; j++) x[j] = x[j] == x[j] ? x[j] : 0.0f;
+    if (sum != sum && nan_to_zero) {
+        for (j = 0; j < n; j++) x[j] = 0;
+        return 0;
+    }
+    return 1.0f / sum;
 }
 
 /* Query rows [i0, i0 + R) of head (b, h), R <= MR; the head is packed in s. */
 static void tile_rows(const attn *g, int64_t b, int64_t h, int64_t i0, int R, scratch *s) {
     const float *q = g->q + b * g->qs[0] + h * g->qs[1] + i0 * g->qs[2];
-    for (int64_t d = 0; d < g->D; d++)  /* q's rows, scaled, as the A of q k^T */
-        for (int r = 0; r < MR; r++) s->ap[d * MR + r] = r < R ? g->scale * q[r * g->qs[2] + d] : 0;
     for (int64_t p = 0; p < s->skp / NR; p++)
-        hl_gemm_tile_f32(R, g->D, s->ap, s->kp + p * g->D * NR, s->scores + p * NR, s->skp);
+        rows_x_panel(g, R, g->D, q, g->qs[2], s->kp + p * g->D * NR, s->scores + p * NR, s->skp,
+                     NULL);
+    float inv[MR];
     for (int r = 0; r < R; r++) {
-        float *row = s->scores + r * s->skp;
         const float *m = g->mask ? g->mask + b * g->ms[0] + h * g->ms[1] + (i0 + r) * g->ms[2]
                                  : NULL;
-        softmax_row(row, m, g->ms[3], g->Sk, g->nan_to_zero);
-        for (int64_t j = 0; j < g->Sk; j++) s->ap[j * MR + r] = row[j];  /* the A of p v */
+        inv[r] = exp_row(s->scores + r * s->skp, g->scale, m, g->ms[3], g->Sk, g->nan_to_zero);
     }
-    for (int r = R; r < MR; r++)
-        for (int64_t j = 0; j < g->Sk; j++) s->ap[j * MR + r] = 0;
     float *o = g->out + b * g->os[0] + h * g->os[1] + i0 * g->os[2];
     for (int64_t p = 0; p * NR < g->Dv; p++) {
         const int64_t j0 = p * NR, nv = HL_MIN(NR, g->Dv - j0);
         const float *panel = s->vp + p * g->Sk * NR;
         if (nv == NR) {
-            hl_gemm_tile_f32(R, g->Sk, s->ap, panel, o + j0, g->os[2]);
+            rows_x_panel(g, R, g->Sk, s->scores, s->skp, panel, o + j0, g->os[2], inv);
         } else {  /* the last, narrower panel: through a full-width tile */
-            hl_gemm_tile_f32(R, g->Sk, s->ap, panel, s->tmp, NR);
+            rows_x_panel(g, R, g->Sk, s->scores, s->skp, panel, s->tmp, NR, inv);
             for (int r = 0; r < R; r++)
                 memcpy(o + r * g->os[2] + j0, s->tmp + r * NR, sizeof(float) * (size_t)nv);
         }
@@ -131,16 +212,15 @@ static bool scratch_alloc(const attn *g, scratch *s) {
     s->skp = (g->Sk + NR - 1) / NR * NR;
     const int64_t dvp = (g->Dv + NR - 1) / NR * NR;
     const size_t kp = (size_t)(s->skp * HL_MAX(g->D, 1)), vp = (size_t)(HL_MAX(g->Sk, 1) * dvp),
-                 sc = (size_t)(MR * HL_MAX(s->skp, NR)),
-                 ap = (size_t)(MR * HL_MAX(HL_MAX(g->D, g->Sk), 1)), tmp = MR * NR;
+                 sc = (size_t)(MR * HL_MAX(s->skp, NR)), tmp = MR * NR;
     /* one block, each part on a 64-byte boundary */
-    const size_t parts[5] = {kp, vp, sc, ap, tmp};
+    const size_t parts[4] = {kp, vp, sc, tmp};
     size_t total = 0;
-    for (int i = 0; i < 5; i++) total += (parts[i] + 15) / 16 * 16;
+    for (int i = 0; i < 4; i++) total += (parts[i] + 15) / 16 * 16;
     float *base = aligned_alloc(64, total * sizeof(float));
     if (!base) return false;
-    float **dst[5] = {&s->kp, &s->vp, &s->scores, &s->ap, &s->tmp};
-    for (int i = 0; i < 5; i++) {
+    float **dst[4] = {&s->kp, &s->vp, &s->scores, &s->tmp};
+    for (int i = 0; i < 4; i++) {
         *dst[i] = base;
         base += (parts[i] + 15) / 16 * 16;
     }
@@ -158,7 +238,7 @@ hl_status hl_cpu_attention(const hl_call *c) {
               .k = (const float *)hl_ptr(k), .v = (const float *)hl_ptr(v),
               .mask = mask ? (const float *)hl_ptr(mask) : NULL,
               .out = (float *)hl_ptr(c->out[0]), .scale = (float)c->f[0],
-              .nan_to_zero = c->i[1] != 0};
+              .nan_to_zero = c->i[1] != 0, .avx2 = cpu_has_avx2()};
     for (int d = 0; d < 4; d++) {
         g.qs[d] = q->strides[d];
         g.ks[d] = k->strides[d];
@@ -173,6 +253,10 @@ hl_status hl_cpu_attention(const hl_call *c) {
     }
     g.os[3] = 1;
     if (g.B == 0 || H == 0 || Sq == 0 || Dv == 0) return HL_OK;
+    if (g.Sk == 0) {  /* no keys: the product with an empty v, as unfused (out is contiguous) */
+        memset(g.out, 0, sizeof(float) * (size_t)(g.B * H * Sq * Dv));
+        return HL_OK;
+    }
     const int64_t blocks = (Sq + QBLOCK - 1) / QBLOCK, items = g.B * H * blocks;
     const double flops = 2.0 * (double)(g.B * H * Sq) * (double)g.Sk * (double)(g.D + Dv);
     const int threads = flops < 1e6 ? 1 : (int)HL_MIN(hl_max_threads(), items);

@@ -29,13 +29,12 @@
 #include "dtypes.h"
 #include "fast_math.h"
 #include "../packed_layouts.h"
-#include "gemm_tile.h"
 #include "parallel.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
    the KC steps add into (L2). */
-enum { NR = HL_TILE_NR, MR = HL_TILE_MR, KC = 256, MC = 144, NC_PANELS = 16 };
+enum { NR = 16, MR = 6, KC = 256, MC = 144, NC_PANELS = 16 };
 /* Elements of B from which gemm_pack_b packs on several threads (see pack_b). */
 enum { PACK_PAR_MIN = 1 << 22 };
 
@@ -119,7 +118,7 @@ static void epilogue_f32(const epilogue *e, float *c, int64_t ldc, int64_t i0, i
 
 /* Where the KC rows of panel p that start at row pc begin in a packed B: KC-row blocks one
    after another, and in each, the panels one after another (kc x NR floats each). */
-_Static_assert((int)NR == (int)HL_PACK_B_NR && (int)KC == (int)HL_PACK_B_KC, "packed_layouts.h's layout");
+_Static_assert(NR == HL_PACK_B_NR && KC == HL_PACK_B_KC, "packed_layouts.h's layout");
 static inline int64_t packed_at(int64_t K, int64_t P, int64_t p, int64_t pc) {
     return hl_packed_b_at(K, P, p, pc);
 }
@@ -303,22 +302,34 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
     av = _mm256_broadcast_ss(a + r);                                                           \
     c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
-    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */
-#pragma GCC unroll 4
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {
-            _mm_prefetch((const char *)pf, PREFETCH_HINT);
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-            __m256 av;
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        }
-    } else {
-#pragma GCC unroll 4
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-            __m256 av;
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        }
+    /* the loop over k for the rows ROWS... computes; a tile of 4 or 2 rows (the last of a
+       row block: 64 = 10 x 6 + 4 rows, 128 = 21 x 6 + 2) computes only those (their 6-row
+       tile was 3% of a 64- or 128-row product spent on zeros) */
+#define K_LOOP(...)                                                                            \
+    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */ \
+        _Pragma("GCC unroll 4")                                                                \
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {                         \
+            _mm_prefetch((const char *)pf, PREFETCH_HINT);                                     \
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
+            __m256 av;                                                                         \
+            __VA_ARGS__                                                                        \
+        }                                                                                      \
+    } else {                                                                                   \
+        _Pragma("GCC unroll 4")                                                                \
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {                                   \
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
+            __m256 av;                                                                         \
+            __VA_ARGS__                                                                        \
+        }                                                                                      \
     }
+    if (R > 4) {
+        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5))
+    } else if (R > 2) {
+        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3))
+    } else {
+        K_LOOP(ROW(0) ROW(1))
+    }
+#undef K_LOOP
 #undef ROW
     __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0, p0 = bias0, p1 = bias0;
     if (e && e->bias) {
@@ -583,11 +594,6 @@ static hl_status matmul_fused(const hl_call *c) {
                           0.0, (double *)hl_ptr(o), (int)N);
     epilogue_pass(a->dtype, &e, hl_ptr(o), M, N);
     return HL_OK;
-}
-
-/* The micro-kernel for this directory's other kernels (gemm_tile.h). */
-void hl_gemm_tile_f32(int R, int64_t kc, const float *a, const float *b, float *c, int64_t ldc) {
-    run_tile(use_avx2(), R, kc, a, b, c, ldc, 0, NULL, NULL);
 }
 
 hl_status hl_cpu_attention(const hl_call *c);  /* attention.c */
