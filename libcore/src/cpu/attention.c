@@ -64,12 +64,21 @@ __attribute__((target("avx2,fma"))) static void rows_avx2(int R, int64_t kc, con
     av = _mm256_broadcast_ss(a##r + k);                                                        \
     c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
-#pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; k++, b += NR) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-        __m256 av;
-        ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
+#define K_LOOP(...)                                                                            \
+    _Pragma("GCC unroll 4")                                                                    \
+    for (int64_t k = 0; k < kc; k++, b += NR) {                                                \
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                     \
+        __m256 av;                                                                             \
+        __VA_ARGS__                                                                            \
     }
+    if (R > 4) {  /* 4 and 2 rows (a block's last tile) compute only those */
+        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5))
+    } else if (R > 2) {
+        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3))
+    } else {
+        K_LOOP(ROW(0) ROW(1))
+    }
+#undef K_LOOP
 #undef ROW
 #define STORE(r)                                                                               \
     if (R > r) {                                                                               \
@@ -149,19 +158,31 @@ static void pack_head(const attn *g, const float *k, const float *v, scratch *s)
    clones vectorise. */
 HL_CLONES static float exp_row(float *restrict x, float scale, const float *restrict m,
                                int64_t ms, int64_t n, bool nan_to_zero) {
-    if (m && ms == 1)
-        for (int64_t j = 0; j < n; j++) x[j] = x[j] * scale + m[j];
-    else if (m)
-        for (int64_t j = 0; j < n; j++) x[j] = x[j] * scale + m[j * ms];
-    else
-        for (int64_t j = 0; j < n; j++) x[j] *= scale;
     float mm[LANES];
     for (int l = 0; l < LANES; l++) mm[l] = -INFINITY;
     int64_t j = 0;
-    for (; j + LANES <= n; j += LANES)
-        for (int l = 0; l < LANES; l++) mm[l] = x[j + l] > mm[l] ? x[j + l] : mm[l];
-    for (; j < n; j++) mm[0] = x[j] > mm[0] ? x[j] : mm[0];  /* NaNs are skipped here; */
-    float mx = mm[0];                                        /* the sum catches them */
+    /* x = x scale + m and its maximum in one pass (NaNs are skipped here; the sum catches
+       them) */
+#define SCALE_MAX(M)  /* M: the mask at element t */                                      \
+    for (j = 0; j + LANES <= n; j += LANES)                                                    \
+        for (int l = 0; l < LANES; l++) {                                                      \
+            const int64_t t = j + l;                                                           \
+            x[t] = x[t] * scale + (M);                                                         \
+            mm[l] = x[t] > mm[l] ? x[t] : mm[l];                                               \
+        }                                                                                      \
+    for (int64_t t = j; t < n; t++) {                                                          \
+        x[t] = x[t] * scale + (M);                                                             \
+        mm[0] = x[t] > mm[0] ? x[t] : mm[0];                                                   \
+    }
+    if (m && ms == 1) {
+        SCALE_MAX(m[t])
+    } else if (m) {
+        SCALE_MAX(m[t * ms])
+    } else {
+        SCALE_MAX(0.0f)
+    }
+#undef SCALE_MAX
+    float mx = mm[0];
     for (int l = 1; l < LANES; l++) mx = mm[l] > mx ? mm[l] : mx;
     float acc[LANES] = {0};
     for (j = 0; j + LANES <= n; j += LANES)
