@@ -67,7 +67,7 @@ def _sdpa_graph(opset=17):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def _classic_graph(scale_op="Div", cast=False, axis=-1, outputs=("y",)):
+def _classic_graph(scale_op="Div", cast=False, axis=-1, outputs=("y",), c_shape=()):
     """Older exports (and GPT-2 of the small zoo): MatMul(Q, K^T), then Div by sqrt(D) or
     Mul by its inverse, Add of a float (b, 1, 1, t) mask, Softmax, [Cast], MatMul."""
     nodes = _heads("x", "q", [0, 2, 1, 3]) + _heads("xk", "kt", [0, 2, 3, 1]) + \
@@ -83,7 +83,7 @@ def _classic_graph(scale_op="Div", cast=False, axis=-1, outputs=("y",)):
               helper.make_node("Reshape", ["ot", "merge"], ["y"])]
     c = np.sqrt(D) if scale_op == "Div" else 1 / np.sqrt(D)
     inits = [_const("split", [0, 0, H, D], np.int64), _const("merge", [0, 0, E], np.int64),
-             _const("c", c)]
+             _const("c", np.full(c_shape, c))]
     ins = [helper.make_tensor_value_info(n, FLOAT, ["b", "t", E]) for n in ("x", "xk", "xv")]
     ins.append(helper.make_tensor_value_info("mask", FLOAT, ["mb", 1, 1, "t"]))
     ranks = {"y": 3, "ss": 4}
@@ -148,8 +148,10 @@ def test_classic_exports_fuse(scale_op, cast):
 
 
 def test_what_is_not_attention_is_left_alone():
-    """Softmax over another axis, and scores the graph returns, are not fused."""
+    """Softmax over another axis, a scale of rank 5 (it would widen the scores), and scores
+    the graph returns, are not fused."""
     assert _fused(hl.onnx.prepare(_classic_graph(axis=2))) == []
+    assert _fused(hl.onnx.prepare(_classic_graph(c_shape=(1, 1, 1, 1, 1)))) == []
     model = _classic_graph(outputs=("y", "ss"))
     feeds = {n: RNG.standard_normal((1, 4, E)).astype(np.float32) for n in ("x", "xk", "xv")}
     rep = _check(model, [dict(feeds, mask=np.zeros((1, 1, 1, 4), np.float32))])

@@ -24,6 +24,7 @@
 #include "dtypes.h"
 #include "fast_math.h"
 #include "parallel.h"
+#include "tile_rows.h"
 
 enum { MR = 6, NR = 16, QBLOCK = 64, LANES = 8 };
 
@@ -71,13 +72,7 @@ __attribute__((target("avx2,fma"))) static void rows_avx2(int R, int64_t kc, con
         __m256 av;                                                                             \
         __VA_ARGS__                                                                            \
     }
-    if (R > 4) {  /* 4 and 2 rows (a block's last tile) compute only those */
-        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5))
-    } else if (R > 2) {
-        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3))
-    } else {
-        K_LOOP(ROW(0) ROW(1))
-    }
+    HL_TILE_BY_ROWS(R, K_LOOP, ROW)  /* a tile of 4 or 2 rows computes only those */
 #undef K_LOOP
 #undef ROW
 #define STORE(r)                                                                               \

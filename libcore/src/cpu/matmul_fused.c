@@ -30,6 +30,7 @@
 #include "fast_math.h"
 #include "../packed_layouts.h"
 #include "parallel.h"
+#include "tile_rows.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
@@ -302,9 +303,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
     av = _mm256_broadcast_ss(a + r);                                                           \
     c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
-    /* the loop over k for the rows ROWS... computes; a tile of 4 or 2 rows (the last of a
-       row block: 64 = 10 x 6 + 4 rows, 128 = 21 x 6 + 2) computes only those (their 6-row
-       tile was 3% of a 64- or 128-row product spent on zeros) */
+    /* the loop over k around the rows' FMAs (tile_rows.h picks the rows) */
 #define K_LOOP(...)                                                                            \
     if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */ \
         _Pragma("GCC unroll 4")                                                                \
@@ -322,13 +321,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
             __VA_ARGS__                                                                        \
         }                                                                                      \
     }
-    if (R > 4) {
-        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5))
-    } else if (R > 2) {
-        K_LOOP(ROW(0) ROW(1) ROW(2) ROW(3))
-    } else {
-        K_LOOP(ROW(0) ROW(1))
-    }
+    HL_TILE_BY_ROWS(R, K_LOOP, ROW)  /* a tile of 4 or 2 rows computes only those */
 #undef K_LOOP
 #undef ROW
     __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0, p0 = bias0, p1 = bias0;

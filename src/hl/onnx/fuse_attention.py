@@ -81,8 +81,9 @@ def _last_axis(sm):
 
 
 def _scalar_value(name, constants):
+    """A float32 constant of one element and rank <= 1 (which cannot widen what it meets)."""
     t = constants.get(name)
-    if t is None or t.numel() != 1 or t.dtype.name != "float32":
+    if t is None or t.numel() != 1 or t.ndim > 1 or t.dtype.name != "float32":
         return None
     return float(t.numpy().reshape(-1)[0])
 
