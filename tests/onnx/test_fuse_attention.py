@@ -67,15 +67,19 @@ def _sdpa_graph(opset=17):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def _classic_graph(scale_op="Div", cast=False, axis=-1, outputs=("y",), c_shape=()):
+def _classic_graph(scale_op="Div", cast=False, axis=-1, outputs=("y",), c_shape=(),
+                   mask_mul=False):
     """Older exports (and GPT-2 of the small zoo): MatMul(Q, K^T), then Div by sqrt(D) or
-    Mul by its inverse, Add of a float (b, 1, 1, t) mask, Softmax, [Cast], MatMul."""
+    Mul by its inverse, Add of a float (b, 1, 1, t) mask (with mask_mul, the mask times a
+    constant first, as Hugging Face's (1 - m) * -10000), Softmax, [Cast], MatMul."""
     nodes = _heads("x", "q", [0, 2, 1, 3]) + _heads("xk", "kt", [0, 2, 3, 1]) + \
         _heads("xv", "v", [0, 2, 1, 3])
     nodes += [helper.make_node("MatMul", ["q", "kt"], ["s"]),
               helper.make_node(scale_op, ["s", "c"], ["ss"]),
-              helper.make_node("Add", ["mask", "ss"], ["sm_in"]),   # the mask first
+              helper.make_node("Add", ["mask_s" if mask_mul else "mask", "ss"], ["sm_in"]),
               helper.make_node("Softmax", ["sm_in"], ["p"], axis=axis)]
+    if mask_mul:  # a Mul by a constant on the mask's side too, and first in the Add
+        nodes.insert(0, helper.make_node("Mul", ["mask", "c"], ["mask_s"]))
     if cast:
         nodes.append(helper.make_node("Cast", ["p"], ["pc"], to=FLOAT))
     nodes += [helper.make_node("MatMul", ["pc" if cast else "p", "v"], ["o"]),
@@ -132,11 +136,13 @@ def test_sdpa_export_fuses_and_matches_onnxruntime():
     assert (y[0, 3] == 0).all()
 
 
-@pytest.mark.parametrize("scale_op,cast", [("Div", False), ("Mul", True)])
-def test_classic_exports_fuse(scale_op, cast):
-    """Div/Mul on the scores, the mask added first, GPT-2's Cast to float32; a fully masked
-    row (-inf mask) is NaN as onnxruntime's Softmax gives it."""
-    model = _classic_graph(scale_op, cast)
+@pytest.mark.parametrize("scale_op,cast,mask_mul", [("Div", False, False),
+                                                    ("Mul", True, False),
+                                                    ("Div", False, True)])
+def test_classic_exports_fuse(scale_op, cast, mask_mul):
+    """Div/Mul on the scores, the mask added first (and scaled itself), GPT-2's Cast to
+    float32; a fully masked row (-inf mask) is NaN as onnxruntime's Softmax gives it."""
+    model = _classic_graph(scale_op, cast, mask_mul=mask_mul)
     feeds = {n: RNG.standard_normal((2, 6, E)).astype(np.float32) for n in ("x", "xk", "xv")}
     mask = np.where(RNG.random((2, 1, 1, 6)) < 0.3, -1e4, 0.0).astype(np.float32)
     masked = dict(feeds, mask=np.full((2, 1, 1, 6), -np.inf, np.float32))

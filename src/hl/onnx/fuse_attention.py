@@ -63,7 +63,7 @@ def attention_blocks(nodes, graph, constants, device, skip):
     for sm in nodes:
         if sm.op_type != "Softmax" or id(sm) in absorbed or not _last_axis(sm):
             continue
-        found = _match(sm, constants, producer, readers, outputs, own, sole_reader)
+        found = _match(sm, constants, readers, outputs, own, sole_reader)
         if found is None:
             continue
         chain, spec = found
@@ -88,65 +88,66 @@ def _scalar_value(name, constants):
     return float(t.numpy().reshape(-1)[0])
 
 
-def _scaled(node, name, constants):
-    """The scale a Mul or Div node applies to ``name`` (its other input a float32 scalar
-    constant), or None."""
-    if node.op_type not in ("Mul", "Div") or len(node.inputs) != 2 or \
-            node.inputs.count(name) != 1:
+def _scaling(node, constants):
+    """(the input a Mul or Div node scales, the factor) when its other input is a float32
+    scalar constant (the divisor, for Div), else None."""
+    if node.op_type not in ("Mul", "Div") or len(node.inputs) != 2 or not all(node.inputs):
         return None
-    other = node.inputs[1] if node.inputs[0] == name else node.inputs[0]
-    c = _scalar_value(other, constants)
-    if c is None or (node.op_type == "Div" and (node.inputs[1] != other or c == 0.0)):
-        return None
-    return c if node.op_type == "Mul" else 1.0 / c
+    for i in ((1, 0) if node.op_type == "Mul" else (1,)):  # the constant's place
+        c = _scalar_value(node.inputs[i], constants)
+        inner = node.inputs[1 - i]
+        if c is None or inner in constants or (node.op_type == "Div" and c == 0.0):
+            continue
+        return inner, (c if node.op_type == "Mul" else 1.0 / c)
+    return None
 
 
-def _match(sm, constants, producer, readers, outputs, own, sole_reader):
-    """(chain in node order, spec) for the attention chain around Softmax ``sm``, or None."""
-    scale, mask, x = 1.0, "", sm.inputs[0]
-    before = []  # nodes between the first MatMul and the Softmax, last first
-    add = own(x, "Add")
-    if add is not None and len(add.inputs) == 2 and all(add.inputs):
-        # the scores side is the one a MatMul (maybe through a scale) made
-        for i in (0, 1):
-            p = producer.get(add.inputs[i])
-            if p is not None and p.op_type in ("MatMul", "Mul", "Div") and \
-                    add.inputs[1 - i] != add.inputs[i]:
-                x, mask = add.inputs[i], add.inputs[1 - i]
-                before.append(add)
-                break
-        else:
-            return None
+def _scores(x, constants, own):
+    """(the MatMul making the scores x, through at most one scaling; the scale; the scaling
+    node or None), or None."""
+    scale, scaler = 1.0, None
     for op_type in ("Mul", "Div"):
         s = own(x, op_type)
-        if s is not None and _scaled(s, s.inputs[0] if s.inputs[1] in constants else
-                                     s.inputs[1], constants) is not None:
-            inner = s.inputs[0] if s.inputs[1] in constants else s.inputs[1]
-            scale *= _scaled(s, inner, constants)
-            before.append(s)
-            x = inner
+        found = _scaling(s, constants) if s is not None else None
+        if found is not None:
+            x, scale = found
+            scaler = s
             break
     mm = own(x, "MatMul")
     if mm is None or len(mm.inputs) != 2 or not all(mm.inputs):
         return None
+    return mm, scale, scaler
+
+
+def _match(sm, constants, readers, outputs, own, sole_reader):
+    """(chain in node order, spec) for the attention chain around Softmax ``sm``, or None."""
+    mask, before = "", []  # before: the nodes between the first MatMul and the Softmax
+    found = _scores(sm.inputs[0], constants, own)
+    add = own(sm.inputs[0], "Add") if found is None else None
+    if add is not None and len(add.inputs) == 2 and all(add.inputs) and \
+            add.inputs[0] != add.inputs[1]:
+        for i in (0, 1):  # the scores' side is the one that leads back to a MatMul
+            found = _scores(add.inputs[i], constants, own)
+            if found is not None:
+                mask = add.inputs[1 - i]
+                before.append(add)
+                break
+    if found is None:
+        return None
+    mm, scale, scaler = found
+    if scaler is not None:
+        before.append(scaler)
     q, kt = mm.inputs
     pre = []
     for side in (0, 1):  # SDPA's Mul on Q and on K^T
-        name = mm.inputs[side]
         for op_type in ("Mul", "Div"):
-            s = own(name, op_type)
-            if s is None:
-                continue
-            inner = s.inputs[0] if s.inputs[1] in constants else s.inputs[1]
-            c = _scaled(s, inner, constants) if inner not in constants else None
-            if c is not None:
-                scale *= c
+            s = own(mm.inputs[side], op_type)
+            scaled = _scaling(s, constants) if s is not None else None
+            if scaled is not None:
+                scale *= scaled[1]
                 pre.append(s)
-                if side == 0:
-                    q = inner
-                else:
-                    kt = inner
-            break
+                q, kt = (scaled[0], kt) if side == 0 else (q, scaled[0])
+                break
     # after the Softmax: SDPA's Where(IsNaN(p), 0, p), then MatMul(p, V)
     p, nan_to_zero, after = sm.outputs[0], False, []
     if p in outputs:
