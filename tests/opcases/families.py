@@ -399,4 +399,5 @@ NOT_ON = {"cuda": {"attention"}}
 # reasons): the packed inference layouts and their fused products are float32 kernels, and
 # the optimiser's one-pass update keeps float32 master weights (mixed precision never updates
 # half parameters). Every other op a backend has takes the half types there.
-NO_HALF = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update"}}
+NO_HALF = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update",
+                    "attention"}}  # attention: no cuda kernel at all (NOT_ON)
