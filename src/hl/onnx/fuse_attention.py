@@ -33,6 +33,7 @@ def attention_blocks(nodes, graph, constants, device, skip):
     if getattr(device, "kind", "cpu") != "cpu":
         return None
     nodes = [n for n in nodes if n.index not in skip]
+    pos = {id(n): i for i, n in enumerate(nodes)}
     producer, readers = {}, {}
     for node in nodes:
         for name in node.outputs:
@@ -67,6 +68,7 @@ def attention_blocks(nodes, graph, constants, device, skip):
         if found is None:
             continue
         chain, spec = found
+        chain.sort(key=lambda n: pos[id(n)])  # the fused node runs where the last one ran
         fused = _fused_node(chain, spec, constants)
         absorbed.update(id(n) for n in chain)
         at[id(chain[-1])] = fused
@@ -177,7 +179,7 @@ def _match(sm, constants, readers, outputs, own, sole_reader):
         rs = [r for r in readers.get(rs[0].outputs[0], []) if r.op_type != "Shape"]
     merge = len(rs) == 1 and rs[0].op_type == "Transpose" and \
         [int(a) for a in rs[0].attr("perm", [])] == HEAD_MERGE
-    chain = sorted(pre + before + [mm, sm] + after, key=lambda n: n.index)
+    chain = pre + before + [mm, sm] + after
     spec = {"q": q, "kt": kt, "v": v, "mask": mask, "scale": scale,
             "nan_to_zero": nan_to_zero, "merge": merge}
     return chain, spec
