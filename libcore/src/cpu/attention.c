@@ -2,7 +2,8 @@
  * attention.c - the CPU kernel of attention (api/attention.c): softmax(scale q k^T + mask) v
  * for each (batch, head), the scores never leaving the cache.
  *
- * Work items are (batch, head, block of QBLOCK query rows). A thread packs the head's K as
+ * Work items are (batch, head, block of QBLOCK query rows), run on libcore's thread pool
+ * (thread_pool.h) a head per chunk. A thread packs the head's K as
  * panels of 16 keys, D rows each (the B of q k^T), and V as panels of 16 columns, Sk rows
  * each, once for all the blocks of that head it runs. Then, 6 query rows at a time: their
  * 6 x Sk scores (q's rows read in place), scale and mask added, the row maximum subtracted
@@ -243,6 +244,34 @@ static bool scratch_alloc(const attn *g, scratch *s) {
     return true;
 }
 
+/* Work items [begin, end) of one chunk: (batch, head, block of QBLOCK query rows), head
+   major; the pool slot running them picks its scratch. */
+enum { HL_MAX_ATTN_SLOTS = 64 };
+typedef struct {
+    const attn *g;
+    scratch *s;
+    int64_t *packed;  /* per slot: the head (b * H + h) packed in its scratch, or -1 */
+    int64_t blocks;
+} attn_items;
+
+static void run_items(int64_t begin, int64_t end, void *arg) {
+    const attn_items *w = arg;
+    const attn *g = w->g;
+    const int slot = hl_pool_slot();
+    scratch *s = &w->s[slot];
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t head = it / w->blocks, b = head / g->H, h = head % g->H;
+        if (head != w->packed[slot]) {
+            pack_head(g, g->k + b * g->ks[0] + h * g->ks[1], g->v + b * g->vs[0] + h * g->vs[1],
+                      s);
+            w->packed[slot] = head;
+        }
+        const int64_t i1 = HL_MIN(g->Sq, (it % w->blocks + 1) * QBLOCK);
+        for (int64_t i = it % w->blocks * QBLOCK; i < i1; i += MR)
+            tile_rows(g, b, h, i, (int)HL_MIN(MR, i1 - i), s);
+    }
+}
+
 /* in {q, k, v, mask (broadcast to (B, H, Sq, Sk)) when i[0]}; out[0] contiguous, (B, Sq,
    H * Dv) when i[2] else (B, H, Sq, Dv); i[1] nan_to_zero; f[0] scale. q, k, v: 4-D, their
    last axis contiguous (api/attention.c sees to it). */
@@ -275,30 +304,24 @@ hl_status hl_cpu_attention(const hl_call *c) {
     }
     const int64_t blocks = (Sq + QBLOCK - 1) / QBLOCK, items = g.B * H * blocks;
     const double flops = 2.0 * (double)(g.B * H * Sq) * (double)g.Sk * (double)(g.D + Dv);
-    const int threads = flops < 1e6 ? 1 : (int)HL_MIN(hl_max_threads(), items);
-    bool failed = false;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        scratch s;
-        const bool ok = scratch_alloc(&g, &s);
-        if (!ok) failed = true;  /* any thread that sets it sets true */
-        int64_t packed = -1;     /* the head (b * H + h) packed in s */
-#pragma omp for schedule(static)
-        for (int64_t it = 0; it < items; it++) {
-            if (!ok) continue;
-            const int64_t head = it / blocks, b = head / H, h = head % H;
-            if (head != packed) {
-                pack_head(&g, g.k + b * g.ks[0] + h * g.ks[1], g.v + b * g.vs[0] + h * g.vs[1],
-                          &s);
-                packed = head;
-            }
-            const int64_t i1 = HL_MIN(Sq, (it % blocks + 1) * QBLOCK);
-            for (int64_t i = it % blocks * QBLOCK; i < i1; i += MR)
-                tile_rows(&g, b, h, i, (int)HL_MIN(MR, i1 - i), &s);
+    const int threads = flops < 1e6 ? 1 : hl_pool_threads();
+    /* one scratch per pool slot (each remembers the head it holds packed) */
+    scratch s[HL_MAX_ATTN_SLOTS];
+    int64_t packed[HL_MAX_ATTN_SLOTS];
+    const int slots = HL_MIN(threads, HL_MAX_ATTN_SLOTS);
+    for (int t = 0; t < slots; t++) {
+        packed[t] = -1;
+        if (!scratch_alloc(&g, &s[t])) {
+            for (int u = 0; u < t; u++) free(s[u].kp);
+            return hl_fail(HL_ERR_MEMORY, "attention: out of memory for the packed keys and "
+                           "values of a head (%lld keys)", (long long)g.Sk);
         }
-        if (ok) free(s.kp);
     }
-    return failed ? hl_fail(HL_ERR_MEMORY, "attention: out of memory for the packed keys and "
-                            "values of a head (%lld keys)", (long long)g.Sk)
-                  : HL_OK;
+    attn_items work = {&g, s, packed, blocks};
+    if (slots < threads || threads == 1)  /* on this thread alone: slot 0 */
+        run_items(0, items, &work);
+    else  /* a head's blocks in one chunk, so that its K and V are packed once */
+        hl_parallel_for(items, blocks, run_items, &work);
+    for (int t = 0; t < slots; t++) free(s[t].kp);
+    return HL_OK;
 }
