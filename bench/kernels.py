@@ -159,6 +159,36 @@ def bench_sgemm(args):
         yield Row(f"sgemm n={n} (out=)", "GFLOP/s", flops / t["hl out="], peers, goal=0.95)
 
 
+@section("attention")
+def bench_attention(args):
+    """fused attention, softmax(q k^T / sqrt(d) + mask) v over (batch, 12 heads, s, 64):
+    GFLOP/s (4 b h s^2 d flops); peers: torch's scaled_dot_product_attention, numpy's
+    matmul/exp chain. BERT-base's block at 128 tokens, GPT-2's at 64."""
+    rng = np.random.default_rng(0)
+    for b, s in ((1, 128), (1, 64), (8, 128)):
+        h, d = 12, 64
+        q, k, v = (rng.standard_normal((b, h, s, d)).astype(np.float32) for _ in range(3))
+        mask = np.where(rng.random((b, 1, s, s)) < 0.1, -np.inf, 0.0).astype(np.float32)
+        mask[..., 0] = 0
+        hq, hk, hv, hm = (hl.tensor(x) for x in (q, k, v, mask))
+
+        def np_attention():
+            x = q @ k.transpose(0, 1, 3, 2) * d ** -0.5 + mask
+            e = np.exp(x - x.max(-1, keepdims=True))
+            return (e / e.sum(-1, keepdims=True)) @ v
+        if torch:
+            tq, tk, tv, tm = (torch.from_numpy(x) for x in (q, k, v, mask))
+        t = measure([
+            ("hl", lambda: hl.attention(hq, hk, hv, hm, scale=d ** -0.5)),
+            ("numpy", np_attention),
+            ("torch", (lambda: torch.nn.functional.scaled_dot_product_attention(
+                tq, tk, tv, attn_mask=tm)) if torch else None),
+        ], args.repeat)
+        flops = 4.0 * b * h * s * s * d / 1e9
+        peers = {k_: flops / v_ for k_, v_ in t.items() if k_ != "hl"}
+        yield Row(f"attention b={b} s={s}", "GFLOP/s", flops / t["hl"], peers)
+
+
 N_ELEMWISE = 1 << 24  # 16M float32 = 64 MiB per operand
 
 

@@ -153,6 +153,9 @@ CALLS = [
     ("matmul: NULL", lambda t: lib.hl_matmul(NULL, NULL, _out()), ""),
     ("matmul: NULL out", lambda t: lib.hl_matmul(t, _T(t), NULL), ""),
     ("gemm: NULL", lambda t: lib.hl_gemm(NULL, NULL, NULL, 0, 0, 1.0, 0.0, _out()), ""),
+    ("attention: NULL", lambda t: lib.hl_attention(NULL, NULL, NULL, NULL, 1.0, 0, 0, _out()), "input is NULL"),
+    ("attention: NULL out", lambda t: lib.hl_attention(t, t, t, NULL, 1.0, 0, 0, NULL), "output pointer is NULL"),
+    ("attention: 2-D", lambda t: lib.hl_attention(t, t, t, t, 1.0, 1, 1, _out()), "must be 4-D"),
     ("conv: NULL", lambda t: lib.hl_conv(NULL, NULL, NULL, NULL, NULL, NULL, 1, _out()), ""),
     # conv with NULL stride/pads/dilation takes the documented defaults (1, 0, 1): not a failure
     ("conv_grad_input: NULL", lambda t: lib.hl_conv_grad_input(NULL, NULL, NULL, NULL, NULL, NULL, 1, _out()), ""),

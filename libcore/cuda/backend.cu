@@ -177,6 +177,8 @@ static void fill_backend(void) {
        conv_fused is conv's kernel reading the epilogue (conv.cu) */
     be.kernels[HL_OP_GEMM_PACK_B] = hl_cuda_gemm_pack_b;
     be.kernels[HL_OP_MATMUL_FUSED] = hl_cuda_matmul_fused;
+    /* fused attention is the CPU's (cpu/attention.c): the registry refuses it here */
+    be.kernels[HL_OP_ATTENTION] = NULL;
     be.op_dtypes[HL_OP_RANDOM_BERNOULLI] = CPU_COPY;
     be.op_dtypes[HL_OP_MATMUL] = be.op_dtypes[HL_OP_GEMM] = F32_F64;
     /* element-wise kernels compute in float16 and bfloat16 too (in float, rounded once) */

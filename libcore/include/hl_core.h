@@ -237,6 +237,21 @@ hl_status hl_matmul_fused(const hl_tensor *a, const hl_tensor *b, int64_t n,
                           const hl_tensor *bias, const hl_tensor *residual, int act,
                           double alpha, double beta, hl_tensor **out);
 
+/* softmax(scale * q @ k^T + mask) @ v for each (batch, head): a transformer's attention
+   block in one pass for inference (no gradient), the scores of a few query rows at a time
+   kept in cache instead of written out. q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv),
+   float32, any strides (views of a head split are read in place when their last axis is
+   contiguous; others are copied). mask: NULL, or float32 broadcastable to (B, H, Sq, Sk),
+   added to the scaled scores (-inf hides a key). A row whose scores are all -inf, or that
+   holds a NaN or +inf, has NaN probabilities as in softmax; nan_to_zero takes NaN
+   probabilities as 0 (the IsNaN/Where that PyTorch's scaled_dot_product_attention exports
+   after its softmax), so such a row's output is 0. merge_heads: out is (B, Sq, H * Dv), the
+   heads merged back as the Transpose + Reshape after the block would, else (B, H, Sq, Dv).
+   Equal to the unfused ops to float rounding (the scale is applied to q). */
+hl_status hl_attention(const hl_tensor *q, const hl_tensor *k, const hl_tensor *v,
+                       const hl_tensor *mask, double scale, int nan_to_zero, int merge_heads,
+                       hl_tensor **out);
+
 /* ---- convolution (1-D and 2-D, NC[H]W) ---------------------------------------------------- */
 /* S = number of spatial axes = x's ndim - 2. stride, dilation: S entries; pads: 2*S entries,
    all begins then all ends (ONNX order); NULL gives the defaults (1, 0, 1). w is (C_out,

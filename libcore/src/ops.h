@@ -127,6 +127,7 @@
     X(GEMM, gemm, gemm) \
     X(GEMM_PACK_B, gemm_pack_b, gemm) \
     X(MATMUL_FUSED, matmul_fused, gemm) \
+    X(ATTENTION, attention, gemm) \
     X(CONV, conv, conv) \
     X(CONV_FUSED, conv_fused, conv) \
     X(CONV_PACK, conv_pack, conv_pack) \

@@ -335,6 +335,21 @@ CASES += [backend("gemm_pack_b", lambda b: ops.gemm_pack_b(b).data, normal(4, 2)
                   _matmul_inputs((5,), 0, 3), ids="leaky-k0")]
 
 
+def _attention_inputs(r, dt):
+    """q, k, v (2, 3, 5 or 7, 4) and a (2, 1, 5, 7) mask with a hidden key per row and a
+    fully hidden row."""
+    mask = np.where(r.random((2, 1, 5, 7)) < 0.3, -np.inf, 0.0)
+    mask[1, 0, 2] = -np.inf
+    return [r.standard_normal((2, 3, 5, 4)).astype(dt), r.standard_normal((2, 3, 7, 4)).astype(dt),
+            r.standard_normal((2, 3, 7, 4)).astype(dt), mask.astype(dt)]
+
+
+# fused attention (inference, CPU only: NOT_ON below)
+CASES += [backend("attention", lambda q, k, v, m: ops.attention_forward(
+                      q, k, v, m, scale=0.5, nan_to_zero=True, merge_heads=True),
+                  _attention_inputs, dtypes=(F32,))]
+
+
 def _optim_case(rule, n_states, step_values, hyper, flags=(), ids=""):
     """One step of the one-pass optimiser kernel on copies (it updates in place) from a
     parameter, its gradient and the rule's states (non-negative where they are sums of
@@ -377,10 +392,12 @@ RANDOM_OPS = {"random_uniform", "random_normal", "random_bernoulli"}
 
 # Ops a backend does not implement yet (an op added to ops.h goes here until the backend has
 # a kernel): their cases must fail there with the registry's "<op> is not implemented on
-# <backend>". Every op of the table runs on cuda today.
-NOT_ON = {"cuda": set()}
+# <backend>". Every op of the table runs on cuda but fused attention (an inference kernel of
+# the CPU's; hl.onnx fuses attention on the CPU only).
+NOT_ON = {"cuda": {"attention"}}
 # Ops that do not compute in float16/bfloat16 on a backend by design (docs/amp.md gives the
 # reasons): the packed inference layouts and their fused products are float32 kernels, and
 # the optimiser's one-pass update keeps float32 master weights (mixed precision never updates
 # half parameters). Every other op a backend has takes the half types there.
-NO_HALF = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update"}}
+NO_HALF = {"cuda": {"conv_fused", "conv_pack", "gemm_pack_b", "matmul_fused", "optim_update",
+                    "attention"}}  # attention: no cuda kernel at all (NOT_ON)

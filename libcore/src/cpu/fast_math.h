@@ -1,7 +1,8 @@
 /*
  * fast_math.h - float32 exp, tanh and erf from arithmetic alone, shared by the element-wise
  * kernels (elementwise.c: the Tanh and Erf ops) and the fused matrix product's GELU epilogues
- * (sgemm_packed.c), so that both compute the same values.
+ * (matmul_fused.c), so that both compute the same values; and softmax's exp (softmax.c,
+ * attention.c).
  */
 #ifndef HL_CPU_FAST_MATH_H
 #define HL_CPU_FAST_MATH_H
@@ -53,4 +54,49 @@ static inline float hl_erf_f32(float x) {
     return x == x ? y : x;
 }
 
+/*
+ * exp(x) for x <= 0 in float32, written so that loops over it vectorise (glibc's expf does
+ * not, short of -ffast-math, and neither does anything with a float comparison in it, so
+ * the range tests work on the bits). Softmax (softmax.c, attention.c) only takes exp of
+ * x - max <= 0. Range
+ * reduction x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so n ln2 is exact), a
+ * degree-6 polynomial for exp(r) (Cephes' coefficients; measured error under 1.5 ulp), and
+ * 2^n built in the exponent bits. Below -87 the result is 0 (the true value is under
+ * 1.7e-38, nothing next to the row maximum's exp(0) = 1); -inf gives 0 and NaN stays NaN.
+ */
+static inline float hl_exp_nonpos_f32(float x) {
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    const uint32_t mag = xb & 0x7FFFFFFFu;
+    /* all ones when x < -87 (x negative, |x| > 87, not NaN): clamp the input, zero the result */
+    const uint32_t under =
+        0u - (uint32_t)((xb >> 31) & (mag > 0x42AE0000u) & (mag <= 0x7F800000u));
+    const uint32_t xcb = (xb & ~under) | (0xC2AE0000u & under); /* 0xC2AE0000 is -87.0f */
+    float xc;
+    memcpy(&xc, &xcb, sizeof xc);
+    const float shift = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = xc * 1.44269504088896341f + shift;
+    const float n = t - shift;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    float r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const uint32_t sb = (tb - 0x4B400000u + 127u) << 23; /* 2^n: n sits in t's low bits */
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    const float res = p * scale;
+    uint32_t rb;
+    memcpy(&rb, &res, sizeof rb);
+    rb &= ~under;
+    float out;
+    memcpy(&out, &rb, sizeof out);
+    return out;
+}
 #endif

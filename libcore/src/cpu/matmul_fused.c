@@ -31,6 +31,7 @@
 #include "../matmul_fused_record.h"
 #include "../packed_layouts.h"
 #include "parallel.h"
+#include "tile_rows.h"
 
 /* MR x NR: the micro-kernel's tile; KC x NR: a B micro-panel (16 KiB, L1); MC x K: the rows
    of A packed at a time (read KC columns at a time); MC x NC_PANELS * NR: the block of C that
@@ -303,22 +304,26 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
     av = _mm256_broadcast_ss(a + r);                                                           \
     c##r##0 = _mm256_fmadd_ps(av, b0, c##r##0);                                                \
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
-    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */
-#pragma GCC unroll 4
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {
-            _mm_prefetch((const char *)pf, PREFETCH_HINT);
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-            __m256 av;
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        }
-    } else {
-#pragma GCC unroll 4
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
-            __m256 av;
-            ROW(0) ROW(1) ROW(2) ROW(3) ROW(4) ROW(5)
-        }
+    /* the loop over k around the rows' FMAs (tile_rows.h picks the rows) */
+#define K_LOOP(...)                                                                            \
+    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */ \
+        _Pragma("GCC unroll 4")                                                                \
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {                         \
+            _mm_prefetch((const char *)pf, PREFETCH_HINT);                                     \
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
+            __m256 av;                                                                         \
+            __VA_ARGS__                                                                        \
+        }                                                                                      \
+    } else {                                                                                   \
+        _Pragma("GCC unroll 4")                                                                \
+        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {                                   \
+            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
+            __m256 av;                                                                         \
+            __VA_ARGS__                                                                        \
+        }                                                                                      \
     }
+    HL_TILE_BY_ROWS(R, K_LOOP, ROW)  /* a tile of 4 or 2 rows computes only those */
+#undef K_LOOP
 #undef ROW
     __m256 bias0 = _mm256_setzero_ps(), bias1 = bias0, p0 = bias0, p1 = bias0;
     if (e && e->bias) {
@@ -602,7 +607,10 @@ static hl_status matmul_fused(const hl_call *c) {
     return HL_OK;
 }
 
+hl_status hl_cpu_attention(const hl_call *c);  /* attention.c */
+
 /* The gemm family's kernels added for inference (linalg.c's hl_cpu_gemm hands them here). */
 hl_status hl_cpu_gemm_inference(const hl_call *c) {
+    if (c->op == HL_OP_ATTENTION) return hl_cpu_attention(c);
     return c->op == HL_OP_GEMM_PACK_B ? pack_b(c) : matmul_fused(c);
 }

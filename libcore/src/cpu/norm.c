@@ -12,6 +12,7 @@
 #include <math.h>
 
 #include "dtypes.h"
+#include "parallel.h"
 
 enum { PAR_MIN = 16384, COL_BLOCK = 256 };
 
@@ -53,6 +54,45 @@ static int64_t prod(const int64_t *shape, int from, int to) {
         for (; i < n; i++) { double d = p[i] - mean; a0 += d * d; }                          \
         return (a0 + a1) + (a2 + a3);                                                        \
     }
+
+/* A float32 layer-norm row, y = (x - mean) inv g + b: the statistics in double (as for every
+   dtype; the same sums in another order), the output in float32, rounded a few ulp apart
+   from a double computation and vectorised 8 wide by the clones (a double output loop is
+   2 wide in the baseline build: BERT's 128 x 768 rows took 134 us, onnxruntime's 73). */
+HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
+                                 const float *restrict g, const float *restrict b, int64_t n,
+                                 double eps, double *mean_out, double *inv_out) {
+    enum { L = 8 };
+    double s[L] = {0}, q[L] = {0};
+    int64_t i = 0;
+    for (; i + L <= n; i += L)
+        for (int l = 0; l < L; l++) s[l] += x[i + l];
+    double sum = 0;
+    for (; i < n; i++) sum += x[i];
+    for (int l = 0; l < L; l++) sum += s[l];
+    const double mean = n ? sum / (double)n : 0;
+    for (i = 0; i + L <= n; i += L)
+        for (int l = 0; l < L; l++) {
+            const double d = x[i + l] - mean;
+            q[l] += d * d;
+        }
+    double sq = 0;
+    for (; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
+    for (int l = 0; l < L; l++) sq += q[l];
+    /* an empty row has no statistics: mean 0, invstd NaN (as PyTorch) */
+    const double inv = n ? 1 / sqrt(sq / (double)n + eps) : NAN;
+    const float m = (float)mean, v = (float)inv;
+    if (g && b)
+        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v * g[i] + b[i];
+    else if (g)
+        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v * g[i];
+    else if (b)
+        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v + b[i];
+    else
+        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v;
+    *mean_out = mean;
+    *inv_out = inv;
+}
 
 /* ---- batch norm ---- */
 
@@ -162,6 +202,14 @@ static int64_t prod(const int64_t *shape, int from, int to) {
         for (int64_t r = 0; r < rows; r++) {                                                 \
             const T *xr = x + r * cols;                                                      \
             T *yr = y + r * cols;                                                            \
+            if (sizeof(T) == sizeof(float)) {                                                \
+                double mean, inv;                                                            \
+                ln_row_f32((const float *)xr, (float *)yr, (const float *)g,                 \
+                           (const float *)b, cols, eps, &mean, &inv);                        \
+                if (mo) mo[r] = (T)mean;                                                     \
+                if (io) io[r] = (T)inv;                                                      \
+                continue;                                                                    \
+            }                                                                                \
             /* an empty row has no statistics: mean 0, invstd NaN (as PyTorch) */           \
             const double mean = cols ? row_sum_##sfx(xr, cols) / (double)cols : 0;           \
             const double inv =                                                               \

@@ -273,4 +273,16 @@ def matmul_fused(a, b, bias=None, residual=None, act="none", alpha=0.0, beta=0.0
     return ops.matmul_fused_forward(a, b, bias, residual, act=act, alpha=alpha, beta=beta)
 
 
-__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear", "gemm_pack_b", "matmul_fused"]
+def attention(q, k, v, mask=None, scale=1.0, nan_to_zero=False, merge_heads=False):
+    """hl.ops.attention_forward (softmax(scale q k^T + mask) v in one pass, for inference).
+    It has no gradient: where one would be recorded it refuses, rather than drop it."""
+    if _grad.enabled and any(getattr(t, "requires_grad", False) for t in (q, k, v, mask)):
+        raise errors.UnsupportedError(
+            "attention: an inference kernel without a gradient, called on tensors that "
+            "require one; use matmul, softmax and matmul, or hl.no_grad()")
+    return ops.attention_forward(q, k, v, mask, scale=scale, nan_to_zero=nan_to_zero,
+                                 merge_heads=merge_heads)
+
+
+__all__ = ["matmul", "dot", "inner", "outer", "gemm", "linear", "gemm_pack_b", "matmul_fused",
+           "attention"]

@@ -51,8 +51,9 @@ VALUE_SHAPED = {"Reshape": (1,), "Expand": (1,), "Slice": (1, 2, 3, 4), "Tile": 
 class Program:
     def __init__(self, graph, device, constants, fold=True, fuse=False):
         """``fuse``: every weight is a constant (inference), so Conv + BatchNormalization
-        pairs may run as one Conv, convolutions with their epilogues (fuse.py) and products
-        with a constant B on a packed B with theirs (fuse_matmul.py), in plain runs."""
+        pairs may run as one Conv, convolutions with their epilogues (fuse.py), products
+        with a constant B on a packed B with theirs (fuse_matmul.py) and attention blocks as
+        one kernel (fuse_attention.py), in plain runs."""
         self.graph = graph
         self.device = device
         # name -> Tensor; the caller's dict itself, so that a weight dropped here (kept only
@@ -71,8 +72,9 @@ class Program:
             if replace:
                 self.constants.update(extra)
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
+            from .fuse_attention import attention_blocks
             from .fuse_matmul import matmul_epilogues
-            for rewrite in (_fuse.conv_epilogues, matmul_epilogues):
+            for rewrite in (_fuse.conv_epilogues, matmul_epilogues, attention_blocks):
                 extra = {"packed_only": self.packed_only} if rewrite is matmul_epilogues else {}
                 nodes = rewrite(self.fused_nodes or graph.nodes, graph, self.constants, device,
                                 self.folded | self.fused_skip, **extra)

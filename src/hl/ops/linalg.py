@@ -12,7 +12,7 @@ from ._util import Tensor, _wrap, as_tensor, into, operands
 from .conv import CONV_ACTIVATIONS
 
 __all__ = ["matmul_forward", "gemm_forward", "gemm_pack_b", "matmul_fused_forward",
-           "PackedMatrix", "FUSED_ACTIVATIONS"]
+           "attention_forward", "PackedMatrix", "FUSED_ACTIVATIONS"]
 
 
 def matmul_forward(a, b, out=None):
@@ -131,3 +131,20 @@ def matmul_fused_forward(a, b, bias=None, residual=None, act="none", alpha=0.0, 
         extra.append(None if t is None else t._h)
     return _wrap(_core.call(op, a._h, bh, n, extra[0], extra[1], code, float(alpha),
                             float(beta), _core.out(into(out))), a._dtype)
+
+
+def attention_forward(q, k, v, mask=None, scale=1.0, nan_to_zero=False, merge_heads=False,
+                      out=None):
+    """softmax(scale * q @ k^T + mask) @ v for each (batch, head) in one pass, the scores kept
+    in cache (inference; no gradient). q (B, H, Sq, D), k (B, H, Sk, D), v (B, H, Sk, Dv),
+    float32; views (a head split's permutes) are read in place. mask: None or float32
+    broadcastable to (B, H, Sq, Sk), added to the scaled scores. A row whose scores are all
+    -inf (or hold NaN or +inf) has NaN probabilities, as softmax gives; nan_to_zero takes
+    them as 0 (the IsNaN/Where after PyTorch's exported attention), so its output is 0.
+    merge_heads=True returns (B, Sq, H * Dv), the heads merged back; else (B, H, Sq, Dv)."""
+    ts = [t if isinstance(t, Tensor) or t is None else as_tensor(t, dtype="float32")
+          for t in (q, k, v, mask)]
+    q, k, v, mask = ts
+    return _wrap(_core.call("attention", q._h, k._h, v._h, None if mask is None else mask._h,
+                            float(scale), int(bool(nan_to_zero)), int(bool(merge_heads)),
+                            _core.out(into(out))), q._dtype)
