@@ -182,6 +182,10 @@ def device_of(h):
     return d.kind, d.index
 
 
+# the device as one int (kind * 2**32 + index), without building a struct: a cheap key
+device_key = lib.hl_tensor_device_key
+
+
 def offset(h):
     return lib.hl_tensor_offset(h)
 

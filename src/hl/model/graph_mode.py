@@ -8,6 +8,7 @@ optimiser and loss are the same objects with the same configuration. ``still_val
 exactly that before each replay (a few pointer comparisons per state); anything else re-records.
 """
 import functools
+from operator import eq, is_
 
 from ..graph import DEFAULT_SIZE, PlanCache
 
@@ -45,34 +46,41 @@ class GraphRunner:
             self.inside = False
 
     def validity(self):
-        """A check of everything a plan recorded now depends on besides its inputs."""
+        """A check of everything a plan recorded now depends on besides its inputs. It runs
+        before every replay, so it is a few C-level passes (map over the held dicts), no
+        Python loop: the parameters and buffers are the same objects, the training flags
+        equal, the optimiser's configuration unchanged (its graph_check)."""
         model = self.model
-        held = []
+        tensors, modes = ([], [], []), ([], [], [])
         for _, layer in model.named_layers():
             d = layer.__dict__
-            held.append((d, "_training", d["_training"]))
-            for kind in ("_param_names", "_state_names"):
-                for name in getattr(layer, kind):
-                    held.append((d, name, d[name]))
+            for held, name, value in [(modes, "_training", d["_training"])] + [
+                    (tensors, n, d[n]) for kind in ("_param_names", "_state_names")
+                    for n in getattr(layer, kind)]:
+                held[0].append(d)
+                held[1].append(name)
+                held[2].append(value)
         optim = model.__dict__.get("optim")
-        stamp = optim.graph_stamp() if hasattr(optim, "graph_stamp") else None
-        modes = [(d, n, v) for d, n, v in held if n == "_training"]
-        tensors = [(d, n, v) for d, n, v in held if n != "_training"]
+        optim_ok = (optim.graph_check() if hasattr(optim, "graph_check") else
+                    _stamp_check(optim) if hasattr(optim, "graph_stamp") else None)
+        get, item = dict.get, dict.__getitem__
 
         def still_valid():
-            for d, n, v in tensors:
-                if d.get(n) is not v:
-                    return False
-            for d, n, v in modes:
-                if d[n] != v:
-                    return False
-            return stamp is None or optim.graph_stamp() == stamp
+            return (all(map(is_, map(get, *tensors[:2]), tensors[2])) and
+                    all(map(eq, map(item, *modes[:2]), modes[2])) and
+                    (optim_ok is None or optim_ok()))
         return still_valid
 
     def stats(self):
         """{what: {'eager': n, 'recorded': n, 'replayed': n, 'plans': n}} (for tests and
         benchmarks: how each kind of step ran)."""
         return {w: dict(c.stats, plans=len(c)) for w, c in self.caches.items()}
+
+
+def _stamp_check(optim):
+    """The validity check of an optimiser that has graph_stamp() alone."""
+    stamp = optim.graph_stamp()
+    return lambda: optim.graph_stamp() == stamp
 
 
 def runner_of(model):
@@ -107,7 +115,7 @@ def _copied(out):
     so values kept from one step do not change under it at the next."""
     from .._tensor import Tensor
     if isinstance(out, Tensor):
-        return out.detach().clone()
+        return Tensor.clone(out)  # a plain new tensor, no history (clone records none)
     if isinstance(out, (list, tuple)):
         return type(out)(_copied(o) for o in out)
     return out
