@@ -371,6 +371,16 @@ def call(fn_name, *args):
     return tuple(_gc(p[0], _release) if p[0] != _NULL else None for p in slots)
 
 
+def cast(h, dtype_code):
+    """A new tensor: h's values in dtype_code (a copy when the dtype is h's): call("cast",
+    ...) without its generic argument handling, for graph mode's per-step output copies."""
+    p = _new_out("hl_tensor *[1]")
+    st = lib.hl_cast(h, dtype_code, p)
+    if st:
+        raise_status(st)
+    return _gc(p[0], _release)
+
+
 def call_many_out(fn_name, n, *args):
     """Calls a core function whose last argument is an array of n output tensors."""
     fn = _function(fn_name)

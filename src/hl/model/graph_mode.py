@@ -10,6 +10,8 @@ exactly that before each replay (a few pointer comparisons per state); anything 
 import functools
 from operator import eq, is_
 
+from .. import _core
+from .._tensor import Tensor, _wrap
 from ..graph import DEFAULT_SIZE, PlanCache
 
 
@@ -104,7 +106,10 @@ def graph_step(fn):
         runner = runner_of(self)
         if runner is None:
             return fn(self, *args, **kwargs)
-        out = runner.run("train_one_batch", lambda a, k: fn(self, *a, **k), (args, kwargs))
+        if kwargs:
+            out = runner.run("train_one_batch", lambda a, k: fn(self, *a, **k), (args, kwargs))
+        else:  # the usual call: the signature's walk has one level less
+            out = runner.run("train_one_batch", functools.partial(fn, self), args)
         return _copied(out)
     train_one_batch._graph_step = True
     return train_one_batch
@@ -113,9 +118,8 @@ def graph_step(fn):
 def _copied(out):
     """A replayed plan writes into the same output tensors each step: the caller gets copies,
     so values kept from one step do not change under it at the next."""
-    from .._tensor import Tensor
     if isinstance(out, Tensor):
-        return Tensor.clone(out)  # a plain new tensor, no history (clone records none)
+        return _wrap(_core.cast(out._h, out._dtype.code), out._dtype)  # no history
     if isinstance(out, (list, tuple)):
         return type(out)(_copied(o) for o in out)
     return out
