@@ -168,9 +168,14 @@ class Optimizer:
             slots = self._slots_of(key, param)
             self._note_recording()
             values = self._host_update(slots, self.lr)
-            # values that are the step's alone (the base rule's -lr: no per-parameter count)
-            # are one 0-d tensor per dtype and device that every update reads, written once
-            # per replay; values with per-parameter counts (Adam's) are the parameter's own
+            if not _core.recording():
+                self._update(param, grad, slots, values)
+                return
+            # recorded: the values are 0-d tensors the plan reads, and a replay hook writes
+            # each later step's values there. Values that are the step's alone (the base
+            # rule's -lr: no per-parameter count) are one tensor per dtype and device that
+            # every update reads, written once per replay; values with per-parameter counts
+            # (Adam's) are the parameter's own
             shared = type(self)._host_update is Optimizer._host_update
             held = (None, param.dtype.code, _core.device_key(param._h)) if shared else key
             step_values = self._step_values.get(held)
