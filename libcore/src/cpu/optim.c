@@ -37,26 +37,41 @@ enum { OUTER_CHUNK = 1024 };
 /* d = grad (+ wd * param, when wd != 0): with_l2 in rules.py */
 #define DECAYED(T, g, p, wd, i) ((wd) != 0 ? (g)[i] + (p)[i] * (wd) : (g)[i])
 
-#define DEFINE_RULES(T, SQRT, SUFFIX)                                                       \
-HL_CLONES                                                                                   \
-static void sgd_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {      \
-    const T neg_lr = STEP_VALUE(T, c, 0);                                          \
+/* SGD's pass, the gradient of element i being the expression GRAD (g[i], or a[r] * b[i]: the
+   outer product's one rounded float product, formed where it is used). */
+#define SGD_BODY(T, GRAD)                                                                   \
+    const T neg_lr = STEP_VALUE(T, c, 0);                                                   \
     const T wd = (T)c->f[0], mom = (T)c->f[1], keep = (T)c->f[2];                           \
     int flags = (int)c->i[1];                                                               \
     if (c->i[2] == 0) {                                                                     \
-        FOR_EACH(n, T d = DECAYED(T, g, p, wd, i); p[i] = p[i] + d * neg_lr);               \
+        FOR_EACH(n, T gi = GRAD; T d = wd != 0 ? gi + p[i] * wd : gi;                       \
+                 p[i] = p[i] + d * neg_lr);                                                 \
         return;                                                                             \
     }                                                                                       \
     T *b = s[0];                                                                            \
     bool init = flags & HL_OPTIM_INIT, nesterov = flags & HL_OPTIM_NESTEROV;                \
     FOR_EACH(n,                                                                             \
-        T d = DECAYED(T, g, p, wd, i);                                                      \
+        T gi = GRAD;                                                                        \
+        T d = wd != 0 ? gi + p[i] * wd : gi;                                                \
         T buf;                                                                              \
         if (init) buf = d;                                                                  \
         else buf = b[i] * mom + (keep != 1 ? d * keep : d);                                 \
         b[i] = buf;                                                                         \
         T dir = nesterov ? d + buf * mom : buf;                                             \
-        p[i] = p[i] + dir * neg_lr);                                                        \
+        p[i] = p[i] + dir * neg_lr);
+
+#define DEFINE_RULES(T, SQRT, SUFFIX)                                                       \
+HL_CLONES                                                                                   \
+static void sgd_##SUFFIX(const hl_call *c, T *p, T *const *s, const T *g, int64_t n) {      \
+    SGD_BODY(T, g[i])                                                                       \
+}                                                                                           \
+                                                                                            \
+/* SGD on n elements of one row of an outer-product gradient: a_r * b[0..n) (contiguous b):  \
+   no gradient buffer is written and read back. */                                          \
+HL_CLONES                                                                                   \
+static void sgd_outer_##SUFFIX(const hl_call *c, T *p, T *const *s, T ar,                   \
+                               const T *restrict bv, int64_t n) {                           \
+    SGD_BODY(T, ar * bv[i])                                                                 \
 }                                                                                           \
                                                                                             \
 HL_CLONES                                                                                   \
@@ -190,11 +205,23 @@ static void update_range_##SUFFIX(const hl_call *c, rule_##SUFFIX rule, int64_t 
         return;                                                                             \
     }                                                                                       \
     const T *a = (const T *)hl_ptr(c->in[0]), *b = (const T *)hl_ptr(c->in[c->n_in - 1]);   \
+    int64_t as = c->i[HL_OPTIM_OUTER + 1], bs = c->i[HL_OPTIM_OUTER + 2];                   \
+    int64_t rowlen = c->i[HL_OPTIM_OUTER + 3];                                              \
+    if (rule == sgd_##SUFFIX && bs == 1) {  /* SGD forms each product where it uses it */   \
+        for (int64_t at = lo; at < hi;) {                                                   \
+            int64_t r = at / rowlen, col = at % rowlen, off = at - lo;                      \
+            int64_t seg = rowlen - col < hi - at ? rowlen - col : hi - at;                  \
+            T *so[3] = {s[0] ? s[0] + off : NULL, s[1] ? s[1] + off : NULL,                 \
+                        s[2] ? s[2] + off : NULL};                                          \
+            sgd_outer_##SUFFIX(c, p + off, so, a[r * as], b + col, seg);                    \
+            at += seg;                                                                      \
+        }                                                                                   \
+        return;                                                                             \
+    }                                                                                       \
     T g[OUTER_CHUNK];                                                                       \
     for (int64_t at = lo; at < hi; at += OUTER_CHUNK) {                                     \
         int64_t len = hi - at < OUTER_CHUNK ? hi - at : OUTER_CHUNK, off = at - lo;         \
-        outer_rows_##SUFFIX(g, a, c->i[HL_OPTIM_OUTER + 1], b, c->i[HL_OPTIM_OUTER + 2],    \
-                            c->i[HL_OPTIM_OUTER + 3], at, len);                             \
+        outer_rows_##SUFFIX(g, a, as, b, bs, rowlen, at, len);                              \
         T *so[3] = {s[0] ? s[0] + off : NULL, s[1] ? s[1] + off : NULL,                     \
                     s[2] ? s[2] + off : NULL};                                              \
         rule(c, p + off, so, g, len);                                                       \
