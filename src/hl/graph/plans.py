@@ -39,7 +39,15 @@ def _flatten(x, leaves):
     kinds are tested first, by exact type.)"""
     t = type(x)
     if t is tuple or t is list:
-        return (t.__name__,) + tuple([_flatten(v, leaves) for v in x])
+        parts = [t.__name__]
+        for v in x:
+            if type(v) is Tensor:  # the usual argument, without a call of its own
+                leaves.append(v)
+                parts.append(("T", Tensor, v.shape, v._dtype.code, _core.device_key(v._h),
+                              v.requires_grad))
+            else:
+                parts.append(_flatten(v, leaves))
+        return tuple(parts)
     if t is Tensor or isinstance(x, Tensor):
         leaves.append(x)
         return ("T", t, x.shape, x._dtype.code, _core.device_key(x._h), x.requires_grad)

@@ -8,7 +8,7 @@ optimiser and loss are the same objects with the same configuration. ``still_val
 exactly that before each replay (a few pointer comparisons per state); anything else re-records.
 """
 import functools
-from operator import eq, is_
+from operator import is_
 
 from .. import _core
 from .._tensor import Tensor, _wrap
@@ -50,26 +50,24 @@ class GraphRunner:
     def validity(self):
         """A check of everything a plan recorded now depends on besides its inputs. It runs
         before every replay, so it is a few C-level passes (map over the held dicts), no
-        Python loop: the parameters and buffers are the same objects, the training flags
-        equal, the optimiser's configuration unchanged (its graph_check)."""
+        Python loop: the parameters, buffers and training flags are the same objects (a
+        flag set to an equal value of another type, 1 for True, records once more), the
+        optimiser's configuration unchanged (its graph_check)."""
         model = self.model
-        tensors, modes = ([], [], []), ([], [], [])
+        dicts, names, values = [], [], []
         for _, layer in model.named_layers():
             d = layer.__dict__
-            for held, name, value in [(modes, "_training", d["_training"])] + [
-                    (tensors, n, d[n]) for kind in ("_param_names", "_state_names")
-                    for n in getattr(layer, kind)]:
-                held[0].append(d)
-                held[1].append(name)
-                held[2].append(value)
+            for name in ("_training",) + tuple(layer._param_names) + tuple(layer._state_names):
+                dicts.append(d)
+                names.append(name)
+                values.append(d[name])
         optim = model.__dict__.get("optim")
         optim_ok = (optim.graph_check() if hasattr(optim, "graph_check") else
                     _stamp_check(optim) if hasattr(optim, "graph_stamp") else None)
-        get, item = dict.get, dict.__getitem__
+        get = dict.get
 
         def still_valid():
-            return (all(map(is_, map(get, *tensors[:2]), tensors[2])) and
-                    all(map(eq, map(item, *modes[:2]), modes[2])) and
+            return (all(map(is_, map(get, dicts, names), values)) and
                     (optim_ok is None or optim_ok()))
         return still_valid
 

@@ -33,6 +33,7 @@ first updated. ``set_states`` puts all of it back, so training resumes exactly.
 import numbers
 import weakref
 from itertools import compress, repeat
+from operator import is_
 
 import numpy as np
 
@@ -266,8 +267,9 @@ class Optimizer:
             if d["_version"] != version:
                 return False
             cur = tuple(map(d.get, names, missing))  # a deleted name reads as _MISSING
-            if tuple(map(type, cur)) != kinds or tuple(compress(cur, plain)) != values:
-                return False
+            if not all(map(is_, cur, now)):  # something was assigned: compare as the stamp
+                if tuple(map(type, cur)) != kinds or tuple(compress(cur, plain)) != values:
+                    return False
             return len(d) == size or self.graph_stamp() == stamp  # one was added
         return still
 
