@@ -264,7 +264,7 @@ class Optimizer:
         version, size, missing = self._version, len(d), repeat(_MISSING)
 
         def still():
-            if d["_version"] != version:
+            if self._version != version:  # (a wrapper's may be its inner optimiser's)
                 return False
             cur = tuple(map(d.get, names, missing))  # a deleted name reads as _MISSING
             if not all(map(is_, cur, now)):  # something was assigned: compare as the stamp
