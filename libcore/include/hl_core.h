@@ -82,10 +82,19 @@ int hl_op_count(void);
 const char *hl_op_name(int op);           /* NULL when op is out of range */
 int hl_op_lookup(const char *name);       /* -1 when no op has that name */
 
-/* Threads used by libcore's OpenMP loops and by OpenBLAS (set together, so they never
+/* Threads used by libcore's parallel loops (its thread pool, cpu/thread_pool.h, and the
+   OpenMP loops not yet moved onto it) and by OpenBLAS (set together, so they never
    oversubscribe the cores). */
 void hl_set_num_threads(int n);
 int hl_get_num_threads(void);
+
+/* libcore's thread pool under test (tests/test_thread_pool.py): a loop over n items in chunks
+   of at least grain items; item i writes to slot_of[i] the slot of the thread that ran it (0:
+   the caller; -1: a nested loop of `nested` items it ran left its thread, or its slot was not
+   restored). Item fail_at (if in range) fails with HL_ERR_VALUE, which the call returns; each
+   item first spins spin_ns; with hold_workers the workers claim nothing, as if descheduled. */
+hl_status hl_pool_probe(int64_t n, int64_t grain, int32_t *slot_of, int64_t fail_at,
+                        int nested, int64_t spin_ns, int hold_workers);
 
 /* CRC-32 as zip, gzip and zlib.crc32 compute it, continuing from crc (0 to start). Checkpoint
    archives check every member with it; carry-less multiplication where the CPU has it. */

@@ -12,7 +12,21 @@ import numpy as np
 import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
 
 from . import errors
-from ._hl_core import ffi, lib
+
+# libgomp reads its spin count once, when it loads (with the extension, just below). Its idle
+# threads spin for up to 300,000 rounds after each OpenMP region by default (milliseconds),
+# holding a core that libcore's own pool (cpu/thread_pool.c), which runs most parallel loops,
+# needs next: at 2 threads on a loaded host, MobileNetV2 batch 1 took 148-152 ms with the
+# default against 40-84 ms with 10,000, ResNet-18 470-516 against 267-269 (docs/performance.md).
+# A user's own setting wins; the variable is not left set for subprocesses.
+_SPIN_SET = not ({"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(os.environ))
+if _SPIN_SET:
+    os.environ["GOMP_SPINCOUNT"] = "10000"
+try:
+    from ._hl_core import ffi, lib
+finally:
+    if _SPIN_SET:
+        del os.environ["GOMP_SPINCOUNT"]
 
 _release = lib.hl_tensor_release
 _gc = ffi.gc

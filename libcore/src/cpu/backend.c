@@ -11,6 +11,7 @@
 #endif
 
 #include "../core.h"
+#include "thread_pool.h"
 
 #define DECLARE_FAMILY(family) hl_status hl_cpu_##family(const hl_call *c);
 HL_KERNEL_FAMILIES(DECLARE_FAMILY)
@@ -48,12 +49,13 @@ static hl_status cpu_memcpy(void *dst, const void *src, size_t nbytes, int kind,
 
 static int cpu_device_count(void) { return 1; }
 
-/* OpenMP's loops and OpenBLAS never run at once (libcore calls no BLAS inside a parallel
-   region, and cpu/blas_threads.c runs OpenBLAS's work on OpenMP's team), so they share one
-   count and never oversubscribe the cores. */
+/* The pool's loops, OpenMP's and OpenBLAS never run at once (libcore calls no BLAS inside a
+   parallel loop, and cpu/blas_threads.c runs OpenBLAS's work on the pool's threads), so they
+   share one count and never oversubscribe the cores. */
 extern void scipy_openblas_set_num_threads(int n);
 
 static void cpu_set_num_threads(int n) {
+    hl_pool_set_threads(n);
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif

@@ -1,12 +1,13 @@
 /*
- * blas_threads.c - OpenBLAS runs its parallel work on libcore's OpenMP threads.
+ * blas_threads.c - OpenBLAS runs its parallel work on libcore's threads.
  *
- * Left to itself, OpenBLAS (a pthreads build) keeps its own pool of threads, while libgomp's
- * threads keep spinning for a while after each OpenMP loop ends. When an OpenMP loop (im2col,
- * an element-wise op) is followed by a BLAS call, the two pools fight over the same cores: on
+ * Left to itself, OpenBLAS (a pthreads build) keeps its own pool of threads, while libcore's
+ * threads keep spinning for a while after each parallel loop ends. When a loop (im2col, an
+ * element-wise op) is followed by a BLAS call, the two pools fight over the same cores: on
  * a 2-core machine a convolution ran 3 to 30 times slower than the sum of its parts. OpenBLAS
  * lets the caller supply the threading (openblas_set_threads_callback_function): its work
- * items go to an OpenMP team, so one set of threads does everything.
+ * items go to libcore's thread pool (thread_pool.c, hl_pool_gang), or where that is busy to an
+ * OpenMP team, so one set of threads does everything.
  *
  * OpenBLAS's threaded level-3 routines make their work items wait on one another, so all
  * items must run at the same time. Where an OpenMP team of that size is not to be had (a
@@ -34,6 +35,8 @@
 #endif
 
 #include <cblas.h>
+
+#include "thread_pool.h"
 
 typedef struct {
     openblas_dojob_callback dojob;
@@ -115,14 +118,32 @@ static void join_items(job *jobs, int count) {
     free(jobs);
 }
 
+typedef struct {
+    openblas_dojob_callback dojob;
+    size_t elsize;
+    char *base;
+    int data;
+    const int *slot;
+} gang_items;
+
+static void run_gang_item(int i, void *ctx) {
+    const gang_items *g = ctx;
+    g->dojob(g->slot[i], g->base + (size_t)i * g->elsize, g->data);
+}
+
 static void run_slotted(openblas_dojob_callback dojob, int n, size_t elsize, char *base,
                         int data, const int *slot) {
     if (n == 1) {
         dojob(slot[0], base, data);
         return;
     }
+    /* The pool's threads first: the same threads as libcore's own loops, which idle briefly
+       and then sleep (thread_pool.c). */
+    gang_items g = {dojob, elsize, base, data, slot};
+    if (hl_pool_gang(n, run_gang_item, &g)) return;
 #ifdef _OPENMP
-    if (!omp_in_parallel() && !omp_get_dynamic() && n <= omp_get_thread_limit()) {
+    if (!omp_in_parallel() && !hl_pool_in_chunk() && !omp_get_dynamic() &&
+        n <= omp_get_thread_limit()) {
 #pragma omp parallel num_threads(n)
         {
             int i = omp_get_thread_num(), team = omp_get_num_threads();

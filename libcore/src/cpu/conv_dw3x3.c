@@ -180,6 +180,16 @@ HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, const float
     else plane_s(g, cm, xp, wk, b, epi, res, yp, 2);
 }
 
+/* What each chunk of planes needs; run_planes runs them. */
+typedef struct {
+    const conv_geom *g;
+    const chunk_masks *cm;
+    const float *x, *w, *bias;
+    const conv_epilogue *epi;
+    float *y;
+} dw_planes;
+static void run_planes(int64_t begin, int64_t end, void *arg);
+
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
     const int64_t planes = g->n * g->c_out, chunks = (g->ow + 7) / 8;
@@ -189,17 +199,27 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks), (void **)&cm);
     if (st) return st;
     fill_masks(g, cm, chunks);
-    const bool parallel = hl_max_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
-    const float *res = epi ? (const float *)epi->res : NULL;
-    /* dynamic: a thread that the host deschedules leaves its planes to the others */
-#pragma omp parallel for schedule(dynamic, 4) if (parallel)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        plane(g, cm, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9, bias ? bias[co] : 0.0f,
-              epi, res ? res + pl * g->P : NULL, y + pl * g->P);
-    }
+    const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
+    /* claimed in chunks of planes: a thread that the host deschedules leaves its planes to
+       the others */
+    const dw_planes q = {g, cm, x, w, bias, epi, y};
+    hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
+}
+
+static void run_planes(int64_t begin, int64_t end, void *arg) {
+    const dw_planes *q = arg;
+    const conv_geom *g = q->g;
+    const float *x = q->x, *w = q->w, *bias = q->bias;
+    const conv_epilogue *epi = q->epi;
+    float *y = q->y;
+    const float *res = epi ? (const float *)epi->res : NULL;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
+        plane(g, q->cm, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9, bias ? bias[co] : 0.0f,
+              epi, res ? res + pl * g->P : NULL, y + pl * g->P);
+    }
 }
 
 #else

@@ -56,16 +56,35 @@ static void FN(im2col_row)(const conv_geom *g, const T *plane, T *restrict dst, 
     }
 }
 
+/* A band of a tile (im2col, col2im, scatter, gather): samples n0 .. n0 + m, output rows
+   oy0 .. oy0 + rows, input channels from c0 or group grp; the pool's loops run its items. */
+typedef struct {
+    const conv_geom *g;
+    const T *src, *bias;
+    const conv_epilogue *epi;
+    T *dst;
+    int64_t n0, m, oy0, rows, c0, grp;
+} FN(band);
+
+/* Items (sample, row of the columns) [begin, end). */
+static void FN(im2col_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(band) *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t K = g->K, P = q->rows * g->ow, ld = q->m * P, khw = g->kh * g->kw;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t nl = i / K, r = i % K;
+        const int64_t c = r / khw, ky = (r / g->kw) % g->kh, kx = r % g->kw;
+        FN(im2col_row)(g, q->src + ((q->n0 + nl) * g->c_in + q->c0 + c) * g->h * g->w,
+                       q->dst + r * ld + nl * P, ky, kx, q->oy0, q->rows);
+    }
+}
+
 static void FN(im2col)(const conv_geom *g, const T *x, int64_t n0, int64_t m, int64_t oy0,
                        int64_t rows, int64_t c0, T *cols) {
-    const int64_t K = g->K, P = rows * g->ow, ld = m * P, khw = g->kh * g->kw;
-#pragma omp parallel for collapse(2) schedule(static) if (K * ld > CONV_PAR_MIN)
-    for (int64_t nl = 0; nl < m; nl++)
-        for (int64_t r = 0; r < K; r++) {
-            const int64_t c = r / khw, ky = (r / g->kw) % g->kh, kx = r % g->kw;
-            FN(im2col_row)(g, x + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w,
-                           cols + r * ld + nl * P, ky, kx, oy0, rows);
-        }
+    const int64_t K = g->K, ld = m * rows * g->ow;
+    const FN(band) q = {.g = g, .src = x, .dst = cols, .n0 = n0, .m = m, .oy0 = oy0,
+                        .rows = rows, .c0 = c0};
+    hl_parallel_for(m * K, K * ld > CONV_PAR_MIN ? 1 : m * K, FN(im2col_items), (void *)&q);
 }
 
 /* One dx plane (channel c of the group) gets the columns of its taps; see col2im. */
@@ -97,54 +116,93 @@ static void FN(col2im_plane)(const conv_geom *g, const T *cols, int64_t ld, int6
 /* The inverse of im2col: dx planes of m samples from n0, channels c0 .. c0 + cg_in, get the
    sum of the columns of output rows oy0 .. oy0 + rows. The first band (oy0 == 0) sets the
    planes (to bias[c], when given, or zero); later bands add. One thread owns each plane. */
+static void FN(col2im_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(band) *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t P = q->rows * g->ow, ld = q->m * P;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t nl = i / g->cg_in, c = i % g->cg_in;
+        FN(col2im_plane)(g, q->src + nl * P, ld, q->oy0, q->rows, c,
+                         q->bias ? q->bias[q->c0 + c] : 0, q->oy0 == 0,
+                         q->dst + ((q->n0 + nl) * g->c_in + q->c0 + c) * g->h * g->w);
+    }
+}
+
 static void FN(col2im)(const conv_geom *g, const T *cols, int64_t n0, int64_t m, int64_t oy0,
                        int64_t rows, int64_t c0, const T *bias, T *dx) {
-    const int64_t P = rows * g->ow, ld = m * P;
-#pragma omp parallel for collapse(2) schedule(static) if (g->K * ld > CONV_PAR_MIN)
-    for (int64_t nl = 0; nl < m; nl++)
-        for (int64_t c = 0; c < g->cg_in; c++)
-            FN(col2im_plane)(g, cols + nl * P, ld, oy0, rows, c, bias ? bias[c0 + c] : 0,
-                             oy0 == 0, dx + ((n0 + nl) * g->c_in + c0 + c) * g->h * g->w);
+    const int64_t ld = m * rows * g->ow, items = m * g->cg_in;
+    const FN(band) q = {.g = g, .src = cols, .bias = bias, .dst = dx, .n0 = n0, .m = m,
+                        .oy0 = oy0, .rows = rows, .c0 = c0};
+    hl_parallel_for(items, g->K * ld > CONV_PAR_MIN ? 1 : items, FN(col2im_items), (void *)&q);
 }
 
 /* y[n0 + nl, grp * cg_out + co, :] = buf[co, nl * P : (nl + 1) * P] + bias. */
+static void FN(scatter_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(band) *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t P = g->P, cg = g->cg_out, m = q->m, n0 = q->n0;
+    T *y = q->dst;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t nl = i / cg, co = i % cg, ch = q->grp * cg + co;
+        T *restrict d = y + ((n0 + nl) * g->c_out + ch) * P;
+        const T *restrict s = q->src + co * m * P + nl * P;
+        const T b = q->bias ? q->bias[ch] : 0;
+        for (int64_t p = 0; p < P; p++) d[p] = s[p] + b;
+        if (q->epi) FN(conv_epilogue_at)(q->epi, y, ((n0 + nl) * g->c_out + ch) * P, P);
+    }
+}
+
 static void FN(scatter)(const conv_geom *g, const T *buf, int64_t n0, int64_t m, int64_t grp,
                         const T *bias, const conv_epilogue *epi, T *y) {
-    const int64_t P = g->P, cg = g->cg_out;
-#pragma omp parallel for collapse(2) schedule(static) if (cg * m * P > CONV_PAR_MIN)
-    for (int64_t nl = 0; nl < m; nl++)
-        for (int64_t co = 0; co < cg; co++) {
-            const int64_t ch = grp * cg + co;
-            T *restrict d = y + ((n0 + nl) * g->c_out + ch) * P;
-            const T *restrict s = buf + co * m * P + nl * P;
-            const T b = bias ? bias[ch] : 0;
-            for (int64_t p = 0; p < P; p++) d[p] = s[p] + b;
-            if (epi) FN(conv_epilogue_at)(epi, y, ((n0 + nl) * g->c_out + ch) * P, P);
-        }
+    const int64_t items = m * g->cg_out;
+    const FN(band) q = {.g = g, .src = buf, .bias = bias, .epi = epi, .dst = y, .n0 = n0,
+                        .m = m, .grp = grp};
+    hl_parallel_for(items, items * g->P > CONV_PAR_MIN ? 1 : items, FN(scatter_items),
+                    (void *)&q);
 }
 
 /* buf[co, nl * P + p] = dy[n0 + nl, grp * cg_out + co, p]: a group's gradient as one matrix. */
+static void FN(gather_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(band) *q = arg;
+    const conv_geom *g = q->g;
+    const int64_t P = g->P, cg = g->cg_out, m = q->m;
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t nl = i / cg, co = i % cg;
+        const T *restrict s = q->src + ((q->n0 + nl) * g->c_out + q->grp * cg + co) * P;
+        T *restrict d = q->dst + co * m * P + nl * P;
+        for (int64_t p = 0; p < P; p++) d[p] = s[p];
+    }
+}
+
 static void FN(gather)(const conv_geom *g, const T *dy, int64_t n0, int64_t m, int64_t grp,
                        T *buf) {
-    const int64_t P = g->P, cg = g->cg_out;
-#pragma omp parallel for collapse(2) schedule(static) if (cg * m * P > CONV_PAR_MIN)
-    for (int64_t nl = 0; nl < m; nl++)
-        for (int64_t co = 0; co < cg; co++) {
-            const T *restrict s = dy + ((n0 + nl) * g->c_out + grp * cg + co) * P;
-            T *restrict d = buf + co * m * P + nl * P;
-            for (int64_t p = 0; p < P; p++) d[p] = s[p];
-        }
+    const int64_t items = m * g->cg_out;
+    const FN(band) q = {.g = g, .src = dy, .dst = buf, .n0 = n0, .m = m, .grp = grp};
+    hl_parallel_for(items, items * g->P > CONV_PAR_MIN ? 1 : items, FN(gather_items),
+                    (void *)&q);
 }
 
 /* planes[c, :] = bias[c] for channels planes of size P: a product then adds into them with
    beta = 1, which also spares BLAS its pass that zeroes the output for beta = 0. */
-static void FN(set_bias)(T *planes, const T *bias, int64_t channels, int64_t P) {
-#pragma omp parallel for schedule(static) if (channels * P > CONV_PAR_MIN)
-    for (int64_t c = 0; c < channels; c++) {
-        T *restrict d = planes + c * P;
-        const T b = bias[c];
-        for (int64_t p = 0; p < P; p++) d[p] = b;
+typedef struct {
+    T *planes;
+    const T *bias;
+    int64_t P;
+} FN(bias_planes);
+
+static void FN(set_bias_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(bias_planes) *q = arg;
+    for (int64_t c = begin; c < end; c++) {
+        T *restrict d = q->planes + c * q->P;
+        const T b = q->bias[c];
+        for (int64_t p = 0; p < q->P; p++) d[p] = b;
     }
+}
+
+static void FN(set_bias)(T *planes, const T *bias, int64_t channels, int64_t P) {
+    const FN(bias_planes) q = {planes, bias, P};
+    hl_parallel_for(channels, channels * P > CONV_PAR_MIN ? 1 : channels, FN(set_bias_items),
+                    (void *)&q);
 }
 
 /* The column source for group grp of a tile: x itself for a pointwise conv, else im2col. */
@@ -314,37 +372,67 @@ static void FN(dw3x3_plane)(const conv_geom *g, const T *restrict xp, const T *w
     }
 }
 
-static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
-                                    const conv_epilogue *epi, T *y) {
-    const int64_t planes = g->n * g->c_out;
-    const bool k3 = FN(is_dw3x3)(g), flat = k3 && FN(dw3x3_flat_fits)(g);
-    /* dynamic: a thread that the host deschedules leaves its planes to the others */
-#pragma omp parallel for schedule(dynamic, 4) if (planes * g->P * g->kh * g->kw > CONV_PAR_MIN)
-    for (int64_t pl = 0; pl < planes; pl++) {
+typedef struct {
+    const conv_geom *g;
+    const T *x, *w, *bias;
+    const conv_epilogue *epi;
+    T *y;
+    bool k3, flat;
+} FN(dw_planes);
+
+static void FN(depthwise_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(dw_planes) *q = arg;
+    const conv_geom *g = q->g;
+    const conv_epilogue *epi = q->epi;
+    T *y = q->y;
+    for (int64_t pl = begin; pl < end; pl++) {
         const int64_t n = pl / g->c_out, co = pl % g->c_out, ci = co / g->cg_out;
-        const T *xp = x + (n * g->c_in + ci) * g->h * g->w;
-        const T *wk = w + co * g->kh * g->kw;
-        const T b0 = bias ? bias[co] : (T)0;
-        if (flat) {
+        const T *xp = q->x + (n * g->c_in + ci) * g->h * g->w;
+        const T *wk = q->w + co * g->kh * g->kw;
+        const T b0 = q->bias ? q->bias[co] : (T)0;
+        if (q->flat) {
             FN(dw3x3_flat)(g, xp, wk, b0, epi, y, pl * g->P);
             continue;
         }
-        if (k3) {
+        if (q->k3) {
             FN(dw3x3_plane)(g, xp, wk, b0, epi, y, pl * g->P);
             continue;
         }
         FN(depthwise_plane)(g, xp, wk, b0, y + pl * g->P);
         if (epi) FN(conv_epilogue_at)(epi, y, pl * g->P, g->P);
     }
+}
+
+static hl_status FN(conv_depthwise)(const conv_geom *g, const T *x, const T *w, const T *bias,
+                                    const conv_epilogue *epi, T *y) {
+    const int64_t planes = g->n * g->c_out;
+    const bool k3 = FN(is_dw3x3)(g), flat = k3 && FN(dw3x3_flat_fits)(g);
+    /* chunks of 4 planes claimed one at a time: a thread that the host deschedules leaves
+       its planes to the others */
+    const FN(dw_planes) q = {g, x, w, bias, epi, y, k3, flat};
+    hl_parallel_for(planes, planes * g->P * g->kh * g->kw > CONV_PAR_MIN ? 4 : planes,
+                    FN(depthwise_items), (void *)&q);
     return HL_OK;
 }
 
 /* The epilogue over a group's rows of a one-sample tile that a product has just written:
    cg channels of pt positions from off, P apart. */
+typedef struct {
+    const conv_epilogue *epi;
+    T *y;
+    int64_t off, pt, P;
+} FN(epilogue_rows);
+
+static void FN(epilogue_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(epilogue_rows) *q = arg;
+    for (int64_t co = begin; co < end; co++)
+        FN(conv_epilogue_at)(q->epi, q->y, q->off + co * q->P, q->pt);
+}
+
 static void FN(epilogue_tile)(const conv_epilogue *epi, T *y, int64_t off, int64_t cg,
                               int64_t pt, int64_t P) {
-#pragma omp parallel for schedule(static) if (cg * pt > CONV_PAR_MIN)
-    for (int64_t co = 0; co < cg; co++) FN(conv_epilogue_at)(epi, y, off + co * P, pt);
+    const FN(epilogue_rows) q = {epi, y, off, pt, P};
+    hl_parallel_for(cg, cg * pt > CONV_PAR_MIN ? 1 : cg, FN(epilogue_items), (void *)&q);
 }
 
 /* y = conv(x, w) + bias, then the epilogue (NULL: none) while each tile is in cache. */
@@ -382,6 +470,19 @@ static hl_status FN(conv_forward)(const conv_geom *g, const T *x, const T *w, co
     scratch_put(&sc);
     scratch_put(&sb);
     return HL_OK;
+}
+
+typedef struct {
+    const T *wt;
+    T *dw;
+    int64_t K, CO;
+} FN(transpose_job);
+
+/* dw rows [begin, end) from the transposed wt. */
+static void FN(transpose_items)(int64_t begin, int64_t end, void *arg) {
+    const FN(transpose_job) *q = arg;
+    for (int64_t co = begin; co < end; co++)
+        for (int64_t k = 0; k < q->K; k++) q->dw[co * q->K + k] = q->wt[k * q->CO + co];
 }
 
 /* dW is accumulated transposed, dW^T (K x C_out) = cols @ dY^T: BLAS packs the large column
@@ -424,9 +525,8 @@ static hl_status FN(conv_grad_weight)(const conv_geom *g, const T *dy, const T *
             }
         }
     }
-#pragma omp parallel for schedule(static) if (CO * K > CONV_PAR_MIN)
-    for (int64_t co = 0; co < CO; co++)
-        for (int64_t k = 0; k < K; k++) dw[co * K + k] = wt[k * CO + co];
+    const FN(transpose_job) tq = {wt, dw, K, CO};
+    hl_parallel_for(CO, CO * K > CONV_PAR_MIN ? 1 : CO, FN(transpose_items), (void *)&tq);
     scratch_put(&sc);
     scratch_put(&sb);
     scratch_put(&sw);

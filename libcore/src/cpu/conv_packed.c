@@ -385,7 +385,16 @@ static int64_t thread_work(int64_t n, int64_t k) {
     return kc * HL_MIN(nb, (n + NR - 1) / NR * NR);
 }
 
-int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_max_threads(); }
+int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_pool_threads(); }
+
+/* What each task of a product needs; run_tasks runs them. */
+typedef struct {
+    const conv_packed_problem *pr;
+    bool avx2;
+    int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread;
+    float *packed_b;
+} product_tasks;
+static void run_tasks(int64_t t0, int64_t t1, void *arg);
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
@@ -396,7 +405,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t blocks = (N + nb - 1) / nb;
     /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
        the host deschedules then delays the call by one piece, not by half of it. */
-    const int threads = hl_max_threads();
+    const int threads = hl_pool_threads();
     int64_t chunks = 1;
     if (threads > 1) {
         const int64_t want = 4 * (int64_t)threads, have = count * blocks;
@@ -417,8 +426,22 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
                                    (void **)&packed_b);
         if (st) return st;
     }
-#pragma omp parallel for schedule(dynamic, 1) if (parallel)
-    for (int64_t t = 0; t < tasks; t++) {
+    const product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
+                             packed_b};
+    hl_parallel_for(tasks, parallel ? 1 : tasks, run_tasks, (void *)&q);
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+/* Tasks [t0, t1): (sample, block of positions, chunk of panels), each written by one thread;
+   which thread claims a task never changes a result. */
+static void run_tasks(int64_t t0, int64_t t1, void *arg) {
+    const product_tasks *q = arg;
+    const conv_packed_problem *pr = q->pr;
+    const int64_t M = pr->m, N = pr->n, K = pr->k, panels = q->panels, kc = q->kc;
+    const int64_t nb = q->nb, blocks = q->blocks, chunks = q->chunks, per_chunk = q->per_chunk;
+    const bool avx2 = q->avx2;
+    for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
         const int64_t bl = rem / chunks, ch = rem % chunks;
         const float *B = pr->b + s * pr->b_step;
@@ -426,7 +449,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
         const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
-        float *mine = packed_b + (parallel ? hl_thread_num() : 0) * per_thread;
+        float *mine = q->packed_b + hl_thread_num() * q->per_thread;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             const block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
@@ -455,6 +478,4 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
             if (K == 0) break;
         }
     }
-    scratch_put(&sb);
-    return HL_OK;
 }

@@ -13,6 +13,7 @@
 
 #include "blas_layout.h"
 #include "dtypes.h"
+#include "thread_pool.h"
 
 hl_status hl_cpu_copy(const hl_call *c);
 hl_status hl_cpu_gemm_inference(const hl_call *c);
@@ -59,11 +60,24 @@ NAIVE_FLOAT(f64, double)
    clearing of C and packing of B. alpha == 1 and beta == 0 only. Rows split over threads
    from OUTER_PAR_MIN elements (no BLAS runs inside). */
 enum { OUTER_PAR_MIN = 1 << 15 };
+typedef struct {
+    int64_t N;
+    mat_t A, B, C;
+} outer_rows;
 #define OUTER(sfx, T)                                                                          \
+    static void outer_rows_##sfx(int64_t begin, int64_t end, void *arg);                       \
     static void outer_##sfx(int64_t M, int64_t N, mat_t A, mat_t B, mat_t C) {                 \
+        const outer_rows q = {N, A, B, C};                                                     \
+        const bool par = M * N >= OUTER_PAR_MIN && M > 1;                                      \
+        hl_parallel_for(M, par ? HL_MAX(1, OUTER_PAR_MIN / 4 / HL_MAX(N, 1)) : M,              \
+                        outer_rows_##sfx, (void *)&q);                                         \
+    }                                                                                          \
+    static void outer_rows_##sfx(int64_t begin, int64_t end, void *arg) {                      \
+        const outer_rows *q = arg;                                                             \
+        const int64_t N = q->N;                                                                \
+        const mat_t A = q->A, B = q->B, C = q->C;                                              \
         const T *a = (const T *)A.p, *b = (const T *)B.p;                                      \
-        _Pragma("omp parallel for schedule(static) if (M * N >= OUTER_PAR_MIN && M > 1)")      \
-        for (int64_t i = 0; i < M; i++) {                                                      \
+        for (int64_t i = begin; i < end; i++) {                                                \
             T ai = a[i * A.s0], *c = (T *)C.p + i * C.s0;                                      \
             if (B.s1 == 1 && C.s1 == 1) for (int64_t j = 0; j < N; j++) c[j] = ai * b[j];      \
             else for (int64_t j = 0; j < N; j++) c[j * C.s1] = ai * b[j * B.s1];               \

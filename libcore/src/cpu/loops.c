@@ -1,9 +1,6 @@
 /* loops.c - see loops.h. */
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 #include "loops.h"
+#include "thread_pool.h"
 
 void hl_loop_init(hl_loop *L, int nop, const hl_tensor *const *ops) {
     const hl_tensor *out = ops[0];
@@ -73,55 +70,61 @@ static void serial_rows(const hl_loop *L, hl_row_fn fn, const void *ctx, int64_t
     }
 }
 
+/* What each chunk of the pool's loop needs: items are (row, piece of the row) pairs. */
+typedef struct {
+    const hl_loop *L;
+    hl_row_fn fn;
+    const void *ctx;
+    int64_t inner, chunks_per_row, chunk_len;
+} loop_items;
+
+/* Items [begin, end): whole rows or CHUNK-long pieces of them, in order. */
+static void run_items(int64_t begin, int64_t end, void *arg) {
+    const loop_items *it = arg;
+    const hl_loop *L = it->L;
+    const int nd = L->ndim, nop = L->nop;
+    const int64_t chunks_per_row = it->chunks_per_row, chunk_len = it->chunk_len;
+    /* multi-index of the first row this chunk takes */
+    int64_t idx[HL_MAX_DIMS] = {0};
+    int64_t row = begin / chunks_per_row, r = row;
+    for (int i = nd - 2; i >= 0; i--) {
+        idx[i] = r % L->shape[i];
+        r /= L->shape[i];
+    }
+    int64_t chunk = begin % chunks_per_row;
+    char *p[HL_LOOP_MAX_OPS];
+    int64_t s[HL_LOOP_MAX_OPS];
+    for (int k = 0; k < nop; k++) s[k] = L->strides[k][nd - 1];
+    for (int64_t item = begin; item < end; item++) {
+        int64_t lo = chunk * chunk_len, hi = HL_MIN(it->inner, lo + chunk_len);
+        for (int k = 0; k < nop; k++) {
+            char *q = L->base[k] + lo * s[k];
+            for (int i = 0; i < nd - 1; i++) q += idx[i] * L->strides[k][i];
+            p[k] = q;
+        }
+        it->fn(p, s, hi - lo, it->ctx);
+        if (++chunk == chunks_per_row) {
+            chunk = 0;
+            for (int i = nd - 2; i >= 0; i--) {
+                if (++idx[i] < L->shape[i]) break;
+                idx[i] = 0;
+            }
+        }
+    }
+}
+
 void hl_loop_run(const hl_loop *L, hl_row_fn fn, const void *ctx) {
-    int nd = L->ndim, nop = L->nop;
+    int nd = L->ndim;
     int64_t inner = L->shape[nd - 1], rows = 1;
     for (int i = 0; i < nd - 1; i++) rows *= L->shape[i];
     if (rows == 0 || inner == 0) return;
     int64_t chunks_per_row = (inner + CHUNK - 1) / CHUNK;
     int64_t chunk_len = (inner + chunks_per_row - 1) / chunks_per_row;
-    int64_t items = rows * chunks_per_row;
     int64_t total = rows * inner;
     if (total < PARALLEL_MIN) {  /* small: no parallel region at all (it costs ~1 us) */
         serial_rows(L, fn, ctx, rows, inner);
         return;
     }
-#pragma omp parallel
-    {
-        int nt = 1, tid = 0;
-#ifdef _OPENMP
-        nt = omp_get_num_threads();
-        tid = omp_get_thread_num();
-#endif
-        int64_t begin = items * tid / nt, end = items * (tid + 1) / nt;
-        if (begin < end) {
-            /* multi-index of the first row this thread takes */
-            int64_t idx[HL_MAX_DIMS] = {0};
-            int64_t row = begin / chunks_per_row, r = row;
-            for (int i = nd - 2; i >= 0; i--) {
-                idx[i] = r % L->shape[i];
-                r /= L->shape[i];
-            }
-            int64_t chunk = begin % chunks_per_row;
-            char *p[HL_LOOP_MAX_OPS];
-            int64_t s[HL_LOOP_MAX_OPS];
-            for (int k = 0; k < nop; k++) s[k] = L->strides[k][nd - 1];
-            for (int64_t it = begin; it < end; it++) {
-                int64_t lo = chunk * chunk_len, hi = HL_MIN(inner, lo + chunk_len);
-                for (int k = 0; k < nop; k++) {
-                    char *q = L->base[k] + lo * s[k];
-                    for (int i = 0; i < nd - 1; i++) q += idx[i] * L->strides[k][i];
-                    p[k] = q;
-                }
-                fn(p, s, hi - lo, ctx);
-                if (++chunk == chunks_per_row) {
-                    chunk = 0;
-                    for (int i = nd - 2; i >= 0; i--) {
-                        if (++idx[i] < L->shape[i]) break;
-                        idx[i] = 0;
-                    }
-                }
-            }
-        }
-    }
+    loop_items it = {L, fn, ctx, inner, chunks_per_row, chunk_len};
+    hl_parallel_for(rows * chunks_per_row, 1, run_items, &it);
 }

@@ -1,10 +1,10 @@
 /*
- * loops.h - the one strided, broadcasting, OpenMP-parallel loop every element-wise CPU kernel
- * runs on. A loop covers an output and up to three inputs of the output's shape (inputs are
- * broadcast first: their strides are zero along broadcast axes). Axes that can merge are
- * merged, so a contiguous tensor becomes one long row; the inner function then sees one row
- * at a time with each operand's byte stride, and can take a fast path when every stride is
- * its element size.
+ * loops.h - the one strided, broadcasting, parallel loop (on libcore's thread pool) every
+ * element-wise CPU kernel runs on. A loop covers an output and up to three inputs of the
+ * output's shape (inputs are broadcast first: their strides are zero along broadcast axes).
+ * Axes that can merge are merged, so a contiguous tensor becomes one long row; the inner
+ * function then sees one row at a time with each operand's byte stride, and can take a fast
+ * path when every stride is its element size.
  */
 #ifndef HL_CPU_LOOPS_H
 #define HL_CPU_LOOPS_H

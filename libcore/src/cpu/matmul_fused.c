@@ -480,37 +480,60 @@ static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack) {
     }
 }
 
+typedef struct {
+    const product *g;
+    float *apack;
+    size_t stride;  /* floats of apack per thread */
+} product_panels;
+
+/* Panels [p0, p1), with A packed into this thread's part of apack (again for each chunk:
+   M x K floats against 2 M K N / chunks flops). */
+static void run_panel_chunk(int64_t p0, int64_t p1, void *arg) {
+    const product_panels *q = arg;
+    run_panels(q->g, p0, p1, q->apack + (size_t)hl_thread_num() * q->stride);
+}
+
 static hl_status run_product(const product *g) {
     /* below ~1 MFLOP a second thread costs more than it saves */
     const double flops = 2.0 * (double)g->M * (double)g->N * (double)HL_MAX(g->K, 1);
-    const int threads = flops < 1e6 || g->P < 2 ? 1 : (int)HL_MIN(hl_max_threads(), g->P);
+    const int threads = flops < 1e6 || g->P < 2 ? 1 : hl_pool_threads();
     const size_t abytes = sizeof(float) * (size_t)(HL_MIN(MC, (g->M + MR - 1) / MR * MR) *
                                                    HL_MAX(g->K, 1));
-    bool failed = false;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-#ifdef _OPENMP
-        const int n = omp_get_num_threads();
-#else
-        const int n = 1;
-#endif
-        const int t = hl_thread_num();
-        float *apack = aligned_alloc(64, (abytes + 63) & ~(size_t)63);
-        if (apack) run_panels(g, g->P * t / n, g->P * (t + 1) / n, apack);
-        else failed = true;  /* any thread that sets it sets true */
-        free(apack);
-    }
-    return failed ? hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld "
-                            "block of a", (long long)HL_MIN(MC, g->M), (long long)g->K)
-                  : HL_OK;
+    const size_t stride = ((abytes + 63) & ~(size_t)63) / sizeof(float);
+    float *apack = aligned_alloc(64, stride * sizeof(float) * (size_t)threads);
+    if (!apack)
+        return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld block of "
+                       "a", (long long)HL_MIN(MC, g->M), (long long)g->K);
+    const product_panels q = {g, apack, stride};
+    hl_parallel_for(g->P, threads > 1 ? 1 : g->P, run_panel_chunk, (void *)&q);
+    free(apack);
+    return HL_OK;
 }
 
 /* ---- a plain B (float32 or float64): BLAS, then the epilogue over the rows ---- */
 
+typedef struct {
+    hl_dtype dt;
+    const epilogue *e;
+    char *c;
+    int64_t N;
+} epilogue_rows;
+static void run_epilogue_rows(int64_t begin, int64_t end, void *arg);
+
 static void epilogue_pass(hl_dtype dt, const epilogue *e, char *c, int64_t M, int64_t N) {
     if (!epilogue_needed(e)) return;
-#pragma omp parallel for schedule(static) if (M * N >= 32768)
-    for (int64_t i = 0; i < M; i++) {
+    const epilogue_rows q = {dt, e, c, N};
+    hl_parallel_for(M, M * N >= 32768 ? HL_MAX(1, 8192 / HL_MAX(N, 1)) : M, run_epilogue_rows,
+                    (void *)&q);
+}
+
+static void run_epilogue_rows(int64_t begin, int64_t end, void *arg) {
+    const epilogue_rows *q = arg;
+    const hl_dtype dt = q->dt;
+    const epilogue *e = q->e;
+    char *c = q->c;
+    const int64_t N = q->N;
+    for (int64_t i = begin; i < end; i++) {
         if (dt == HL_F32)
             epilogue_row_f32(e->act, (float)e->alpha, (float)e->beta, (float *)c + i * N,
                              (const float *)e->bias, e->res ? (const float *)e->res + i * e->ldr : NULL,

@@ -244,19 +244,22 @@ static void update_range_##SUFFIX(const hl_call *c, rule_##SUFFIX rule, int64_t 
     }                                                                                       \
 }                                                                                           \
                                                                                             \
-/* Large tensors split into one contiguous range per thread (what schedule(static) does):    \
-   elements are independent, so the split never changes a result. */                        \
+typedef struct {                                                                            \
+    const hl_call *c;                                                                       \
+    rule_##SUFFIX rule;                                                                     \
+} update_job_##SUFFIX;                                                                      \
+                                                                                            \
+static void update_chunk_##SUFFIX(int64_t lo, int64_t hi, void *arg) {                     \
+    const update_job_##SUFFIX *u = arg;                                                     \
+    update_range_##SUFFIX(u->c, u->rule, lo, hi);                                           \
+}                                                                                           \
+                                                                                            \
+/* Large tensors split into contiguous ranges that the pool's threads claim: elements are    \
+   independent, so the split never changes a result. */                                     \
 static void update_##SUFFIX(const hl_call *c, int64_t n) {                                 \
-    rule_##SUFFIX rule = pick_##SUFFIX(c);                                                  \
-    if (n >= PARALLEL_MIN && hl_max_threads() > 1) {                                        \
-        _Pragma("omp parallel")                                                             \
-        {                                                                                   \
-            int64_t nt = hl_team_size(), t = hl_thread_num();                               \
-            update_range_##SUFFIX(c, rule, n * t / nt, n * (t + 1) / nt);                   \
-        }                                                                                   \
-    } else {                                                                                \
-        update_range_##SUFFIX(c, rule, 0, n);                                               \
-    }                                                                                       \
+    const update_job_##SUFFIX u = {c, pick_##SUFFIX(c)};                                    \
+    hl_parallel_for(n, n >= PARALLEL_MIN ? PARALLEL_MIN / 4 : n, update_chunk_##SUFFIX,     \
+                    (void *)&u);                                                            \
 }
 
 DEFINE_RULES(float, sqrtf, f32)

@@ -1,10 +1,14 @@
-/* parallel.h - small helpers for the CPU kernels' OpenMP loops. */
+/* parallel.h - small helpers for the CPU kernels' parallel loops: libcore's thread pool
+   (thread_pool.h, where the caller takes unclaimed work) and the OpenMP regions not yet moved
+   onto it. */
 #ifndef HL_CPU_PARALLEL_H
 #define HL_CPU_PARALLEL_H
 
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include "thread_pool.h"
 
 /* Hot loops (im2col and col2im, the Winograd transforms, the depthwise convolution and the
    max pool's tap loop) are compiled for AVX-512 and AVX2 too and picked at load time, since
@@ -33,8 +37,10 @@ static inline int hl_team_size(void) {
 #endif
 }
 
-/* This thread's number in the enclosing parallel region (0 outside one). */
+/* This thread's number in the enclosing parallel region or pool loop (0 outside one): below
+   hl_max_threads() in an OpenMP region, below hl_pool_threads() in a pool loop's chunk. */
 static inline int hl_thread_num(void) {
+    if (hl_pool_in_chunk()) return hl_pool_slot();
 #ifdef _OPENMP
     return omp_get_thread_num();
 #else

@@ -6,13 +6,38 @@
 #define POOL_CAT(a, b) POOL_CAT2(a, b)
 #define FN(name) POOL_CAT(name, SFX)
 
+/* The arguments of every pooling kernel: a loop over planes hands them to its chunks, which
+   unpack them under the kernel's own names. */
+typedef struct {
+    const pool_geom *g;
+    const T *x;
+    T *y;
+    int64_t *idx;
+    const T *dy;
+    T *dx;
+    const void *vidx;
+    bool i64;
+} FN(pool_job);
+
+#define POOL_UNPACK(arg)                                                                    \
+    const FN(pool_job) *q_ = (arg);                                                         \
+    const pool_geom *g = q_->g;                                                             \
+    __attribute__((unused)) const T *x = q_->x;                                             \
+    __attribute__((unused)) T *y = q_->y;                                                   \
+    __attribute__((unused)) int64_t *idx = q_->idx;                                         \
+    __attribute__((unused)) const T *dy = q_->dy;                                           \
+    __attribute__((unused)) T *dx = q_->dx;                                                 \
+    __attribute__((unused)) const void *vidx = q_->vidx;                                    \
+    __attribute__((unused)) const bool i64 = q_->i64;                                       \
+    __attribute__((unused)) const int64_t HW = g->h * g->w, OP = g->oh * g->ow;             \
+    __attribute__((unused)) const int64_t kh = g->kh, kw = g->kw, w = g->w
+
 /* Every window lies inside the input and its taps are adjacent (dilation 1, no padding
    reaching in): the common 2x2 / stride 2 case. Same result and indices as the general loop
    below, without computing each window's bounds. */
-static void FN(max_pool_inside)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow, kh = g->kh, kw = g->kw, w = g->w;
-#pragma omp parallel for schedule(static) if (g->planes * OP * kh * kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
+static void FN(max_pool_inside_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
         const T *plane = x + p * HW;
         T *yp = y + p * OP;
         int64_t *ip = idx ? idx + p * OP : NULL;
@@ -46,6 +71,13 @@ static void FN(max_pool_inside)(const pool_geom *g, const T *x, T *y, int64_t *i
             }
         }
     }
+}
+
+static void FN(max_pool_inside)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
+    const int64_t OP = g->oh * g->ow, kh = g->kh, kw = g->kw;
+    const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
+    hl_parallel_for(g->planes, g->planes * OP * kh * kw > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(max_pool_inside_planes), (void *)&q);
 }
 
 /* Without indices (inference): tap by tap, the running maximum of whole output rows, so the
@@ -107,12 +139,31 @@ static inline int64_t FN(window_max)(const pool_geom *g, const T *plane, int64_t
     return at;
 }
 
+static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
+        FN(max_pool_plane_values)(g, x + p * HW, y + p * OP);
+    }
+}
+
+static void FN(max_pool_indexed_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
+        for (int64_t oy = 0; oy < g->oh; oy++)
+            for (int64_t ox = 0; ox < g->ow; ox++) {
+                const int64_t o = p * OP + oy * g->ow + ox;
+                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &y[o]);
+                if (idx) idx[o] = at;
+            }
+    }
+}
+
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+    const int64_t OP = g->oh * g->ow;
     if (!idx) {
-#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-        for (int64_t p = 0; p < g->planes; p++)
-            FN(max_pool_plane_values)(g, x + p * HW, y + p * OP);
+        const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
+        hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
+                        FN(max_pool_value_planes), (void *)&q);
         return;
     }
     if (g->dh == 1 && g->dw == 1 && g->pt == 0 && g->pl == 0 && g->oh > 0 && g->ow > 0 &&
@@ -120,20 +171,14 @@ static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
         FN(max_pool_inside)(g, x, y, idx);
         return;
     }
-#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++)
-        for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t o = p * OP + oy * g->ow + ox;
-                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &y[o]);
-                if (idx) idx[o] = at;
-            }
+    const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
+    hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(max_pool_indexed_planes), (void *)&q);
 }
 
-static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
-#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
+static void FN(avg_pool_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
         const T *plane = x + p * HW;
         for (int64_t oy = 0; oy < g->oh; oy++) {
             const int64_t y0 = oy * g->sh - g->pt;
@@ -155,28 +200,40 @@ static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
     }
 }
 
-static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, bool i64,
-                              T *dx) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
-#pragma omp parallel for schedule(static) if (g->planes * (OP + HW) > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
+static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
+    const int64_t OP = g->oh * g->ow;
+    const FN(pool_job) q = {.g = g, .x = x, .y = y};
+    hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(avg_pool_planes), (void *)&q);
+}
+
+static void FN(max_pool_grad_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
         T *plane = dx + p * HW;
         for (int64_t i = 0; i < HW; i++) plane[i] = 0;
         for (int64_t o = p * OP; o < (p + 1) * OP; o++) {
-            const int64_t i = i64 ? ((const int64_t *)idx)[o] : ((const int32_t *)idx)[o];
+            const int64_t i = i64 ? ((const int64_t *)vidx)[o] : ((const int32_t *)vidx)[o];
             if (i >= 0) plane[i] += dy[o];
         }
     }
+}
+
+static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, bool i64,
+                              T *dx) {
+    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
+    const FN(pool_job) q = {.g = g, .dy = dy, .vidx = idx, .i64 = i64, .dx = dx};
+    hl_parallel_for(g->planes, g->planes * (OP + HW) > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(max_pool_grad_planes), (void *)&q);
 }
 
 /* max_pool_grad without indices (HL_POOL_GRAD_FROM_INPUT): each window's maximum found
    again in the pooled input x, by max_pool's comparisons in max_pool's tap order (so the same
    tap wins: NaN, then the first of equal maxima), then dy added to it in output order, as
    max_pool_grad adds through the indices. */
-static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
-#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
+static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
         T *dplane = dx + p * HW, best;
         for (int64_t i = 0; i < HW; i++) dplane[i] = 0;
         for (int64_t oy = 0; oy < g->oh; oy++)
@@ -187,10 +244,16 @@ static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const 
     }
 }
 
-static void FN(avg_pool_grad)(const pool_geom *g, const T *dy, T *dx) {
-    const int64_t HW = g->h * g->w, OP = g->oh * g->ow;
-#pragma omp parallel for schedule(static) if (g->planes * OP * g->kh * g->kw > POOL_PAR_MIN)
-    for (int64_t p = 0; p < g->planes; p++) {
+static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
+    const int64_t OP = g->oh * g->ow;
+    const FN(pool_job) q = {.g = g, .dy = dy, .x = x, .dx = dx};
+    hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(max_pool_grad_from_input_planes), (void *)&q);
+}
+
+static void FN(avg_pool_grad_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
         T *plane = dx + p * HW;
         for (int64_t i = 0; i < HW; i++) plane[i] = 0;
         for (int64_t oy = 0; oy < g->oh; oy++) {
@@ -213,6 +276,14 @@ static void FN(avg_pool_grad)(const pool_geom *g, const T *dy, T *dx) {
     }
 }
 
+static void FN(avg_pool_grad)(const pool_geom *g, const T *dy, T *dx) {
+    const int64_t OP = g->oh * g->ow;
+    const FN(pool_job) q = {.g = g, .dy = dy, .dx = dx};
+    hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
+                    FN(avg_pool_grad_planes), (void *)&q);
+}
+
 #undef FN
+#undef POOL_UNPACK
 #undef POOL_CAT
 #undef POOL_CAT2

@@ -234,12 +234,34 @@ static void input_run(const float *restrict rows, int64_t len, float *restrict v
 }
 
 /* V[e][c][j] for the tiles [t0, t0 + count) of every input channel c. */
+/* A block of tiles [t0, t0 + count) over channels [c0, c0 + ...): what the loops over its
+   channels hand to their chunks (each thread's rows in work, work_per_thread floats apart). */
+typedef struct {
+    const wgeom *g;
+    const float *src, *bias;
+    const conv_epilogue *epi;
+    float *dst, *work;
+    int64_t t0, count, es, c0, work_per_thread;
+} tile_block;
+
+static void input_channels(int64_t c0, int64_t c1, void *arg);
+
 static void input_block(const wgeom *g, const float *x, int64_t t0, int64_t count, float *V,
                         int64_t es, float *work, int64_t work_per_thread) {
     const int64_t C = g->c_in;
-#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
-    for (int64_t c = 0; c < C; c++) {
-        float *rows = work + hl_thread_num() * work_per_thread;
+    const tile_block q = {.g = g, .src = x, .dst = V, .work = work, .t0 = t0, .count = count,
+                          .es = es, .work_per_thread = work_per_thread};
+    hl_parallel_for(C, C * count * 16 > PAR_MIN ? 1 : C, input_channels, (void *)&q);
+}
+
+static void input_channels(int64_t c0, int64_t c1, void *arg) {
+    const tile_block *q = arg;
+    const wgeom *g = q->g;
+    const float *x = q->src;
+    float *V = q->dst;
+    const int64_t C = g->c_in, t0 = q->t0, count = q->count, es = q->es;
+    for (int64_t c = c0; c < c1; c++) {
+        float *rows = q->work + hl_thread_num() * q->work_per_thread;
         RUNS(g, t0, count, u) {
             const float *plane = x + (u.n * C + c) * g->h * g->w;
             const int64_t L = u.len + 1;
@@ -291,13 +313,26 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
 }
 
 /* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]. */
+static void output_channels(int64_t c0, int64_t c1, void *arg);
+
 static void output_block(const wgeom *g, const float *M, int64_t es, int64_t t0,
                          int64_t count, const float *bias, const conv_epilogue *epi, float *y,
                          float *work, int64_t work_per_thread) {
     const int64_t C = g->c_out;
-#pragma omp parallel for schedule(static) if (C * count * 16 > PAR_MIN)
-    for (int64_t co = 0; co < C; co++) {
-        float *ybuf = work + hl_thread_num() * work_per_thread;
+    const tile_block q = {.g = g, .src = M, .bias = bias, .epi = epi, .dst = y, .work = work,
+                          .t0 = t0, .count = count, .es = es, .work_per_thread = work_per_thread};
+    hl_parallel_for(C, C * count * 16 > PAR_MIN ? 1 : C, output_channels, (void *)&q);
+}
+
+static void output_channels(int64_t c0, int64_t c1, void *arg) {
+    const tile_block *q = arg;
+    const wgeom *g = q->g;
+    const float *M = q->src, *bias = q->bias;
+    const conv_epilogue *epi = q->epi;
+    float *y = q->dst;
+    const int64_t C = g->c_out, t0 = q->t0, count = q->count, es = q->es;
+    for (int64_t co = c0; co < c1; co++) {
+        float *ybuf = q->work + hl_thread_num() * q->work_per_thread;
         const float b = bias ? bias[co] : 0;
         RUNS(g, t0, count, u) {
             const int64_t plane = (u.n * C + co) * g->oh * g->ow;
@@ -327,13 +362,25 @@ static void grad_run(const float *restrict rows, int64_t len, float *restrict v,
 }
 
 /* DY[e][co][j] for the tiles [t0, t0 + count) of every channel of dy (the output side). */
+static void grad_channels(int64_t b0, int64_t b1, void *arg);
+
 static void grad_block(const wgeom *g, const float *dy, int64_t c0, int64_t nc, int64_t t0,
                        int64_t count, float *DY, int64_t es, float *work,
                        int64_t work_per_thread) {
-    const int64_t C = g->c_out, OH = g->oh, OW = g->ow;
-#pragma omp parallel for schedule(static) if (nc * count * 16 > PAR_MIN)
-    for (int64_t co = 0; co < nc; co++) {
-        float *rows = work + hl_thread_num() * work_per_thread;
+    const tile_block q = {.g = g, .src = dy, .dst = DY, .work = work, .t0 = t0, .count = count,
+                          .es = es, .c0 = c0, .work_per_thread = work_per_thread};
+    hl_parallel_for(nc, nc * count * 16 > PAR_MIN ? 1 : nc, grad_channels, (void *)&q);
+}
+
+static void grad_channels(int64_t b0, int64_t b1, void *arg) {
+    const tile_block *q = arg;
+    const wgeom *g = q->g;
+    const float *dy = q->src;
+    float *DY = q->dst;
+    const int64_t C = g->c_out, OH = g->oh, OW = g->ow, c0 = q->c0, t0 = q->t0;
+    const int64_t count = q->count, es = q->es;
+    for (int64_t co = b0; co < b1; co++) {
+        float *rows = q->work + hl_thread_num() * q->work_per_thread;
         RUNS(g, t0, count, u) {
             const float *plane = dy + (u.n * C + c0 + co) * OH * OW;
             for (int r = 0; r < 2; r++) {
@@ -421,7 +468,7 @@ static hl_status convolve(const char *op, const wgeom *g, const float *x, const 
     hl_status st;
     scratch s;
     float *U = scratch_floats(op, &s, 16 * ((Ugiven ? 0 : us) + vs + ms) +
-                              wpt * hl_max_threads(), &st);
+                              wpt * hl_pool_threads(), &st);
     if (st) return st;
     float *V = U + (Ugiven ? 0 : 16 * us), *M = V + 16 * vs, *work = M + 16 * ms;
     if (Ugiven) U = (float *)Ugiven;
@@ -483,7 +530,7 @@ hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const fl
     hl_status st;
     scratch s;
     float *V = scratch_floats("conv_grad_weight", &s,
-                              16 * (vs + ds + ms) + wpt * hl_max_threads(), &st);
+                              16 * (vs + ds + ms) + wpt * hl_pool_threads(), &st);
     if (st) return st;
     float *DY = V + 16 * vs, *M = DY + 16 * ds, *work = M + 16 * ms;
     for (int64_t c0 = 0; c0 < CO; c0 += cb) {

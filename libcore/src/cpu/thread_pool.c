@@ -1,0 +1,337 @@
+/*
+ * thread_pool.c - see thread_pool.h.
+ *
+ * One job at a time. Its state is one 64-bit word, `claim`, beside the job's parameters:
+ *   bits 63..40  the job's generation (24 bits of `gen`),
+ *   bits 39..32  the highest worker slot that may take part,
+ *   bits 31..0   the chunks not yet claimed.
+ * A thread claims a chunk by decrementing the count with a compare-and-swap that also checks
+ * the generation, so a worker that wakes up late, after its job has ended and perhaps after the
+ * next one has begun writing its parameters, claims nothing: it sees a count of zero or another
+ * generation. Once a claim succeeds the job's parameters are stable, since its caller waits for
+ * that chunk before it returns. `done` counts finished chunks; the caller waits for it to reach
+ * the chunk count, which is waiting only for chunks some thread is running.
+ *
+ * Workers watch `gen`. They spin on it for SPIN_NS after their last chunk (loops follow one
+ * another within microseconds in a model), yielding the core now and then, and then sleep on a
+ * condition variable; the caller signals it only when some worker sleeps.
+ */
+#define _GNU_SOURCE
+#include "thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+enum {
+    MAX_WORKERS = 255,       /* slots fit 8 bits of the claim word */
+    CHUNKS_PER_THREAD = 4,   /* spare chunks let the threads that run take over the work */
+    SPIN_NS = 200 * 1000,    /* how long an idle worker watches for the next job */
+    YIELD_EVERY = 256,       /* spins between sched_yield()s while waiting */
+};
+
+typedef struct {
+    /* the job, written by its caller before `claim` is published */
+    hl_range_try_fn fn;
+    void *ctx;
+    void (*item)(int, void *);  /* a gang job's item function (fn is NULL then) */
+    int64_t n, len, chunks;
+    atomic_int failed;
+    hl_status status;
+    char message[1024];
+    /* the state */
+    _Atomic uint64_t claim;
+    _Atomic uint32_t gen;
+    _Atomic int64_t done;
+    atomic_int sleepers;
+    atomic_flag busy;           /* some thread runs a job */
+    pthread_mutex_t lock;       /* guards the sleep and worker creation */
+    pthread_cond_t wake;
+    int started;                /* workers running: slots 1 .. started */
+} pool_state;
+
+static pool_state pool = {.busy = ATOMIC_FLAG_INIT,
+                          .lock = PTHREAD_MUTEX_INITIALIZER,
+                          .wake = PTHREAD_COND_INITIALIZER};
+static atomic_int want_threads;  /* 0: not set yet */
+static atomic_bool workers_held; /* tests: workers claim nothing, as if descheduled */
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static _Thread_local int my_slot;
+static _Thread_local bool in_chunk;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static int64_t now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static inline uint64_t claim_word(uint32_t gen, int max_slot, int64_t left) {
+    return (uint64_t)(gen & 0xffffff) << 40 | (uint64_t)max_slot << 32 | (uint64_t)left;
+}
+
+/* ---- thread count ---------------------------------------------------------------------- */
+
+int hl_pool_threads(void) {
+    int n = atomic_load_explicit(&want_threads, memory_order_relaxed);
+    if (n > 0) return n;
+#ifdef _OPENMP
+    n = omp_get_max_threads();
+#else
+    n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+#endif
+    return n < 1 ? 1 : n > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : n;
+}
+
+void hl_pool_set_threads(int n) {
+    atomic_store(&want_threads, n < 1 ? 1 : n > MAX_WORKERS + 1 ? MAX_WORKERS + 1 : n);
+}
+
+void hl_pool_hold_workers(bool hold) { atomic_store(&workers_held, hold); }
+
+int hl_pool_slot(void) { return in_chunk ? my_slot : 0; }
+bool hl_pool_in_chunk(void) { return in_chunk; }
+
+/* ---- running chunks -------------------------------------------------------------------- */
+
+/* Claims one chunk of generation gen for slot `slot`; its index, or -1 when none is left. */
+static int64_t claim_chunk(uint32_t gen, int slot) {
+    uint64_t w = atomic_load_explicit(&pool.claim, memory_order_acquire);
+    for (;;) {
+        if ((w >> 40) != (gen & 0xffffff) || slot > (int)(w >> 32 & 0xff)) return -1;
+        uint64_t left = w & 0xffffffffu;
+        if (left == 0) return -1;
+        if (atomic_compare_exchange_weak_explicit(&pool.claim, &w, w - 1, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return pool.chunks - (int64_t)left;
+    }
+}
+
+static void record_failure(hl_status st) {
+    if (!atomic_exchange(&pool.failed, 1)) {
+        pool.status = st;
+        strncpy(pool.message, hl_last_error(), sizeof pool.message - 1);
+        pool.message[sizeof pool.message - 1] = 0;
+    }
+}
+
+/* Runs chunk c of the current job (or skips it once the job has failed), then counts it. */
+static void run_chunk(int64_t c) {
+    if (pool.item) {
+        pool.item((int)c, pool.ctx);
+    } else if (!atomic_load_explicit(&pool.failed, memory_order_relaxed)) {
+        int64_t begin = c * pool.len, end = HL_MIN(pool.n, begin + pool.len);
+        hl_status st = pool.fn(begin, end, pool.ctx);
+        if (st) record_failure(st);
+    }
+    atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+}
+
+/* ---- workers --------------------------------------------------------------------------- */
+
+/* The next generation after `seen`: spin for a while, then sleep. */
+static uint32_t wait_for_job(uint32_t seen, bool spin) {
+    uint32_t g;
+    if (spin) {
+        int64_t start = now_ns();
+        for (unsigned i = 1;; i++) {
+            g = atomic_load_explicit(&pool.gen, memory_order_acquire);
+            if (g != seen) return g;
+            cpu_relax();
+            if (i % YIELD_EVERY == 0) {
+                if (now_ns() - start > SPIN_NS) break;
+                sched_yield();
+            }
+        }
+    }
+    pthread_mutex_lock(&pool.lock);
+    atomic_fetch_add(&pool.sleepers, 1);
+    while ((g = atomic_load(&pool.gen)) == seen) pthread_cond_wait(&pool.wake, &pool.lock);
+    atomic_fetch_sub(&pool.sleepers, 1);
+    pthread_mutex_unlock(&pool.lock);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    uintptr_t a = (uintptr_t)arg;
+    my_slot = (int)(a & 0xff);
+    uint32_t seen = (uint32_t)(a >> 8);
+#ifdef _OPENMP
+    omp_set_num_threads(1);  /* an OpenMP loop inside a chunk stays on this thread */
+#endif
+    bool active = true;
+    for (;;) {
+        seen = wait_for_job(seen, active);
+        active = my_slot < hl_pool_threads();
+        if (atomic_load_explicit(&workers_held, memory_order_relaxed)) continue;
+        int64_t c;
+        in_chunk = true;
+        while ((c = claim_chunk(seen, my_slot)) >= 0) {
+            bool gang = pool.item != NULL;
+            run_chunk(c);
+            if (gang) break;  /* one item per thread: the items wait on one another */
+        }
+        in_chunk = false;
+    }
+    return NULL;
+}
+
+static void after_fork_in_child(void) {
+    /* the child has no workers; the next job starts them again */
+    pool.started = 0;
+    atomic_store(&pool.sleepers, 0);
+    atomic_flag_clear(&pool.busy);
+    pthread_mutex_init(&pool.lock, NULL);
+    pthread_cond_init(&pool.wake, NULL);
+}
+
+static void register_atfork(void) { pthread_atfork(NULL, NULL, after_fork_in_child); }
+
+/* Starts workers up to slot `want`; the number running (may be fewer if threads cannot be
+   created). Called with the pool held, before the job's generation is published. */
+static int ensure_workers(int want, uint32_t gen) {
+    if (pool.started >= want) return want;
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&pool.lock);
+    while (pool.started < want) {
+        pthread_t tid;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        uintptr_t arg = (uintptr_t)gen << 8 | (uintptr_t)(pool.started + 1);
+        int err = pthread_create(&tid, &attr, worker_main, (void *)arg);
+        pthread_attr_destroy(&attr);
+        if (err) break;
+        pool.started++;
+    }
+    int have = pool.started;
+    pthread_mutex_unlock(&pool.lock);
+    return have < want ? have : want;
+}
+
+/* Publishes a job of `chunks` chunks for slots 1 .. workers, runs chunks on the caller (all
+   of them it can claim, or only item 0 of a gang), and waits for the rest to finish. */
+static void run_job(int workers, int64_t chunks, bool gang) {
+    uint32_t gen = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
+    pool.chunks = chunks;
+    atomic_store_explicit(&pool.failed, 0, memory_order_relaxed);
+    atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
+    /* a gang's item 0 is the caller's; the claims hand out 1 .. chunks - 1 */
+    atomic_store_explicit(&pool.claim, claim_word(gen, workers, gang ? chunks - 1 : chunks),
+                          memory_order_release);
+    atomic_store(&pool.gen, gen);
+    if (atomic_load(&pool.sleepers) > 0) {
+        pthread_mutex_lock(&pool.lock);
+        pthread_cond_broadcast(&pool.wake);
+        pthread_mutex_unlock(&pool.lock);
+    }
+    my_slot = 0;
+    in_chunk = true;
+    if (gang) {
+        run_chunk(0);
+    } else {
+        int64_t c;
+        while ((c = claim_chunk(gen, 0)) >= 0) run_chunk(c);
+    }
+    in_chunk = false;
+    for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; i++) {
+        cpu_relax();
+        if (i % YIELD_EVERY == 0) sched_yield();  /* a worker mid-chunk may need this core */
+    }
+}
+
+/* The chunk length for n items: at least grain, at most CHUNKS_PER_THREAD chunks a thread. */
+static int64_t chunk_len(int64_t n, int64_t grain, int threads) {
+    if (grain < 1) grain = 1;
+    int64_t most = (int64_t)threads * CHUNKS_PER_THREAD;
+    int64_t len = (n + most - 1) / most;
+    return len < grain ? grain : len;
+}
+
+hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ctx) {
+    if (n <= 0) return HL_OK;
+    const int threads = hl_pool_threads();
+    const int64_t len = chunk_len(n, grain, threads), chunks = (n + len - 1) / len;
+    bool inline_run = chunks < 2 || threads < 2 || in_chunk;
+#ifdef _OPENMP
+    inline_run = inline_run || omp_in_parallel();
+#endif
+    if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
+        inline_run = true;  /* another thread's job: this one runs here, in the same chunks */
+    if (inline_run) {
+        /* slot 0 of this loop (its per-thread buffers are its own), then back to the
+           enclosing chunk's */
+        const bool was_in_chunk = in_chunk;
+        const int was_slot = my_slot;
+        in_chunk = true;
+        my_slot = 0;
+        hl_status st = HL_OK;
+        for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
+        in_chunk = was_in_chunk;
+        my_slot = was_slot;
+        return st;
+    }
+    const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
+    pool.fn = fn;
+    pool.ctx = ctx;
+    pool.item = NULL;
+    pool.n = n;
+    pool.len = len;
+    run_job(workers, chunks, false);
+    hl_status st = atomic_load(&pool.failed) ? pool.status : HL_OK;
+    if (st) hl_fail(st, "%s", pool.message);
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    return st;
+}
+
+typedef struct {
+    hl_range_fn fn;
+    void *ctx;
+} plain_range;
+
+static hl_status run_plain(int64_t begin, int64_t end, void *ctx) {
+    const plain_range *p = ctx;
+    p->fn(begin, end, p->ctx);
+    return HL_OK;
+}
+
+void hl_parallel_for(int64_t n, int64_t grain, hl_range_fn fn, void *ctx) {
+    plain_range p = {fn, ctx};
+    hl_parallel_try(n, grain, run_plain, &p);
+}
+
+bool hl_pool_gang(int n, void (*item)(int i, void *ctx), void *ctx) {
+    if (n < 1 || n > hl_pool_threads() || in_chunk) return false;
+#ifdef _OPENMP
+    if (omp_in_parallel()) return false;
+#endif
+    if (n == 1) {
+        item(0, ctx);
+        return true;
+    }
+    if (atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire)) return false;
+    if (ensure_workers(n - 1, atomic_load(&pool.gen)) < n - 1) {
+        atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+        return false;
+    }
+    pool.fn = NULL;
+    pool.item = item;
+    pool.ctx = ctx;
+    run_job(n - 1, n, true);
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    return true;
+}

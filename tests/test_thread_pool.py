@@ -1,0 +1,197 @@
+"""libcore's work-claiming thread pool (libcore/src/cpu/thread_pool.c, docs/design-notes.md
+"Threads"): chunks claimed by the caller and the workers, a loop that finishes on the caller
+alone while the workers claim nothing (a descheduled worker), nested loops inline, failures
+inside a chunk returned as hl errors, set_num_threads, two Python threads at once, fork. And
+the kernels moved onto it give, bit for bit, at two threads what they give at one.
+
+The pool is driven through hl_pool_probe (hl_core.h), whose items write the slot of the thread
+that ran them; the kernels through hl's public API."""
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import hl
+from hl import _core
+
+ffi, lib = _core.ffi, _core.lib
+ZOO = os.environ.get("HL_ONNX_ZOO") or "/work/shared/onnx-zoo"
+
+
+@pytest.fixture
+def threads():
+    """Sets hl's thread count for a test and restores it afterwards."""
+    before = hl.get_num_threads()
+    yield hl.set_num_threads
+    hl.set_num_threads(before)
+
+
+def probe(n, grain=1, fail_at=-1, nested=0, spin_ns=0, hold_workers=False):
+    """Slots of the threads that ran items 0 .. n-1 (raises what the core reports)."""
+    slots = np.full(n, -7, dtype=np.int32)
+    ptr = ffi.cast("int32_t *", slots.ctypes.data) if n else ffi.NULL
+    _core.check(lib.hl_pool_probe(n, grain, ptr, fail_at, nested, spin_ns, int(hold_workers)))
+    return slots
+
+
+def test_every_item_runs_once_on_a_thread_of_the_loop(threads):
+    threads(2)
+    for n, grain in [(1, 1), (2, 1), (7, 3), (1000, 1), (1000, 999), (100_000, 64)]:
+        slots = probe(n, grain)
+        # -7 would be an item no chunk ran; a slot >= 2 a thread the loop may not use
+        assert set(np.unique(slots)) <= {0, 1}, (n, grain, np.unique(slots))
+
+
+def test_caller_and_worker_share_the_chunks(threads):
+    threads(2)
+    # 64 items of 0.5 ms: the worker wakes within that (retried: the host may be loaded)
+    for _ in range(5):
+        slots = probe(64, 1, spin_ns=500_000)
+        if set(np.unique(slots)) == {0, 1}:
+            break
+    assert set(np.unique(slots)) == {0, 1}, np.bincount(slots)
+
+
+def test_caller_finishes_alone_when_workers_claim_nothing(threads):
+    """A descheduled worker: the caller claims every chunk and returns, never waiting for it."""
+    threads(2)
+    slots = probe(256, 1, spin_ns=10_000, hold_workers=True)
+    assert (slots == 0).all()
+    assert set(np.unique(probe(64, 1, spin_ns=100_000))) <= {0, 1}  # the pool works after
+
+
+def test_nested_loops_run_inline_on_their_thread(threads):
+    threads(2)
+    slots = probe(64, 1, nested=16, spin_ns=50_000)
+    assert (slots >= 0).all(), slots  # -1: a nested item left its thread or its slot changed
+
+
+@pytest.mark.parametrize("fail_at", [0, 37, 63])
+def test_a_failing_chunk_raises_an_hl_error(threads, fail_at):
+    threads(2)
+    with pytest.raises(hl.errors.ValueError, match=f"pool probe: item {fail_at} failed"):
+        probe(64, 1, fail_at=fail_at, spin_ns=20_000)
+    assert set(np.unique(probe(64, 1))) <= {0, 1}  # and the pool is free again
+
+
+def test_bad_probe_arguments_are_an_hl_error():
+    with pytest.raises(hl.errors.ValueError, match="grain 0"):
+        _core.check(lib.hl_pool_probe(4, 0, ffi.NULL, -1, 0, 0, 0))
+
+
+def test_set_num_threads_bounds_the_slots(threads):
+    threads(1)
+    assert (probe(200, 1, spin_ns=20_000) == 0).all()
+    threads(3)
+    for _ in range(5):
+        slots = probe(120, 1, spin_ns=200_000)
+        if len(np.unique(slots)) > 1:
+            break
+    assert set(np.unique(slots)) <= {0, 1, 2} and len(np.unique(slots)) > 1
+    threads(2)
+    assert set(np.unique(probe(200, 1, spin_ns=20_000))) <= {0, 1}
+
+
+def test_two_python_threads_use_the_pool_at_once(threads):
+    """One thread's loop has the pool, the other's runs inline: both complete, no deadlock."""
+    threads(2)
+    out, errors = {}, []
+
+    def body(i):
+        try:
+            for k in range(20):
+                out[i, k] = probe(40, 1, spin_ns=20_000, nested=4 if i else 0)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(i,)) for i in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    assert not any(t.is_alive() for t in ts), "a thread is stuck in the pool"
+    assert not errors, errors
+    assert all(set(np.unique(s)) <= {0, 1} for s in out.values())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_gets_a_fresh_pool(threads):
+    threads(2)
+    x = hl.tensor(np.linspace(-3, 3, 300_000, dtype=np.float32))
+    want = (x.tanh() * 3 + x).numpy()
+    probe(64, 1, spin_ns=10_000)  # the parent's workers exist
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its pool has no workers until its first loop starts them
+        ok = False
+        try:
+            slots = probe(64, 1, spin_ns=10_000)
+            got = (x.tanh() * 3 + x).numpy()
+            ok = set(np.unique(slots)) <= {0, 1} and np.array_equal(got, want)
+        finally:
+            os.write(w, b"1" if ok else b"0")
+            os._exit(0)
+    os.close(w)
+    answer = os.read(r, 1)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+
+
+# ---- kernels on the pool: two threads give what one gives, bit for bit ----
+
+def _kernels_on_the_pool(seed):
+    """name -> array: one call of each kernel family moved onto the pool. (Not OpenBLAS's
+    products, which the pool also runs: OpenBLAS splits its sums by its thread count.)"""
+    rng = np.random.default_rng(seed)
+    f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
+    T = hl.tensor
+    v = T(f(200_003))
+    out = {
+        "elementwise": ((v.exp() * v.tanh() + v.sigmoid()) / (v.abs() + 1)).numpy(),
+        "broadcast": (T(f(300, 257)) * T(f(257)) + T(f(300, 1))).numpy(),
+        "outer": (T(f(700, 1)) @ T(f(1, 513))).numpy(),
+        "depthwise": hl.conv2d(T(f(2, 32, 40, 40)), T(f(32, 1, 3, 3)), padding=1,
+                               groups=32).numpy(),
+        "conv_3x3": hl.conv2d(T(f(2, 16, 30, 30)), T(f(32, 16, 3, 3)), padding=1).numpy(),
+    }
+    # a packed 1x1 convolution with its epilogue (cpu/conv_packed.c), as ONNX inference runs it
+    x1, w1 = T(f(1, 64, 28, 28)), T(f(96, 64, 1, 1))
+    out["conv_packed"] = hl.ops.conv_fused_forward(
+        x1, w1, T(f(96)), residual=T(f(1, 96, 28, 28)), act="clip", alpha=0.0, beta=6.0,
+        packed=hl.ops.conv_pack(w1)).numpy()
+    # Adam's update of a large parameter (cpu/optim.c), three steps
+    p = hl.Tensor(f(300_001), requires_grad=True, stores_grad=True, name="p")
+    opt = hl.opt.Adam(lr=1e-2)
+    for _ in range(3):
+        opt.update(p, T(f(300_001)))
+    out["adam"] = p.numpy()
+    return out
+
+
+def test_kernels_on_the_pool_bitwise_at_one_and_two_threads(threads):
+    threads(1)
+    one = _kernels_on_the_pool(3)
+    threads(2)
+    for _ in range(2):
+        two = _kernels_on_the_pool(3)
+        for name in one:
+            assert np.array_equal(one[name], two[name], equal_nan=True), name
+
+
+@pytest.mark.parametrize("model", ["mobilenet_v2"])
+def test_onnx_model_bitwise_at_one_and_two_threads(threads, model):
+    """Packed 1x1 and depthwise convolutions, fused epilogues, Gemm: the inference path.
+    (ResNet-18's and ShuffleNet's results depend on the thread count, on main as here: their
+    stems and some 3x3 layers are OpenBLAS products.)"""
+    import hl.onnx
+    path = os.path.join(ZOO, f"{model}-op17.onnx")
+    data = np.load(os.path.join(ZOO, f"{model}.npz"))
+    feeds = {k[len("in_"):]: data[k] for k in data.files if k.startswith("in_")}
+    assert feeds, data.files
+    threads(1)
+    one = hl.onnx.prepare(path).run(feeds)
+    threads(2)
+    two = hl.onnx.prepare(path).run(feeds)
+    for a, b in zip(one, two):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
