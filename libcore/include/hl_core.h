@@ -135,6 +135,8 @@ void hl_tensor_release(hl_tensor *t);
 
 hl_dtype hl_tensor_dtype(const hl_tensor *t);
 hl_device hl_tensor_device(const hl_tensor *t);
+/* kind * 2^32 + index: the device as one number (a cheap key for signatures, hl.graph) */
+int64_t hl_tensor_device_key(const hl_tensor *t);
 int hl_tensor_ndim(const hl_tensor *t);
 const int64_t *hl_tensor_shape(const hl_tensor *t);
 const int64_t *hl_tensor_strides(const hl_tensor *t);   /* in elements */

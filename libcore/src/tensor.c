@@ -100,6 +100,10 @@ hl_dtype hl_tensor_dtype(const hl_tensor *t) { return t ? t->dtype : HL_F32; }
 hl_device hl_tensor_device(const hl_tensor *t) {
     return t ? t->storage->device : (hl_device){HL_DEVICE_CPU, 0};
 }
+int64_t hl_tensor_device_key(const hl_tensor *t) {
+    hl_device d = hl_tensor_device(t);
+    return ((int64_t)d.kind << 32) + d.index;
+}
 int hl_tensor_ndim(const hl_tensor *t) { return t ? t->ndim : 0; }
 const int64_t *hl_tensor_shape(const hl_tensor *t) { return t ? t->shape : NULL; }
 const int64_t *hl_tensor_strides(const hl_tensor *t) { return t ? t->strides : NULL; }

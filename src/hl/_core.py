@@ -196,6 +196,10 @@ def device_of(h):
     return d.kind, d.index
 
 
+# the device as one int (kind * 2**32 + index), without building a struct: a cheap key
+device_key = lib.hl_tensor_device_key
+
+
 def offset(h):
     return lib.hl_tensor_offset(h)
 
@@ -379,6 +383,16 @@ def call(fn_name, *args):
     if len(slots) == 1:
         return _gc(slots[0][0], _release)
     return tuple(_gc(p[0], _release) if p[0] != _NULL else None for p in slots)
+
+
+def cast(h, dtype_code):
+    """A new tensor: h's values in dtype_code (a copy when the dtype is h's): call("cast",
+    ...) without its generic argument handling, for graph mode's per-step output copies."""
+    p = _new_out("hl_tensor *[1]")
+    st = lib.hl_cast(h, dtype_code, p)
+    if st:
+        raise_status(st)
+    return _gc(p[0], _release)
 
 
 def call_many_out(fn_name, n, *args):

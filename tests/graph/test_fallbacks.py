@@ -122,6 +122,38 @@ def test_mode_change_records_again(rng):
     assert stats(graph)["recorded"] == 2
 
 
+def test_optimiser_configuration_change_records_again(rng):
+    """A hyperparameter is a constant of a plan: changing it makes the next step record again
+    (and the result stays eager's); assigning the same value, or adding an attribute the
+    configuration stamp ignores (not a plain number), does not. graph_check() agrees with
+    comparing graph_stamp() at each step."""
+    eager, graph = twins(lambda: hl.opt.SGD(lr=0.05, momentum=0.9))
+    checks = []
+    for i, (x, y) in enumerate(batches(rng, 16)):
+        stamp, check = graph.optim.graph_stamp(), graph.optim.graph_check()
+        for m in (eager, graph):
+            if i == 4:
+                m.optim.momentum = 0.5
+            if i == 7:
+                m.optim.momentum = 0.5  # the same value again
+            if i == 9:
+                m.optim.note = ["not", "a", "number"]
+            if i == 11:
+                m.optim.extra = 3  # a new plain attribute: part of the stamp
+            if i == 13:
+                del m.optim.extra
+        checks.append((check(), graph.optim.graph_stamp() == stamp))
+        _, le = eager(hl.tensor(x), hl.tensor(y))
+        _, lg = graph(hl.tensor(x), hl.tensor(y))
+        assert float(lg) == float(le), f"step {i}"
+    assert [i for i, (a, b) in enumerate(checks) if a != b] == []
+    assert [i for i, (a, _) in enumerate(checks) if not a] == [4, 11, 13]
+    for k, v in params(eager).items():
+        np.testing.assert_array_equal(params(graph)[k], v, err_msg=k)
+    # recorded at steps 1, 5 (momentum), 12 (extra added) and 14 (extra deleted)
+    assert stats(graph)["recorded"] == 4
+
+
 def test_graph_switch_and_pickling(tmp_path, rng):
     eager, graph = twins(lambda: hl.opt.SGD(lr=0.05))
     for x, y in batches(rng, 4):

@@ -130,3 +130,45 @@ def test_pytorch_style_step_equals_eager(rng):
     for k, v in params(eager).items():
         np.testing.assert_array_equal(params(graph)[k], v, err_msg=k)
     assert stats(graph)["replayed"] == 28
+
+
+class MixedDtypes(hl.Module):
+    """A float64 layer feeding a float32 one."""
+
+    def __init__(self, optim):
+        super().__init__()
+        self.l1 = hl.layers.Linear(16)
+        self.l2 = hl.layers.Linear(4)
+        self.optim = optim
+
+    def forward(self, x):
+        return self.l2(hl.relu(self.l1(x)).astype(hl.float32))
+
+    def train_one_batch(self, x, y):
+        loss = hl.losses.softmax_cross_entropy(self.forward(x), y)
+        self.optim.backward_and_update(loss)
+        return loss
+
+
+def test_sgd_over_parameters_of_two_dtypes_equals_eager(rng):
+    """A recorded SGD step reads one -lr tensor per dtype and device that every update of
+    that dtype shares (written once per replay): float64 and float32 parameters each get
+    theirs, and a schedule's changing lr reaches both, bitwise as eagerly."""
+    models = []
+    for graph in (False, True):
+        hl.manual_seed(0)
+        m = MixedDtypes(hl.opt.SGD(lr=hl.opt.StepDecay(0.05, 5, 0.5), momentum=0.9))
+        m.compile([hl.Placeholder((8, 12), dtype=hl.float64)], is_train=True, use_graph=graph)
+        models.append(m)
+    eager, graph = models
+    for i, (x, y) in enumerate(batches(rng, 30)):
+        le = eager.train_one_batch(hl.tensor(x.astype(np.float64)), hl.tensor(y))
+        lg = graph.train_one_batch(hl.tensor(x.astype(np.float64)), hl.tensor(y))
+        assert float(lg) == float(le), f"step {i}"
+    pe, pg = params(eager), params(graph)
+    assert pe["l1.W"].dtype == np.float64 and pe["l2.W"].dtype == np.float32
+    for k in pe:
+        np.testing.assert_array_equal(pg[k], pe[k], err_msg=k)
+    assert stats(graph)["replayed"] == 28
+    shared = [k for k in graph.optim._step_values if k[0] is None]
+    assert len(shared) == 2  # (None, dtype, device) for float64 and for float32

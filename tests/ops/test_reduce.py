@@ -188,6 +188,29 @@ def test_empty_reductions():
     assert hl.all(hl.zeros(0, 3)).item() is True
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reducing_size_one_axes_is_exact(dtype, rng):
+    """Axes of size 1 alone (a bias gradient at batch 1): every op gives each element itself
+    exactly (sqrt(x**2) = |x| for norm), NaN and infinities included, wide rows, views and
+    both thread counts (the column loop's one-row pass; numpy is the reference)."""
+    x = rng.standard_normal((3, 1, 530)).astype(dtype)
+    x[0, 0, :4] = [np.nan, np.inf, -np.inf, 0.0]
+    views = [(lambda v: v[:1], (0,)), (lambda v: v, (1,)), (lambda v: v[:1], (0, 1)),
+             (lambda v: v[:, :, ::2], (1,)), (lambda v: v.transpose(1, 0, 2), (0,))]
+    old = hl.get_num_threads()
+    try:
+        for threads in (1, 2):
+            hl.set_num_threads(threads)
+            for view, axis in views:
+                a, t = view(x), view(hl.tensor(x))
+                for op in ("sum", "mean", "max", "min", "prod", "logsumexp", "norm"):
+                    want = np.squeeze(np.abs(a) if op == "norm" else a, axis=axis)
+                    got = getattr(hl, op)(t, axis=axis).numpy()
+                    np.testing.assert_array_equal(got, want, err_msg=f"{op} {a.shape} {axis}")
+    finally:
+        hl.set_num_threads(old)
+
+
 def test_reduce_nothing_is_elementwise():
     x = np.array([[-1.5, 2.0], [3.0, -4.0]], np.float32)
     t = hl.tensor(x)

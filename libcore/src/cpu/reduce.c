@@ -451,12 +451,14 @@ hl_status hl_cpu_reduce(const hl_call *c) {
     make_plan(c, &P);
     if (P.nout == 0) return HL_OK;
     int nt = hl_max_threads();
-    /* The kept axis closest in memory, and whether it is closer than the reduced rows. */
+    /* The kept axis closest in memory, and whether it is closer than the reduced rows. A
+       reduction over axes of size 1 alone (a bias gradient at batch 1) has one row: the
+       column loop maps it in one vectorised pass, not an odometer step per output. */
     int kin = -1;
     for (int k = 0; k < P.nk; k++)
         if (kin < 0 || llabs(P.kxs[k]) < llabs(P.kxs[kin])) kin = k;
     bool columns = kin >= 0 && P.rcount > 0 && P.kshape[kin] >= 4 &&
-                   llabs(P.kxs[kin]) < llabs(P.rxs[P.nr - 1]);
+                   (P.rcount == 1 || llabs(P.kxs[kin]) < llabs(P.rxs[P.nr - 1]));
     int64_t total = P.nout * P.rcount;
     cols_t Q;
     if (!columns) {

@@ -35,10 +35,24 @@ DEFAULT_SIZE = 8
 def _flatten(x, leaves):
     """Tensors and arrays of a nested argument go to leaves; returns a hashable picture of
     the structure with each leaf's signature (shape, dtype, device) in its place and the
-    other values themselves (they are constants of a plan)."""
-    if isinstance(x, Tensor):
+    other values themselves (they are constants of a plan). (Run at every replay: the common
+    kinds are tested first, by exact type.)"""
+    t = type(x)
+    if t is tuple or t is list:
+        parts = [t.__name__]
+        for v in x:
+            if type(v) is Tensor:  # the usual argument, without a call of its own
+                leaves.append(v)
+                parts.append(("T", Tensor, v.shape, v._dtype.code, _core.device_key(v._h),
+                              v.requires_grad))
+            else:
+                parts.append(_flatten(v, leaves))
+        return tuple(parts)
+    if t is Tensor or isinstance(x, Tensor):
         leaves.append(x)
-        return ("T", type(x), x.shape, x.dtype.code, _core.device_of(x._h), x.requires_grad)
+        return ("T", t, x.shape, x._dtype.code, _core.device_key(x._h), x.requires_grad)
+    if t is dict:
+        return ("D",) + tuple([(k, _flatten(v, leaves)) for k, v in x.items()]) if x else ("D",)
     if isinstance(x, np.ndarray):
         leaves.append(x)
         dt = np.float32 if x.dtype == np.float64 else x.dtype  # as hl.training.to_tensor
@@ -51,7 +65,7 @@ def _flatten(x, leaves):
         hash(x)
     except TypeError:
         raise _Unhashable(type(x).__name__) from None
-    return ("V", type(x), x)
+    return ("V", t, x)
 
 
 class _Unhashable(Exception):
@@ -130,19 +144,25 @@ class Plan:
                 _core.plan_link_inputs(self.core, c)
 
     def run(self, leaves, hooks=True):
-        for k, (slot, leaf) in enumerate(zip(self.slots, leaves)):
-            _bind(self.core, k, slot, leaf)
+        core = self.core
+        for k, leaf in enumerate(leaves):
+            if type(leaf) is Tensor:  # the common case, without _bind's call
+                _core.plan_bind(core, k, leaf._h)
+            else:
+                _bind(core, k, self.slots[k], leaf)
         if hooks:
             for fn in self.hooks:
                 fn()
         if _profile._active:
             _profile._active[0].seen(self, self.name)
-        _core.plan_run(self.core)
-        for fn, core in self.then:
-            fn()
-            _core.plan_run(core)
-        for fn in self.after:
-            fn()
+        _core.plan_run(core)
+        if self.then:
+            for fn, later in self.then:
+                fn()
+                _core.plan_run(later)
+        if self.after:
+            for fn in self.after:
+                fn()
         return self.outputs
 
 

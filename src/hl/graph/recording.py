@@ -5,7 +5,8 @@ a step changes (an optimiser's step count, Adam's per-parameter counts) and the 
 derived from it (the learning rate of this step, bias corrections) therefore register here:
 - ``on_replay(fn)``: fn runs before every later replay, in registration order, so the host
   side of each update advances exactly as an eager step would and writes this step's values
-  into the 0-d tensors the plan reads (see ``StepValues``);
+  into the 0-d tensors the plan reads (see ``StepValues``); ``on_replay_each(fn, item)``
+  groups consecutive registrations of one fn into one call (an optimiser's parameters);
 - ``on_abort(fn)``: fn runs when the recording is abandoned (a GraphBreak: the step then runs
   eagerly), to put back the Python state the abandoned recording advanced;
 - ``after_run(fn)``: fn runs after each run of the plan (a value the device decided, read
@@ -90,6 +91,39 @@ def on_replay(fn):
     rec = current()
     if rec is not None:
         rec.replay_hooks.append(fn)
+
+
+class _Each:
+    """One replay hook standing for consecutive on_replay_each registrations of one fn: at a
+    replay it calls fn once with their items, in order."""
+
+    __slots__ = ("fn", "items")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.items = []
+
+    def __call__(self):
+        self.fn(self.items)
+
+
+def on_replay_each(fn, item, once=False):
+    """As ``on_replay(lambda: fn([item]))``, but consecutive registrations with an equal fn
+    (the same bound method) share one hook, ``fn([item1, item2, ...])``: an optimiser's
+    per-parameter updates cost one Python call per replay, not one per parameter. The order
+    of every hook is kept (a hook registered in between starts a new group). ``once``: an
+    item already in the group is not added again."""
+    rec = current()
+    if rec is None:
+        return
+    hooks = rec.replay_hooks
+    last = hooks[-1] if hooks else None
+    if type(last) is not _Each or last.fn != fn:
+        last = _Each(fn)
+        hooks.append(last)
+    elif once and item in last.items:
+        return
+    last.items.append(item)
 
 
 def after_run(fn):

@@ -8,7 +8,10 @@ optimiser and loss are the same objects with the same configuration. ``still_val
 exactly that before each replay (a few pointer comparisons per state); anything else re-records.
 """
 import functools
+from operator import is_
 
+from .. import _core
+from .._tensor import Tensor, _wrap
 from ..graph import DEFAULT_SIZE, PlanCache
 
 
@@ -45,34 +48,39 @@ class GraphRunner:
             self.inside = False
 
     def validity(self):
-        """A check of everything a plan recorded now depends on besides its inputs."""
+        """A check of everything a plan recorded now depends on besides its inputs. It runs
+        before every replay, so it is a few C-level passes (map over the held dicts), no
+        Python loop: the parameters, buffers and training flags are the same objects (a
+        flag set to an equal value of another type, 1 for True, records once more), the
+        optimiser's configuration unchanged (its graph_check)."""
         model = self.model
-        held = []
+        dicts, names, values = [], [], []
         for _, layer in model.named_layers():
             d = layer.__dict__
-            held.append((d, "_training", d["_training"]))
-            for kind in ("_param_names", "_state_names"):
-                for name in getattr(layer, kind):
-                    held.append((d, name, d[name]))
+            for name in ("_training",) + tuple(layer._param_names) + tuple(layer._state_names):
+                dicts.append(d)
+                names.append(name)
+                values.append(d[name])
         optim = model.__dict__.get("optim")
-        stamp = optim.graph_stamp() if hasattr(optim, "graph_stamp") else None
-        modes = [(d, n, v) for d, n, v in held if n == "_training"]
-        tensors = [(d, n, v) for d, n, v in held if n != "_training"]
+        optim_ok = (optim.graph_check() if hasattr(optim, "graph_check") else
+                    _stamp_check(optim) if hasattr(optim, "graph_stamp") else None)
+        get = dict.get
 
         def still_valid():
-            for d, n, v in tensors:
-                if d.get(n) is not v:
-                    return False
-            for d, n, v in modes:
-                if d[n] != v:
-                    return False
-            return stamp is None or optim.graph_stamp() == stamp
+            return (all(map(is_, map(get, dicts, names), values)) and
+                    (optim_ok is None or optim_ok()))
         return still_valid
 
     def stats(self):
         """{what: {'eager': n, 'recorded': n, 'replayed': n, 'plans': n}} (for tests and
         benchmarks: how each kind of step ran)."""
         return {w: dict(c.stats, plans=len(c)) for w, c in self.caches.items()}
+
+
+def _stamp_check(optim):
+    """The validity check of an optimiser that has graph_stamp() alone."""
+    stamp = optim.graph_stamp()
+    return lambda: optim.graph_stamp() == stamp
 
 
 def runner_of(model):
@@ -96,7 +104,10 @@ def graph_step(fn):
         runner = runner_of(self)
         if runner is None:
             return fn(self, *args, **kwargs)
-        out = runner.run("train_one_batch", lambda a, k: fn(self, *a, **k), (args, kwargs))
+        if kwargs:
+            out = runner.run("train_one_batch", lambda a, k: fn(self, *a, **k), (args, kwargs))
+        else:  # the usual call: the signature's walk has one level less
+            out = runner.run("train_one_batch", functools.partial(fn, self), args)
         return _copied(out)
     train_one_batch._graph_step = True
     return train_one_batch
@@ -105,9 +116,8 @@ def graph_step(fn):
 def _copied(out):
     """A replayed plan writes into the same output tensors each step: the caller gets copies,
     so values kept from one step do not change under it at the next."""
-    from .._tensor import Tensor
     if isinstance(out, Tensor):
-        return out.detach().clone()
+        return _wrap(_core.cast(out._h, out._dtype.code), out._dtype)  # no history
     if isinstance(out, (list, tuple)):
         return type(out)(_copied(o) for o in out)
     return out

@@ -32,6 +32,8 @@ first updated. ``set_states`` puts all of it back, so training resumes exactly.
 """
 import numbers
 import weakref
+from itertools import compress, repeat
+from operator import is_
 
 import numpy as np
 
@@ -40,13 +42,15 @@ from .._tensor import Tensor, as_tensor
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
-from ..graph.recording import StepValues, on_abort_once, on_replay
+from ..graph.recording import StepValues, on_abort_once, on_replay, on_replay_each
 from .clip import _clip_coefficient
 from ._checks import check_nonnegative
 from .schedules import as_schedule
 
 _SCHEDULE_PREFIX = "lr_schedule."
 _PER_STEP = ("step_count", "_version", "_unnamed")
+_PLAIN = (int, float, bool, type(None))  # the attribute types graph_stamp holds
+_MISSING = object()  # graph_check's value of a deleted attribute
 
 
 class Optimizer:
@@ -166,19 +170,34 @@ class Optimizer:
             slots = self._slots_of(key, param)
             self._note_recording()
             values = self._host_update(slots, self.lr)
-            step_values = self._step_values.get(key)
+            if not _core.recording():
+                self._update(param, grad, slots, values)
+                return
+            # recorded: the values are 0-d tensors the plan reads, and a replay hook writes
+            # each later step's values there. Values that are the step's alone (the base
+            # rule's -lr: no per-parameter count) are one tensor per dtype and device that
+            # every update reads, written once per replay; values with per-parameter counts
+            # (Adam's) are the parameter's own
+            shared = type(self)._host_update is Optimizer._host_update
+            held = (None, param.dtype.code, _core.device_key(param._h)) if shared else key
+            step_values = self._step_values.get(held)
             if step_values is None:
-                step_values = self._step_values[key] = StepValues()
+                step_values = self._step_values[held] = StepValues()
             self._update(param, grad, slots,
                          {k: step_values.get(k, v, param) for k, v in values.items()})
-            on_replay(lambda: self._replay_update(key))
+            on_replay_each(self._replay_updates, held, once=shared)
 
-    def _replay_update(self, key):
-        """The host side of one recorded update, before a replay: advances the counts as the
-        eager update would and writes this step's values where the plan reads them."""
-        step_values = self._step_values[key]
-        for k, v in self._host_update(self._slots[key], self.lr).items():
-            step_values.set(k, v)
+    def _replay_updates(self, keys):
+        """The host side of recorded updates (consecutive ones, in their order), before a
+        replay: advances the counts as the eager updates would and writes this step's values
+        where the plan reads them. The lr is read once: nothing between these updates
+        changes the step count (lr schedules are functions of it). A key is a parameter's,
+        or (None, dtype, device) for values every parameter of that dtype and device shares."""
+        lr, host, slots, values = self.lr, self._host_update, self._slots, self._step_values
+        for key in keys:
+            step_values = values[key]
+            for k, v in host(slots[key] if type(key) is str else None, lr).items():
+                step_values.set(k, v)
 
     def _host_update(self, slots, lr):
         """The Python side of one parameter's update: advances its counts (count_slots) and
@@ -229,8 +248,31 @@ class Optimizer:
         (hyperparameters are constants in a plan; the lr is not) and its slots' version."""
         return (self._version,) + tuple(
             (k, v) for k, v in self.__dict__.items()
-            if type(v) in (int, float, bool, type(None)) and k not in _PER_STEP
-            and k not in self.per_step_attrs)
+            if type(v) in _PLAIN and k not in _PER_STEP and k not in self.per_step_attrs)
+
+    def graph_check(self):
+        """A no-argument callable telling whether ``graph_stamp()`` still equals its value
+        now: what a replay checks. It compares the attributes' types and the plain values
+        with C-level map/compare (no stamp is built per replay) and falls back to the stamp
+        only when an attribute came or went."""
+        d, stamp = self.__dict__, self.graph_stamp()
+        skip = _PER_STEP + tuple(self.per_step_attrs)
+        names = tuple(k for k in d if k not in skip)
+        now = tuple(d[k] for k in names)
+        kinds = tuple(map(type, now))
+        plain = tuple(k in _PLAIN for k in kinds)
+        values = tuple(compress(now, plain))
+        version, size, missing = self._version, len(d), repeat(_MISSING)
+
+        def still():
+            if self._version != version:  # (a wrapper's may be its inner optimiser's)
+                return False
+            cur = tuple(map(d.get, names, missing))  # a deleted name reads as _MISSING
+            if not all(map(is_, cur, now)):  # something was assigned: compare as the stamp
+                if tuple(map(type, cur)) != kinds or tuple(compress(cur, plain)) != values:
+                    return False
+            return len(d) == size or self.graph_stamp() == stamp  # one was added
+        return still
 
     def _gradient_of(self, param, grad):
         """grad as a tensor of param's shape and dtype (a mismatched shape raises)."""

@@ -25,7 +25,7 @@ from .. import _core, errors, ops
 from ..autograd import functional as F
 from ..autograd.engine import backward as _backward
 from ..autograd.mode import no_grad
-from ..graph.recording import StepValues, on_replay
+from ..graph.recording import StepValues, on_replay, on_replay_each
 from ..opt.optimizer import Optimizer
 from .lr_schedule import LearningRateSchedule
 from .model_average import AverageWindow
@@ -261,7 +261,7 @@ class V2Optimizer(Optimizer):
             rate = self._update(param, grad, slots, values, s.momentum, decay)
             if s.l1:
                 self._regularize(param, values, s, rate)
-            on_replay(lambda: self._replay_update(key))
+            on_replay_each(self._replay_updates, key)
 
     def _python_state(self):
         return (super()._python_state(), self.num_samples, self.pass_id, self._in_batch,
@@ -272,6 +272,10 @@ class V2Optimizer(Optimizer):
         super()._set_python_state(base)
         if avg is not None:
             self.average.set_states(avg)
+
+    def _replay_updates(self, keys):
+        for key in keys:
+            self._replay_update(key)
 
     def _replay_update(self, key):
         step_values = self._step_values[key]
