@@ -471,6 +471,10 @@ def fill(h, value):
     check(lib.hl_fill(h, float(value)))
 
 
+# The fewest 2x2 output tiles for which a convolution takes Winograd on kernels packed by
+# conv_pack (hl.onnx packs a 3x3 weight only for calls that reach it).
+WINOGRAD_PACKED_MIN_TILES = lib.HL_WINOGRAD_PACKED_MIN_TILES
+
 # ---- plans (graph mode at the C level) --------------------------------------------------
 # A plan records the core calls made on this thread between plan_begin() and plan_end() and
 # replays them with plan_run(). hl.graph (the Python side of graph mode) builds on these.

@@ -207,7 +207,7 @@ def run_fused_conv(n, x, w, b=None, r=None):
 # layer with too few 2x2 output tiles never takes them (HL_WINOGRAD_PACKED_MIN_TILES, the
 # kernel's own threshold: below it the call takes the unpacked paths).
 WINOGRAD_LATER = object()
-WINOGRAD_MIN_TILES = _core.lib.HL_WINOGRAD_PACKED_MIN_TILES
+WINOGRAD_MIN_TILES = _core.WINOGRAD_PACKED_MIN_TILES
 
 
 def _winograd_when_it_pays(n, x, w, geometry):

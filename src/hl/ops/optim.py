@@ -7,7 +7,7 @@ import threading
 from .. import _core
 from .._tensor import Tensor
 
-__all__ = ["optim_update", "optim_update_available", "skipping", "skipping_when"]
+__all__ = ["optim_update", "optim_update_available", "skipped", "skipping_when"]
 
 # The rules and flags of hl_optim_update (libcore/include/hl_core.h).
 RULES = {"sgd": 0, "adam": 1, "rmsprop": 2, "adagrad": 3, "v2_momentum": 4, "v2_adam": 5}
@@ -32,9 +32,11 @@ def skipping_when(flag):
         _tls.skip = saved
 
 
-def skipping():
-    """Whether this thread is inside a skipping_when block."""
-    return getattr(_tls, "skip", None) is not None
+def skipped():
+    """Whether this thread is inside a skipping_when block whose flag is set (reads the flag
+    to the host: for eager steps only)."""
+    skip = getattr(_tls, "skip", None)
+    return skip is not None and bool(skip[0].item())
 
 
 def _skip_flag(param):

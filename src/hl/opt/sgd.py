@@ -34,16 +34,13 @@ class SGD(Optimizer):
         if self.momentum:
             buf = slots.get("momentum_buffer")
             if buf is None:  # set to d by its first update
-                if ops.optim.skipping() and self.dampening:
-                    # whether this update is skipped is known on the device only, and the
-                    # next update's rule (first or not) must be chosen on the host
-                    raise errors.UnsupportedError(
-                        "SGD: the first update of a momentum buffer with dampening "
-                        f"{self.dampening} cannot run under hl.amp's skip flag; run one "
-                        "step without loss scaling first")
-                # zeros, not empty: a skipped first update writes nothing, and with no
-                # dampening the next update's buf = momentum * 0 + d is the first update's d
                 buf = self._new_slot(slots, "momentum_buffer", lambda: ops.zeros_like(param))
                 first = True
         rules.sgd(param, grad, buf, values["neg_lr"], self.weight_decay, self.momentum,
                   self.dampening, self.nesterov, first)
+        if first and ops.optim.skipped():
+            # hl.amp skipped this first update, which wrote nothing: the buffer is made again
+            # by the next one, as if this step had not happened (PyTorch's GradScaler does not
+            # call step() at all). Slots are made eagerly only, so the flag's read is eager too.
+            del slots["momentum_buffer"]
+            self._version += 1
