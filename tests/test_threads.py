@@ -9,12 +9,12 @@ random draws with a generator per thread, top-k, layout copies, linear algebra),
 ONNX model is served from two threads. Before the OpenBLAS buffer-slot fix in blas_threads.c, the
 Winograd convolution here differed from the one-thread result in about a third of the runs."""
 import os
-import threading
 
 import numpy as np
 import pytest
 
 import hl
+from tests.concurrency import run_threads
 
 ZOO = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "onnx-zoo")
 ZOO = ZOO if os.path.isdir(ZOO) else "/work/shared/onnx-zoo"
@@ -68,24 +68,6 @@ def _kernels(d):
     return {k: t.numpy().copy() for k, t in out.items()}
 
 
-def _run_threads(fn, n):
-    results, failures = [None] * n, []
-
-    def body(i):
-        try:
-            results[i] = fn(i)
-        except BaseException as e:  # noqa: BLE001 - reported below, with its thread
-            failures.append((i, e))
-
-    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
-    return results
-
-
 def _assert_identical(got, want, where):
     for k in want:
         assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, (where, k)
@@ -105,7 +87,7 @@ def test_every_kernel_family_bit_for_bit_from_threads():
     np.testing.assert_allclose(want[0]["batched_matmul"], inputs[0]["batch"] @ inputs[0]["batch2"],
                                rtol=1e-4, atol=1e-4)
     for rep in range(3):
-        got = _run_threads(lambda i: [_kernels(inputs[i]) for _ in range(2)], 4)
+        got = run_threads(lambda i: [_kernels(inputs[i]) for _ in range(2)], 4)
         for i in range(4):
             for r in got[i]:
                 _assert_identical(r, want[i], f"thread {i}, round {rep}")
@@ -122,7 +104,7 @@ def test_winograd_convolution_under_two_threads():
         return [hl.conv2d(hl.tensor(x), hl.tensor(w), padding=1).numpy().copy()
                 for _ in range(40)]
 
-    for outs in _run_threads(serve, 2):
+    for outs in run_threads(serve, 2):
         for y in outs:
             assert np.array_equal(y, want)
 
@@ -137,7 +119,7 @@ def test_errors_carry_their_own_threads_message():
                 seen.append(str(e))
         return seen
 
-    for seed, messages in enumerate(_run_threads(fail, 4)):
+    for seed, messages in enumerate(run_threads(fail, 4)):
         assert len(messages) == 20
         for m in messages:
             assert f"({seed + 1}, 2)" in m, m
@@ -159,7 +141,7 @@ def test_prepared_onnx_model_served_from_two_threads(name):
     def serve(_):
         return [[o.copy() for o in rep.run(feeds)] for _ in range(6)]
 
-    for outs in _run_threads(serve, 2):
+    for outs in run_threads(serve, 2):
         for o in outs:
             for got, w in zip(o, want):
                 assert np.array_equal(got, w)

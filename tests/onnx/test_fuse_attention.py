@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import hl
 import hl.onnx
+from tests.concurrency import run_threads
 
 from ._models import ort_run
 
@@ -182,22 +183,12 @@ def test_a_call_the_kernel_cannot_take_runs_the_nodes_as_written():
 
 
 def test_two_threads_share_a_prepared_model():
-    import threading
     model = _sdpa_graph()
     rep = hl.onnx.prepare(model)
     feeds = [_sdpa_feeds(2, 9, hidden_rows=[(1, 2)]) for _ in range(2)]
     want = [ort_run(model, f)[0] for f in feeds]
-    failures = []
 
     def worker(i):
-        try:
-            for _ in range(4):
-                np.testing.assert_allclose(rep.run(feeds[i])[0], want[i], rtol=1e-5, atol=1e-6)
-        except Exception as e:  # reported by the main thread
-            failures.append(e)
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures
+        for _ in range(4):
+            np.testing.assert_allclose(rep.run(feeds[i])[0], want[i], rtol=1e-5, atol=1e-6)
+    run_threads(worker, 2)

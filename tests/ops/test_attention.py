@@ -4,13 +4,13 @@ one pass, against a float64 numpy reference and PyTorch's scaled_dot_product_att
 Tolerances: rtol 2e-5, atol 2e-6 against float64 (float32 products of up to 200 terms, a float32
 exp within 1.5 ulp, float32 sums of the probabilities). NaN positions must match exactly.
 """
-import threading
 
 import numpy as np
 import pytest
 
 import hl
 from hl import errors
+from tests.concurrency import run_threads
 
 RTOL, ATOL = 2e-5, 2e-6
 
@@ -169,21 +169,12 @@ def test_two_threads_inside_and_two_callers():
         hl.set_num_threads(before)
     np.testing.assert_array_equal(one, two)
     check(one, reference(q, k, v, mask, 0.2, nan_to_zero=True))
-    results, errors_seen = [None] * 2, []
 
     def worker(i):
-        try:
-            for _ in range(5):
-                results[i] = hl.attention(*args, scale=0.2, nan_to_zero=True).numpy()
-                np.testing.assert_array_equal(results[i], one)
-        except Exception as e:  # reported by the main thread
-            errors_seen.append(e)
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors_seen, errors_seen
+        for _ in range(5):
+            np.testing.assert_array_equal(
+                hl.attention(*args, scale=0.2, nan_to_zero=True).numpy(), one)
+    run_threads(worker, 2)
 
 
 def test_bad_input_is_refused_clearly():

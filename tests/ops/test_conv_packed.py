@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import hl
 from hl import errors, ops
+from tests.concurrency import run_threads
 from tests.ops.test_conv import ref_conv
 from tests.ops.test_conv_fused import ACTS, ref_act, run_unfused
 
@@ -247,19 +248,7 @@ def test_packed_threads_agree():
     np.testing.assert_array_equal(one, two)
     pk = ops.conv_pack(hl.tensor(w))
     xt, wt, bt = hl.tensor(x), hl.tensor(w), hl.tensor(b)
-    outs, errs = [None] * 4, []
-
-    def work(i):
-        try:
-            outs[i] = hl.conv_fused(xt, wt, bt, act="relu", packed=pk).numpy()
-        except Exception as e:  # pragma: no cover - reported below
-            errs.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errs
+    outs = run_threads(lambda i: hl.conv_fused(xt, wt, bt, act="relu", packed=pk).numpy(), 4)
     for o in outs:
         np.testing.assert_array_equal(o, one)
 

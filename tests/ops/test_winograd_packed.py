@@ -12,13 +12,13 @@ it, in both).
 import os
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import hl
 from hl import ops
+from tests.concurrency import run_threads
 from tests.ops.test_conv_fused import ref_act
 from tests.ops.test_conv import ref_conv
 
@@ -158,19 +158,7 @@ def test_packed_winograd_threads_agree():
     finally:
         hl.set_num_threads(prev)
     np.testing.assert_array_equal(one, two)
-    outs, errs = [None] * 4, []
-
-    def work(i):
-        try:
-            outs[i] = _packed(x, w, b, r, pad, "relu", pk=pk)
-        except Exception as e:  # pragma: no cover - reported below
-            errs.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errs
+    outs = run_threads(lambda i: _packed(x, w, b, r, pad, "relu", pk=pk), 4)
     for o in outs:
         np.testing.assert_array_equal(o, one)
 

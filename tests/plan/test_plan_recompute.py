@@ -5,13 +5,13 @@ of reading max_pool's indices. The replay must equal the replay without the rewr
 (HL_PLAN_NO_RECOMPUTE) and the eager ops bit for bit; the arena must shrink by the bytes no
 longer alive across the gap; where the rewrite would read something changed or held outside,
 nothing is rewritten. PyTorch is the reference for the max-pool gradient's values."""
-import threading
 
 import numpy as np
 import pytest
 
 import hl
 from hl import _core, ops
+from tests.concurrency import run_threads
 
 from .replaying import replay
 
@@ -155,26 +155,6 @@ def test_indices_the_caller_holds_are_still_written(rng):
     np.testing.assert_array_equal(held["idx"].numpy(), want.numpy())
 
 
-def _in_threads(n, body):
-    """body(k) on n threads started together (a barrier), each thread's result by k."""
-    out, errors, barrier = [None] * n, [], threading.Barrier(n)
-
-    def run(k):
-        try:
-            barrier.wait()
-            out[k] = body(k)
-        except BaseException as e:  # re-raised in the caller's thread
-            errors.append(e)
-    threads = [threading.Thread(target=run, args=(k,)) for k in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
-    return out
-
-
 def test_recomputing_plans_replayed_on_two_threads_at_once_give_one_threads_answers(rng):
     """Each thread records its own plans, the batch-norm chain and the max-pool gradient (both
     rewritten to recompute), on data of its own, and replays them 25 times while the other
@@ -200,7 +180,7 @@ def test_recomputing_plans_replayed_on_two_threads_at_once_give_one_threads_answ
 
     alone = [replays(k, 2)[1::2] for k in range(2)]  # [bn, pool]: second replays, 1 thread
     assert not np.array_equal(alone[0][0][0], alone[1][0][0])  # the threads' data differ
-    both = _in_threads(2, lambda k: replays(k, 25))
+    both = run_threads(lambda k: replays(k, 25), 2)
     for k in range(2):
         for runs, want in ((both[k][:25], alone[k][0]), (both[k][25:], alone[k][1])):
             for got in runs:
@@ -243,7 +223,7 @@ def test_graph_mode_training_that_recomputes_on_two_threads_gives_one_threads_an
 
     alone = train(model())
     ms = [model(), model()]  # built here: their initial draws are not concurrent
-    both = _in_threads(2, lambda k: train(ms[k]))
+    both = run_threads(lambda k: train(ms[k]), 2)
     for m, (losses, params) in zip(ms, both):
         plan = [e.plan for e in m._graph_runner().caches["train_one_batch"].entries.values()][0]
         assert _core.plan_stats(plan.core)["recomputed"] >= 1
