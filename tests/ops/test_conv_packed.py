@@ -390,6 +390,20 @@ def test_depthwise3x3_pads_with_zeros(xs, stride):
     np.testing.assert_allclose(got[fin], ref[fin], rtol=1e-5, atol=1e-5)
 
 
+def _check_each_activation(x, w, b, r, stride, pads, groups):
+    """conv_fused with residual r and each activation: within the float64 rounding bound, and
+    bit for bit the plain conv, add and the activation's op."""
+    for act, alpha, beta in ACTS:
+        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
+                            stride=stride, padding=pads, groups=groups, act=act, alpha=alpha,
+                            beta=beta).numpy()
+        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads,
+                                    groups, act, alpha, beta)
+        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
+        want = run_unfused(x, w, b, r, (stride, pads, groups), act, alpha, beta)
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, (0, 1, 1, 0)), (2, 0)])
 def test_depthwise3x3_residual_and_channel_multiplier(stride, padding):
     """Two output channels per input channel, a residual and each activation: within the
@@ -402,15 +416,7 @@ def test_depthwise3x3_residual_and_channel_multiplier(stride, padding):
     y0 = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
                    groups=5)
     r = rng.standard_normal(y0.shape).astype(np.float32)
-    for act, alpha, beta in ACTS:
-        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
-                            stride=stride, padding=pads, groups=5, act=act, alpha=alpha,
-                            beta=beta).numpy()
-        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads, 5,
-                                    act, alpha, beta)
-        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
-        want = run_unfused(x, w, b, r, (stride, pads, 5), act, alpha, beta)
-        np.testing.assert_array_equal(got, want)
+    _check_each_activation(x, w, b, r, stride, pads, 5)
 
 
 @pytest.mark.parametrize("stride,padding", [(1, 1), (2, 1), (1, (0, 1, 1, 0)), (2, 0)])
@@ -428,15 +434,7 @@ def test_depthwise3x3_blocked_residual_and_same_bits_as_the_row_loop(stride, pad
     y0 = hl.conv2d(hl.tensor(x), hl.tensor(w), hl.tensor(b), stride=stride, padding=pads,
                    groups=9).numpy()
     r = rng.standard_normal(y0.shape).astype(np.float32)
-    for act, alpha, beta in ACTS:
-        got = hl.conv_fused(hl.tensor(x), hl.tensor(w), hl.tensor(b), hl.tensor(r),
-                            stride=stride, padding=pads, groups=9, act=act, alpha=alpha,
-                            beta=beta).numpy()
-        ref, bound = _reference_f64(x, w, b, r.astype(np.float64), [stride] * 2, pads, 9,
-                                    act, alpha, beta)
-        assert (np.abs(got - ref) <= bound + 1e-30).all(), act
-        want = run_unfused(x, w, b, r, (stride, pads, 9), act, alpha, beta)
-        np.testing.assert_array_equal(got, want)
+    _check_each_activation(x, w, b, r, stride, pads, 9)
     order = np.roll(np.arange(9), 1)   # the row loop's channel 8 becomes the blocked channel 0
     rolled = hl.conv2d(hl.tensor(np.ascontiguousarray(x[:, order])),
                        hl.tensor(np.ascontiguousarray(w[order])), hl.tensor(b[order]),
