@@ -202,3 +202,63 @@ def test_empty_keys_and_rows():
     e = hl.tensor(np.zeros((1, 1, 0, 4), np.float32))
     np.testing.assert_array_equal(hl.attention(q, e, e).numpy(), np.zeros((1, 1, 3, 4)))
     assert hl.attention(e, q, q).shape == (1, 1, 0, 4)
+
+
+def probabilities(scores, mask_stride_one=True, nan_to_zero=False):
+    """softmax(scores) along the last axis as hl.attention computes it: q = 0, the scores
+    given as the mask (contiguous along the keys, or broadcast from (Sk, 1) when not
+    mask_stride_one) and v the identity, so the output rows are the probabilities."""
+    rows, sk = scores.shape
+    q = np.zeros((1, 1, rows, 1), np.float32)
+    k = np.zeros((1, 1, sk, 1), np.float32)
+    v = np.eye(sk, dtype=np.float32)[None, None]
+    mask = scores if mask_stride_one else np.ascontiguousarray(scores.T).T
+    return hl.attention(hl.tensor(q), hl.tensor(k), hl.tensor(v), hl.tensor(mask),
+                        nan_to_zero=nan_to_zero).numpy()[0, 0]
+
+
+@pytest.mark.parametrize("sk", [7, 8, 9, 16, 23, 64, 128, 131])
+def test_softmax_rows_vector_and_tail_keys(sk):
+    """The AVX2 row loop (8 keys a register) and its scalar tail: exp over [-100, 0] after
+    the max shift (below -87 the exp is 0: under 1.7e-38 next to the maximum's 1) within
+    1.5 ulp, float32 sums of at most sk terms; a mask read with a key stride (the portable
+    loop) gives the same probabilities. Against float64 softmax."""
+    rng = np.random.default_rng(sk)
+    s = rng.uniform(-100, 0, (6, sk)).astype(np.float32)
+    s[:, rng.integers(0, sk)] = 0.0
+    s[1] = rng.uniform(-1, 1, sk)  # a row of near-equal probabilities
+    s[2, :] = -90.0  # every key below the clamp: shifted by its max, uniform again
+    with np.errstate(under="ignore"):
+        e = np.exp(s.astype(np.float64) - s.max(-1, keepdims=True))
+    want = e / e.sum(-1, keepdims=True)
+    got = probabilities(s)
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=1e-7)
+    np.testing.assert_allclose(probabilities(s, mask_stride_one=False), want, rtol=3e-6,
+                               atol=1e-7)
+
+
+@pytest.mark.parametrize("sk", [8, 19, 40])
+def test_softmax_rows_adversarial_lanes(sk):
+    """A NaN, a +inf or a fully -inf row placed in a vector lane and in the scalar tail:
+    NaN rows (0 under nan_to_zero) exactly where float64 softmax has them, other rows
+    untouched; float32's largest scores (the max shift keeps exp finite)."""
+    rows = []
+    for pos in (0, 5, sk - 1):  # in the first register, in it again, in the tail (sk % 8)
+        for bad in (np.nan, np.inf):
+            r = np.linspace(-3, 3, sk).astype(np.float32)
+            r[pos] = bad
+            rows.append(r)
+    rows.append(np.full(sk, -np.inf, np.float32))
+    big = np.linspace(-3e38, 3e38, sk).astype(np.float32)
+    rows.append(big)
+    rows.append(np.linspace(-1, 1, sk).astype(np.float32))
+    s = np.stack(rows)
+    with np.errstate(invalid="ignore", over="ignore"):
+        e = np.exp(s.astype(np.float64) - s.max(-1, keepdims=True))
+        want = e / e.sum(-1, keepdims=True)
+    want[np.isnan(want).any(-1)] = np.nan  # softmax.c's rule: a NaN row is NaN throughout
+    for ntz in (False, True):
+        got = probabilities(s, nan_to_zero=ntz)
+        w = np.where(np.isnan(want), 0.0, want) if ntz else want
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(w))
+        np.testing.assert_allclose(got, w, rtol=3e-6, atol=1e-7)
