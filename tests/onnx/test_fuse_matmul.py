@@ -143,12 +143,13 @@ def test_what_cannot_run_in_the_kernel_runs_the_absorbed_nodes():
              helper.make_node("Add", ["m", "rb"], ["s"]),       # rb: (1, 1, N) computed
              helper.make_node("ReduceMean", ["x"], ["xm"], axes=[1, 2], keepdims=1),
              helper.make_node("Mul", ["xm", "wide"], ["rb"]),
-             helper.make_node("MatMul", ["x", "W"], ["m2"]),
-             helper.make_node("Mul", ["m2", "two"], ["t"]),
-             helper.make_node("Add", ["t", "one"], ["y2"]),
-             helper.make_node("MatMul", ["x", "W"], ["m3"]),
+             helper.make_node("MatMul", ["x", "W2"], ["m2"]),  # three weights: the same
+             helper.make_node("Mul", ["m2", "two"], ["t"]),     # product thrice would be one
+             helper.make_node("Add", ["t", "one"], ["y2"]),     # (common_nodes.py)
+             helper.make_node("MatMul", ["x", "W3"], ["m3"]),
              helper.make_node("Relu", ["m3"], ["y3"])]
-    inits = [_init("W", (K, N)), numpy_helper.from_array(np.ones((1, 1, N), np.float32), "wide"),
+    inits = [_init("W", (K, N)), _init("W2", (K, N)), _init("W3", (K, N)),
+             numpy_helper.from_array(np.ones((1, 1, N), np.float32), "wide"),
              _scalar("two", 2.0), _scalar("one", 1.0)]
     model = _model([nodes[2], nodes[3], nodes[0], nodes[1]] + nodes[4:], inits,
                    outputs=("s", "y2", "y3", "m3"))

@@ -13,6 +13,7 @@ from .. import errors
 from .._tensor import Tensor, tensor as _tensor
 from ..autograd import is_grad_enabled, no_grad
 from ..autograd.mode import trace_state as _trace
+from .common_nodes import NO_FOLD, merge_common_nodes
 from .graph import Graph, last_uses
 from .types import elem_type_name
 from .load import MALFORMED
@@ -23,10 +24,6 @@ _RESTORE_LOCK = threading.Lock()
 
 # How many input-shape signatures a program keeps the shape arithmetic of.
 SHAPE_SIGNATURES = 4
-
-# Not folded: their outputs change from run to run or with the training flag.
-NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-           "Multinomial", "Bernoulli", "Dropout", "BatchNormalization"}
 
 # Ops whose output shapes depend on their inputs' data: a Shape of what they produce is not
 # a function of the input signature (NonZero's row count changes with the values).
@@ -74,7 +71,8 @@ class Program:
                 self.fused_nodes = [replace.get(n.index, n) for n in graph.nodes]
             from .fuse_attention import attention_blocks
             from .fuse_matmul import matmul_epilogues
-            for rewrite in (_fuse.conv_epilogues, matmul_epilogues, attention_blocks):
+            for rewrite in (merge_common_nodes, _fuse.conv_epilogues, matmul_epilogues,
+                            attention_blocks):
                 extra = {"packed_only": self.packed_only} if rewrite is matmul_epilogues else {}
                 nodes = rewrite(self.fused_nodes or graph.nodes, graph, self.constants, device,
                                 self.folded | self.fused_skip, **extra)
