@@ -380,3 +380,88 @@ def test_property_batch_norm(shape, training, nstats, seed):
     else:
         want = np_batch_norm(x, rm, rv, None, None, 1e-5)
     harness.assert_close(got, want, rtol=1e-4, atol=1e-4)
+
+
+# ---- layer norm numerics and threads -------------------------------------------------------
+
+def test_layer_norm_rows_far_from_zero_and_adversarial(rng):
+    """float32 rows whose mean is 1e4 times their spread (the one-pass statistics shift by
+    the row's first element, so E[d^2] - E[d]^2 does not cancel), rows whose first element
+    is an outlier or is inf or NaN, and BERT's 768 columns (the AVX2 sums' 16-element blocks
+    and the tail). Against float64 numpy and PyTorch; stats within float32 rounding."""
+    torch = pytest.importorskip("torch")
+    for cols in (5, 16, 37, 768):
+        x = randn(rng, (6, cols), scale=1e-2, shift=1e4).astype(np.float32)
+        x[1] = randn(rng, cols, scale=3.0, shift=-2e3)
+        x[2, 0] = 1e6  # an outlier first: the shift is far from the mean
+        x[3, 0] = np.inf
+        x[4, 0] = np.nan
+        x[5, cols // 2] = -np.inf
+        w, b = randn(rng, cols), randn(rng, cols)
+        y, m, s = hl.layer_norm(hl.tensor(x), (cols,), hl.tensor(w), hl.tensor(b),
+                                return_stats=True)
+        with np.errstate(invalid="ignore"):
+            want = np_layer_norm(x, 1, w, b, 1e-5)
+            x64 = x.astype(np.float64)
+            want_m = x64.mean(-1)
+            want_s = 1 / np.sqrt(x64.var(-1) + 1e-5)
+        harness.assert_close(y, want, **F32)
+        harness.assert_close(m, want_m, **F32)
+        # 1 / std: relative error of float32 rounding only (the shift keeps var accurate)
+        harness.assert_close(s, want_s, rtol=1e-5, atol=0)
+        tw = torch.nn.functional.layer_norm(torch.tensor(x), (cols,), torch.tensor(w),
+                                            torch.tensor(b)).numpy()
+        np.testing.assert_array_equal(np.isnan(y.numpy()), np.isnan(tw))
+
+
+def test_norms_and_softmax_bit_for_bit_at_one_and_two_threads(rng):
+    """The pool's split of rows, channels and column blocks changes no bit: layer norm and
+    batch norm forward and backward, softmax, log_softmax and their gradients (contiguous
+    rows and side-by-side tiles), the softmax cross-entropy and its gradient, all above the
+    kernels' parallel threshold."""
+    x = randn(rng, (96, 768), scale=2, shift=1)
+    dy = randn(rng, (96, 768))
+    w, b = randn(rng, (768,)), randn(rng, (768,))
+    xb = randn(rng, (8, 24, 10, 10))
+    dyb = randn(rng, (8, 24, 10, 10))
+    x3 = randn(rng, (4, 50, 130))
+    labels = rng.integers(0, 768, 96).astype(np.int64)
+
+    def run():
+        out = {}
+        y, m, s = hl.layer_norm(hl.tensor(x), (768,), hl.tensor(w), hl.tensor(b),
+                                return_stats=True)
+        out["ln"], out["ln_m"], out["ln_s"] = y.numpy(), m.numpy(), s.numpy()
+        grads = hl.ops.layer_norm_grad(hl.tensor(dy), hl.tensor(x), m, s, hl.tensor(w))
+        for k, g in zip(("ln_dx", "ln_dw", "ln_db"), grads):
+            out[k] = g.numpy()
+        xt = hl.tensor(xb, requires_grad=True)
+        yb = hl.batch_norm(xt, None, None, training=True)
+        out["bn"] = yb.numpy()
+        yb.backward(hl.tensor(dyb))
+        out["bn_dx"] = xt.grad.numpy()
+        for axis in (-1, 1):
+            for f in (hl.softmax, hl.log_softmax):
+                t = hl.tensor(x3, requires_grad=True)
+                y = f(t, axis=axis)
+                out[f"{f.__name__}{axis}"] = y.numpy()
+                y.backward(hl.tensor(np.ones_like(x3)))
+                out[f"{f.__name__}{axis}_dx"] = t.grad.numpy()
+        t = hl.tensor(x, requires_grad=True)
+        loss = hl.losses.softmax_cross_entropy(t, hl.tensor(labels), reduction="none")
+        out["ce"] = loss.numpy()
+        loss.backward(hl.tensor(np.ones(96, np.float32)))
+        out["ce_dx"] = t.grad.numpy()
+        return out
+
+    before = hl.get_num_threads()
+    try:
+        hl.set_num_threads(1)
+        one = run()
+        hl.set_num_threads(2)
+        two = run()
+    finally:
+        hl.set_num_threads(before)
+    for k in one:
+        assert one[k].tobytes() == two[k].tobytes(), k
+    harness.assert_close(one["ln"], np_layer_norm(x, 1, w, b, 1e-5), **F32)

@@ -4,8 +4,8 @@
  * in a fixed order by one thread, so results do not depend on the thread count.
  *
  * Batch norm sees x as (N, C, S) with S the product of the spatial axes and runs one channel
- * per OpenMP iteration. Layer norm sees x as (rows, cols) and runs one row per iteration;
- * its dscale/dbias sum over rows, so that pass runs one block of columns per iteration.
+ * per item of libcore's thread pool. Layer norm sees x as (rows, cols) and runs one row per
+ * item; its dscale/dbias sum over rows, so that pass runs one block of columns per item.
  * In-place use (y over x, dx over dy or x) is safe: every element position is read before
  * it is written, and sums over a channel/row finish before its outputs are written.
  */
@@ -15,6 +15,17 @@
 #include "parallel.h"
 
 enum { PAR_MIN = 16384, COL_BLOCK = 256 };
+
+/* A kernel's parallel loop (libcore's thread pool): the call and its extents (N, C, S for
+   batch norm; rows, cols for layer norm). Every item (channel, row, block of columns) is
+   computed by one thread in a fixed order, so any split gives the same bits. */
+typedef struct {
+    const hl_call *c;
+    int64_t a, b, s;
+} norm_loop;
+
+/* Rows per chunk: about 8192 elements, so a chunk outweighs claiming it. */
+static int64_t row_grain(int64_t cols) { return HL_MAX(1, 8192 / HL_MAX(cols, 1)); }
 
 /* Element i of a 1-D (possibly strided) tensor of C type T. */
 #define VGET(T, t, i) ((double)((const T *)hl_ptr(t))[(i) * (t)->strides[0]])
@@ -56,40 +67,93 @@ static int64_t prod(const int64_t *shape, int from, int to) {
     }
 
 /* A float32 layer-norm row, y = (x - mean) inv g + b: the statistics in double (as for every
-   dtype; the same sums in another order), the output in float32, rounded a few ulp apart
-   from a double computation and vectorised 8 wide by the clones (a double output loop is
-   2 wide in the baseline build: BERT's 128 x 768 rows took 134 us, onnxruntime's 73). */
+   dtype), the output in float32, rounded a few ulp apart from a double computation and
+   vectorised 8 wide by the clones (a double output loop is 2 wide in the baseline build:
+   BERT's 128 x 768 rows took 134 us, onnxruntime's 73). Mean and variance in one pass over
+   x, as sums of d = x - k and d^2 with k = x[0] (when finite): var = E[d^2] - E[d]^2 loses
+   only about (mean - k)^2 / var <= cols ulp of double to cancellation (x[0] is within
+   sqrt(cols) standard deviations of the mean), far below float32's resolution, where the
+   unshifted E[x^2] - mean^2 would lose everything on rows far from 0 (a mean of 1e4, a
+   deviation of 1e-2). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#include <immintrin.h>
+/* The sums of d = x - k and d^2 over x[0, n - n % 16) in double, 16 elements an iteration
+   in four accumulators each (the compiler's vectorisation of the loop below kept one chain of
+   adds per 8 elements: latency-bound at ~1.2 cycles an element with the output pass). */
+__attribute__((target("avx2,fma"))) static void ln_sums_avx2(const float *x, int64_t n,
+                                                             double k, double *sum,
+                                                             double *sq) {
+    const __m256d vk = _mm256_set1_pd(k);
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, s2 = s0, s3 = s0, q0 = s0, q1 = s0, q2 = s0,
+            q3 = s0;
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        const __m256d d0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), vk);
+        const __m256d d1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4)), vk);
+        const __m256d d2 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 8)), vk);
+        const __m256d d3 = _mm256_sub_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 12)), vk);
+        s0 = _mm256_add_pd(s0, d0);
+        s1 = _mm256_add_pd(s1, d1);
+        s2 = _mm256_add_pd(s2, d2);
+        s3 = _mm256_add_pd(s3, d3);
+        q0 = _mm256_fmadd_pd(d0, d0, q0);
+        q1 = _mm256_fmadd_pd(d1, d1, q1);
+        q2 = _mm256_fmadd_pd(d2, d2, q2);
+        q3 = _mm256_fmadd_pd(d3, d3, q3);
+    }
+    double a[4], b[4];
+    _mm256_storeu_pd(a, _mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    _mm256_storeu_pd(b, _mm256_add_pd(_mm256_add_pd(q0, q1), _mm256_add_pd(q2, q3)));
+    *sum = (a[0] + a[1]) + (a[2] + a[3]);
+    *sq = (b[0] + b[1]) + (b[2] + b[3]);
+}
+#define HAVE_LN_SUMS_AVX2 1
+#endif
+
 HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
                                  const float *restrict g, const float *restrict b, int64_t n,
                                  double eps, double *mean_out, double *inv_out) {
     enum { L = 8 };
-    double s[L] = {0}, q[L] = {0};
+    const double k = n && isfinite(x[0]) ? x[0] : 0;
+    double s[L] = {0}, q[L] = {0}, sum = 0, sq = 0;
     int64_t i = 0;
+#ifdef HAVE_LN_SUMS_AVX2
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        ln_sums_avx2(x, n, k, &sum, &sq);
+        i = n - n % 16;
+    }
+#endif
     for (; i + L <= n; i += L)
-        for (int l = 0; l < L; l++) s[l] += x[i + l];
-    double sum = 0;
-    for (; i < n; i++) sum += x[i];
-    for (int l = 0; l < L; l++) sum += s[l];
-    const double mean = n ? sum / (double)n : 0;
-    for (i = 0; i + L <= n; i += L)
         for (int l = 0; l < L; l++) {
-            const double d = x[i + l] - mean;
+            const double d = x[i + l] - k;
+            s[l] += d;
             q[l] += d * d;
         }
-    double sq = 0;
-    for (; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
-    for (int l = 0; l < L; l++) sq += q[l];
+    for (; i < n; i++) {
+        const double d = x[i] - k;
+        sum += d;
+        sq += d * d;
+    }
+        for (int l = 0; l < L; l++) {
+        sum += s[l];
+        sq += q[l];
+    }
+    const double dm = n ? sum / (double)n : 0, mean = k + dm;
+    double var = n ? sq / (double)n - dm * dm : 0;
+    var = var < 0 ? 0 : var;  /* rounding; NaN stays NaN */
     /* an empty row has no statistics: mean 0, invstd NaN (as PyTorch) */
-    const double inv = n ? 1 / sqrt(sq / (double)n + eps) : NAN;
-    const float m = (float)mean, v = (float)inv;
+    const double inv = n ? 1 / sqrt(var + eps) : NAN;
+    /* the mean as float32 m plus its rounding error lo: x - m is exact for x near m
+       (Sterbenz), so x - m - lo keeps a row's deviations where m's half-ulp error alone
+       would swamp them (a mean of 1e4 with a spread of 1e-2: 5% wrong) */
+    const float m = (float)mean, lo = (float)(mean - (double)m), v = (float)inv;
     if (g && b)
-        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v * g[i] + b[i];
+        for (i = 0; i < n; i++) y[i] = ((x[i] - m) - lo) * v * g[i] + b[i];
     else if (g)
-        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v * g[i];
+        for (i = 0; i < n; i++) y[i] = ((x[i] - m) - lo) * v * g[i];
     else if (b)
-        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v + b[i];
+        for (i = 0; i < n; i++) y[i] = ((x[i] - m) - lo) * v + b[i];
     else
-        for (i = 0; i < n; i++) y[i] = (x[i] - m) * v;
+        for (i = 0; i < n; i++) y[i] = ((x[i] - m) - lo) * v;
     *mean_out = mean;
     *inv_out = inv;
 }
@@ -97,7 +161,10 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
 /* ---- batch norm ---- */
 
 #define BN_FORWARD(T, sfx)                                                                   \
-    static void bn_forward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {        \
+    static void bn_forward_channels_##sfx(int64_t ch0, int64_t ch1, void *arg) {             \
+        const norm_loop *lp = arg;                                                           \
+        const hl_call *c = lp->c;                                                            \
+        const int64_t N = lp->a, C = lp->b, S = lp->s;                                       \
         const T *x = (const T *)hl_ptr(c->in[0]);                                            \
         T *y = (T *)hl_ptr(c->out[0]);                                                       \
         const hl_tensor *scale = c->in[1], *bias = c->in[2];                                 \
@@ -106,8 +173,7 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
         const bool training = c->i[0], given = c->i[1] == HL_BN_GIVEN_STATS;                 \
         const double momentum = c->f[0], eps = c->f[1];                                      \
         const int64_t M = N * S;                                                             \
-        _Pragma("omp parallel for schedule(dynamic, 1) if (C > 1 && M * C >= PAR_MIN)")      \
-        for (int64_t ch = 0; ch < C; ch++) {                                                 \
+        for (int64_t ch = ch0; ch < ch1; ch++) {                                             \
             double mean, invstd;                                                             \
             if (given) { /* in[3], in[4]: the mean and invstd a training call saved */       \
                 mean = VGET(T, rmean, ch);                                                   \
@@ -143,12 +209,20 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
             if (smean) VSET(T, smean, ch, mean);                                             \
             if (sinv) VSET(T, sinv, ch, invstd);                                             \
         }                                                                                    \
+    }                                                                                        \
+    static void bn_forward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {        \
+        norm_loop lp = {c, N, C, S};                                                         \
+        hl_parallel_for(C, C > 1 && N * S * C >= PAR_MIN ? 1 : C, bn_forward_channels_##sfx, \
+                        &lp);                                                                \
     }
 
 /* training: the full gradient through the batch statistics; else the statistics are
    constants (inference): dx = dy * scale * invstd. */
 #define BN_BACKWARD(T, sfx)                                                                  \
-    static void bn_backward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {       \
+    static void bn_backward_channels_##sfx(int64_t ch0, int64_t ch1, void *arg) {            \
+        const norm_loop *lp = arg;                                                           \
+        const hl_call *c = lp->c;                                                            \
+        const int64_t N = lp->a, C = lp->b, S = lp->s;                                       \
         const T *dy = (const T *)hl_ptr(c->in[0]), *x = (const T *)hl_ptr(c->in[1]);         \
         const hl_tensor *scale = c->in[2], *smean = c->in[3], *sinv = c->in[4];              \
         hl_tensor *dx = grad_out(c, 0), *dscale = grad_out(c, 1), *dbias = grad_out(c, 2);   \
@@ -156,8 +230,7 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
         const bool training = c->i[0];                                                       \
         const int64_t M = N * S;                                                             \
         const bool need_sums = dscale || dbias || (dx && training);                          \
-        _Pragma("omp parallel for schedule(dynamic, 1) if (C > 1 && M * C >= PAR_MIN)")      \
-        for (int64_t ch = 0; ch < C; ch++) {                                                 \
+        for (int64_t ch = ch0; ch < ch1; ch++) {                                             \
             const double mean = VGET(T, smean, ch), invstd = VGET(T, sinv, ch);              \
             const double g = scale ? VGET(T, scale, ch) : 1;                                 \
             double sdy = 0, sdyx = 0; /* sum dy, sum dy * (x - mean) */                      \
@@ -185,12 +258,20 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
                     for (int64_t i = 0; i < S; i++) o[i] = (T)(k * dr[i]);                   \
             }                                                                                \
         }                                                                                    \
+    }                                                                                        \
+    static void bn_backward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {       \
+        norm_loop lp = {c, N, C, S};                                                         \
+        hl_parallel_for(C, C > 1 && N * S * C >= PAR_MIN ? 1 : C, bn_backward_channels_##sfx, \
+                        &lp);                                                                \
     }
 
 /* ---- layer norm ---- */
 
 #define LN_FORWARD(T, sfx)                                                                   \
-    static void ln_forward_##sfx(const hl_call *c, int64_t rows, int64_t cols) {             \
+    static void ln_forward_rows_##sfx(int64_t r0, int64_t r1, void *arg) {                   \
+        const norm_loop *lp = arg;                                                           \
+        const hl_call *c = lp->c;                                                            \
+        const int64_t cols = lp->b;                                                          \
         const T *x = (const T *)hl_ptr(c->in[0]);                                            \
         const T *g = c->in[1] ? (const T *)hl_ptr(c->in[1]) : NULL;                          \
         const T *b = c->in[2] ? (const T *)hl_ptr(c->in[2]) : NULL;                          \
@@ -198,8 +279,7 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
         T *mo = c->out[1] ? (T *)hl_ptr(c->out[1]) : NULL;                                   \
         T *io = c->out[2] ? (T *)hl_ptr(c->out[2]) : NULL;                                   \
         const double eps = c->f[0];                                                          \
-        _Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols >= PAR_MIN)") \
-        for (int64_t r = 0; r < rows; r++) {                                                 \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
             const T *xr = x + r * cols;                                                      \
             T *yr = y + r * cols;                                                            \
             if (sizeof(T) == sizeof(float)) {                                                \
@@ -226,42 +306,51 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
             if (mo) mo[r] = (T)mean;                                                         \
             if (io) io[r] = (T)inv;                                                          \
         }                                                                                    \
+    }                                                                                        \
+    static void ln_forward_##sfx(const hl_call *c, int64_t rows, int64_t cols) {             \
+        norm_loop lp = {c, rows, cols, 0};                                                   \
+        hl_parallel_for(rows, rows * cols >= PAR_MIN ? row_grain(cols) : rows,               \
+                        ln_forward_rows_##sfx, &lp);                                         \
     }
 
 #define LN_BACKWARD(T, sfx)                                                                  \
-    static void ln_backward_##sfx(const hl_call *c, int64_t rows, int64_t cols) {            \
+    /* dscale and dbias, a block of COL_BLOCK columns an item, each summed over the rows */  \
+    static void ln_param_grads_##sfx(int64_t blk0, int64_t blk1, void *arg) {                \
+        const norm_loop *lp = arg;                                                           \
+        const hl_call *c = lp->c;                                                            \
+        const int64_t rows = lp->a, cols = lp->b;                                            \
         const T *dy = (const T *)hl_ptr(c->in[0]), *x = (const T *)hl_ptr(c->in[1]);         \
-        const T *g = c->in[2] ? (const T *)hl_ptr(c->in[2]) : NULL;                          \
         const T *mean = (const T *)hl_ptr(c->in[3]), *inv = (const T *)hl_ptr(c->in[4]);     \
-        hl_tensor *dx = grad_out(c, 0), *dscale = grad_out(c, 1), *dbias = grad_out(c, 2);   \
-        /* dscale and dbias first: they read x and dy, which dx may overwrite. */            \
-        if (dscale || dbias) {                                                               \
+        hl_tensor *dscale = grad_out(c, 1), *dbias = grad_out(c, 2);                         \
             T *ds = dscale ? (T *)hl_ptr(dscale) : NULL;                                     \
             T *db = dbias ? (T *)hl_ptr(dbias) : NULL;                                       \
-            int64_t nblk = (cols + COL_BLOCK - 1) / COL_BLOCK;                               \
-            _Pragma("omp parallel for schedule(static) if (nblk > 1 && rows * cols >= PAR_MIN)") \
-            for (int64_t blk = 0; blk < nblk; blk++) {                                       \
+        for (int64_t blk = blk0; blk < blk1; blk++) {                                        \
                 const int64_t j0 = blk * COL_BLOCK, w = HL_MIN(COL_BLOCK, cols - j0);        \
                 double as[COL_BLOCK], ab[COL_BLOCK];                                         \
                 for (int64_t j = 0; j < w; j++) as[j] = ab[j] = 0;                           \
-                for (int64_t r = 0; r < rows; r++) {                                         \
+            for (int64_t r = 0; r < rows; r++) {                                             \
                     const T *dr = dy + r * cols + j0, *xr = x + r * cols + j0;               \
-                    const double m = mean[r], iv = inv[r];                                   \
-                    for (int64_t j = 0; j < w; j++) {                                        \
+                const double m = mean[r], iv = inv[r];                                       \
+                for (int64_t j = 0; j < w; j++) {                                            \
                         ab[j] += dr[j];                                                      \
                         as[j] += dr[j] * ((xr[j] - m) * iv);                                 \
-                    }                                                                        \
-                }                                                                            \
-                for (int64_t j = 0; j < w; j++) {                                            \
-                    if (ds) ds[j0 + j] = (T)as[j];                                           \
-                    if (db) db[j0 + j] = (T)ab[j];                                           \
                 }                                                                            \
             }                                                                                \
+            for (int64_t j = 0; j < w; j++) {                                                \
+                    if (ds) ds[j0 + j] = (T)as[j];                                           \
+                    if (db) db[j0 + j] = (T)ab[j];                                           \
+            }                                                                                \
         }                                                                                    \
-        if (!dx) return;                                                                     \
-        T *dxp = (T *)hl_ptr(dx);                                                            \
-        _Pragma("omp parallel for schedule(static) if (rows > 1 && rows * cols >= PAR_MIN)") \
-        for (int64_t r = 0; r < rows; r++) {                                                 \
+    }                                                                                        \
+    static void ln_input_grad_##sfx(int64_t r0, int64_t r1, void *arg) {                     \
+        const norm_loop *lp = arg;                                                           \
+        const hl_call *c = lp->c;                                                            \
+        const int64_t cols = lp->b;                                                          \
+        const T *dy = (const T *)hl_ptr(c->in[0]), *x = (const T *)hl_ptr(c->in[1]);         \
+        const T *g = c->in[2] ? (const T *)hl_ptr(c->in[2]) : NULL;                          \
+        const T *mean = (const T *)hl_ptr(c->in[3]), *inv = (const T *)hl_ptr(c->in[4]);     \
+        T *dxp = (T *)hl_ptr(grad_out(c, 0));                                                \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
             const T *dr = dy + r * cols, *xr = x + r * cols;                                 \
             T *o = dxp + r * cols;                                                           \
             const double m = mean[r], iv = inv[r];                                           \
@@ -277,6 +366,17 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
                 o[j] = (T)(iv * (gj - a - (xr[j] - m) * iv * b));                            \
             }                                                                                \
         }                                                                                    \
+    }                                                                                        \
+    static void ln_backward_##sfx(const hl_call *c, int64_t rows, int64_t cols) {            \
+        norm_loop lp = {c, rows, cols, 0};                                                   \
+        const bool par = rows * cols >= PAR_MIN;                                             \
+        /* dscale and dbias first: they read x and dy, which dx may overwrite. */            \
+        if (grad_out(c, 1) || grad_out(c, 2)) {                                              \
+            const int64_t nblk = (cols + COL_BLOCK - 1) / COL_BLOCK;                         \
+            hl_parallel_for(nblk, par ? 1 : nblk, ln_param_grads_##sfx, &lp);                \
+        }                                                                                    \
+        if (grad_out(c, 0))                                                                  \
+            hl_parallel_for(rows, par ? row_grain(cols) : rows, ln_input_grad_##sfx, &lp);   \
     }
 
 #define NORM_KERNELS(sfx, T, code) ROW_HELPERS(T, sfx) BN_FORWARD(T, sfx) BN_BACKWARD(T, sfx) \

@@ -3,9 +3,9 @@
  * cross-entropy loss and its gradient (record layouts in api/softmax.c).
  *
  * A contiguous tensor reduced along one axis is (outer, n, inner): n values per row, rows
- * `inner` elements apart. When inner == 1 each row is contiguous and one OpenMP iteration
- * takes a row. Otherwise an iteration takes a tile of up to LANES neighbouring rows (same
- * outer index, consecutive inner indices): it walks the n positions once per pass and
+ * `inner` elements apart. When inner == 1 each row is contiguous and one item of the thread
+ * pool's loop takes a row. Otherwise an item is a tile of up to LANES neighbouring rows
+ * (same outer index, consecutive inner indices): it walks the n positions once per pass and
  * treats the tile's rows side by side, so every memory access is a short contiguous run.
  *
  * Numerics: the maximum is subtracted before exp; sums accumulate in double. A row whose
@@ -15,8 +15,27 @@
 
 #include "dtypes.h"
 #include "fast_math.h"
+#include "parallel.h"
 
 enum { PAR_MIN = 16384, LANES = 64, ROW_CHUNK = 256 };
+
+/* The parallel loops (libcore's thread pool): an item is a contiguous row or a tile of
+   LANES side-by-side rows, computed by one thread in a fixed order, so any split of the
+   items gives the same bits. */
+typedef struct {
+    const void *a, *b;
+    void *o;
+    int64_t n, inner;
+    bool lg, grad;
+} sm_loop;
+typedef struct {
+    const hl_call *c;
+    bool grad;
+    int64_t n, inner;
+} ce_loop;
+
+/* Items per chunk for items of `size` elements: about 8192 elements a chunk. */
+static int64_t item_grain(int64_t size) { return HL_MAX(1, 8192 / HL_MAX(size, 1)); }
 
 #define EXP_NONPOS(v) _Generic((v), float: hl_exp_nonpos_f32((float)(v)), default: exp(v))
 
@@ -147,27 +166,34 @@ static void split_dims(const hl_tensor *t, int axis, int64_t *outer, int64_t *n,
         }                                                                                    \
     }                                                                                        \
     /* grad: 0 runs softmax (a = x, b unused, o = y), 1 runs its gradient (a = y, b = dy,   \
-       o = dx). */                                                                           \
+       o = dx). Items: contiguous rows (inner == 1), else tiles of LANES side by side. */    \
+    static void sm_items_##sfx(int64_t i0, int64_t i1, void *arg) {                          \
+        const sm_loop *lp = arg;                                                             \
+        const T *a = (const T *)lp->a, *b = (const T *)lp->b;                                \
+        T *o = (T *)lp->o;                                                                   \
+        const int64_t n = lp->n, inner = lp->inner, tiles = (inner + LANES - 1) / LANES;     \
+        for (int64_t it = i0; it < i1; it++) {                                               \
+        if (inner == 1) {                                                                    \
+                if (lp->grad) smg_row_##sfx(a + it * n, b + it * n, o + it * n, n, lp->lg);  \
+                else sm_row_##sfx(a + it * n, o + it * n, n, lp->lg);                        \
+                continue;                                                                    \
+            }                                                                                \
+            const int64_t q = it / tiles, t0 = (it % tiles) * LANES;                         \
+            const int64_t w = HL_MIN(LANES, inner - t0), base = q * n * inner + t0;          \
+            if (lp->grad)                                                                    \
+                smg_lanes_##sfx(a + base, b + base, o + base, n, inner, w, lp->lg);          \
+            else                                                                             \
+                sm_lanes_##sfx(a + base, o + base, n, inner, w, lp->lg);                     \
+        }                                                                                    \
+    }                                                                                        \
     static void sm_run_##sfx(const T *a, const T *b, T *o, int64_t outer, int64_t n,         \
                              int64_t inner, bool lg, bool grad) {                            \
         if (outer == 0 || n == 0 || inner == 0) return;                                      \
-        const bool par = outer * n * inner >= PAR_MIN;                                       \
-        if (inner == 1) {                                                                    \
-            _Pragma("omp parallel for schedule(static) if (par && outer > 1)")               \
-            for (int64_t r = 0; r < outer; r++) {                                            \
-                if (grad) smg_row_##sfx(a + r * n, b + r * n, o + r * n, n, lg);             \
-                else sm_row_##sfx(a + r * n, o + r * n, n, lg);                              \
-            }                                                                                \
-            return;                                                                          \
-        }                                                                                    \
-        const int64_t tiles = (inner + LANES - 1) / LANES;                                   \
-        _Pragma("omp parallel for schedule(static) if (par && outer * tiles > 1)")           \
-        for (int64_t it = 0; it < outer * tiles; it++) {                                     \
-            const int64_t q = it / tiles, t0 = (it % tiles) * LANES;                         \
-            const int64_t w = HL_MIN(LANES, inner - t0), base = q * n * inner + t0;          \
-            if (grad) smg_lanes_##sfx(a + base, b + base, o + base, n, inner, w, lg);        \
-            else sm_lanes_##sfx(a + base, o + base, n, inner, w, lg);                        \
-        }                                                                                    \
+        const sm_loop lp = {a, b, o, n, inner, lg, grad};                                    \
+        const int64_t items = inner == 1 ? outer : outer * ((inner + LANES - 1) / LANES);    \
+        const int64_t per_item = inner == 1 ? n : n * HL_MIN(inner, LANES);                  \
+        hl_parallel_for(items, outer * n * inner >= PAR_MIN ? item_grain(per_item) : items,  \
+                        sm_items_##sfx, (void *)&lp);                                        \
     }
 HL_FLOAT_TYPES(SOFTMAX_KERNELS)
 
@@ -349,8 +375,11 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
                            : (T)(((double)exp(lp[e]) * ts[t] - tj) * d[t]);                  \
             }                                                                                \
     }                                                                                        \
-    static void ce_run_##sfx(const hl_call *c, bool grad, int64_t outer, int64_t n,          \
-                             int64_t inner) {                                                \
+    static void ce_items_##sfx(int64_t i0, int64_t i1, void *arg) {                          \
+        const ce_loop *job = arg;                                                            \
+        const hl_call *c = job->c;                                                           \
+        const bool grad = job->grad;                                                         \
+        const int64_t n = job->n, inner = job->inner;                                        \
         const hl_tensor *target = c->in[1];                                                  \
         const void *tgt = hl_ptr(target);                                                    \
         const bool labels = c->i[1], is64 = target->dtype == HL_I64;                         \
@@ -360,9 +389,7 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
         T *o = (T *)hl_ptr(c->out[0]);                                                       \
         T *lp = !grad && c->out[1] ? (T *)hl_ptr(c->out[1]) : NULL;                          \
         const int64_t lanes = inner == 1 ? 1 : LANES, tiles = (inner + lanes - 1) / lanes;   \
-        const bool par = outer * n * inner >= PAR_MIN && outer * tiles > 1;                  \
-        _Pragma("omp parallel for schedule(static) if (par)")                                \
-        for (int64_t it = 0; it < outer * tiles; it++) {                                     \
+        for (int64_t it = i0; it < i1; it++) {                                               \
             const int64_t q = it / tiles, t0 = (it % tiles) * lanes;                         \
             const int64_t w = HL_MIN(lanes, inner - t0), base = q * n * inner + t0;          \
             const int64_t pos = q * inner + t0;                                              \
@@ -380,6 +407,14 @@ static hl_status check_labels(const hl_call *c, const hl_tensor *target, int64_t
                 ce_lanes_##sfx(a + base, tg, o, lp ? lp + base : NULL, pos, n, inner, w,     \
                                labels, is64, ignore);                                        \
         }                                                                                    \
+    }                                                                                        \
+    static void ce_run_##sfx(const hl_call *c, bool grad, int64_t outer, int64_t n,          \
+                             int64_t inner) {                                                \
+        const ce_loop lp = {c, grad, n, inner};                                              \
+        const int64_t lanes = inner == 1 ? 1 : LANES, tiles = (inner + lanes - 1) / lanes;   \
+        const int64_t items = outer * tiles;                                                 \
+        hl_parallel_for(items, outer * n * inner >= PAR_MIN ? item_grain(n * lanes) : items, \
+                        ce_items_##sfx, (void *)&lp);                                        \
     }
 HL_FLOAT_TYPES(CE_KERNELS)
 
