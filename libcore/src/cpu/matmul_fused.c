@@ -457,8 +457,10 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
 }
 
 /* Panels [p0, p1) of the product: every row of C in those columns, finished. apack holds
-   MC rows of A packed (MC x K floats). */
-static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack) {
+   MC rows of A packed (MC x K floats); *a_ready says it holds all of A already (M <= MC,
+   packed by an earlier chunk of this thread's), and is set once it does. */
+static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack,
+                       bool *a_ready) {
     if (p0 >= p1) return;
     const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
     if (g->K == 0) {
@@ -472,8 +474,10 @@ static void run_panels(const product *g, int64_t p0, int64_t p1, float *apack) {
     }
     for (int64_t ic = 0; ic < g->M; ic += MC) {
         const int64_t mend = HL_MIN(ic + MC, g->M), group = (mend - ic + MR - 1) / MR * MR;
-        for (int64_t pc = 0; pc < g->K; pc += KC)  /* block pc at apack + group * pc */
-            pack_a(g->a, g->lda, ic, mend, pc, HL_MIN(KC, g->K - pc), apack + group * pc);
+        if (!*a_ready)
+            for (int64_t pc = 0; pc < g->K; pc += KC)  /* block pc at apack + group * pc */
+                pack_a(g->a, g->lda, ic, mend, pc, HL_MIN(KC, g->K - pc), apack + group * pc);
+        *a_ready = g->M <= MC;  /* one block of rows: it stays packed for the next chunk */
         for (int64_t q0 = p0; q0 < p1; q0 += NC_PANELS) {
             const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
             for (int64_t pc = 0; pc < g->K; pc += KC) {
@@ -490,13 +494,17 @@ typedef struct {
     const product *g;
     float *apack;
     size_t stride;  /* floats of apack per thread */
+    bool *a_ready;  /* per thread: its part of apack holds all of A */
 } product_panels;
 
-/* Panels [p0, p1), with A packed into this thread's part of apack (again for each chunk:
-   M x K floats against 2 M K N / chunks flops). */
+/* Panels [p0, p1), with A packed into this thread's part of apack: once per thread when A
+   has at most MC rows (batch-1 transformer products: packing 128 x 768 took ~35 us, and
+   at two threads the pool's 8 chunks of a 48-panel product packed it 8 times), else again
+   for each chunk (M x K floats against 2 M K N / chunks flops). */
 static void run_panel_chunk(int64_t p0, int64_t p1, void *arg) {
     const product_panels *q = arg;
-    run_panels(q->g, p0, p1, q->apack + (size_t)hl_thread_num() * q->stride);
+    const int slot = hl_thread_num();
+    run_panels(q->g, p0, p1, q->apack + (size_t)slot * q->stride, &q->a_ready[slot]);
 }
 
 static hl_status run_product(const product *g) {
@@ -507,12 +515,17 @@ static hl_status run_product(const product *g) {
                                                    HL_MAX(g->K, 1));
     const size_t stride = ((abytes + 63) & ~(size_t)63) / sizeof(float);
     float *apack = aligned_alloc(64, stride * sizeof(float) * (size_t)threads);
-    if (!apack)
+    bool *a_ready = calloc((size_t)threads, sizeof(bool));
+    if (!apack || !a_ready) {
+        free(apack);
+        free(a_ready);
         return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld block of "
                        "a", (long long)HL_MIN(MC, g->M), (long long)g->K);
-    const product_panels q = {g, apack, stride};
+    }
+    const product_panels q = {g, apack, stride, a_ready};
     hl_parallel_for(g->P, threads > 1 ? 1 : g->P, run_panel_chunk, (void *)&q);
     free(apack);
+    free(a_ready);
     return HL_OK;
 }
 
