@@ -148,6 +148,24 @@ static void pack_head(const attn *g, const float *k, const float *v, scratch *s)
     }
 }
 
+/* The end of a row's exp pass: exp(x - mx) for keys [j, n) into lane 0's sum, the lanes'
+   sums added, and 1 / the sum returned (0, with the row zeroed, for a NaN row under
+   nan_to_zero). */
+static float finish_row(float *x, int64_t j, int64_t n, float mx, float acc[LANES],
+                        bool nan_to_zero) {
+    for (; j < n; j++) {
+        x[j] = hl_exp_nonpos_f32(x[j] - mx);
+        acc[0] += x[j];
+    }
+    float sum = 0;
+    for (int l = 0; l < LANES; l++) sum += acc[l];
+    if (sum != sum && nan_to_zero) {
+        for (j = 0; j < n; j++) x[j] = 0;
+        return 0;
+    }
+    return 1.0f / sum;
+}
+
 /* One row of scores x: scale, + mask (elements ms apart, or none), exp(x - max) in place.
    Returns 1 / the sum of the exps: NaN for a row softmax makes NaN (see the top), and then
    0, with the row zeroed, under nan_to_zero. Loops over LANES partial results, which the
@@ -186,17 +204,7 @@ HL_CLONES static float exp_row(float *restrict x, float scale, const float *rest
             x[j + l] = hl_exp_nonpos_f32(x[j + l] - mx);
             acc[l] += x[j + l];
         }
-    for (; j < n; j++) {
-        x[j] = hl_exp_nonpos_f32(x[j] - mx);
-        acc[0] += x[j];
-    }
-    float sum = 0;
-    for (int l = 0; l < LANES; l++) sum += acc[l];
-    if (sum != sum && nan_to_zero) {
-        for (j = 0; j < n; j++) x[j] = 0;
-        return 0;
-    }
-    return 1.0f / sum;
+    return finish_row(x, j, n, mx, acc, nan_to_zero);
 }
 
 #ifdef HAVE_AVX2_KERNEL
@@ -233,17 +241,7 @@ __attribute__((target("avx2,fma"))) static float exp_row_avx2(float *restrict x,
         acc = _mm256_add_ps(acc, e);
     }
     _mm256_storeu_ps(lanes, acc);
-    for (; j < n; j++) {
-        x[j] = hl_exp_nonpos_f32(x[j] - mx);
-        lanes[0] += x[j];
-    }
-    float sum = 0;
-    for (int l = 0; l < LANES; l++) sum += lanes[l];
-    if (sum != sum && nan_to_zero) {
-        for (j = 0; j < n; j++) x[j] = 0;
-        return 0;
-    }
-    return 1.0f / sum;
+    return finish_row(x, j, n, mx, lanes, nan_to_zero);
 }
 #endif
 
