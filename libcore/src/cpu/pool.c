@@ -50,17 +50,28 @@ static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t y
 
 enum { POOL_PAR_MIN = 16384 };
 
+/* 2x2 windows at stride 2, dilation 1, none reaching padding: pool_2x2_impl.h's kernels. */
+static bool pool_2x2_inside(const pool_geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 &&
+           g->pt == 0 && g->pl == 0 && g->oh > 0 && g->ow > 0 && 2 * g->oh <= g->h &&
+           2 * g->ow <= g->w;
+}
+
 #define T float
 #define SFX f32
+#define TI int32_t
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef TI
 
 #define T double
 #define SFX f64
+#define TI int64_t
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef TI
 
 hl_status hl_cpu_pool(const hl_call *c) {
     const hl_tensor *x = c->in[0];

@@ -158,8 +158,16 @@ static void FN(max_pool_indexed_planes)(int64_t p0, int64_t p1, void *arg) {
     }
 }
 
+#include "pool_2x2_impl.h"
+
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
     const int64_t OP = g->oh * g->ow;
+    if (pool_2x2_inside(g)) {
+        const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
+        hl_parallel_for(g->planes, g->planes * OP * 4 > POOL_PAR_MIN ? 1 : g->planes,
+                        FN(max_pool_2x2_planes), (void *)&q);
+        return;
+    }
     if (!idx) {
         const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
         hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
@@ -247,6 +255,11 @@ static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *ar
 static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
     const int64_t OP = g->oh * g->ow;
     const FN(pool_job) q = {.g = g, .dy = dy, .x = x, .dx = dx};
+    if (pool_2x2_inside(g)) {
+        hl_parallel_for(g->planes, g->planes * OP * 4 > POOL_PAR_MIN ? 1 : g->planes,
+                        FN(max_pool_grad_2x2_planes), (void *)&q);
+        return;
+    }
     hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
                     FN(max_pool_grad_from_input_planes), (void *)&q);
 }
