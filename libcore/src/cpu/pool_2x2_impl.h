@@ -5,7 +5,7 @@
  * with T, SFX and TI, the signed integer as wide as T, defined) before its dispatchers.
  *
  * Each output row reads one pair of input rows in a single pass, and every window's four taps
- * are compared as the general loops compare them (window_max, max_pool_inside_planes): the
+ * are compared as the general loops compare them (row_window_max, max_pool_inside_planes): the
  * first tap starts, a later tap wins when greater or NaN, so NaN wins (the last NaN), else the
  * first of equal maxima, and the picked tap, the value and the gradient are bit for bit the
  * general loops'. The loops are chains of selects on lanes of T's width, which GCC vectorises

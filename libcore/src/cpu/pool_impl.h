@@ -113,30 +113,42 @@ static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plan
     }
 }
 
-/* The maximum of output (oy, ox)'s window in plane (into *best) and its flat index in the
-   plane: NaN wins, as in PyTorch, else the first of equal maxima; -1 and -inf for a window of
-   padding only. max_pool and max_pool_grad_from_input both ask it, so they pick one tap. */
-static inline int64_t FN(window_max)(const pool_geom *g, const T *plane, int64_t oy, int64_t ox,
-                                     T *best) {
-    const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;
-    int64_t ylo, yhi, xlo, xhi;
+/* The maxima of output row oy's windows ox0 .. ox1-1 (at most POOL_TILE, pool.c) in plane, into
+   best[], and their flat indices in the plane, into at[]: NaN wins (the last NaN), as in
+   PyTorch, else the first of equal maxima; -1 and -inf for a window of padding only. The taps
+   are swept in row-major order (so each window sees its taps in that order, the first inside
+   the input starting it), each over the whole run of windows it falls in: a select per
+   window that the compiler vectorises, instead of one window's bounds and taps at a time.
+   max_pool (with indices) and max_pool_grad_from_input both ask it, so they pick one tap. */
+HL_CLONES
+static void FN(row_window_max)(const pool_geom *g, const T *restrict plane, int64_t oy,
+                               int64_t ox0, int64_t ox1, T *restrict best,
+                               int64_t *restrict at) {
+    const int64_t y0 = oy * g->sh - g->pt, n = ox1 - ox0;
+    for (int64_t j = 0; j < n; j++) {
+        best[j] = -INFINITY;
+        at[j] = -1;
+    }
+    int64_t ylo, yhi;
     hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
-    hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
-    T m = -INFINITY;
-    int64_t at = -1;
     for (int64_t ty = ylo; ty < yhi; ty++) {
         const int64_t row = (y0 + ty * g->dh) * g->w;
-        for (int64_t tx = xlo; tx < xhi; tx++) {
-            const int64_t i = row + x0 + tx * g->dw;
-            const T v = plane[i];
-            if (at < 0 || v > m || v != v) { /* the first tap sets the starting point */
-                m = v;
-                at = i;
+        for (int64_t tx = 0; tx < g->kw; tx++) {
+            const int64_t offx = tx * g->dw - g->pl;
+            int64_t lo, hi;
+            hl_out_range(offx, g->sw, g->w, g->ow, &lo, &hi);
+            lo = lo > ox0 ? lo : ox0;
+            hi = hi < ox1 ? hi : ox1;
+            const int64_t first = row + offx;
+            for (int64_t ox = lo; ox < hi; ox++) {
+                const int64_t i = first + ox * g->sw, j = ox - ox0;
+                const T v = plane[i];
+                const bool take = at[j] < 0 || v > best[j] || v != v;
+                best[j] = take ? v : best[j];
+                at[j] = take ? i : at[j];
             }
         }
     }
-    *best = m;
-    return at;
 }
 
 static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
@@ -148,14 +160,19 @@ static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
 
 static void FN(max_pool_indexed_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
-    for (int64_t p = p0; p < p1; p++) {
+    T best[POOL_TILE];
+    int64_t at[POOL_TILE];
+    for (int64_t p = p0; p < p1; p++)
         for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t o = p * OP + oy * g->ow + ox;
-                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &y[o]);
-                if (idx) idx[o] = at;
+            for (int64_t ox0 = 0; ox0 < g->ow; ox0 += POOL_TILE) {
+                const int64_t ox1 = ox0 + POOL_TILE < g->ow ? ox0 + POOL_TILE : g->ow,
+                              o = p * OP + oy * g->ow + ox0;
+                FN(row_window_max)(g, x + p * HW, oy, ox0, ox1, best, at);
+                for (int64_t j = 0; j < ox1 - ox0; j++) {
+                    y[o + j] = best[j];
+                    if (idx) idx[o + j] = at[j];
+                }
             }
-    }
 }
 
 #include "pool_2x2_impl.h"
@@ -241,13 +258,18 @@ static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, 
    max_pool_grad adds through the indices. */
 static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
+    T best[POOL_TILE];
+    int64_t at[POOL_TILE];
     for (int64_t p = p0; p < p1; p++) {
-        T *dplane = dx + p * HW, best;
+        T *dplane = dx + p * HW;
         for (int64_t i = 0; i < HW; i++) dplane[i] = 0;
         for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &best);
-                if (at >= 0) dplane[at] += dy[p * OP + oy * g->ow + ox];
+            for (int64_t ox0 = 0; ox0 < g->ow; ox0 += POOL_TILE) {
+                const int64_t ox1 = ox0 + POOL_TILE < g->ow ? ox0 + POOL_TILE : g->ow;
+                const T *drow = dy + p * OP + oy * g->ow + ox0;
+                FN(row_window_max)(g, x + p * HW, oy, ox0, ox1, best, at);
+                for (int64_t j = 0; j < ox1 - ox0; j++) /* in output order, as max_pool_grad */
+                    if (at[j] >= 0) dplane[at[j]] += drow[j];
             }
     }
 }
