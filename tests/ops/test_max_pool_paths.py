@@ -170,7 +170,8 @@ def _np_max_pool_general(x, k, s, p, d, oh, ow):
     (3, 1, 1, 1, False, (3, 300)),     # rows of 300 windows: two tiles of the sweep
     (3, 2, 1, 2, True, (8, 9)),        # dilation, ceil_mode: windows hanging past the edge
     (2, 2, 1, 1, False, (5, 6)),       # 2x2 stride 2 reaching padding: not the 2x2 kernel
-    (2, 2, 0, 1, True, (5, 7))])       # 2x2 stride 2, ceil_mode's partial last windows
+    (2, 2, 0, 1, True, (5, 7)),        # 2x2 stride 2, ceil_mode's partial last windows
+    (2, 1, 1, 2, False, (1, 6))])      # one row padded by 1, dilation 2: windows of padding only
 def test_general_sweep_matches_the_reference_bit_for_bit(rng, threads, dtype, k, s, p, d, ceil,
                                                          hw):
     xn = _hostile(rng, (2, 3, *hw), dtype)

@@ -116,38 +116,68 @@ static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plan
 /* The maxima of output row oy's windows ox0 .. ox1-1 (at most POOL_TILE, pool.c) in plane, into
    best[], and their flat indices in the plane, into at[]: NaN wins (the last NaN), as in
    PyTorch, else the first of equal maxima; -1 and -inf for a window of padding only. The taps
-   are swept in row-major order (so each window sees its taps in that order, the first inside
-   the input starting it), each over the whole run of windows it falls in: a select per
+   are swept in row-major order, each over the whole run of windows it falls in: a select per
    window that the compiler vectorises, instead of one window's bounds and taps at a time.
-   max_pool (with indices) and max_pool_grad_from_input both ask it, so they pick one tap. */
+   The sweep keeps the tap's number (ty * kw + tx, in TI: lanes as wide as T's) and starts
+   every window at -inf, so a window whose taps are all -inf picks none there and is given
+   its first tap inside the input afterwards: as if the first tap had started it (a later
+   tap wins only when greater or NaN either way). max_pool (with indices) and
+   max_pool_grad_from_input both ask it, so they pick one tap. */
 HL_CLONES
 static void FN(row_window_max)(const pool_geom *g, const T *restrict plane, int64_t oy,
                                int64_t ox0, int64_t ox1, T *restrict best,
                                int64_t *restrict at) {
     const int64_t y0 = oy * g->sh - g->pt, n = ox1 - ox0;
+    TI tap[POOL_TILE];
     for (int64_t j = 0; j < n; j++) {
         best[j] = -INFINITY;
-        at[j] = -1;
+        tap[j] = -1;
     }
     int64_t ylo, yhi;
     hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
     for (int64_t ty = ylo; ty < yhi; ty++) {
-        const int64_t row = (y0 + ty * g->dh) * g->w;
+        const T *restrict row = plane + (y0 + ty * g->dh) * g->w;
         for (int64_t tx = 0; tx < g->kw; tx++) {
             const int64_t offx = tx * g->dw - g->pl;
+            const TI t = (TI)(ty * g->kw + tx);
             int64_t lo, hi;
             hl_out_range(offx, g->sw, g->w, g->ow, &lo, &hi);
             lo = lo > ox0 ? lo : ox0;
             hi = hi < ox1 ? hi : ox1;
-            const int64_t first = row + offx;
-            for (int64_t ox = lo; ox < hi; ox++) {
-                const int64_t i = first + ox * g->sw, j = ox - ox0;
-                const T v = plane[i];
-                const bool take = at[j] < 0 || v > best[j] || v != v;
-                best[j] = take ? v : best[j];
-                at[j] = take ? i : at[j];
-            }
+            const T *restrict src = row + offx;
+            if (g->sw == 1)
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = src[ox];
+                    const bool take = v > best[ox - ox0] || v != v;
+                    best[ox - ox0] = take ? v : best[ox - ox0];
+                    tap[ox - ox0] = take ? t : tap[ox - ox0];
+                }
+            else
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = src[ox * g->sw];
+                    const bool take = v > best[ox - ox0] || v != v;
+                    best[ox - ox0] = take ? v : best[ox - ox0];
+                    tap[ox - ox0] = take ? t : tap[ox - ox0];
+                }
         }
+    }
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t x0 = (ox0 + j) * g->sw - g->pl;
+        int64_t ty, tx;
+        if (tap[j] >= 0) {
+            ty = tap[j] / g->kw;
+            tx = tap[j] % g->kw;
+        } else { /* every tap -inf, or none inside the input */
+            int64_t xlo, xhi;
+            hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+            if (ylo >= yhi || xlo >= xhi) {
+                at[j] = -1;
+                continue;
+            }
+            ty = ylo;
+            tx = xlo;
+        }
+        at[j] = (y0 + ty * g->dh) * g->w + x0 + tx * g->dw;
     }
 }
 
