@@ -27,7 +27,7 @@ LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
 MOST_STEPS = {"resnet18": 3}
 
 
-def hl_step_fn(name, batch, shape, graph):
+def hl_step_fn(name, batch, shape, graph, graph_alg="sequence"):
     import numpy as np
     import hl
 
@@ -50,7 +50,8 @@ def hl_step_fn(name, batch, shape, graph):
     rng = np.random.default_rng(0)
     x = hl.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
     y = hl.tensor(rng.integers(0, 10, batch).astype(np.int64))
-    model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph)
+    model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph,
+                  graph_alg=graph_alg)
 
     def step():
         return model.train_one_batch(x, y)
