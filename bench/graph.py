@@ -12,9 +12,10 @@ batch 64, a CIFAR ResNet-18 at batch 32. Each step is forward, softmax cross-ent
 and SGD with momentum, on fixed random data; hl's step is a Module's train_one_batch, compiled
 with use_graph=True for the graph figure (the warm-up covers graph mode's eager first step and
 its recorded second); ``--graph-alg`` picks the plans' order (SINGA's graph_alg: 'sequence',
-'topological' or both, each its own column). Each (library, model) pair runs in a process of its own, twice round the
-libraries; the figure is the median step time over both processes' timed steps. Memory: the
-growth of the process's peak resident set over its size before the first step (as train.py).
+'topological' or both, each its own column). Each (library, model) pair runs in a process of
+its own, twice round the libraries; the figure is the median step time over both processes'
+timed steps. Memory: the growth of the process's peak resident set over its size before the
+first step (as train.py).
 """
 import argparse
 import statistics

@@ -19,9 +19,13 @@ TOL = {np.float32: 1e-5, np.float64: 1e-12}
 
 
 def _stats_of(f):
-    """(fused plan's stats, fused result, unfused result, eager result) of f."""
+    """(fused plan's stats, fused result, unfused result, eager result) of f; the replay with
+    only this fusion off (PLAN_NO_NORM_FUSION) fuses nothing here and equals them too."""
     plan, fused = replay(f)
     _, plain = replay(f, _core.PLAN_NO_FUSION)
+    apart_plan, apart = replay(f, _core.PLAN_NO_NORM_FUSION)
+    assert _core.plan_stats(apart_plan)["norm_fusions"] == 0
+    _assert_all_equal(apart, plain, plain)
     return _core.plan_stats(plan), fused, plain, f()
 
 

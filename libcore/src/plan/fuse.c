@@ -250,7 +250,7 @@ static void fuse_conv_relu(hl_plan *p) {
 }
 
 hl_status hl_plan_fuse(hl_plan *p) {
-    hl_plan_fuse_norms(p);
+    if (!(p->options & HL_PLAN_NO_NORM_FUSION)) hl_plan_fuse_norms(p);
     fuse_conv_relu(p);
     hl_plan_fuse_outer_updates(p);
     p->group_of = malloc(sizeof *p->group_of * (p->n ? p->n : 1));

@@ -23,19 +23,12 @@
  */
 #include "plan.h"
 
-/* Whether call c writes storage s. */
-static bool writes(const hl_call *c, const hl_storage *s) {
-    for (int k = 0; k < c->n_out; k++)
-        if (c->out[k] && c->out[k]->storage == s) return true;
-    return false;
-}
-
 /* Whether any call in (from, to) views storage s (written_only: writes it). */
 static bool touched_between(const hl_plan *p, int64_t from, int64_t to, const hl_storage *s,
                             bool written_only) {
     for (int64_t k = from + 1; k < to; k++) {
         const hl_call *c = &p->calls[k];
-        if (writes(c, s)) return true;
+        if (hl_call_writes(c, s)) return true;
         if (written_only) continue;
         for (int a = 0; a < c->n_in; a++)
             if (hl_call_in(c, a) && hl_call_in(c, a)->storage == s) return true;
@@ -142,7 +135,8 @@ static bool fuse_relu_grad_prologue(hl_plan *p, int64_t i) {
         if (g->in[k] && g->in[k]->storage == dy->storage) return false;
     /* dz and z are read at j now: nothing up to it (its own outputs included) may write them */
     for (int64_t k = i + 1; k <= j; k++)
-        if (writes(&p->calls[k], dz->storage) || writes(&p->calls[k], z->storage)) return false;
+        if (hl_call_writes(&p->calls[k], dz->storage) || hl_call_writes(&p->calls[k], z->storage))
+            return false;
     g->in[0] = dz;           /* the relu_grad's references move here */
     g->in[5] = z;
     g->n_in = 6;

@@ -143,6 +143,13 @@ static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
     return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
 }
 
+/* Whether call c writes storage s. */
+static inline bool hl_call_writes(const hl_call *c, const hl_storage *s) {
+    for (int k = 0; k < c->n_out; k++)
+        if (c->out[k] && c->out[k]->storage == s) return true;
+    return false;
+}
+
 /* The device call c runs on: its first output's, else its first input's (the CPU for none). */
 static inline hl_device hl_plan_call_device(const hl_call *c) {
     const hl_tensor *first = c->n_out ? c->out[0] : (c->n_in ? hl_call_in(c, 0) : NULL);
