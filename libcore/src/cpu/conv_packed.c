@@ -371,14 +371,17 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 /* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
    NR contiguous (a partial last strip padded with zeros): the blocks then read their columns
    in sequence instead of one row (and, for wide planes, one page) per step of K. */
-static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, int64_t kc,
-                         int64_t j0, int64_t j1, float *dst) {
+static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const int64_t *cols,
+                         int64_t kc, int64_t j0, int64_t j1, float *dst) {
     for (int64_t js = j0; js < j1; js += NR) {
         const int64_t w = HL_MIN(NR, j1 - js);
         for (int64_t k = 0; k < kc; k++) {
-            const float *src = B + (rows ? rows[k] : k * ldb) + js;
+            const float *src = B + (rows ? rows[k] : k * ldb);
             float *d = dst + k * NR;
-            for (int64_t j = 0; j < w; j++) d[j] = src[j];
+            if (cols)   /* a strided gather (pr->b_cols) */
+                for (int64_t j = 0; j < w; j++) d[j] = src[cols[js + j]];
+            else
+                for (int64_t j = 0; j < w; j++) d[j] = src[js + j];
             for (int64_t j = w; j < NR; j++) d[j] = 0;
         }
         dst += kc * NR;
@@ -386,19 +389,25 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, int64
 }
 
 /* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
-   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR. */
-static void blocking(int64_t K, int64_t *kc, int64_t *nb) {
+   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES (at most *nb_max, a
+   multiple of NR), as many as that needs, cut evenly too (in multiples of NR): N = 210 at
+   K = 1152 (a strided 3x3 layer at 14x14) is two blocks of 112 and 98, not 208 and 2, whose
+   second block would re-read every panel's weights for two columns. */
+static void blocking(int64_t K, int64_t N, int64_t *kc, int64_t *nb, int64_t *nb_max) {
     const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
     *kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
     const int64_t n = *kc > 0 ? BLOCK_BYTES / (*kc * (int64_t)sizeof(float)) : NR;
-    *nb = HL_MAX(NR, n / NR * NR);
+    *nb_max = HL_MAX(NR, n / NR * NR);
+    const int64_t blocks = HL_MAX(1, (N + *nb_max - 1) / *nb_max);
+    *nb = HL_MIN(*nb_max, ((N + blocks - 1) / blocks + NR - 1) / NR * NR);
 }
 
-/* Floats of packed columns one thread needs for products of n positions and k steps. */
+/* Floats of packed columns one thread needs for products of at most n positions and k steps
+   (a block of any n' <= n positions is at most this wide). */
 static int64_t thread_work(int64_t n, int64_t k) {
-    int64_t kc, nb;
-    blocking(k, &kc, &nb);
-    return kc * HL_MIN(nb, (n + NR - 1) / NR * NR);
+    int64_t kc, nb, nb_max;
+    blocking(k, n, &kc, &nb, &nb_max);
+    return kc * HL_MIN(nb_max, (n + NR - 1) / NR * NR);
 }
 
 int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_pool_threads(); }
@@ -426,8 +435,8 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
     if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
     const int64_t panels = (M + MR - 1) / MR;
-    int64_t kc, nb;
-    blocking(K, &kc, &nb);
+    int64_t kc, nb, nb_max;
+    blocking(K, N, &kc, &nb, &nb_max);
     const int64_t blocks = (N + nb - 1) / nb;
     /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
        the host deschedules then delays the call by one piece, not by half of it. */
@@ -484,12 +493,13 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                once for all the panels (from L2). */
             const int64_t wbytes = (p1 - p0) * a.K * MR * (int64_t)sizeof(float);
             const bool few = M <= STRIPS_MAX_M, short_rows = N <= STRIPS_MAX_N;
-            /* columns gathered from phases (b_rows) are always packed */
+            /* columns gathered from phases or by strides (b_rows) are always packed */
             const bool strips = !pr->b_rows && (few || short_rows) &&
                                 (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
             if (!strips && K > 0)
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
-                             pr->b_rows ? pr->b_rows + k0 : NULL, a.K, j0, j1, mine);
+                             pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
+                             mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);

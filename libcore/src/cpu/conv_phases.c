@@ -16,6 +16,12 @@
  * The bias and the activation are applied in the product's registers, a residual (shaped like
  * y) in that copy. Padding is zeros that are multiplied, as ONNX and im2col define it; the sums
  * are the packed product's.
+ *
+ * A strided 1x1 layer without padding (ResNet's downsample: stride 2, a quarter of the positions
+ * read) needs no phases: its column row k is channel k's plane read at (oy * sh, ox * sw), which
+ * the product gathers straight into its packed block (b_rows: each channel's plane, b_cols: each
+ * output's offset in it) and writes y in place (hl_conv_gather_forward), where im2col would first
+ * copy the quarter plane of every channel for the product to copy again.
  */
 #include <math.h>
 
@@ -137,6 +143,30 @@ hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float
     if (!st)
         hl_parallel_for(planes_out, planes_out * N > PAR_MIN ? 1 : planes_out, compact_planes,
                         (void *)&q);
+    scratch_put(&s);
+    return st;
+}
+
+bool hl_conv_gather_fits(const conv_geom *g) {
+    return g->groups == 1 && g->kh == 1 && g->kw == 1 && g->pt == 0 && g->pl == 0 &&
+           g->oh > 0 && g->ow > 0 && (g->oh - 1) * g->sh < g->h && (g->ow - 1) * g->sw < g->w;
+}
+
+hl_status hl_conv_gather_forward(const conv_geom *g, const float *x, const float *packed,
+                                 const float *bias, const conv_epilogue *epi, float *y) {
+    const int64_t P = g->P, CI = g->c_in, CO = g->c_out, HW = g->h * g->w;
+    scratch s;
+    int64_t *rows;   /* then the columns' offsets */
+    hl_status st = scratch_get("conv", &s, (size_t)(CI + P) * sizeof(int64_t), (void **)&rows);
+    if (st) return st;
+    int64_t *cols = rows + CI;
+    for (int64_t c = 0; c < CI; c++) rows[c] = c * HW;
+    for (int64_t p = 0; p < P; p++) cols[p] = p / g->ow * g->sh * g->w + p % g->ow * g->sw;
+    const conv_packed_problem pr = {
+        .m = CO, .n = P, .k = CI, .count = g->n, .a = packed, .b = x, .b_step = CI * HW,
+        .c = y, .ldc = P, .c_step = CO * P, .bias = bias, .res = epi ? epi->res : NULL,
+        .epi = epi, .b_rows = rows, .b_cols = cols};
+    st = hl_conv_packed_product(&pr);
     scratch_put(&s);
     return st;
 }
