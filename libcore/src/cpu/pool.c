@@ -49,6 +49,8 @@ static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t y
 }
 
 enum { POOL_PAR_MIN = 16384 };
+/* Rows up to this long take max pooling's separable loop (pool_impl.h). */
+enum { POOL_ROW_MAX = 2048 };
 
 #define T float
 #define SFX f32
