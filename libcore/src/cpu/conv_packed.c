@@ -375,13 +375,17 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const
                          int64_t kc, int64_t j0, int64_t j1, float *dst) {
     for (int64_t js = j0; js < j1; js += NR) {
         const int64_t w = HL_MIN(NR, j1 - js);
+        /* gathered columns that lie in one run (a strip within a row of outputs) are copied
+           as a run */
+        const bool runs = cols && cols[js + w - 1] - cols[js] == w - 1;
+        const int64_t at = cols ? cols[js] : js;
         for (int64_t k = 0; k < kc; k++) {
             const float *src = B + (rows ? rows[k] : k * ldb);
             float *d = dst + k * NR;
-            if (cols)   /* a strided gather (pr->b_cols) */
+            if (cols && !runs)   /* a gather (pr->b_cols) */
                 for (int64_t j = 0; j < w; j++) d[j] = src[cols[js + j]];
             else
-                for (int64_t j = 0; j < w; j++) d[j] = src[js + j];
+                for (int64_t j = 0; j < w; j++) d[j] = src[at + j];
             for (int64_t j = w; j < NR; j++) d[j] = 0;
         }
         dst += kc * NR;
