@@ -420,10 +420,30 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * h
 typedef struct {
     const conv_packed_problem *pr;
     bool avx2;
-    int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread;
-    float *packed_b;
+    int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread, kblocks;
+    float *packed_b;         /* per thread: one block of columns */
+    const float *shared_b;   /* or every block's, packed before the products (prepack) */
 } product_tasks;
 static void run_tasks(int64_t t0, int64_t t1, void *arg);
+
+/* Gathered columns (b_rows) that several chunks of panels read are packed once for all of
+   them before the products, each (sample, block of positions, block of K) by one task,
+   instead of once per chunk by each task: ResNet-18's 7x7 strided layer at batch 1 is one
+   block of positions cut in 8 chunks at two threads, which gathered its 2304 x 49 columns 8
+   times. At most this many floats (else each task packs its own, as for one chunk). */
+enum { PREPACK_MAX = 8 << 20 };
+
+static void prepack_items(int64_t i0, int64_t i1, void *arg) {
+    const product_tasks *q = arg;
+    const conv_packed_problem *pr = q->pr;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t s = i / (q->blocks * q->kblocks), rem = i % (q->blocks * q->kblocks);
+        const int64_t bl = rem / q->kblocks, k0 = rem % q->kblocks * q->kc;
+        const int64_t j0 = bl * q->nb, j1 = HL_MIN(pr->n, j0 + q->nb);
+        pack_columns(pr->b + s * pr->b_step, pr->ldb, pr->b_rows + k0, pr->b_cols,
+                     HL_MIN(q->kc, pr->k - k0), j0, j1, (float *)q->shared_b + i * q->kc * q->nb);
+    }
+}
 
 void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
                           float *c, int64_t ldc, const float *bias, const float *res,
@@ -456,17 +476,25 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const bool avx2 = hl_conv_avx2();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
-    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR) */
-    const int64_t per_thread = thread_work(N, K);
+    const int64_t kblocks = K > 0 ? (K + kc - 1) / kc : 0, slots = count * blocks * kblocks;
+    const bool shared = pr->b_rows && chunks > 1 && slots > 0 &&
+                        slots * kc * nb <= PREPACK_MAX;
+    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR); or all blocks */
+    const int64_t per_thread = shared ? 0 : thread_work(N, K);
     scratch sb = {NULL};
-    float *packed_b = pr->work;
+    float *packed_b = shared ? NULL : pr->work;
     if (!packed_b) {
-        hl_status st = scratch_get("conv", &sb, (size_t)(per_thread * threads) * sizeof(float),
+        const int64_t floats = shared ? slots * kc * nb : per_thread * threads;
+        hl_status st = scratch_get("conv", &sb, (size_t)floats * sizeof(float),
                                    (void **)&packed_b);
         if (st) return st;
     }
-    const product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
-                             packed_b};
+    product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
+                       kblocks, packed_b, NULL};
+    if (shared) {
+        q.shared_b = packed_b;
+        hl_parallel_for(slots, parallel ? 1 : slots, prepack_items, (void *)&q);
+    }
     hl_parallel_for(tasks, parallel ? 1 : tasks, run_tasks, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
@@ -489,6 +517,8 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
         const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
         float *mine = q->packed_b + hl_thread_num() * q->per_thread;
+        const float *slot = q->shared_b ? q->shared_b + (s * blocks + bl) * q->kblocks * kc * nb
+                                        : NULL;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
@@ -500,7 +530,8 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
             /* columns gathered from phases or by strides (b_rows) are always packed */
             const bool strips = !pr->b_rows && (few || short_rows) &&
                                 (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
-            if (!strips && K > 0)
+            const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
+            if (!strips && K > 0 && !slot)
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
                              pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
                              mine);
@@ -518,7 +549,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                     for (int64_t j = js; j < je; j += NR) {
                         const int nr = (int)HL_MIN(NR, je - j);
                         const float *Bj = strips ? B + k0 * pr->ldb + j
-                                                 : mine + (j - j0) * a.K;
+                                                 : packed + (j - j0) * a.K;
                         block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
                               pr->ldc, pr->bias ? pr->bias + r0 : NULL,
                               R ? R + r0 * pr->ldc + j : NULL, mr, nr);
