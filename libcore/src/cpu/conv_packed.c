@@ -395,8 +395,9 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const
 /* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
    evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES (at most *nb_max, a
    multiple of NR), as many as that needs, cut evenly too (in multiples of NR): N = 210 at
-   K = 1152 (a strided 3x3 layer at 14x14) is two blocks of 112 and 98, not 208 and 2, whose
-   second block would re-read every panel's weights for two columns. */
+   K = 1152 is two blocks of 112 and 98, not 208 and 2, whose tasks would be 100 times
+   smaller than the first one's (uneven pieces for the threads) and re-read every panel's
+   weights for two columns. */
 static void blocking(int64_t K, int64_t N, int64_t *kc, int64_t *nb, int64_t *nb_max) {
     const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
     *kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
