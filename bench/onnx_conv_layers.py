@@ -6,7 +6,7 @@ PyTorch's (one thread each, batch 1, the layers' own geometry, random weights).
 
 Each distinct shape runs hl.ops.conv_fused_forward with a ReLU epilogue, its weight packed as
 hl.onnx packs it at prepare() (panels for 1x1, for 3x3 on at most 7 input channels and for
-strided stems larger than 3x3, Winograd's layout for other 3x3 stride 1), and
+stride-2 kernels larger than 1x1, Winograd's layout for other 3x3 stride 1), and
 torch.relu(conv2d(...)); the median of 5 timings of --reps calls each, by the process's CPU
 time (the host is shared: CPU time inflates less than wall time). Rows are the model's
 distinct shapes with how often each occurs; the totals weight each by its count. Compare two
@@ -80,7 +80,7 @@ def main():
             packed = conv_pack(hw, g, "panels")   # an RGB stem: its own kernel (conv_stem.c)
         elif g == 1 and (ws[2] == 1 or (ws[2] == 3 and s == (1, 1))):
             packed = conv_pack(hw, g, "panels" if ws[2] == 1 else "winograd")
-        elif g == 1 and s == (2, 2) and ws[2] * ws[3] > 9:  # a strided stem, as hl.onnx packs
+        elif g == 1 and s == (2, 2) and ws[2] * ws[3] > 1:  # stride 2 by phases, as hl.onnx
             packed = conv_pack(hw, g)
         kw = dict(stride=s, padding=[p[0], p[1], p[2], p[3]], groups=g, act="relu",
                   packed=packed)

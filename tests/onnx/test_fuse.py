@@ -150,9 +150,10 @@ def test_fused_results_equal_the_graph_as_written_exactly_without_batchnorm():
 
 def test_constant_weights_are_packed_once():
     """Float32 constant Conv weights are packed at prepare() (hl.ops.conv_pack): 3x3
-    stride-1 ones in Winograd's layout, 1x1 ones as the product's panels, depthwise and other
-    kernels not at all; a lone Conv becomes a FusedConv node for it. The runs agree
-    with onnxruntime, at channel counts Winograd and the packed product both take."""
+    stride-1 ones in Winograd's layout, 1x1 ones and stride-2 3x3 ones (read by phases,
+    libcore cpu/conv_phases.c) as the product's panels, depthwise ones not at all; a lone
+    Conv becomes a FusedConv node for it. The runs agree with onnxruntime, at channel counts
+    Winograd and the packed product both take."""
     c = 16
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -168,10 +169,11 @@ def test_constant_weights_are_packed_once():
     rep = hl.onnx.prepare(model)
     fused = {n.fused_chain[0].inputs[1]: n for n in rep.model.program.fused_nodes
              if n.op_type == "FusedConv"}
-    assert sorted(fused) == ["w1", "w3"]  # not the depthwise w2, not the strided 3x3 w4
+    assert sorted(fused) == ["w1", "w3", "w4"]  # not the depthwise w2
     # Winograd's kernels wait for the first call that takes Winograd (enough tiles)
     assert fused["w1"].packed_weight is fuse.WINOGRAD_LATER
     assert tuple(fused["w3"].packed_weight.shape) == (4, c, 6)  # 24 channels in 4 panels
+    assert tuple(fused["w4"].packed_weight.shape) == (2, 24 * 9, 6)  # 8 channels, 2 panels
     for n in (1, 4):
         x = RNG.standard_normal((n, c, 19, 17)).astype(np.float32)
         (got,) = rep.run([x])

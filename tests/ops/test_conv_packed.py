@@ -59,6 +59,16 @@ CASES = {
     "phases_5x5_odd": ((2, 4, 12, 9), (7, 4, 5, 5), 2, 2, 1),
     "phases_4x4": ((1, 3, 10, 11), (5, 3, 4, 4), 2, 1, 1),
     "phases_stem": ((1, 3, 64, 60), (13, 3, 7, 7), 2, 3, 1),
+    # ResNet's strided 3x3 layers (more than 7 input channels, so not the stem kernel): odd
+    # planes, channels no multiple of 8, batch 3, K in 1 and 3 blocks, no padding
+    "phases_3x3": ((3, 12, 15, 13), (20, 12, 3, 3), 2, 1, 1),
+    "phases_3x3_deep": ((1, 70, 9, 8), (14, 70, 3, 3), 2, 1, 1),
+    "phases_3x3_unpadded": ((2, 9, 12, 11), (7, 9, 3, 3), 2, 0, 1),
+    # 1x1 layers with a stride gather their columns into the product's blocks (conv_phases.c):
+    # odd planes, stride 3, and K in 2 blocks with a 1-column tail (49 positions)
+    "gather_1x1_odd": ((3, 13, 15, 11), (10, 13, 1, 1), 2, 0, 1),
+    "gather_1x1_s3": ((1, 9, 10, 8), (7, 9, 1, 1), 3, 0, 1),
+    "gather_1x1_deep": ((2, 300, 13, 13), (13, 300, 1, 1), 2, 0, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -81,7 +91,7 @@ def _pads(x, padding):
 def _reference(x, w, b, r, stride, padding, groups, act, alpha, beta):
     """float64 output and its rounding bound."""
     S = x.ndim - 2
-    st, pads = [stride] * S, _pads(x, padding)
+    st, pads = list(stride) if isinstance(stride, tuple) else [stride] * S, _pads(x, padding)
     with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf inputs, on purpose
         return _reference_f64(x, w, b, r, st, pads, groups, act, alpha, beta)
 
@@ -133,7 +143,7 @@ def test_portable_block():
 
 
 @pytest.mark.parametrize("case", ["pointwise_tails", "im2col_3x3", "tail_2_columns",
-                                  "phases_stem"])
+                                  "phases_stem", "phases_3x3", "gather_1x1_odd"])
 def test_packed_adversarial_values(case):
     """NaN and infinities in the input and the residual, and weights that overflow float32:
     NaN and infinities land exactly where the float64 reference puts them (computed with
@@ -196,6 +206,9 @@ OVERFLOW_KERNELS = {
     "packed_pointwise": ((2, 17, 7, 7), (13, 17, 1, 1), 1, 0, 1, "panels"),
     "packed_im2col": ((2, 7, 9, 11), (11, 7, 3, 3), 1, 1, 1, "panels"),
     "packed_tail": ((2, 301, 3, 6), (13, 301, 1, 1), 1, 0, 1, "panels"),
+    "packed_phases": ((2, 8, 9, 10), (6, 8, 3, 3), 2, 1, 1, "panels"),
+    # stride (2, 1): row 0, which holds the NaN, is read (a stride of 2 across skips it)
+    "packed_gather": ((2, 17, 9, 9), (13, 17, 1, 1), (2, 1), 0, 1, "panels"),
     "unpacked": ((2, 8, 9, 10), (6, 8, 3, 3), 2, 1, 1, None),
     "depthwise": ((2, 6, 13, 10), (6, 1, 3, 3), 1, 1, 6, None),
     "depthwise_s2": ((2, 16, 14, 14), (16, 1, 3, 3), 2, 1, 16, None),
@@ -233,22 +246,43 @@ def test_packed_layout():
     np.testing.assert_array_equal(got, want)
 
 
-def test_packed_threads_agree():
+# ResNet-18's strided layers at a quarter of their channels, large enough to be split over
+# the threads: a 3x3 stride-2 layer (phases) and a 1x1 stride-2 downsample (gathered columns)
+THREAD_CASES = {
+    "pointwise_wide": CASES["pointwise_wide"],
+    "resnet_3x3_s2": ((1, 32, 28, 28), (64, 32, 3, 3), 2, 1, 1),
+    "resnet_downsample": ((1, 32, 28, 28), (64, 32, 1, 1), 2, 0, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(THREAD_CASES))
+def test_packed_threads_agree(case):
     """Each output is summed by one thread in a fixed order: 1 and 2 threads, and several
-    Python threads at once, give the same bits."""
-    x, w, b, stride, padding, groups = _data("pointwise_wide")
+    Python threads at once, give the same bits (with a residual on the strided layers),
+    which agree with float64."""
+    xs, ws, stride, padding, groups = THREAD_CASES[case]
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.1).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    ref0, _ = _reference(x, w, b, None, stride, padding, groups, "none", 0, 0)
+    r = None if case == "pointwise_wide" else rng.standard_normal(ref0.shape).astype(np.float32)
     prev = hl.get_num_threads()
     try:
         hl.set_num_threads(1)
-        one = _packed(x, w, b, None, stride, padding, groups, "relu")
+        one = _packed(x, w, b, r, stride, padding, groups, "relu")
         hl.set_num_threads(2)
-        two = _packed(x, w, b, None, stride, padding, groups, "relu")
+        two = _packed(x, w, b, r, stride, padding, groups, "relu")
     finally:
         hl.set_num_threads(prev)
     np.testing.assert_array_equal(one, two)
+    ref, bound = _reference(x, w, b, r, stride, padding, groups, "relu", 0, 0)
+    assert (np.abs(one - ref) <= bound + 1e-30).all()
     pk = ops.conv_pack(hl.tensor(w))
     xt, wt, bt = hl.tensor(x), hl.tensor(w), hl.tensor(b)
-    outs = run_threads(lambda i: hl.conv_fused(xt, wt, bt, act="relu", packed=pk).numpy(), 4)
+    rt = None if r is None else hl.tensor(r)
+    outs = run_threads(lambda i: hl.conv_fused(xt, wt, bt, rt, stride=stride, padding=padding,
+                                               act="relu", packed=pk).numpy(), 4)
     for o in outs:
         np.testing.assert_array_equal(o, one)
 

@@ -381,3 +381,23 @@ def test_max_pool_without_indices_equals_the_indexed_kernel(rng, k, s, p, d, cei
         plain = hl.max_pool2d(hl.tensor(x), k, s, p, d, ceil_mode=ceil)
     indexed, _ = hl.max_pool2d(hl.tensor(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
     np.testing.assert_array_equal(plain.numpy(), indexed.numpy())  # both kinds of NaN agree
+
+
+@pytest.mark.parametrize("xs,k,s,p", [((1, 5, 23, 21), (3, 3), (2, 2), (1, 1)),   # ResNet's
+                                      ((2, 3, 12, 14), (2, 3), (3, 1), (0, 1)),
+                                      ((1, 2, 3, 2100), (3, 3), (2, 2), (1, 1))])  # past the row buffer
+def test_max_pool_values_by_rows_match_torch(rng, xs, k, s, p):
+    # dilation 1 without indices takes the separable loop (each output row's window rows
+    # reduced column by column, then each window's columns): PyTorch's values, with +-inf and
+    # NaN (NaN wins), and the indexed kernel's values
+    torch = pytest.importorskip("torch")
+    x = rng.normal(size=xs).astype(np.float32)
+    x.flat[::17] = np.inf
+    x.flat[3::19] = -np.inf
+    x.flat[5::43] = np.nan
+    with hl.no_grad():
+        plain = hl.max_pool2d(hl.tensor(x), k, s, p).numpy()
+    want = torch.nn.functional.max_pool2d(torch.from_numpy(x), k, s, p).numpy()
+    np.testing.assert_array_equal(plain, want)
+    indexed, _ = hl.max_pool2d(hl.tensor(x), k, s, p, return_indices=True)
+    np.testing.assert_array_equal(plain, indexed.numpy())

@@ -142,6 +142,7 @@ static hl_status conv_forward_packed(const conv_geom *g, const float *x, const f
         return HL_OK;
     }
     if (hl_conv_phases_fits(g)) return hl_conv_phases_forward(g, x, packed, bias, e, y);
+    if (hl_conv_gather_fits(g)) return hl_conv_gather_forward(g, x, packed, bias, e, y);
     const tiling t = plan_tiles(g, sizeof(float), 2);
     const int64_t col_floats = K * t.samples * t.rows * g->ow;
     scratch sc;

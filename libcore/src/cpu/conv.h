@@ -53,6 +53,9 @@ typedef struct {
     const int64_t *b_rows;       /* or NULL; else row k of b[s] starts at b[s] + b_rows[k]
                                     (ldb unused): columns read in place from another layout
                                     (conv_phases.c) */
+    const int64_t *b_cols;       /* or NULL; else (with b_rows) column j of each row is the
+                                    value b_cols[j] past its start: a strided gather (a 1x1
+                                    stride-2 layer's columns, conv_phases.c) */
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
@@ -76,6 +79,11 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k);
    panels, reading their columns from the input split into four phases instead of im2col's
    (conv_phases.c). */
 bool hl_conv_phases_fits(const conv_geom *g);
+/* A 1x1 convolution with a stride and no padding (ResNet's downsample layers): the product
+   gathers its columns straight from x, no im2col (conv_phases.c). */
+bool hl_conv_gather_fits(const conv_geom *g);
+hl_status hl_conv_gather_forward(const conv_geom *g, const float *x, const float *packed,
+                                 const float *bias, const conv_epilogue *epi, float *y);
 hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float *packed,
                                  const float *bias, const conv_epilogue *epi, float *y);
 

@@ -371,14 +371,21 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 /* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
    NR contiguous (a partial last strip padded with zeros): the blocks then read their columns
    in sequence instead of one row (and, for wide planes, one page) per step of K. */
-static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, int64_t kc,
-                         int64_t j0, int64_t j1, float *dst) {
+static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const int64_t *cols,
+                         int64_t kc, int64_t j0, int64_t j1, float *dst) {
     for (int64_t js = j0; js < j1; js += NR) {
         const int64_t w = HL_MIN(NR, j1 - js);
+        /* gathered columns that lie in one run (a strip within a row of outputs) are copied
+           as a run */
+        const bool runs = cols && cols[js + w - 1] - cols[js] == w - 1;
+        const int64_t at = cols ? cols[js] : js;
         for (int64_t k = 0; k < kc; k++) {
-            const float *src = B + (rows ? rows[k] : k * ldb) + js;
+            const float *src = B + (rows ? rows[k] : k * ldb);
             float *d = dst + k * NR;
-            for (int64_t j = 0; j < w; j++) d[j] = src[j];
+            if (cols && !runs)   /* a gather (pr->b_cols) */
+                for (int64_t j = 0; j < w; j++) d[j] = src[cols[js + j]];
+            else
+                for (int64_t j = 0; j < w; j++) d[j] = src[at + j];
             for (int64_t j = w; j < NR; j++) d[j] = 0;
         }
         dst += kc * NR;
@@ -386,19 +393,26 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, int64
 }
 
 /* K in blocks of about KC steps (a panel's block stays in L1, the columns' in L2), cut
-   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES, a multiple of NR. */
-static void blocking(int64_t K, int64_t *kc, int64_t *nb) {
+   evenly; positions in blocks whose kc rows of columns fit BLOCK_BYTES (at most *nb_max, a
+   multiple of NR), as many as that needs, cut evenly too (in multiples of NR): N = 210 at
+   K = 1152 is two blocks of 112 and 98, not 208 and 2, whose tasks would be 100 times
+   smaller than the first one's (uneven pieces for the threads) and re-read every panel's
+   weights for two columns. */
+static void blocking(int64_t K, int64_t N, int64_t *kc, int64_t *nb, int64_t *nb_max) {
     const int64_t kblocks = K > KC ? (K + KC - 1) / KC : 1;
     *kc = K > 0 ? (K + kblocks - 1) / kblocks : 0;
     const int64_t n = *kc > 0 ? BLOCK_BYTES / (*kc * (int64_t)sizeof(float)) : NR;
-    *nb = HL_MAX(NR, n / NR * NR);
+    *nb_max = HL_MAX(NR, n / NR * NR);
+    const int64_t blocks = HL_MAX(1, (N + *nb_max - 1) / *nb_max);
+    *nb = HL_MIN(*nb_max, ((N + blocks - 1) / blocks + NR - 1) / NR * NR);
 }
 
-/* Floats of packed columns one thread needs for products of n positions and k steps. */
+/* Floats of packed columns one thread needs for products of at most n positions and k steps
+   (a block of any n' <= n positions is at most this wide). */
 static int64_t thread_work(int64_t n, int64_t k) {
-    int64_t kc, nb;
-    blocking(k, &kc, &nb);
-    return kc * HL_MIN(nb, (n + NR - 1) / NR * NR);
+    int64_t kc, nb, nb_max;
+    blocking(k, n, &kc, &nb, &nb_max);
+    return kc * HL_MIN(nb_max, (n + NR - 1) / NR * NR);
 }
 
 int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_pool_threads(); }
@@ -407,10 +421,30 @@ int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * h
 typedef struct {
     const conv_packed_problem *pr;
     bool avx2;
-    int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread;
-    float *packed_b;
+    int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread, kblocks;
+    float *packed_b;         /* per thread: one block of columns */
+    const float *shared_b;   /* or every block's, packed before the products (prepack) */
 } product_tasks;
 static void run_tasks(int64_t t0, int64_t t1, void *arg);
+
+/* Gathered columns (b_rows) that several chunks of panels read are packed once for all of
+   them before the products, each (sample, block of positions, block of K) by one task,
+   instead of once per chunk by each task: ResNet-18's 7x7 strided layer at batch 1 is one
+   block of positions cut in 8 chunks at two threads, which gathered its 2304 x 49 columns 8
+   times. At most this many floats (else each task packs its own, as for one chunk). */
+enum { PREPACK_MAX = 8 << 20 };
+
+static void prepack_items(int64_t i0, int64_t i1, void *arg) {
+    const product_tasks *q = arg;
+    const conv_packed_problem *pr = q->pr;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t s = i / (q->blocks * q->kblocks), rem = i % (q->blocks * q->kblocks);
+        const int64_t bl = rem / q->kblocks, k0 = rem % q->kblocks * q->kc;
+        const int64_t j0 = bl * q->nb, j1 = HL_MIN(pr->n, j0 + q->nb);
+        pack_columns(pr->b + s * pr->b_step, pr->ldb, pr->b_rows + k0, pr->b_cols,
+                     HL_MIN(q->kc, pr->k - k0), j0, j1, (float *)q->shared_b + i * q->kc * q->nb);
+    }
+}
 
 void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
                           float *c, int64_t ldc, const float *bias, const float *res,
@@ -426,8 +460,8 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
     if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
     const int64_t panels = (M + MR - 1) / MR;
-    int64_t kc, nb;
-    blocking(K, &kc, &nb);
+    int64_t kc, nb, nb_max;
+    blocking(K, N, &kc, &nb, &nb_max);
     const int64_t blocks = (N + nb - 1) / nb;
     /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
        the host deschedules then delays the call by one piece, not by half of it. */
@@ -443,17 +477,25 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const bool avx2 = hl_conv_avx2();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
-    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR) */
-    const int64_t per_thread = thread_work(N, K);
+    const int64_t kblocks = K > 0 ? (K + kc - 1) / kc : 0, slots = count * blocks * kblocks;
+    const bool shared = pr->b_rows && chunks > 1 && slots > 0 &&
+                        slots * kc * nb <= PREPACK_MAX;
+    /* each thread's packed columns: one block (kc x nb, nb a multiple of NR); or all blocks */
+    const int64_t per_thread = shared ? 0 : thread_work(N, K);
     scratch sb = {NULL};
-    float *packed_b = pr->work;
+    float *packed_b = shared ? NULL : pr->work;
     if (!packed_b) {
-        hl_status st = scratch_get("conv", &sb, (size_t)(per_thread * threads) * sizeof(float),
+        const int64_t floats = shared ? slots * kc * nb : per_thread * threads;
+        hl_status st = scratch_get("conv", &sb, (size_t)floats * sizeof(float),
                                    (void **)&packed_b);
         if (st) return st;
     }
-    const product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
-                             packed_b};
+    product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
+                       kblocks, packed_b, NULL};
+    if (shared) {
+        q.shared_b = packed_b;
+        hl_parallel_for(slots, parallel ? 1 : slots, prepack_items, (void *)&q);
+    }
     hl_parallel_for(tasks, parallel ? 1 : tasks, run_tasks, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
@@ -476,6 +518,8 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
         const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
         float *mine = q->packed_b + hl_thread_num() * q->per_thread;
+        const float *slot = q->shared_b ? q->shared_b + (s * blocks + bl) * q->kblocks * kc * nb
+                                        : NULL;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
@@ -484,12 +528,14 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                once for all the panels (from L2). */
             const int64_t wbytes = (p1 - p0) * a.K * MR * (int64_t)sizeof(float);
             const bool few = M <= STRIPS_MAX_M, short_rows = N <= STRIPS_MAX_N;
-            /* columns gathered from phases (b_rows) are always packed */
+            /* columns gathered from phases or by strides (b_rows) are always packed */
             const bool strips = !pr->b_rows && (few || short_rows) &&
                                 (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
-            if (!strips && K > 0)
+            const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
+            if (!strips && K > 0 && !slot)
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
-                             pr->b_rows ? pr->b_rows + k0 : NULL, a.K, j0, j1, mine);
+                             pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
+                             mine);
             const int64_t jstep = strips ? NR : j1 - j0;
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);
@@ -504,7 +550,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                     for (int64_t j = js; j < je; j += NR) {
                         const int nr = (int)HL_MIN(NR, je - j);
                         const float *Bj = strips ? B + k0 * pr->ldb + j
-                                                 : mine + (j - j0) * a.K;
+                                                 : packed + (j - j0) * a.K;
                         block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
                               pr->ldc, pr->bias ? pr->bias + r0 : NULL,
                               R ? R + r0 * pr->ldc + j : NULL, mr, nr);

@@ -51,6 +51,8 @@ static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t y
 /* POOL_TILE: the windows of one row whose maxima pool_impl.h's row_window_max finds at once
    (its buffers are on the stack). */
 enum { POOL_PAR_MIN = 16384, POOL_TILE = 256 };
+/* Rows up to this long take max pooling's separable loop without indices (pool_impl.h). */
+enum { POOL_ROW_MAX = 2048 };
 
 /* 2x2 windows at stride 2, dilation 1, none reaching padding: pool_2x2_impl.h's kernels. */
 static bool pool_2x2_inside(const pool_geom *g) {

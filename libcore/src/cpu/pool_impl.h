@@ -181,10 +181,65 @@ static void FN(row_window_max)(const pool_geom *g, const T *restrict plane, int6
     }
 }
 
+/* The same values for dilation 1 by separable maxima: for each output row, the maximum of
+   its window's input rows column by column (contiguous, vectorised), then tap by tap of
+   each window's kw columns of that row: kh - 1 contiguous passes and kw strided ones per
+   output row instead of kh * kw strided ones (ResNet's 3x3 stride-2 pool on 64 planes of
+   112x112: 0.73 -> 0.32 ms, one thread).
+   A NaN tap still wins and a window of padding alone gives -inf; among equal values (+0 and
+   -0) another one may be kept than above, since the taps are visited in another order.
+   Rows up to POOL_ROW_MAX long (its row of column maxima is on the stack). */
+HL_CLONES
+static void FN(max_pool_plane_separable)(const pool_geom *g, const T *restrict plane,
+                                         T *restrict yp) {
+    T col[POOL_ROW_MAX];
+    const int64_t W = g->w;
+    for (int64_t oy = 0; oy < g->oh; oy++) {
+        T *restrict yr = yp + oy * g->ow;
+        for (int64_t ox = 0; ox < g->ow; ox++) yr[ox] = -INFINITY;
+        const int64_t top = oy * g->sh - g->pt;
+        const int64_t r0 = HL_MAX(top, 0), r1 = HL_MIN(top + g->kh, g->h);
+        if (r0 >= r1) continue;   /* a row of padding windows */
+        for (int64_t i = 0; i < W; i++) col[i] = plane[r0 * W + i];
+        for (int64_t r = r0 + 1; r < r1; r++) {
+            const T *restrict xr = plane + r * W;
+            for (int64_t i = 0; i < W; i++) {
+                const T v = xr[i];
+                col[i] = (v > col[i] || v != v) ? v : col[i];
+            }
+        }
+        for (int64_t tx = 0; tx < g->kw; tx++) {   /* tap by tap, as max_pool_plane_values */
+            const int64_t offx = tx - g->pl;
+            int64_t lo, hi;
+            hl_out_range(offx, g->sw, W, g->ow, &lo, &hi);
+            const T *restrict c = col + offx;
+            if (g->sw == 1)
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = c[ox];
+                    yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
+                }
+            else if (g->sw == 2)
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = c[2 * ox];
+                    yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
+                }
+            else
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = c[ox * g->sw];
+                    yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
+                }
+        }
+    }
+}
+
 static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
+    const bool separable = g->dh == 1 && g->dw == 1 && g->w <= POOL_ROW_MAX;
     for (int64_t p = p0; p < p1; p++) {
-        FN(max_pool_plane_values)(g, x + p * HW, y + p * OP);
+        if (separable)
+            FN(max_pool_plane_separable)(g, x + p * HW, y + p * OP);
+        else
+            FN(max_pool_plane_values)(g, x + p * HW, y + p * OP);
     }
 }
 

@@ -224,10 +224,10 @@ def _winograd_when_it_pays(n, x, w, geometry):
 def _packed_weight(conv, constants):
     """conv's constant weight packed for the CPU kernels (hl.ops.conv_pack): Winograd's
     transformed kernels for a 3x3 stride-1 convolution, the product's panels for a 1x1 one
-    and for a 3x3 one with at most 7 input channels (the stem kernel's) and a stride-2 one
-    larger than 3x3 (a stem read by phases); None for the others: a weight that is no float32
-    constant, a depthwise convolution (it
-    has a direct kernel), more than 2 spatial axes, other kernel sizes."""
+    and for a 3x3 one with at most 7 input channels (the stem kernel's) and any other stride-2
+    one larger than 1x1 (read by phases: ResNet's stem and strided 3x3 layers); None for the
+    others: a weight that is no float32 constant, a depthwise convolution (it has a direct
+    kernel), more than 2 spatial axes, other kernel sizes."""
     w = constants.get(conv.inputs[1])
     group = conv.attr("group", 1)
     if w is None or w.dtype.name != "float32" or w.ndim not in (3, 4) or \
@@ -249,13 +249,13 @@ def _packed_weight(conv, constants):
         return WINOGRAD_LATER
     if all(k == 1 for k in w.shape[2:]):
         return ops.conv_pack(w, group)
-    if w.ndim == 4 and w.shape[2] * w.shape[3] > 9 and group == 1 and \
+    if w.ndim == 4 and w.shape[2] * w.shape[3] > 1 and group == 1 and \
             list(strides or [1]) == [2, 2] and all(d == 1 for d in dilations or [1]):
-        # a strided stem (ResNet's 7x7): the product reads its columns from the input split
-        # into four phases, no im2col (libcore cpu/conv_phases.c): 0.90x im2col + OpenBLAS
+        # a stride-2 convolution (ResNet's 7x7 stem, its strided 3x3 layers): the product
+        # reads its columns from the input split into four phases, no im2col (libcore
+        # cpu/conv_phases.c), on hl's thread pool, where OpenBLAS's work items each need a
+        # core of their own at once (a busy core stalls them; docs/performance.md)
         return ops.conv_pack(w, group)
-    # Strided 3x3 layers stay with im2col + OpenBLAS: the packed product on im2col's columns
-    # measured no faster, on the phases 1.0-1.15x slower (docs/performance.md)
     return None
 
 
