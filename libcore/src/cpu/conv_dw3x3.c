@@ -107,13 +107,13 @@ HL_AVX2 static inline __m256 dot3(__m256 start, const __m256 *w, const __m256 *t
    (plane_s's order; masked stores are slow on AMD), else lane by lane; the residual is read
    the same way. whole_known: the vector is known to be whole (an interior chunk). */
 HL_AVX2 static inline __attribute__((always_inline)) void finish(
-    const conv_geom *g, const conv_epilogue *epi, const int act, const float *res, float *yp,
+    const conv_geom *g, const conv_act8_params ap, const int act, const float *res, float *yp,
     int64_t oy, int64_t ox, __m256i tail, __m256 acc, const bool whole_known) {
     const int64_t ow = g->ow, full = ow / 8 * 8, at = oy * ow + ox;
     const bool whole = whole_known || ox < full || at + 8 <= g->P;
     if (res) acc = _mm256_add_ps(acc, whole ? _mm256_loadu_ps(res + at)
                                             : _mm256_maskload_ps(res + at, tail));
-    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act8_as(act, epi, acc);
+    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act8_with(act, ap, acc);
     if (whole) {
         _mm256_storeu_ps(yp + at, acc);
     } else {
@@ -130,7 +130,7 @@ HL_AVX2 static inline __attribute__((always_inline)) void finish(
    row is present and two is true, so the chunk is plain loads, FMAs and whole stores. */
 HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
     const conv_geom *g, const chunk_masks *cm, const float *const *rows, int64_t c,
-    const __m256 (*w)[3], __m256 bv, const conv_epilogue *epi, const int act,
+    const __m256 (*w)[3], __m256 bv, const conv_act8_params ap, const int act,
     const float *res, float *yp, int64_t oy, bool two, __m256i tail, const int s,
     const bool interior) {
     const __m256 zero = _mm256_setzero_ps();
@@ -160,8 +160,8 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
     __m256 y0 = _mm256_add_ps(_mm256_add_ps(p0, p1), p2);
     __m256 y1 = _mm256_add_ps(_mm256_add_ps(r0, r1), r2);
     if (s == 2) y0 = unswap(y0), y1 = unswap(y1);
-    finish(g, epi, act, res, yp, oy, ox, tail, y0, interior);
-    if (interior || two) finish(g, epi, act, res, yp, oy + 1, ox, tail, y1, interior);
+    finish(g, ap, act, res, yp, oy, ox, tail, y0, interior);
+    if (interior || two) finish(g, ap, act, res, yp, oy + 1, ox, tail, y1, interior);
 }
 
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
@@ -169,14 +169,17 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
    [c0, c1) are interior (fill_masks): for pairs of rows whose input rows all exist they take
    pair_chunk's branch-free path. */
 HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
-    const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1, const float *xp,
+    const conv_geom *g_call, const chunk_masks *cm, int64_t c0, int64_t c1, const float *xp,
     const float *wk, float b, const conv_epilogue *epi, const float *res, float *yp,
     const int s, const int act) {
+    /* a copy the stores into yp cannot alias, so that its fields stay in registers */
+    const conv_geom g_local = *g_call, *g = &g_local;
     const int64_t ow = g->ow, W = g->w, last = (ow - 1) / 8;
     __m256 w[3][3];
     for (int i = 0; i < 9; i++) w[i / 3][i % 3] = _mm256_set1_ps(wk[i]);
     const __m256 bv = _mm256_set1_ps(b);
     const __m256i tail = hl_conv_mask8(ow - ow / 8 * 8);
+    const conv_act8_params ap = hl_conv_act8_params(epi);
     for (int64_t oy = 0; oy < g->oh; oy += 2) {
         const bool two = oy + 1 < g->oh;
         const float *rows[5];
@@ -191,16 +194,16 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
            stored whole spills onto the start of row oy + 1, which its first chunk (an edge
            chunk, or an interior one stored after it) then overwrites (finish) */
         for (int64_t c = last; c >= c1 && c >= 0; c--)
-            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+            pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, false);
         if (all_rows) {
             for (int64_t c = c0; c < c1; c++)
-                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, true, tail, s, true);
+                pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, true, tail, s, true);
         } else {
             for (int64_t c = c1 - 1; c >= c0; c--)
-                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+                pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, false);
         }
         for (int64_t c = HL_MIN(c0, c1) - 1; c >= 0; c--)
-            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+            pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, false);
     }
 }
 

@@ -34,7 +34,7 @@
 #undef T
 #undef SFX
 
-#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8 */
+#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8_with */
 #define HAVE_X86 HL_CONV_HAVE_X86
 
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
@@ -129,24 +129,18 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 #if HAVE_X86
 #define AVX2 HL_AVX2
 
-/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each), PF before. */
+/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each), PF before; the
+   panel's first ROWS rows only (a constant: the rows past it are neither computed nor kept). */
+#define FMA_ROW(r, lo, hi)                                                                    \
+    if (ROWS > r) w = _mm256_broadcast_ss(A + r), lo = _mm256_fmadd_ps(w, b0, lo),              \
+                  hi = _mm256_fmadd_ps(w, b1, hi);
 #define BLOCK_LOOP(LOAD0, LOAD1, PF)                                                          \
     for (int64_t k = 0; k < K; k++) {                                                         \
         PF;                                                                                   \
         const __m256 b0 = LOAD0, b1 = LOAD1;                                                  \
         __m256 w;                                                                             \
-        w = _mm256_broadcast_ss(A + 0), c00 = _mm256_fmadd_ps(w, b0, c00),                    \
-        c01 = _mm256_fmadd_ps(w, b1, c01);                                                    \
-        w = _mm256_broadcast_ss(A + 1), c10 = _mm256_fmadd_ps(w, b0, c10),                    \
-        c11 = _mm256_fmadd_ps(w, b1, c11);                                                    \
-        w = _mm256_broadcast_ss(A + 2), c20 = _mm256_fmadd_ps(w, b0, c20),                    \
-        c21 = _mm256_fmadd_ps(w, b1, c21);                                                    \
-        w = _mm256_broadcast_ss(A + 3), c30 = _mm256_fmadd_ps(w, b0, c30),                    \
-        c31 = _mm256_fmadd_ps(w, b1, c31);                                                    \
-        w = _mm256_broadcast_ss(A + 4), c40 = _mm256_fmadd_ps(w, b0, c40),                    \
-        c41 = _mm256_fmadd_ps(w, b1, c41);                                                    \
-        w = _mm256_broadcast_ss(A + 5), c50 = _mm256_fmadd_ps(w, b0, c50),                    \
-        c51 = _mm256_fmadd_ps(w, b1, c51);                                                    \
+        FMA_ROW(0, c00, c01) FMA_ROW(1, c10, c11) FMA_ROW(2, c20, c21)                         \
+        FMA_ROW(3, c30, c31) FMA_ROW(4, c40, c41) FMA_ROW(5, c50, c51)                         \
         A += MR;                                                                              \
         B += ldb;                                                                             \
     }
@@ -157,6 +151,7 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 AVX2 static inline __attribute__((always_inline)) void finish_whole(
     const conv_epilogue *e, int act, __m256 acc[MR][2], float *C, int64_t ldc,
     const float *bias, const float *res) {
+    const conv_act8_params ap = hl_conv_act8_params(e);
     for (int r = 0; r < MR; r++) {
         __m256 v0 = acc[r][0], v1 = acc[r][1];
         if (bias) {
@@ -168,20 +163,21 @@ AVX2 static inline __attribute__((always_inline)) void finish_whole(
             v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + r * ldc + 8));
         }
         if (act != HL_CONV_ACT_NONE) {
-            v0 = hl_conv_act8_as(act, e, v0);
-            v1 = hl_conv_act8_as(act, e, v1);
+            v0 = hl_conv_act8_with(act, ap, v0);
+            v1 = hl_conv_act8_with(act, ap, v1);
         }
         _mm256_storeu_ps(C + r * ldc, v0);
         _mm256_storeu_ps(C + r * ldc + 8, v1);
     }
 }
 
-/* An MR x NR block of which the first mr rows and nr columns are stored: the panel's padding
-   rows are computed (their weights are zeros) and dropped; columns past nr are neither read
-   nor written (masked loads and stores). */
-AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
-                            int64_t ldb, float *C, int64_t ldc, const float *bias,
-                            const float *res, int mr, int nr) {
+/* An MR x NR block of which the first mr <= ROWS rows and nr columns are stored: the panel's
+   rows from mr to ROWS are computed (their weights are zeros) and dropped, those past ROWS
+   not computed (the last panel of 16 output channels: 4 rows instead of 6); columns past nr
+   are neither read nor written (masked loads and stores). */
+AVX2 static inline __attribute__((always_inline)) void block_rows_avx2(
+    const block_args *a, const float *restrict A, const float *B, int64_t ldb, float *C,
+    int64_t ldc, const float *bias, const float *res, int mr, int nr, const int ROWS) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const int64_t K = a->K;
@@ -208,7 +204,7 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                          {c30, c31}, {c40, c41}, {c50, c51}};
-    if (a->last && nr == NR && mr == MR) {   /* the common whole block: unrolled */
+    if (ROWS == MR && a->last && nr == NR && mr == MR) {   /* the common whole block: unrolled */
         switch (a->epi ? a->epi->act : HL_CONV_ACT_NONE) {
         case HL_CONV_ACT_NONE: finish_whole(a->epi, HL_CONV_ACT_NONE, acc, C, ldc, bias, res); break;
         case HL_CONV_ACT_RELU: finish_whole(a->epi, HL_CONV_ACT_RELU, acc, C, ldc, bias, res); break;
@@ -217,6 +213,8 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
         }
         return;
     }
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
+    const int act = a->epi ? a->epi->act : HL_CONV_ACT_NONE;
     for (int r = 0; r < mr; r++) {
         float *y = C + r * ldc;
         const float *rr = res ? res + r * ldc : NULL;
@@ -227,7 +225,7 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
             if (a->epi && a->last) {
                 if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
                                                       : _mm256_maskload_ps(rr + 8 * h, m));
-                v = hl_conv_act8(a->epi, v);
+                v = hl_conv_act8_with(act, ap, v);
             }
             if (nr == NR) _mm256_storeu_ps(y + 8 * h, v);
             else _mm256_maskstore_ps(y + 8 * h, m, v);
@@ -235,6 +233,24 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
 }
 #undef BLOCK_LOOP
+#undef FMA_ROW
+
+/* block_rows_avx2 for a whole panel and for the last panel's 4 or 2 rows. */
+AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
+                            int64_t ldb, float *C, int64_t ldc, const float *bias,
+                            const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, MR);
+}
+AVX2 static void block4_rows_avx2(const block_args *a, const float *restrict A, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                  const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, 4);
+}
+AVX2 static void block2_rows_avx2(const block_args *a, const float *restrict A, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                  const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, 2);
+}
 
 /* The same for a block of at most 8 columns: one vector per row (the columns of a position
    count that is not a multiple of NR, e.g. the 49 of a 7x7 plane, cost half as much). */
@@ -261,12 +277,13 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
         B += ldb;
     }
     const __m256 acc[MR] = {c0, c1, c2, c3, c4, c5};
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
     for (int r = 0; r < mr; r++) {
         __m256 v = acc[r];
         if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
         if (a->epi && a->last) {
             if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + r * ldc, m));
-            v = hl_conv_act8(a->epi, v);
+            v = hl_conv_act8_with(a->epi->act, ap, v);
         }
         _mm256_maskstore_ps(C + r * ldc, m, v);
     }
@@ -304,6 +321,7 @@ AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, c
     const bool last = a->last;
     __m256 bv = _mm256_setzero_ps();
     if (bias && last) bv = _mm256_maskload_ps(bias, hl_conv_mask8(mr));
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
     for (int j = 0; j < nr; j++) {
         __m256 v = _mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]),
                                  _mm256_add_ps(acc[j][2], acc[j][3]));
@@ -318,7 +336,7 @@ AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, c
                 for (int r = 0; r < mr; r++) t[r] = res[r * ldc + j];
                 v = _mm256_add_ps(v, _mm256_loadu_ps(t));
             }
-            v = hl_conv_act8(a->epi, v);
+            v = hl_conv_act8_with(a->epi->act, ap, v);
         }
         _mm256_storeu_ps(t, v);
         for (int r = 0; r < mr; r++) C[r * ldc + j] = t[r];
@@ -358,7 +376,9 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
         return;
     }
     if (avx2) {
-        block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        if (mr > 4) block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        else if (mr > 2) block4_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        else block2_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
         return;
     }
 #endif
