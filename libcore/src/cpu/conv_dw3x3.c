@@ -221,7 +221,8 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
     const __m256 bv = _mm256_set1_ps(b);
     const __m256i tail = hl_conv_mask8(ow - ow / 8 * 8);
     const conv_act8_params ap = hl_conv_act8_params(epi);
-    if (zero_row) {   /* standard_rows: every chunk and row pair without masks */
+    if (zero_row) {   /* standard_rows: the first chunk and the interior without masks */
+        const bool right = c1 == last && ow % 8 == 0 && W == s * ow;   /* the last too */
         for (int64_t oy = 0; oy < g->oh; oy += 2) {
             const bool two = oy + 1 < g->oh;
             const float *rows[5];
@@ -229,10 +230,16 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
                 const int64_t iy = oy * s - g->pt + k;
                 rows[k] = iy >= 0 && iy < g->h ? xp + iy * W : zero_row;
             }
+            if (right) {
+                pair_chunk(g, cm, rows, last, w, bv, ap, act, res, yp, oy, two, tail, s, RIGHT);
+            } else {   /* first, as below: a partial vector may spill onto row oy + 1 */
+                for (int64_t c = last; c >= c1; c--)
+                    pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s,
+                               GENERIC);
+            }
             pair_chunk(g, cm, rows, 0, w, bv, ap, act, res, yp, oy, two, tail, s, LEFT);
-            for (int64_t c = 1; c < last; c++)
+            for (int64_t c = 1; c < c1; c++)
                 pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, INTERIOR);
-            pair_chunk(g, cm, rows, last, w, bv, ap, act, res, yp, oy, two, tail, s, RIGHT);
         }
         return;
     }
@@ -284,15 +291,16 @@ HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0,
 #undef PLANE_ACT
 }
 
-/* Whether every row of the call's planes is its first chunk, interior chunks, and its last
-   chunk, each a whole vector of outputs, the first reaching one column before the input row
-   (padding 1) and the last one column past its end (LEFT and RIGHT above): 56x56 and
-   112x112 planes at padding 1, stride 1 or 2. Rows above and below the input are then
-   read from a row of zeros, so that the pairs of rows at the borders take the same path. */
+/* Whether every row of the call's planes starts with a chunk that reaches one column before
+   the input row (padding 1; LEFT above), followed by interior chunks, and then either one
+   whole chunk that reaches one column past the row's end (RIGHT: 56x56 and 112x112 planes
+   at padding 1, stride 1 or 2) or masked ones (GENERIC: e.g. 28 outputs a row). Rows above
+   and below the input are then read from a row of zeros, so that the pairs of rows at the
+   borders take the same paths as the others. */
 static bool standard_rows(const conv_geom *g, int64_t chunks, int64_t c0, int64_t c1) {
-    const int64_t last = chunks - 1;
-    return g->pl == 1 && g->ow % 8 == 0 && last >= 2 && c0 == 1 && c1 == last &&
-           g->w == g->sw * g->ow;
+    const int reach = g->sw == 1 ? 10 : 18;   /* fill_masks' */
+    return g->pl == 1 && chunks >= 2 && c0 == 1 && c1 >= 2 && reach - 1 <= g->w &&
+           (g->ow % 8 == 0 || c1 < chunks);
 }
 
 /* What each chunk of planes needs; run_planes runs them. */
