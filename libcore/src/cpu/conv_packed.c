@@ -97,6 +97,8 @@ typedef struct {
     bool first, last;           /* the first block of K starts from 0, the others from C; */
                                 /* the last one adds the bias and applies the epilogue */
     bool prefetch;              /* B is a strip read in place: fetch the next strip's rows */
+    const float *next_a;        /* or NULL: the next panel's weights of this block of K, */
+                                /* fetched into L2 while this block runs */
 } block_args;
 
 /* ---- the portable block ---- */
@@ -197,6 +199,10 @@ AVX2 static inline __attribute__((always_inline)) void block_rows_avx2(
     if (nr == NR && a->prefetch) {
         BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8),
                    _mm_prefetch((const char *)(B + NR + 8), _MM_HINT_T0))
+    } else if (nr == NR && a->next_a) {
+        const float *na = a->next_a;   /* MR weights a step: a line every 2.7 steps */
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8),
+                   (_mm_prefetch((const char *)na, _MM_HINT_T1), na += MR))
     } else if (nr == NR) {
         BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8), (void)0)
     } else {
@@ -448,7 +454,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg);
 void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
                           float *c, int64_t ldc, const float *bias, const float *res,
                           const conv_epilogue *epi) {
-    const block_args a = {k, epi, true, true, false};
+    const block_args a = {k, epi, true, true, false, NULL};
     const bool avx2 = hl_conv_avx2();
     for (int64_t r0 = 0; r0 < m; r0 += MR)
         block(&a, avx2, packed + r0 * k, strip, NR, c + r0 * ldc, ldc,
@@ -510,7 +516,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
         const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
         float *mine = q->packed_b + hl_thread_num() * q->per_thread;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
-            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false};
+            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false, NULL};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
                passes over one NR-column strip of the columns while it is in L1, read where
                they are. Otherwise each panel passes over the whole block of positions, packed
@@ -536,6 +542,9 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                     const int mr = (int)HL_MIN(MR, M - r0);
                     for (int64_t j = js; j < je; j += NR) {
                         const int nr = (int)HL_MIN(NR, je - j);
+                        /* a packed block's first strip fetches the next panel's weights
+                           (from memory, where a model's other layers evicted them) */
+                        a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
                         const float *Bj = strips ? B + k0 * pr->ldb + j
                                                  : mine + (j - j0) * a.K;
                         block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
