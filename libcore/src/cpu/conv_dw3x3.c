@@ -9,6 +9,9 @@
  * from the first pair, tap 2 from the second, two positions on), instead of gathers. Vectors
  * whose taps reach past the row's ends (the borders, and all of a narrow plane such as 7x7)
  * use masked loads, which read zeros there; rows above or below the input are a vector of
+ * zeros. Planes with padding 1 at the left (standard_rows: MobileNetV2's 112x112 and 56x56)
+ * instead shift the one zero of a row's first chunk (and, with whole vectors, of its last)
+ * into a vector loaded inside the row, and read the rows above and below from a row of
  * zeros. So padding is zeros that are multiplied, as ONNX and im2col define it (an infinite
  * weight gives NaN at the border). An earlier version copied each row into a zero-padded ring
  * buffer first: on 7x7 and 14x14 planes the loads that followed those stores stalled
@@ -208,7 +211,9 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
    with activation act (constants where inlined), two output rows at a time. The chunks
    [c0, c1) are interior (fill_masks): for pairs of rows whose input rows all exist they take
-   pair_chunk's branch-free path. */
+   pair_chunk's branch-free path. zero_row (standard_rows, else NULL): every pair of rows
+   takes the LEFT, INTERIOR and RIGHT paths (or GENERIC ones for masked last chunks), rows
+   outside the input read from zero_row. */
 HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
     const conv_geom *g_call, const chunk_masks *cm, int64_t c0, int64_t c1,
     const float *zero_row, const float *xp, const float *wk, float b, const conv_epilogue *epi,
