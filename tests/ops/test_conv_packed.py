@@ -36,6 +36,11 @@ CASES = {
     "pointwise_narrow": ((1, 5, 1, 3), (1, 5, 1, 1), 1, 0, 1),        # 3 positions, 1 row
     "pointwise_wide": ((1, 24, 56, 56), (144, 24, 1, 1), 1, 0, 1),    # MobileNetV2's sizes
     "pointwise_deep": ((1, 320, 7, 7), (64, 320, 1, 1), 1, 0, 1),   # K in 2 blocks
+    # the last panel's rows by the 4-row (3 or 4 rows) and 2-row (1 or 2) blocks, whole and
+    # masked (9..15 columns) strips
+    "rows_tail_3": ((1, 40, 9, 9), (15, 40, 1, 1), 1, 0, 1),
+    "rows_tail_4_masked": ((2, 33, 5, 5), (16, 33, 1, 1), 1, 0, 1),
+    "rows_tail_2_masked": ((1, 300, 5, 5), (8, 300, 1, 1), 1, 0, 1),   # K in 2 blocks
     # few output channels, weights past L1: strips of columns read in place all the same
     "project_28x28": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
     "project_deep": ((2, 576, 13, 14), (94, 576, 1, 1), 1, 0, 1),   # 3 blocks of K, 16 panels

@@ -207,6 +207,38 @@ def test_global_pools(rng):
                  x.mean(axis=(2, 3), keepdims=True), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(1, 1280, 7, 7), (2, 3, 1, 1), (1, 2, 3, 5), (1, 4, 16, 16)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_global_avg_pool_partial_sums(shape, dtype):
+    """Global average pooling sums each plane in 8 partial sums (libcore pool_impl.h): within
+    (HW + 1) roundings of the magnitudes' mean of the float64 mean, on planes with and
+    without a tail of fewer than 8 values; an infinity gives it, inf - inf and NaN give NaN,
+    and sums that overflow float32 give inf as the float32 sum does."""
+    rng = np.random.default_rng(31)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    hw = shape[2] * shape[3]
+    got = hl.global_avg_pool2d(hl.tensor(x)).numpy()
+    ref = x.astype(np.float64).mean(axis=(2, 3), keepdims=True)
+    eps = np.finfo(dtype).eps / 2
+    bound = (hw + 1) * eps * np.abs(x.astype(np.float64)).mean(axis=(2, 3), keepdims=True)
+    assert (np.abs(got - ref) <= bound).all()
+    if hw < 2 or len(x.reshape(-1)) < 3:
+        return
+    x = x.copy()
+    flat = x.reshape(shape[0] * shape[1], hw)
+    flat[0, -1] = np.inf
+    flat[-1, 0], flat[-1, -1] = np.inf, -np.inf
+    if shape[0] * shape[1] > 2:
+        flat[1, hw // 2] = np.nan
+    got = hl.global_avg_pool2d(hl.tensor(x)).numpy().reshape(-1)
+    assert got[0] == np.inf and np.isnan(got[-1])
+    if shape[0] * shape[1] > 2:
+        assert np.isnan(got[1])
+    if dtype == np.float32:
+        big = np.full(shape, 3e38, np.float32)
+        assert (hl.global_avg_pool2d(hl.tensor(big)).numpy() == np.inf).all()
+
+
 def test_pool_size_zero():
     x = hl.tensor(np.zeros((0, 3, 4, 4), np.float32))
     y, i = hl.max_pool2d(x, 2, return_indices=True)

@@ -9,6 +9,9 @@
  * from the first pair, tap 2 from the second, two positions on), instead of gathers. Vectors
  * whose taps reach past the row's ends (the borders, and all of a narrow plane such as 7x7)
  * use masked loads, which read zeros there; rows above or below the input are a vector of
+ * zeros. Planes with padding 1 at the left (standard_rows: MobileNetV2's 112x112 and 56x56)
+ * instead shift the one zero of a row's first chunk (and, with whole vectors, of its last)
+ * into a vector loaded inside the row, and read the rows above and below from a row of
  * zeros. So padding is zeros that are multiplied, as ONNX and im2col define it (an infinite
  * weight gives NaN at the border). An earlier version copied each row into a zero-padded ring
  * buffer first: on 7x7 and 14x14 planes the loads that followed those stores stalled
@@ -74,22 +77,62 @@ HL_AVX2 static inline __m256 unswap(__m256 v) {
     return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xD8));
 }
 
-/* The three tap vectors of one input row for the chunk at input column q: xr NULL is a
-   padding row, whose zeros are multiplied too. */
-HL_AVX2 static inline void row_taps(const float *xr, int64_t q, int s, const chunk_masks *cm,
-                                    __m256 t[3]) {
-    const bool in = cm->interior;
-    if (!xr) {
+/* How a chunk reads its input rows (a constant where inlined): through its lanes masks
+   (GENERIC; a row may be NULL, a padding row), plainly (INTERIOR: all loads inside the row),
+   or as the first (LEFT) or last (RIGHT) chunk of a row that reaches one column past the
+   row's start or end (a plane with padding 1 and whole vectors of outputs: standard_rows),
+   whose one outside value comes in as a zero by a lane shift of a vector loaded inside the
+   row, not by a masked load (which with the masks' loads cost an edge chunk five interior
+   ones on 56x56 planes). The rows of INTERIOR, LEFT and RIGHT chunks are never NULL. */
+enum { GENERIC, INTERIOR, LEFT, RIGHT };
+
+/* v's lanes one up ([0, v0 .. v6]) and one down ([v1 .. v7, 0]). */
+HL_AVX2 static inline __m256 shift_up(__m256 v) {
+    const __m256 p = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(7, 0, 1, 2, 3, 4, 5, 6));
+    return _mm256_blend_ps(p, _mm256_setzero_ps(), 0x01);
+}
+HL_AVX2 static inline __m256 shift_down(__m256 v) {
+    const __m256 p = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(1, 2, 3, 4, 5, 6, 7, 0));
+    return _mm256_blend_ps(p, _mm256_setzero_ps(), 0x80);
+}
+
+/* The three tap vectors of one input row for the chunk at input column q: xr NULL (GENERIC
+   only) is a padding row, whose zeros are multiplied too. */
+HL_AVX2 static inline __attribute__((always_inline)) void row_taps(
+    const float *xr, int64_t q, int s, const chunk_masks *cm, __m256 t[3], const int mode) {
+    const bool in = mode == INTERIOR || cm->interior;
+    if (mode == GENERIC && !xr) {
         t[0] = t[1] = t[2] = _mm256_setzero_ps();
+    } else if (s == 1 && mode == LEFT) {   /* q = -1 */
+        t[1] = _mm256_loadu_ps(xr + q + 1);
+        t[2] = _mm256_loadu_ps(xr + q + 2);
+        t[0] = shift_up(t[1]);
+    } else if (s == 1 && mode == RIGHT) {   /* q + 9 = W */
+        t[0] = _mm256_loadu_ps(xr + q);
+        t[1] = _mm256_loadu_ps(xr + q + 1);
+        t[2] = shift_down(t[1]);
     } else if (s == 1) {
         t[0] = LOAD8(xr, q, in ? NULL : cm->lanes[0]);
         t[1] = LOAD8(xr, q + 1, in ? NULL : cm->lanes[1]);
         t[2] = LOAD8(xr, q + 2, in ? NULL : cm->lanes[2]);
     } else {
-        const __m256 a = LOAD8(xr, q, in ? NULL : cm->lanes[0]);
-        const __m256 b = LOAD8(xr, q + 8, in ? NULL : cm->lanes[1]);
-        const __m256 c = LOAD8(xr, q + 2, in ? NULL : cm->lanes[2]);
-        const __m256 d = LOAD8(xr, q + 10, in ? NULL : cm->lanes[3]);
+        __m256 a, b, c, d;
+        if (mode == LEFT) {   /* q = -1 */
+            a = shift_up(_mm256_loadu_ps(xr + q + 1));
+            b = _mm256_loadu_ps(xr + q + 8);
+            c = _mm256_loadu_ps(xr + q + 2);
+            d = _mm256_loadu_ps(xr + q + 10);
+        } else if (mode == RIGHT) {   /* q + 17 = W */
+            a = _mm256_loadu_ps(xr + q);
+            b = _mm256_loadu_ps(xr + q + 8);
+            c = _mm256_loadu_ps(xr + q + 2);
+            d = shift_down(_mm256_loadu_ps(xr + q + 9));
+        } else {
+            a = LOAD8(xr, q, in ? NULL : cm->lanes[0]);
+            b = LOAD8(xr, q + 8, in ? NULL : cm->lanes[1]);
+            c = LOAD8(xr, q + 2, in ? NULL : cm->lanes[2]);
+            d = LOAD8(xr, q + 10, in ? NULL : cm->lanes[3]);
+        }
         t[0] = evens(a, b), t[1] = odds(a, b), t[2] = evens(c, d);
     }
 }
@@ -107,13 +150,13 @@ HL_AVX2 static inline __m256 dot3(__m256 start, const __m256 *w, const __m256 *t
    (plane_s's order; masked stores are slow on AMD), else lane by lane; the residual is read
    the same way. whole_known: the vector is known to be whole (an interior chunk). */
 HL_AVX2 static inline __attribute__((always_inline)) void finish(
-    const conv_geom *g, const conv_epilogue *epi, const int act, const float *res, float *yp,
+    const conv_geom *g, const conv_act8_params ap, const int act, const float *res, float *yp,
     int64_t oy, int64_t ox, __m256i tail, __m256 acc, const bool whole_known) {
     const int64_t ow = g->ow, full = ow / 8 * 8, at = oy * ow + ox;
     const bool whole = whole_known || ox < full || at + 8 <= g->P;
     if (res) acc = _mm256_add_ps(acc, whole ? _mm256_loadu_ps(res + at)
                                             : _mm256_maskload_ps(res + at, tail));
-    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act8_as(act, epi, acc);
+    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act8_with(act, ap, acc);
     if (whole) {
         _mm256_storeu_ps(yp + at, acc);
     } else {
@@ -126,57 +169,85 @@ HL_AVX2 static inline __attribute__((always_inline)) void finish(
 /* The outputs of chunk c of rows oy and (two) oy + 1. Each output sums its kernel rows in
    separate chains, (bias + row 0) + row 1 + row 2, so that the FMAs of a vector do not wait
    on each other; the two rows share their input rows (4 at stride 1, 5 at stride 2).
-   interior (a constant where inlined): the chunk's loads lie inside the input rows, every
-   row is present and two is true, so the chunk is plain loads, FMAs and whole stores. */
+   mode (a constant where inlined, row_taps): INTERIOR, LEFT and RIGHT chunks are whole
+   vectors, their rows all present (the plane's or zero rows), so such a chunk is plain
+   loads, FMAs and whole stores; the second row is stored where two says it exists. */
 HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
     const conv_geom *g, const chunk_masks *cm, const float *const *rows, int64_t c,
-    const __m256 (*w)[3], __m256 bv, const conv_epilogue *epi, const int act,
+    const __m256 (*w)[3], __m256 bv, const conv_act8_params ap, const int act,
     const float *res, float *yp, int64_t oy, bool two, __m256i tail, const int s,
-    const bool interior) {
+    const int mode) {
     const __m256 zero = _mm256_setzero_ps();
     const int64_t ox = c * 8, q = ox * s - g->pl;
-    chunk_masks all_in;   /* interior: a constant chunk whose loads are unmasked */
-    all_in.interior = 1;
-    const chunk_masks *m = interior ? &all_in : cm + c;
+    const bool generic = mode == GENERIC;
+    const bool both = !generic && two;   /* both rows stored (GENERIC: see two) */
+    const chunk_masks *m = cm + c;   /* read by GENERIC chunks only */
     __m256 t[3], p0, p1, p2, r0 = zero, r1 = zero, r2 = zero;
-    row_taps(rows[0], q, s, m, t);
+    row_taps(rows[0], q, s, m, t, mode);
     p0 = dot3(bv, w[0], t);
-    row_taps(rows[1], q, s, m, t);
+    row_taps(rows[1], q, s, m, t, mode);
     p1 = dot3(zero, w[1], t);
     if (s == 1) r0 = dot3(bv, w[0], t);
-    row_taps(rows[2], q, s, m, t);
+    row_taps(rows[2], q, s, m, t, mode);
     p2 = dot3(zero, w[2], t);
     if (s == 1) r1 = dot3(zero, w[1], t);
     else r0 = dot3(bv, w[0], t);
-    if (interior || two) {
-        row_taps(rows[3], q, s, m, t);
+    if (!generic || two) {   /* the fast modes' rows past the plane are zero rows */
+        row_taps(rows[3], q, s, m, t, mode);
         if (s == 1) r2 = dot3(zero, w[2], t);
         else r1 = dot3(zero, w[1], t);
         if (s == 2) {
-            row_taps(rows[4], q, s, m, t);
+            row_taps(rows[4], q, s, m, t, mode);
             r2 = dot3(zero, w[2], t);
         }
     }
     __m256 y0 = _mm256_add_ps(_mm256_add_ps(p0, p1), p2);
     __m256 y1 = _mm256_add_ps(_mm256_add_ps(r0, r1), r2);
     if (s == 2) y0 = unswap(y0), y1 = unswap(y1);
-    finish(g, epi, act, res, yp, oy, ox, tail, y0, interior);
-    if (interior || two) finish(g, epi, act, res, yp, oy + 1, ox, tail, y1, interior);
+    finish(g, ap, act, res, yp, oy, ox, tail, y0, !generic);
+    if (both || two) finish(g, ap, act, res, yp, oy + 1, ox, tail, y1, !generic);
 }
 
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
    with activation act (constants where inlined), two output rows at a time. The chunks
    [c0, c1) are interior (fill_masks): for pairs of rows whose input rows all exist they take
-   pair_chunk's branch-free path. */
+   pair_chunk's branch-free path. zero_row (standard_rows, else NULL): every pair of rows
+   takes the LEFT, INTERIOR and RIGHT paths (or GENERIC ones for masked last chunks), rows
+   outside the input read from zero_row. */
 HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
-    const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1, const float *xp,
-    const float *wk, float b, const conv_epilogue *epi, const float *res, float *yp,
-    const int s, const int act) {
+    const conv_geom *g_call, const chunk_masks *cm, int64_t c0, int64_t c1,
+    const float *zero_row, const float *xp, const float *wk, float b, const conv_epilogue *epi,
+    const float *res, float *yp, const int s, const int act) {
+    /* a copy the stores into yp cannot alias, so that its fields stay in registers */
+    const conv_geom g_local = *g_call, *g = &g_local;
     const int64_t ow = g->ow, W = g->w, last = (ow - 1) / 8;
     __m256 w[3][3];
     for (int i = 0; i < 9; i++) w[i / 3][i % 3] = _mm256_set1_ps(wk[i]);
     const __m256 bv = _mm256_set1_ps(b);
     const __m256i tail = hl_conv_mask8(ow - ow / 8 * 8);
+    const conv_act8_params ap = hl_conv_act8_params(epi);
+    if (zero_row) {   /* standard_rows: the first chunk and the interior without masks */
+        const bool right = c1 == last && ow % 8 == 0 && W == s * ow;   /* the last too */
+        for (int64_t oy = 0; oy < g->oh; oy += 2) {
+            const bool two = oy + 1 < g->oh;
+            const float *rows[5];
+            for (int k = 0; k < 5; k++) {
+                const int64_t iy = oy * s - g->pt + k;
+                rows[k] = iy >= 0 && iy < g->h ? xp + iy * W : zero_row;
+            }
+            if (right) {
+                pair_chunk(g, cm, rows, last, w, bv, ap, act, res, yp, oy, two, tail, s, RIGHT);
+            } else {   /* first, as below: a partial vector may spill onto row oy + 1 */
+                for (int64_t c = last; c >= c1; c--)
+                    pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s,
+                               GENERIC);
+            }
+            pair_chunk(g, cm, rows, 0, w, bv, ap, act, res, yp, oy, two, tail, s, LEFT);
+            for (int64_t c = 1; c < c1; c++)
+                pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, INTERIOR);
+        }
+        return;
+    }
     for (int64_t oy = 0; oy < g->oh; oy += 2) {
         const bool two = oy + 1 < g->oh;
         const float *rows[5];
@@ -191,31 +262,31 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
            stored whole spills onto the start of row oy + 1, which its first chunk (an edge
            chunk, or an interior one stored after it) then overwrites (finish) */
         for (int64_t c = last; c >= c1 && c >= 0; c--)
-            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+            pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, GENERIC);
         if (all_rows) {
             for (int64_t c = c0; c < c1; c++)
-                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, true, tail, s, true);
+                pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, true, tail, s, INTERIOR);
         } else {
             for (int64_t c = c1 - 1; c >= c0; c--)
-                pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+                pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, GENERIC);
         }
         for (int64_t c = HL_MIN(c0, c1) - 1; c >= 0; c--)
-            pair_chunk(g, cm, rows, c, w, bv, epi, act, res, yp, oy, two, tail, s, false);
+            pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s, GENERIC);
     }
 }
 
 /* plane_s for this call's stride and activation, each a constant in its own copy (the
    common activations; the others read theirs at run time). */
 HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1,
-                          const float *xp, const float *wk, float b, const conv_epilogue *epi,
-                          const float *res, float *yp) {
+                          const float *zero_row, const float *xp, const float *wk, float b,
+                          const conv_epilogue *epi, const float *res, float *yp) {
     const int act = epi ? epi->act : HL_CONV_ACT_NONE;
 #define PLANE_ACT(S)                                                                          \
     switch (act) {                                                                            \
-    case HL_CONV_ACT_NONE: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
-    case HL_CONV_ACT_RELU: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
-    case HL_CONV_ACT_CLIP: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
-    default: plane_s(g, cm, c0, c1, xp, wk, b, epi, res, yp, S, act); break;                  \
+    case HL_CONV_ACT_NONE: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
+    default: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, act); break;                  \
     }
     if (g->sw == 1) {
         PLANE_ACT(1)
@@ -225,11 +296,24 @@ HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0,
 #undef PLANE_ACT
 }
 
+/* Whether every row of the call's planes starts with a chunk that reaches one column before
+   the input row (padding 1; LEFT above), followed by interior chunks, and then either one
+   whole chunk that reaches one column past the row's end (RIGHT: 56x56 and 112x112 planes
+   at padding 1, stride 1 or 2) or masked ones (GENERIC: e.g. 28 outputs a row). Rows above
+   and below the input are then read from a row of zeros, so that the pairs of rows at the
+   borders take the same paths as the others. */
+static bool standard_rows(const conv_geom *g, int64_t chunks, int64_t c0, int64_t c1) {
+    const int reach = g->sw == 1 ? 10 : 18;   /* fill_masks' */
+    return g->pl == 1 && chunks >= 2 && c0 == 1 && c1 >= 2 && reach - 1 <= g->w &&
+           (g->ow % 8 == 0 || c1 < chunks);
+}
+
 /* What each chunk of planes needs; run_planes runs them. */
 typedef struct {
     const conv_geom *g;
     const chunk_masks *cm;
     int64_t c0, c1;       /* the interior chunks */
+    const float *zero_row;   /* standard_rows: a row of w zeros; else NULL */
     int64_t done, rest;   /* per sample: the channels the blocked kernel ran, those left */
     const float *x, *w, *bias;
     const conv_epilogue *epi;
@@ -251,7 +335,8 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     if (planes == 0) return HL_OK;
     scratch sb;
     chunk_masks *cm;
-    hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks), (void **)&cm);
+    hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks) +
+                                   (size_t)g->w * sizeof(float), (void **)&cm);
     if (st) return st;
     fill_masks(g, cm, chunks);
     /* the interior chunks are one run [c0, c1) (a chunk's loads move right with it) */
@@ -261,7 +346,12 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
     /* claimed in chunks of planes: a thread that the host deschedules leaves its planes to
        the others */
-    const dw_planes q = {g, cm, c0, c1, done, rest, x, w, bias, epi, y};
+    float *zero_row = NULL;
+    if (standard_rows(g, chunks, c0, c1)) {
+        zero_row = (float *)(cm + chunks);
+        for (int64_t i = 0; i < g->w; i++) zero_row[i] = 0.0f;
+    }
+    const dw_planes q = {g, cm, c0, c1, zero_row, done, rest, x, w, bias, epi, y};
     hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
@@ -277,7 +367,7 @@ static void run_planes(int64_t begin, int64_t end, void *arg) {
     for (int64_t pl = begin; pl < end; pl++) {
         const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
         const int64_t at = (n * g->c_out + co) * g->P;
-        plane(g, q->cm, q->c0, q->c1, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
+        plane(g, q->cm, q->c0, q->c1, q->zero_row, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
               bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
     }
 }

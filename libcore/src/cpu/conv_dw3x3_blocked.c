@@ -124,6 +124,7 @@ HL_AVX2 static inline __attribute__((always_inline)) void group_s(
 #undef TAP
     /* out: eight positions at a time turned back into the eight planes (out has room for the
        last block's positions past P, which are not stored), the epilogue, the store */
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
     for (int64_t q0 = 0; q0 < P; q0 += 8) {
         __m256 r[8];
         for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(out + (q0 + j) * LANES);
@@ -135,7 +136,7 @@ HL_AVX2 static inline __attribute__((always_inline)) void group_s(
             const int64_t at = c * P + q0;
             if (resg) v = _mm256_add_ps(v, n == 8 ? _mm256_loadu_ps(resg + at)
                                                   : _mm256_maskload_ps(resg + at, m));
-            if (act != HL_CONV_ACT_NONE) v = hl_conv_act8_as(act, a->epi, v);
+            if (act != HL_CONV_ACT_NONE) v = hl_conv_act8_with(act, ap, v);
             if (n == 8) _mm256_storeu_ps(yg + at, v);
             else _mm256_maskstore_ps(yg + at, m, v);
         }

@@ -34,7 +34,7 @@
 #undef T
 #undef SFX
 
-#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8 */
+#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8_with */
 #define HAVE_X86 HL_CONV_HAVE_X86
 
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
@@ -97,6 +97,8 @@ typedef struct {
     bool first, last;           /* the first block of K starts from 0, the others from C; */
                                 /* the last one adds the bias and applies the epilogue */
     bool prefetch;              /* B is a strip read in place: fetch the next strip's rows */
+    const float *next_a;        /* or NULL: the next panel's weights of this block of K, */
+                                /* fetched into L2 while this block runs */
 } block_args;
 
 /* ---- the portable block ---- */
@@ -129,24 +131,18 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 #if HAVE_X86
 #define AVX2 HL_AVX2
 
-/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each), PF before. */
+/* acc += the products of K steps, B's columns read by LOAD0 / LOAD1 (8 each), PF before; the
+   panel's first ROWS rows only (a constant: the rows past it are neither computed nor kept). */
+#define FMA_ROW(r, lo, hi)                                                                    \
+    if (ROWS > r) w = _mm256_broadcast_ss(A + r), lo = _mm256_fmadd_ps(w, b0, lo),              \
+                  hi = _mm256_fmadd_ps(w, b1, hi);
 #define BLOCK_LOOP(LOAD0, LOAD1, PF)                                                          \
     for (int64_t k = 0; k < K; k++) {                                                         \
         PF;                                                                                   \
         const __m256 b0 = LOAD0, b1 = LOAD1;                                                  \
         __m256 w;                                                                             \
-        w = _mm256_broadcast_ss(A + 0), c00 = _mm256_fmadd_ps(w, b0, c00),                    \
-        c01 = _mm256_fmadd_ps(w, b1, c01);                                                    \
-        w = _mm256_broadcast_ss(A + 1), c10 = _mm256_fmadd_ps(w, b0, c10),                    \
-        c11 = _mm256_fmadd_ps(w, b1, c11);                                                    \
-        w = _mm256_broadcast_ss(A + 2), c20 = _mm256_fmadd_ps(w, b0, c20),                    \
-        c21 = _mm256_fmadd_ps(w, b1, c21);                                                    \
-        w = _mm256_broadcast_ss(A + 3), c30 = _mm256_fmadd_ps(w, b0, c30),                    \
-        c31 = _mm256_fmadd_ps(w, b1, c31);                                                    \
-        w = _mm256_broadcast_ss(A + 4), c40 = _mm256_fmadd_ps(w, b0, c40),                    \
-        c41 = _mm256_fmadd_ps(w, b1, c41);                                                    \
-        w = _mm256_broadcast_ss(A + 5), c50 = _mm256_fmadd_ps(w, b0, c50),                    \
-        c51 = _mm256_fmadd_ps(w, b1, c51);                                                    \
+        FMA_ROW(0, c00, c01) FMA_ROW(1, c10, c11) FMA_ROW(2, c20, c21)                         \
+        FMA_ROW(3, c30, c31) FMA_ROW(4, c40, c41) FMA_ROW(5, c50, c51)                         \
         A += MR;                                                                              \
         B += ldb;                                                                             \
     }
@@ -157,6 +153,7 @@ static void block_portable(const block_args *a, const float *restrict A, const f
 AVX2 static inline __attribute__((always_inline)) void finish_whole(
     const conv_epilogue *e, int act, __m256 acc[MR][2], float *C, int64_t ldc,
     const float *bias, const float *res) {
+    const conv_act8_params ap = hl_conv_act8_params(e);
     for (int r = 0; r < MR; r++) {
         __m256 v0 = acc[r][0], v1 = acc[r][1];
         if (bias) {
@@ -168,20 +165,21 @@ AVX2 static inline __attribute__((always_inline)) void finish_whole(
             v1 = _mm256_add_ps(v1, _mm256_loadu_ps(res + r * ldc + 8));
         }
         if (act != HL_CONV_ACT_NONE) {
-            v0 = hl_conv_act8_as(act, e, v0);
-            v1 = hl_conv_act8_as(act, e, v1);
+            v0 = hl_conv_act8_with(act, ap, v0);
+            v1 = hl_conv_act8_with(act, ap, v1);
         }
         _mm256_storeu_ps(C + r * ldc, v0);
         _mm256_storeu_ps(C + r * ldc + 8, v1);
     }
 }
 
-/* An MR x NR block of which the first mr rows and nr columns are stored: the panel's padding
-   rows are computed (their weights are zeros) and dropped; columns past nr are neither read
-   nor written (masked loads and stores). */
-AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
-                            int64_t ldb, float *C, int64_t ldc, const float *bias,
-                            const float *res, int mr, int nr) {
+/* An MR x NR block of which the first mr <= ROWS rows and nr columns are stored: the panel's
+   rows from mr to ROWS are computed (their weights are zeros) and dropped, those past ROWS
+   not computed (the last panel of 16 output channels: 4 rows instead of 6); columns past nr
+   are neither read nor written (masked loads and stores). */
+AVX2 static inline __attribute__((always_inline)) void block_rows_avx2(
+    const block_args *a, const float *restrict A, const float *B, int64_t ldb, float *C,
+    int64_t ldc, const float *bias, const float *res, int mr, int nr, const int ROWS) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
     const int64_t K = a->K;
@@ -201,6 +199,10 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     if (nr == NR && a->prefetch) {
         BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8),
                    _mm_prefetch((const char *)(B + NR + 8), _MM_HINT_T0))
+    } else if (nr == NR && a->next_a) {
+        const float *na = a->next_a;   /* MR weights a step: a line every 2.7 steps */
+        BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8),
+                   (_mm_prefetch((const char *)na, _MM_HINT_T1), na += MR))
     } else if (nr == NR) {
         BLOCK_LOOP(_mm256_loadu_ps(B), _mm256_loadu_ps(B + 8), (void)0)
     } else {
@@ -208,7 +210,7 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
     __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
                          {c30, c31}, {c40, c41}, {c50, c51}};
-    if (a->last && nr == NR && mr == MR) {   /* the common whole block: unrolled */
+    if (ROWS == MR && a->last && nr == NR && mr == MR) {   /* the common whole block: unrolled */
         switch (a->epi ? a->epi->act : HL_CONV_ACT_NONE) {
         case HL_CONV_ACT_NONE: finish_whole(a->epi, HL_CONV_ACT_NONE, acc, C, ldc, bias, res); break;
         case HL_CONV_ACT_RELU: finish_whole(a->epi, HL_CONV_ACT_RELU, acc, C, ldc, bias, res); break;
@@ -217,6 +219,8 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
         }
         return;
     }
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
+    const int act = a->epi ? a->epi->act : HL_CONV_ACT_NONE;
     for (int r = 0; r < mr; r++) {
         float *y = C + r * ldc;
         const float *rr = res ? res + r * ldc : NULL;
@@ -227,7 +231,7 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
             if (a->epi && a->last) {
                 if (rr) v = _mm256_add_ps(v, nr == NR ? _mm256_loadu_ps(rr + 8 * h)
                                                       : _mm256_maskload_ps(rr + 8 * h, m));
-                v = hl_conv_act8(a->epi, v);
+                v = hl_conv_act8_with(act, ap, v);
             }
             if (nr == NR) _mm256_storeu_ps(y + 8 * h, v);
             else _mm256_maskstore_ps(y + 8 * h, m, v);
@@ -235,6 +239,24 @@ AVX2 static void block_avx2(const block_args *a, const float *restrict A, const 
     }
 }
 #undef BLOCK_LOOP
+#undef FMA_ROW
+
+/* block_rows_avx2 for a whole panel and for the last panel's 4 or 2 rows. */
+AVX2 static void block_avx2(const block_args *a, const float *restrict A, const float *B,
+                            int64_t ldb, float *C, int64_t ldc, const float *bias,
+                            const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, MR);
+}
+AVX2 static void block4_rows_avx2(const block_args *a, const float *restrict A, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                  const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, 4);
+}
+AVX2 static void block2_rows_avx2(const block_args *a, const float *restrict A, const float *B,
+                                  int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                  const float *res, int mr, int nr) {
+    block_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr, 2);
+}
 
 /* The same for a block of at most 8 columns: one vector per row (the columns of a position
    count that is not a multiple of NR, e.g. the 49 of a 7x7 plane, cost half as much). */
@@ -261,12 +283,13 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
         B += ldb;
     }
     const __m256 acc[MR] = {c0, c1, c2, c3, c4, c5};
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
     for (int r = 0; r < mr; r++) {
         __m256 v = acc[r];
         if (bias && a->last) v = _mm256_add_ps(v, _mm256_set1_ps(bias[r]));
         if (a->epi && a->last) {
             if (res) v = _mm256_add_ps(v, _mm256_maskload_ps(res + r * ldc, m));
-            v = hl_conv_act8(a->epi, v);
+            v = hl_conv_act8_with(a->epi->act, ap, v);
         }
         _mm256_maskstore_ps(C + r * ldc, m, v);
     }
@@ -277,34 +300,41 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
    each column's value broadcast, so a column costs one FMA per k instead of block8's MR
    (block8 costs MR FMAs per k for any nr <= 8).
    Four accumulators per column (k mod 4) keep the FMAs from waiting on each other; the
-   outputs are read and written lane by lane (rows ldc apart). */
+   outputs are read and written lane by lane (rows ldc apart). NCOL (the columns) is a
+   constant, so that the accumulators live in registers (indexed by a run-time column count
+   they were kept on the stack, each FMA waiting on a store: the tail of a 7x7 plane cost a
+   fifth of its product). A k's weights are loaded as 8 lanes, the last two the next k's (not
+   kept), except at the block's last k, whose load stops at MR lanes (the panel's end may be
+   the buffer's). */
 enum { TAIL_COLS = 2 };   /* measured: 1 column 3-6% faster than block8, 4 columns 2-3% slower */
 
-AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, const float *B,
-                                 int64_t ldb, float *C, int64_t ldc, const float *bias,
-                                 const float *res, int mr, int nr) {
-    const __m256i rows = hl_conv_mask8(MR);   /* a k's MR weights; the load stops there */
+AVX2 static inline __attribute__((always_inline)) void block_tail_cols(
+    const block_args *a, const float *restrict A, const float *B, int64_t ldb, float *C,
+    int64_t ldc, const float *bias, const float *res, int mr, const int NCOL) {
     __m256 acc[TAIL_COLS][4];
     for (int j = 0; j < TAIL_COLS; j++)
         for (int u = 0; u < 4; u++) acc[j][u] = _mm256_setzero_ps();
     const int64_t K = a->K;
     int64_t k = 0;
-    for (; k + 4 <= K; k += 4)
+    for (; k + 4 < K; k += 4)   /* k + 3 is not the block's last k: unmasked loads */
         for (int u = 0; u < 4; u++) {
-            const __m256 w = _mm256_maskload_ps(A + (k + u) * MR, rows);
+            const __m256 w = _mm256_loadu_ps(A + (k + u) * MR);
             const float *b = B + (k + u) * ldb;
-            for (int j = 0; j < nr; j++)
+            for (int j = 0; j < NCOL; j++)
                 acc[j][u] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(b + j), acc[j][u]);
         }
+    const __m256i rows = hl_conv_mask8(MR);   /* a k's MR weights; the load stops there */
     for (; k < K; k++) {
-        const __m256 w = _mm256_maskload_ps(A + k * MR, rows);
-        for (int j = 0; j < nr; j++)
+        const __m256 w = k + 1 < K ? _mm256_loadu_ps(A + k * MR)
+                                   : _mm256_maskload_ps(A + k * MR, rows);
+        for (int j = 0; j < NCOL; j++)
             acc[j][0] = _mm256_fmadd_ps(w, _mm256_broadcast_ss(B + k * ldb + j), acc[j][0]);
     }
     const bool last = a->last;
     __m256 bv = _mm256_setzero_ps();
     if (bias && last) bv = _mm256_maskload_ps(bias, hl_conv_mask8(mr));
-    for (int j = 0; j < nr; j++) {
+    const conv_act8_params ap = hl_conv_act8_params(a->epi);
+    for (int j = 0; j < NCOL; j++) {
         __m256 v = _mm256_add_ps(_mm256_add_ps(acc[j][0], acc[j][1]),
                                  _mm256_add_ps(acc[j][2], acc[j][3]));
         float t[8] = {0};
@@ -318,11 +348,18 @@ AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, c
                 for (int r = 0; r < mr; r++) t[r] = res[r * ldc + j];
                 v = _mm256_add_ps(v, _mm256_loadu_ps(t));
             }
-            v = hl_conv_act8(a->epi, v);
+            v = hl_conv_act8_with(a->epi->act, ap, v);
         }
         _mm256_storeu_ps(t, v);
         for (int r = 0; r < mr; r++) C[r * ldc + j] = t[r];
     }
+}
+
+AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, const float *B,
+                                 int64_t ldb, float *C, int64_t ldc, const float *bias,
+                                 const float *res, int mr, int nr) {
+    if (nr == 1) block_tail_cols(a, A, B, ldb, C, ldc, bias, res, mr, 1);
+    else block_tail_cols(a, A, B, ldb, C, ldc, bias, res, mr, 2);
 }
 
 #endif
@@ -358,7 +395,9 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
         return;
     }
     if (avx2) {
-        block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        if (mr > 4) block_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        else if (mr > 2) block4_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+        else block2_rows_avx2(a, A, B, ldb, C, ldc, bias, res, mr, nr);
         return;
     }
 #endif
@@ -449,7 +488,7 @@ static void prepack_items(int64_t i0, int64_t i1, void *arg) {
 void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
                           float *c, int64_t ldc, const float *bias, const float *res,
                           const conv_epilogue *epi) {
-    const block_args a = {k, epi, true, true, false};
+    const block_args a = {k, epi, true, true, false, NULL};
     const bool avx2 = hl_conv_avx2();
     for (int64_t r0 = 0; r0 < m; r0 += MR)
         block(&a, avx2, packed + r0 * k, strip, NR, c + r0 * ldc, ldc,
@@ -521,7 +560,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
         const float *slot = q->shared_b ? q->shared_b + (s * blocks + bl) * q->kblocks * kc * nb
                                         : NULL;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
-            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false};
+            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false, NULL};
             /* The chunk's weights for this block of K fit in L1 (a short K): every panel
                passes over one NR-column strip of the columns while it is in L1, read where
                they are. Otherwise each panel passes over the whole block of positions, packed
@@ -549,6 +588,9 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                     const int mr = (int)HL_MIN(MR, M - r0);
                     for (int64_t j = js; j < je; j += NR) {
                         const int nr = (int)HL_MIN(NR, je - j);
+                        /* a packed block's first strip fetches the next panel's weights
+                           (from memory, where a model's other layers evicted them) */
+                        a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
                         const float *Bj = strips ? B + k0 * pr->ldb + j
                                                  : packed + (j - j0) * a.K;
                         block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,

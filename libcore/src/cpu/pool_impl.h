@@ -310,11 +310,31 @@ static void FN(avg_pool_planes)(int64_t p0, int64_t p1, void *arg) {
     }
 }
 
+/* Global average pooling (one window, the whole plane, no padding: MobileNetV2's last 7x7):
+   each plane's sum in 8 running partial sums, combined pairwise, instead of one chain of
+   adds each waiting on the last (1280 planes of 49: 60 us against 8). */
+static void FN(avg_pool_global_planes)(int64_t p0, int64_t p1, void *arg) {
+    POOL_UNPACK(arg);
+    for (int64_t p = p0; p < p1; p++) {
+        const T *plane = x + p * HW;
+        T acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= HW; i += 8)
+            for (int j = 0; j < 8; j++) acc[j] += plane[i + j];
+        for (int j = 0; i < HW; i++, j++) acc[j] += plane[i];
+        const T sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) +
+                      ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        y[p * OP] = HW > 0 ? sum / (T)HW : 0;
+    }
+}
+
 static void FN(avg_pool)(const pool_geom *g, const T *x, T *y) {
     const int64_t OP = g->oh * g->ow;
     const FN(pool_job) q = {.g = g, .x = x, .y = y};
+    const bool global = g->oh == 1 && g->ow == 1 && g->kh == g->h && g->kw == g->w &&
+                        g->pt == 0 && g->pl == 0 && g->dh == 1 && g->dw == 1;
     hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
-                    FN(avg_pool_planes), (void *)&q);
+                    global ? FN(avg_pool_global_planes) : FN(avg_pool_planes), (void *)&q);
 }
 
 static void FN(max_pool_grad_planes)(int64_t p0, int64_t p1, void *arg) {
