@@ -34,7 +34,7 @@ enum {
     MAX_WORKERS = 255,       /* slots fit 8 bits of the claim word */
     CHUNKS_PER_THREAD = 4,   /* spare chunks let the threads that run take over the work */
     SPIN_NS = 200 * 1000,    /* how long an idle worker watches for the next job */
-    OVER_SPIN_NS = 0,        /* the same with more threads than CPUs (see spin_ns) */
+    OVER_SPIN_NS = 10 * 1000, /* the same with more threads than CPUs (see spin_ns) */
     YIELD_EVERY = 256,       /* spins between sched_yield()s while waiting */
 };
 
@@ -102,12 +102,14 @@ static int cpus_available(void) {
 }
 
 /* More threads than CPUs: a spinning worker then takes a core from a thread with work (the
-   caller, or a worker mid-chunk), so idle workers go to sleep at once and waiting threads
-   yield on every round, as libgomp throttles its spin when its team outnumbers the CPUs. */
+   caller, or a worker mid-chunk), so idle workers spin only OVER_SPIN_NS (enough for a loop
+   that follows at once, as a model's do) before they sleep, and waiting threads yield on
+   every round: libgomp throttles its spin the same way when its team outnumbers the CPUs. */
 static inline bool oversubscribed(void) { return hl_pool_threads() > cpus_available(); }
 
 static int64_t spin_ns(void) {
-    static _Atomic int64_t forced = -2;  /* HL_POOL_SPIN_NS: measurement only */
+    /* HL_POOL_SPIN_NS (ns) overrides both, for measurements (bench/thread_pool.py) */
+    static _Atomic int64_t forced = -2;
     if (forced == -2) {
         const char *e = getenv("HL_POOL_SPIN_NS");
         forced = e && *e ? atoll(e) : -1;
