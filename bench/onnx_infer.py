@@ -26,7 +26,8 @@ onnxruntime), timed apart since issue 21 (before, "load s" included them).
 A third column runs the same model in PyTorch eager mode (torch.inference_mode, the same
 threads): make_zoo.py's builder with the seed the file was exported with, so the same
 weights; its outputs are checked against onnxruntime's as hl's are ("max err" is the larger
-of the two). It needs torchvision and transformers; without them the column reads "-".
+of the two). It needs torchvision and transformers (`pip install -e ".[zoo]"`); without them
+the column reads "-".
 
 --clock cpu times each run by the process's CPU time instead of the wall clock. With
 --threads 1 on a host that other work loads, that is the figure the load does not inflate
