@@ -288,6 +288,56 @@ def bench_sum(args):
         yield Row(what, "GB/s", gb / t["hl"], {k: gb / v for k, v in t.items() if k != "hl"})
 
 
+@section("maxpool")
+def bench_maxpool(args):
+    """max_pool2d, ms per call (lower is better): the MNIST CNN's 2x2 stride-2 pools (batch 64)
+    and ResNet's 3x3 stride-2 padding-1 pool, forward without indices (inference) and with
+    them (training), and forward + backward: hl's as graph mode replays it (a plan whose
+    backward finds each window's maximum again in the input, no indices kept) against
+    PyTorch's forward with indices and its indexed backward."""
+    from hl import ops
+    rng = np.random.default_rng(0)
+    for shape, k, kw in (((64, 20, 24, 24), 2, {"stride": 2}), ((64, 50, 8, 8), 2, {"stride": 2}),
+                         ((8, 64, 56, 56), 3, {"stride": 2, "padding": 1})):
+        x = rng.standard_normal(shape).astype(np.float32)
+        hx = hl.tensor(x)
+        hy = ops.max_pool2d_forward(hx, k, return_indices=True, **kw)[0]
+        dy = rng.standard_normal(hy.shape).astype(np.float32)
+        hdy = hl.tensor(dy)
+
+        def fwd_bwd():   # x read again after the gradient, as ReLU's backward does in a model
+            y, idx = ops.max_pool2d_forward(hx * 1.0, k, return_indices=True, **kw)
+            return y, ops.max_pool2d_grad(hdy, idx, shape, k, **kw)
+        _core.plan_begin()
+        try:
+            fwd_bwd()
+        finally:
+            plan = _core.plan_end()
+
+        def hl_values():
+            with hl.no_grad():
+                return hl.max_pool2d(hx, k, **kw)
+        tx, tdy = (torch.from_numpy(x), torch.from_numpy(dy)) if torch else (None, None)
+        tkw = {"stride": kw["stride"], "padding": kw.get("padding", 0)}
+
+        def torch_fwd_bwd():
+            ty, ti = torch.nn.functional.max_pool2d(tx * 1.0, k, return_indices=True, **tkw)
+            return torch.ops.aten.max_pool2d_with_indices_backward(
+                tdy, tx, [k, k], [tkw["stride"]] * 2, [tkw["padding"]] * 2, [1, 1], False, ti)
+        name = f"{k}x{k}/{kw['stride']}{' p1' if 'padding' in kw else ''} {'x'.join(map(str, shape))}"
+        for what, h, t in (
+                ("forward", hl_values,
+                 (lambda: torch.nn.functional.max_pool2d(tx, k, **tkw)) if torch else None),
+                ("forward, indices", lambda: ops.max_pool2d_forward(hx, k, return_indices=True, **kw),
+                 (lambda: torch.nn.functional.max_pool2d(tx, k, return_indices=True, **tkw))
+                 if torch else None),
+                ("fwd+bwd (hl: plan)", lambda: _core.plan_run(plan), torch_fwd_bwd if torch else None)):
+            r = measure([("hl", h), ("torch", t)], args.repeat)
+            ms = {k_: v * 1e3 for k_, v in r.items()}
+            yield Row(f"{name} {what}", "ms", ms["hl"], {k_: v for k_, v in ms.items() if k_ != "hl"},
+                      higher_better=False)
+
+
 @section("mixed")
 def bench_mixed(args):
     """Two-layer MLP forward (matmuls with element-wise ops between), ms per step.

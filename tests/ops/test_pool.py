@@ -255,6 +255,33 @@ def test_pool_bad_inputs(call, exc, match):
         call()
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("itype", [np.int64, np.int32])
+def test_max_pool_grad_checks_every_block_of_many_indices(rng, threads, itype):
+    # 8 x 64 x 16 x 16 indices: the range check runs in blocks on the thread pool; a bad index
+    # in any block is found, the least bad one is named whatever the thread count, and valid
+    # indices scatter as numpy does
+    shape, plane = (8, 64, 16, 16), 32 * 32
+    idx = rng.integers(0, plane, size=shape).astype(itype)
+    dy = rng.standard_normal(shape).astype(np.float32)
+    before = hl.get_num_threads()
+    hl.set_num_threads(threads)
+    try:
+        dx = hl.ops.max_pool2d_grad(hl.tensor(dy), hl.tensor(idx), (8, 64, 32, 32), 2).numpy()
+        want = np.zeros((8 * 64, plane), np.float32)
+        for p in range(8 * 64):
+            np.add.at(want[p], idx.reshape(8 * 64, -1)[p], dy.reshape(8 * 64, -1)[p])
+        np.testing.assert_allclose(dx.reshape(8 * 64, -1), want, rtol=1e-6, atol=1e-6)
+        for bad, at, named in ((plane, -1, plane), (-7, 40000, -7), (plane + 3, 70000, plane + 3)):
+            wrong = idx.copy()
+            wrong.reshape(-1)[at] = bad
+            wrong.reshape(-1)[-5] = plane   # a too-large one too: the one below -1 is named first
+            with pytest.raises(errors.IndexError, match=f"index {named} is out of range"):
+                hl.ops.max_pool2d_grad(hl.tensor(dy), hl.tensor(wrong), (8, 64, 32, 32), 2)
+    finally:
+        hl.set_num_threads(before)
+
+
 # ---- properties ------------------------------------------------------------------------------
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

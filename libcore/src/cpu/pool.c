@@ -1,7 +1,7 @@
 /*
  * pool.c - CPU kernels of the pooling family: max and average pooling and their gradients,
- * direct loops over each (sample, channel) plane, one plane per OpenMP iteration (so the
- * gradients scatter into a plane without races). The record layout is in api/pool.c.
+ * direct loops over each (sample, channel) plane, planes split between the thread pool's
+ * chunks (so the gradients scatter into a plane without races). The record layout is in api/pool.c.
  */
 #include <math.h>
 
@@ -48,19 +48,32 @@ static int64_t avg_divisor(const pool_geom *g, int64_t y0, int64_t x0, int64_t y
     return by * bx;
 }
 
-enum { POOL_PAR_MIN = 16384 };
+/* POOL_TILE: the windows of one row whose maxima pool_impl.h's row_window_max finds at once
+   (its buffers are on the stack). */
+enum { POOL_PAR_MIN = 16384, POOL_TILE = 256 };
+
+/* 2x2 windows at stride 2, dilation 1, none reaching padding: pool_2x2_impl.h's kernels. */
+static bool pool_2x2_inside(const pool_geom *g) {
+    return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->dh == 1 && g->dw == 1 &&
+           g->pt == 0 && g->pl == 0 && g->oh > 0 && g->ow > 0 && 2 * g->oh <= g->h &&
+           2 * g->ow <= g->w;
+}
 
 #define T float
 #define SFX f32
+#define TI int32_t
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef TI
 
 #define T double
 #define SFX f64
+#define TI int64_t
 #include "pool_impl.h"
 #undef T
 #undef SFX
+#undef TI
 
 hl_status hl_cpu_pool(const hl_call *c) {
     const hl_tensor *x = c->in[0];
@@ -79,26 +92,57 @@ hl_status hl_cpu_pool(const hl_call *c) {
     return HL_OK;
 }
 
+/* The least and greatest of max_pool_grad's indices, found on the thread pool in at most
+   INDEX_BLOCKS blocks (of at least POOL_PAR_MIN, sized by n alone): each block's extremes into
+   its own slot, then combined, so the answer does not depend on the thread count. */
+enum { INDEX_BLOCKS = 64 };
+
+typedef struct {
+    const void *v;
+    bool i64;
+    int64_t n, block, *lo, *hi;
+} index_range_job;
+
+HL_CLONES
+static void index_range_blocks(int64_t b0, int64_t b1, void *arg) {
+    const index_range_job *q = arg;
+    for (int64_t b = b0; b < b1; b++) {
+        const int64_t i0 = b * q->block, i1 = i0 + q->block < q->n ? i0 + q->block : q->n;
+        int64_t lo, hi;
+        if (q->i64) {
+            const int64_t *v = q->v;
+            lo = hi = v[i0];
+            for (int64_t i = i0; i < i1; i++) {
+                lo = v[i] < lo ? v[i] : lo;
+                hi = v[i] > hi ? v[i] : hi;
+            }
+        } else {
+            const int32_t *v = q->v;
+            lo = hi = v[i0];
+            for (int64_t i = i0; i < i1; i++) {
+                lo = v[i] < lo ? v[i] : lo;
+                hi = v[i] > hi ? v[i] : hi;
+            }
+        }
+        q->lo[b] = lo;
+        q->hi[b] = hi;
+    }
+}
+
 /* Every index must point into its plane (or be -1, a window of padding only). */
 static hl_status check_indices(const hl_tensor *t, int64_t plane_size) {
-    int64_t n = hl_tensor_numel(t), lo = 0, hi = 0;
+    const int64_t n = hl_tensor_numel(t);
     if (n == 0) return HL_OK;
-    if (t->dtype == HL_I64) {
-        const int64_t *v = (const int64_t *)hl_ptr(t);
-        lo = hi = v[0];
-#pragma omp parallel for reduction(min : lo) reduction(max : hi) if (n > POOL_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            lo = v[i] < lo ? v[i] : lo;
-            hi = v[i] > hi ? v[i] : hi;
-        }
-    } else {
-        const int32_t *v = (const int32_t *)hl_ptr(t);
-        lo = hi = v[0];
-#pragma omp parallel for reduction(min : lo) reduction(max : hi) if (n > POOL_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            lo = v[i] < lo ? v[i] : lo;
-            hi = v[i] > hi ? v[i] : hi;
-        }
+    int64_t lo_of[INDEX_BLOCKS], hi_of[INDEX_BLOCKS], block = (n + INDEX_BLOCKS - 1) / INDEX_BLOCKS;
+    if (block < POOL_PAR_MIN) block = POOL_PAR_MIN;
+    const int64_t blocks = (n + block - 1) / block;
+    const index_range_job q = {.v = hl_ptr(t), .i64 = t->dtype == HL_I64, .n = n,
+                               .block = block, .lo = lo_of, .hi = hi_of};
+    hl_parallel_for(blocks, 1, index_range_blocks, (void *)&q);
+    int64_t lo = lo_of[0], hi = hi_of[0];
+    for (int64_t b = 1; b < blocks; b++) {
+        lo = lo_of[b] < lo ? lo_of[b] : lo;
+        hi = hi_of[b] > hi ? hi_of[b] : hi;
     }
     if (lo < -1 || hi >= plane_size)
         return hl_fail(HL_ERR_INDEX, "max_pool_grad: index %lld is out of range for input planes "

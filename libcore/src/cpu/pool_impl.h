@@ -113,30 +113,72 @@ static void FN(max_pool_plane_values)(const pool_geom *g, const T *restrict plan
     }
 }
 
-/* The maximum of output (oy, ox)'s window in plane (into *best) and its flat index in the
-   plane: NaN wins, as in PyTorch, else the first of equal maxima; -1 and -inf for a window of
-   padding only. max_pool and max_pool_grad_from_input both ask it, so they pick one tap. */
-static inline int64_t FN(window_max)(const pool_geom *g, const T *plane, int64_t oy, int64_t ox,
-                                     T *best) {
-    const int64_t y0 = oy * g->sh - g->pt, x0 = ox * g->sw - g->pl;
-    int64_t ylo, yhi, xlo, xhi;
+/* The maxima of output row oy's windows ox0 .. ox1-1 (at most POOL_TILE, pool.c) in plane, into
+   best[], and their flat indices in the plane, into at[]: NaN wins (the last NaN), as in
+   PyTorch, else the first of equal maxima; -1 and -inf for a window of padding only. The taps
+   are swept in row-major order, each over the whole run of windows it falls in: a select per
+   window that the compiler vectorises, instead of one window's bounds and taps at a time.
+   The sweep keeps the tap's number (ty * kw + tx, in TI: lanes as wide as T's) and starts
+   every window at -inf, so a window whose taps are all -inf picks none there and is given
+   its first tap inside the input afterwards: as if the first tap had started it (a later
+   tap wins only when greater or NaN either way). max_pool (with indices) and
+   max_pool_grad_from_input both ask it, so they pick one tap. */
+HL_CLONES
+static void FN(row_window_max)(const pool_geom *g, const T *restrict plane, int64_t oy,
+                               int64_t ox0, int64_t ox1, T *restrict best,
+                               int64_t *restrict at) {
+    const int64_t y0 = oy * g->sh - g->pt, n = ox1 - ox0;
+    TI tap[POOL_TILE];
+    for (int64_t j = 0; j < n; j++) {
+        best[j] = -INFINITY;
+        tap[j] = -1;
+    }
+    int64_t ylo, yhi;
     hl_tap_range(y0, g->dh, g->h, g->kh, &ylo, &yhi);
-    hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
-    T m = -INFINITY;
-    int64_t at = -1;
     for (int64_t ty = ylo; ty < yhi; ty++) {
-        const int64_t row = (y0 + ty * g->dh) * g->w;
-        for (int64_t tx = xlo; tx < xhi; tx++) {
-            const int64_t i = row + x0 + tx * g->dw;
-            const T v = plane[i];
-            if (at < 0 || v > m || v != v) { /* the first tap sets the starting point */
-                m = v;
-                at = i;
-            }
+        const T *restrict row = plane + (y0 + ty * g->dh) * g->w;
+        for (int64_t tx = 0; tx < g->kw; tx++) {
+            const int64_t offx = tx * g->dw - g->pl;
+            const TI t = (TI)(ty * g->kw + tx);
+            int64_t lo, hi;
+            hl_out_range(offx, g->sw, g->w, g->ow, &lo, &hi);
+            lo = lo > ox0 ? lo : ox0;
+            hi = hi < ox1 ? hi : ox1;
+            const T *restrict src = row + offx;
+            if (g->sw == 1)
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = src[ox];
+                    const bool take = v > best[ox - ox0] || v != v;
+                    best[ox - ox0] = take ? v : best[ox - ox0];
+                    tap[ox - ox0] = take ? t : tap[ox - ox0];
+                }
+            else
+                for (int64_t ox = lo; ox < hi; ox++) {
+                    const T v = src[ox * g->sw];
+                    const bool take = v > best[ox - ox0] || v != v;
+                    best[ox - ox0] = take ? v : best[ox - ox0];
+                    tap[ox - ox0] = take ? t : tap[ox - ox0];
+                }
         }
     }
-    *best = m;
-    return at;
+    for (int64_t j = 0; j < n; j++) {
+        const int64_t x0 = (ox0 + j) * g->sw - g->pl;
+        int64_t ty, tx;
+        if (tap[j] >= 0) {
+            ty = tap[j] / g->kw;
+            tx = tap[j] % g->kw;
+        } else { /* every tap -inf, or none inside the input */
+            int64_t xlo, xhi;
+            hl_tap_range(x0, g->dw, g->w, g->kw, &xlo, &xhi);
+            if (ylo >= yhi || xlo >= xhi) {
+                at[j] = -1;
+                continue;
+            }
+            ty = ylo;
+            tx = xlo;
+        }
+        at[j] = (y0 + ty * g->dh) * g->w + x0 + tx * g->dw;
+    }
 }
 
 static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
@@ -148,18 +190,31 @@ static void FN(max_pool_value_planes)(int64_t p0, int64_t p1, void *arg) {
 
 static void FN(max_pool_indexed_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
-    for (int64_t p = p0; p < p1; p++) {
+    T best[POOL_TILE];
+    int64_t at[POOL_TILE];
+    for (int64_t p = p0; p < p1; p++)
         for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t o = p * OP + oy * g->ow + ox;
-                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &y[o]);
-                if (idx) idx[o] = at;
+            for (int64_t ox0 = 0; ox0 < g->ow; ox0 += POOL_TILE) {
+                const int64_t ox1 = ox0 + POOL_TILE < g->ow ? ox0 + POOL_TILE : g->ow,
+                              o = p * OP + oy * g->ow + ox0;
+                FN(row_window_max)(g, x + p * HW, oy, ox0, ox1, best, at);
+                for (int64_t j = 0; j < ox1 - ox0; j++) {
+                    y[o + j] = best[j];
+                    if (idx) idx[o + j] = at[j];
+                }
             }
-    }
 }
+
+#include "pool_2x2_impl.h"
 
 static void FN(max_pool)(const pool_geom *g, const T *x, T *y, int64_t *idx) {
     const int64_t OP = g->oh * g->ow;
+    if (pool_2x2_inside(g)) {
+        const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
+        hl_parallel_for(g->planes, g->planes * OP * 4 > POOL_PAR_MIN ? 1 : g->planes,
+                        FN(max_pool_2x2_planes), (void *)&q);
+        return;
+    }
     if (!idx) {
         const FN(pool_job) q = {.g = g, .x = x, .y = y, .idx = idx};
         hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
@@ -233,13 +288,18 @@ static void FN(max_pool_grad)(const pool_geom *g, const T *dy, const void *idx, 
    max_pool_grad adds through the indices. */
 static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
+    T best[POOL_TILE];
+    int64_t at[POOL_TILE];
     for (int64_t p = p0; p < p1; p++) {
-        T *dplane = dx + p * HW, best;
+        T *dplane = dx + p * HW;
         for (int64_t i = 0; i < HW; i++) dplane[i] = 0;
         for (int64_t oy = 0; oy < g->oh; oy++)
-            for (int64_t ox = 0; ox < g->ow; ox++) {
-                const int64_t at = FN(window_max)(g, x + p * HW, oy, ox, &best);
-                if (at >= 0) dplane[at] += dy[p * OP + oy * g->ow + ox];
+            for (int64_t ox0 = 0; ox0 < g->ow; ox0 += POOL_TILE) {
+                const int64_t ox1 = ox0 + POOL_TILE < g->ow ? ox0 + POOL_TILE : g->ow;
+                const T *drow = dy + p * OP + oy * g->ow + ox0;
+                FN(row_window_max)(g, x + p * HW, oy, ox0, ox1, best, at);
+                for (int64_t j = 0; j < ox1 - ox0; j++) /* in output order, as max_pool_grad */
+                    if (at[j] >= 0) dplane[at[j]] += drow[j];
             }
     }
 }
@@ -247,6 +307,11 @@ static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *ar
 static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
     const int64_t OP = g->oh * g->ow;
     const FN(pool_job) q = {.g = g, .dy = dy, .x = x, .dx = dx};
+    if (pool_2x2_inside(g)) {
+        hl_parallel_for(g->planes, g->planes * OP * 4 > POOL_PAR_MIN ? 1 : g->planes,
+                        FN(max_pool_grad_2x2_planes), (void *)&q);
+        return;
+    }
     hl_parallel_for(g->planes, g->planes * OP * g->kh * g->kw > POOL_PAR_MIN ? 1 : g->planes,
                     FN(max_pool_grad_from_input_planes), (void *)&q);
 }
