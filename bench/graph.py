@@ -5,14 +5,17 @@ torch.compile (inductor, CPU), same model, same batch, same run.
     python bench/graph.py --only mlp1 --steps 200
     python bench/graph.py --no-compile            # leave torch.compile out (slow to compile)
     python bench/graph.py --threads 1 --clock cpu # a loaded host: CPU time per step
+    python bench/graph.py --only resnet18 --graph-alg sequence,topological  # both plan orders
 
 Models (bench/train.py's): MLP 784-512-512-10 at batch 1 (per-step overhead), the MNIST CNN at
 batch 64, a CIFAR ResNet-18 at batch 32. Each step is forward, softmax cross-entropy, backward
 and SGD with momentum, on fixed random data; hl's step is a Module's train_one_batch, compiled
 with use_graph=True for the graph figure (the warm-up covers graph mode's eager first step and
-its recorded second). Each (library, model) pair runs in a process of its own, twice round the
-libraries; the figure is the median step time over both processes' timed steps. Memory: the
-growth of the process's peak resident set over its size before the first step (as train.py).
+its recorded second); ``--graph-alg`` picks the plans' order (SINGA's graph_alg: 'sequence',
+'topological' or both, each its own column). Each (library, model) pair runs in a process of
+its own, twice round the libraries; the figure is the median step time over both processes'
+timed steps. Memory: the growth of the process's peak resident set over its size before the
+first step (as train.py).
 """
 import argparse
 import statistics
@@ -21,13 +24,14 @@ import sys
 from _common import report, run_worker, setup, step_worker_args
 from train import MODELS, hl_model, measure, torch_step_fn
 
-LIBS = ("hl-eager", "hl-graph", "torch", "torch-compile")
+LIBS = ("hl-eager", "hl-graph", "hl-topo", "torch", "torch-compile")
+GRAPH_ALG = {"hl-graph": "sequence", "hl-topo": "topological"}  # graph mode's columns
 # Timed steps at most, per model: a ResNet-18 step takes seconds on a loaded two-core machine,
 # and 4 libraries x 2 processes x (warm-up + steps) of them must finish in minutes.
 MOST_STEPS = {"resnet18": 3}
 
 
-def hl_step_fn(name, batch, shape, graph):
+def hl_step_fn(name, batch, shape, graph, graph_alg="sequence"):
     import numpy as np
     import hl
 
@@ -50,7 +54,8 @@ def hl_step_fn(name, batch, shape, graph):
     rng = np.random.default_rng(0)
     x = hl.tensor(rng.standard_normal((batch, *shape)).astype(np.float32))
     y = hl.tensor(rng.integers(0, 10, batch).astype(np.int64))
-    model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph)
+    model.compile([hl.Placeholder(x.shape)], is_train=True, use_graph=graph,
+                  graph_alg=graph_alg)
 
     def step():
         return model.train_one_batch(x, y)
@@ -63,7 +68,8 @@ def worker(lib, name, steps, warmup, threads, clock="wall"):
         import hl
         if threads:
             hl.set_num_threads(threads)
-        step = hl_step_fn(name, *MODELS[name][:2], graph=lib == "hl-graph")
+        step = hl_step_fn(name, *MODELS[name][:2], graph=lib in GRAPH_ALG,
+                          graph_alg=GRAPH_ALG.get(lib, "sequence"))
     else:
         import torch
         if threads:
@@ -73,7 +79,10 @@ def worker(lib, name, steps, warmup, threads, clock="wall"):
 
 
 def run(args):
-    libs = [lib for lib in LIBS if not (args.no_compile and lib == "torch-compile")]
+    algs = {a.strip() for a in args.graph_alg.split(",")}
+    libs = [lib for lib in LIBS if not (args.no_compile and lib == "torch-compile") and
+            not (lib in GRAPH_ALG and GRAPH_ALG[lib] not in algs)]
+    graph = next(lib for lib in libs if lib in GRAPH_ALG)  # the ratios' graph column
     try:
         import torch  # noqa: F401
     except Exception:  # noqa: BLE001 - without torch, hl's figures alone
@@ -86,7 +95,8 @@ def run(args):
           f"(at most {MOST_STEPS} for those models) "
           f"(after {args.warmup} warm-up), two processes per library; {what}")
     head = (f"{'model':30} " + " ".join(f"{lib:>13}" for lib in libs) +
-            f" {'graph/eager':>11} {'graph/torch':>11}   {'MiB eager':>9} {'graph':>7}")
+            f" {'graph/eager':>11} {'graph/torch':>11}   {'MiB eager':>9} {'graph':>7}" +
+            (f" {'topo/eager':>10}" if graph != "hl-topo" and "hl-topo" in libs else ""))
     print(head)
     print("-" * len(head))
     for name in names:
@@ -106,12 +116,15 @@ def run(args):
         mem = {lib: max(v["mem"]) for lib, v in res.items() if v["mem"]}
         line = f"{MODELS[name][2]:30} " + " ".join(
             f"{t[lib] * 1e3:13.3f}" if lib in t else f"{'failed':>13}" for lib in libs)
-        speed = t["hl-eager"] / t["hl-graph"]
-        vs_torch = f"{t['torch'] / t['hl-graph']:11.2f}" if "torch" in t else f"{'-':>11}"
-        line += f" {speed:11.2f} {vs_torch}   {mem['hl-eager']:9.1f} {mem['hl-graph']:7.1f}"
+        speed = t["hl-eager"] / t[graph]
+        vs_torch = f"{t['torch'] / t[graph]:11.2f}" if "torch" in t else f"{'-':>11}"
+        line += f" {speed:11.2f} {vs_torch}   {mem['hl-eager']:9.1f} {mem[graph]:7.1f}"
+        if graph != "hl-topo" and "hl-topo" in t:
+            line += f" {t['hl-eager'] / t['hl-topo']:10.2f}"
         print(line, flush=True)
-    print("graph/eager: hl eager's step time over graph mode's (higher is faster); "
-          "graph/torch: PyTorch eager's over graph mode's")
+    print(f"graph/eager: hl eager's step time over graph mode's ({graph}; higher is faster); "
+          "graph/torch: PyTorch eager's over graph mode's; hl-graph is graph_alg='sequence', "
+          "hl-topo 'topological'")
 
 
 def _optional(name, lib, args):
@@ -139,8 +152,13 @@ def main():
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="time steps by the wall clock or by the process's CPU time (a "
                          "loaded host; with --threads 1)")
+    ap.add_argument("--graph-alg", default="sequence",
+                    help="graph mode's plan order: sequence, topological, or both "
+                         "(comma-separated; each its own column)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not {a.strip() for a in args.graph_alg.split(",")} <= set(GRAPH_ALG.values()):
+        ap.error(f"--graph-alg: sequence, topological or both, got {args.graph_alg!r}")
     if args.clock == "cpu" and args.threads != 1:
         ap.error("--clock cpu needs --threads 1 (CPU time sums over threads)")
     setup(args.threads)

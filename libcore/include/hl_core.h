@@ -549,7 +549,8 @@ enum {
     HL_PLAN_TOPOLOGICAL = 8, /* run in dependency order (levels), same results as record order */
     HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
     HL_PLAN_NO_RECOMPUTE = 32, /* keep every saved tensor (plan/recompute.c); NO_MEMORY too */
-    HL_PLAN_OPTION_MASK = 63
+    HL_PLAN_NO_NORM_FUSION = 64, /* batch norms run apart from their ReLU / add (fuse_norm.c) */
+    HL_PLAN_OPTION_MASK = 127
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
@@ -570,6 +571,7 @@ typedef struct {
        first of those could not be captured ("" when every such call is in a graph). */
     int64_t graphs, graph_calls, graph_launches, uncaptured_calls;
     char capture_note[200];
+    int64_t norm_fusions;      /* batch norms that took a ReLU (+ residual add) or relu_grad in */
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after

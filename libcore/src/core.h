@@ -91,8 +91,17 @@ typedef struct hl_call {
    - batch_norm with i[1] = HL_BN_GIVEN_STATS: in[3], in[4] are the mean and invstd a training
      call saved, out = {y} only; y is that call's y bit for bit, no statistic is updated.
    - max_pool_grad with i[HL_POOL_GRAD_MODE] = HL_POOL_GRAD_FROM_INPUT: in[1] is the pooled
-     input x instead of the indices; each window's maximum is found again, as max_pool did. */
+     input x instead of the indices; each window's maximum is found again, as max_pool did.
+   and that plan/fuse_norm.c makes (CPU only):
+   - batch_norm with i[HL_BN_EPILOGUE] = HL_BN_EPI_RELU: out[0] is relu(y); HL_BN_EPI_ADD_RELU
+     / HL_BN_EPI_RES_ADD_RELU: in[5] is a residual r of y's shape, out[0] is relu(y + r)
+     (relu(r + y)); each bit for bit the calls it replaced.
+   - batch_norm_grad with i[HL_BN_GRAD_PROLOGUE] = HL_BN_GRAD_RELU: in[0] is the gradient of
+     a ReLU's output and in[5] that output z; dy is relu_grad's (z > 0 ? in[0] : 0). */
 enum { HL_BN_GIVEN_STATS = 1, HL_POOL_GRAD_MODE = 11, HL_POOL_GRAD_FROM_INPUT = 1 };
+enum { HL_BN_EPILOGUE = 2, HL_BN_EPI_NONE = 0, HL_BN_EPI_RELU = 1, HL_BN_EPI_ADD_RELU = 2,
+       HL_BN_EPI_RES_ADD_RELU = 3 };
+enum { HL_BN_GRAD_PROLOGUE = 4, HL_BN_GRAD_RELU = 1 };
 
 static inline const hl_tensor *hl_call_in(const hl_call *c, int k) {
     return c->in_many ? c->in_many[k] : c->in[k];

@@ -485,6 +485,7 @@ PLAN_NO_FUSION = lib.HL_PLAN_NO_FUSION
 PLAN_TOPOLOGICAL = lib.HL_PLAN_TOPOLOGICAL
 PLAN_NO_CAPTURE = lib.HL_PLAN_NO_CAPTURE
 PLAN_NO_RECOMPUTE = lib.HL_PLAN_NO_RECOMPUTE
+PLAN_NO_NORM_FUSION = lib.HL_PLAN_NO_NORM_FUSION
 
 
 def plan_begin():
@@ -570,7 +571,8 @@ def plan_profile_reset(plan):
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
                      "alive_peak_bytes", "scratch_bytes", "planned_tensors",
                      "planned_bytes", "in_place", "fused_groups", "fused_calls",
-                     "conv_epilogues", "outer_updates", "recomputed", "graphs", "graph_calls",
+                     "conv_epilogues", "norm_fusions", "outer_updates", "recomputed", "graphs",
+                     "graph_calls",
                      "graph_launches",
                      "uncaptured_calls")
 

@@ -10,6 +10,7 @@
  * it is written, and sums over a channel/row finish before its outputs are written.
  */
 #include <math.h>
+#include <string.h>
 
 #include "dtypes.h"
 #include "parallel.h"
@@ -96,6 +97,51 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
 
 /* ---- batch norm ---- */
 
+/* The gradient reaching batch norm's output with a ReLU's output z fused in (HL_BN_GRAD_RELU):
+   relu_grad's z > 0 ? dy : 0 (ops.h), so that the fused call sums exactly the values
+   relu_grad would have written. The select is a mask on the bits (+0.0 where z <= 0), not
+   a branch (half the masks are 0 and a branch on them mispredicts: the fused
+   gradient took 15.6 ms against 4.4 ms unfused at 32x64x32x32). */
+#define BN_RELU_DY(dr, zr, i) bn_select((zr)[i] > 0, (dr)[i])
+
+static inline float bn_select_f32(bool keep, float v) {
+    uint32_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    bits &= -(uint32_t)keep;  /* all ones or +0.0's bits */
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+static inline double bn_select_f64(bool keep, double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    bits &= -(uint64_t)keep;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+#define bn_select(keep, v) _Generic((v), float: bn_select_f32, double: bn_select_f64)(keep, v)
+
+/* A row of y = act((x - mean) a + b [+ r]) for a fused epilogue (plan/fuse_norm.c): each
+   value is rounded to T as batch_norm writes it, then added to the residual and rectified
+   in T, as the add and relu calls it replaces did (ops.h's expressions), so the fused row is
+   bit for bit the three calls. */
+#define BN_EPILOGUE_ROW(T, sfx)                                                              \
+    static inline T bn_relu_##sfx(T v) { return v > 0 ? v : (v == v ? 0 : v); }              \
+    static void bn_epilogue_row_##sfx(const T *xr, T *yr, const T *rr, int64_t S,           \
+                                      double mean, double a, double b, int epilogue) {       \
+        if (epilogue == HL_BN_EPI_RELU)                                                      \
+            for (int64_t i = 0; i < S; i++) yr[i] = bn_relu_##sfx((T)((xr[i] - mean) * a + b)); \
+        else if (epilogue == HL_BN_EPI_ADD_RELU)                                             \
+            for (int64_t i = 0; i < S; i++) {                                                \
+                const T v = (T)((xr[i] - mean) * a + b);                                     \
+                yr[i] = bn_relu_##sfx((T)(v + rr[i]));                                       \
+            }                                                                                \
+        else /* HL_BN_EPI_RES_ADD_RELU: the add's operands the other way round */           \
+            for (int64_t i = 0; i < S; i++) {                                                \
+                const T v = (T)((xr[i] - mean) * a + b);                                     \
+                yr[i] = bn_relu_##sfx((T)(rr[i] + v));                                       \
+            }                                                                                \
+    }
+
 #define BN_FORWARD(T, sfx)                                                                   \
     static void bn_forward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {        \
         const T *x = (const T *)hl_ptr(c->in[0]);                                            \
@@ -105,6 +151,8 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
         hl_tensor *smean = c->out[1], *sinv = c->out[2];                                     \
         const bool training = c->i[0], given = c->i[1] == HL_BN_GIVEN_STATS;                 \
         const double momentum = c->f[0], eps = c->f[1];                                      \
+        const int epilogue = (int)c->i[HL_BN_EPILOGUE];                                      \
+        const T *res = epilogue >= HL_BN_EPI_ADD_RELU ? (const T *)hl_ptr(c->in[5]) : NULL;  \
         const int64_t M = N * S;                                                             \
         _Pragma("omp parallel for schedule(dynamic, 1) if (C > 1 && M * C >= PAR_MIN)")      \
         for (int64_t ch = 0; ch < C; ch++) {                                                 \
@@ -138,7 +186,11 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
             for (int64_t n = 0; n < N; n++) {                                                \
                 const T *xr = x + (n * C + ch) * S;                                          \
                 T *yr = y + (n * C + ch) * S;                                                \
-                for (int64_t i = 0; i < S; i++) yr[i] = (T)((xr[i] - mean) * a + b);         \
+                if (epilogue == HL_BN_EPI_NONE)                                              \
+                    for (int64_t i = 0; i < S; i++) yr[i] = (T)((xr[i] - mean) * a + b);     \
+                else                                                                         \
+                    bn_epilogue_row_##sfx(xr, yr, res ? res + (n * C + ch) * S : NULL, S,    \
+                                          mean, a, b, epilogue);                             \
             }                                                                                \
             if (smean) VSET(T, smean, ch, mean);                                             \
             if (sinv) VSET(T, sinv, ch, invstd);                                             \
@@ -150,6 +202,9 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
 #define BN_BACKWARD(T, sfx)                                                                  \
     static void bn_backward_##sfx(const hl_call *c, int64_t N, int64_t C, int64_t S) {       \
         const T *dy = (const T *)hl_ptr(c->in[0]), *x = (const T *)hl_ptr(c->in[1]);         \
+        /* HL_BN_GRAD_RELU: in[0] is the gradient of a ReLU's output, in[5] that output */   \
+        const T *relu_out = c->i[HL_BN_GRAD_PROLOGUE] == HL_BN_GRAD_RELU                      \
+                                ? (const T *)hl_ptr(c->in[5]) : NULL;                        \
         const hl_tensor *scale = c->in[2], *smean = c->in[3], *sinv = c->in[4];              \
         hl_tensor *dx = grad_out(c, 0), *dscale = grad_out(c, 1), *dbias = grad_out(c, 2);   \
         T *dxp = dx ? (T *)hl_ptr(dx) : NULL;                                                \
@@ -164,6 +219,15 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
             if (need_sums)                                                                   \
                 for (int64_t n = 0; n < N; n++) {                                            \
                     const T *dr = dy + (n * C + ch) * S, *xr = x + (n * C + ch) * S;         \
+                    if (relu_out) {                                                          \
+                        const T *zr = relu_out + (n * C + ch) * S;                           \
+                        for (int64_t i = 0; i < S; i++) {                                    \
+                            const T d = BN_RELU_DY(dr, zr, i);                               \
+                            sdy += d;                                                        \
+                            sdyx += d * (xr[i] - mean);                                      \
+                        }                                                                    \
+                        continue;                                                            \
+                    }                                                                        \
                     for (int64_t i = 0; i < S; i++) {                                        \
                         sdy += dr[i];                                                        \
                         sdyx += dr[i] * (xr[i] - mean);                                      \
@@ -177,10 +241,16 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
             const double b = training && M ? sdyx * invstd * invstd / (double)M : 0;         \
             for (int64_t n = 0; n < N; n++) {                                                \
                 const T *dr = dy + (n * C + ch) * S, *xr = x + (n * C + ch) * S;             \
+                const T *zr = relu_out ? relu_out + (n * C + ch) * S : NULL;                 \
                 T *o = dxp + (n * C + ch) * S;                                               \
-                if (training)                                                                \
+                if (training && zr)                                                          \
+                    for (int64_t i = 0; i < S; i++)                                          \
+                        o[i] = (T)(k * (BN_RELU_DY(dr, zr, i) - a - (xr[i] - mean) * b));    \
+                else if (training)                                                           \
                     for (int64_t i = 0; i < S; i++)                                          \
                         o[i] = (T)(k * (dr[i] - a - (xr[i] - mean) * b));                    \
+                else if (zr)                                                                 \
+                    for (int64_t i = 0; i < S; i++) o[i] = (T)(k * BN_RELU_DY(dr, zr, i));   \
                 else                                                                         \
                     for (int64_t i = 0; i < S; i++) o[i] = (T)(k * dr[i]);                   \
             }                                                                                \
@@ -279,8 +349,8 @@ HL_CLONES static void ln_row_f32(const float *restrict x, float *restrict y,
         }                                                                                    \
     }
 
-#define NORM_KERNELS(sfx, T, code) ROW_HELPERS(T, sfx) BN_FORWARD(T, sfx) BN_BACKWARD(T, sfx) \
-    LN_FORWARD(T, sfx) LN_BACKWARD(T, sfx)
+#define NORM_KERNELS(sfx, T, code) ROW_HELPERS(T, sfx) BN_EPILOGUE_ROW(T, sfx)                \
+    BN_FORWARD(T, sfx) BN_BACKWARD(T, sfx) LN_FORWARD(T, sfx) LN_BACKWARD(T, sfx)
 HL_FLOAT_TYPES(NORM_KERNELS)
 
 /* ---- dispatch ---- */

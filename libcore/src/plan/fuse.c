@@ -10,8 +10,9 @@
  * or dtype, or that writes memory another call of the run sees through a different view
  * (element i of one would not be element i of the other).
  *
- * Before that, a convolution followed by a ReLU that alone reads its output becomes one
- * conv_fused call (fuse_conv_relu), and a batch-1 weight gradient whose only reader is its
+ * Before that, batch norms take the ReLU (and residual add) after them and the relu_grad
+ * before their gradient in (fuse_norm.c), a convolution followed by a ReLU that alone reads
+ * its output becomes one conv_fused call (fuse_conv_relu), and a batch-1 weight gradient whose only reader is its
  * optimiser update is computed inside the update (fuse_update.c).
  */
 #include "plan.h"
@@ -249,6 +250,7 @@ static void fuse_conv_relu(hl_plan *p) {
 }
 
 hl_status hl_plan_fuse(hl_plan *p) {
+    if (!(p->options & HL_PLAN_NO_NORM_FUSION)) hl_plan_fuse_norms(p);
     fuse_conv_relu(p);
     hl_plan_fuse_outer_updates(p);
     p->group_of = malloc(sizeof *p->group_of * (p->n ? p->n : 1));

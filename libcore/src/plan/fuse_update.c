@@ -15,13 +15,6 @@
  */
 #include "plan.h"
 
-/* Whether call c writes storage s. */
-static bool writes(const hl_call *c, const hl_storage *s) {
-    for (int k = 0; k < c->n_out; k++)
-        if (c->out[k] && c->out[k]->storage == s) return true;
-    return false;
-}
-
 /* The update call that alone reads gemm i's output, or -1. */
 static int64_t sole_update_reading(const hl_plan *p, int64_t i) {
     const hl_tensor *g = p->calls[i].out[0];
@@ -66,7 +59,8 @@ void hl_plan_fuse_outer_updates(hl_plan *p) {
         const hl_tensor *a = c->in[0], *b = c->in[1];
         bool moved_safely = true;
         for (int64_t k = i + 1; k <= j && moved_safely; k++)
-            moved_safely = !writes(&p->calls[k], a->storage) && !writes(&p->calls[k], b->storage);
+            moved_safely = !hl_call_writes(&p->calls[k], a->storage) &&
+                           !hl_call_writes(&p->calls[k], b->storage);
         if (!moved_safely) continue;
         hl_call *u = &p->calls[j];
         hl_tensor *g = c->out[0];

@@ -55,6 +55,7 @@ struct hl_plan {
     plan_group *groups;
     int64_t n_groups, fused_calls;
     int64_t conv_epilogues;  /* convolutions that took the following ReLU in (fuse.c) */
+    int64_t norm_fusions;    /* batch norms that took a ReLU (+ add) or relu_grad in */
     int64_t outer_updates;   /* batch-1 weight gradients formed inside their update */
     int64_t recomputed;      /* tensors made again instead of kept (recompute.c) */
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
@@ -119,6 +120,9 @@ bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip
 /* fuse_update.c: outer-product weight gradients read only by their optimiser update are
    formed inside the update (the gemm's call goes). */
 void hl_plan_fuse_outer_updates(hl_plan *p);
+/* fuse_norm.c: batch_norm -> relu, batch_norm -> add -> relu and relu_grad -> batch_norm_grad
+   become one batch norm call each. */
+void hl_plan_fuse_norms(hl_plan *p);
 /* Runs group g; *last is the index of its last call. */
 hl_status hl_plan_run_group(hl_plan *p, int64_t g, int64_t *last);
 void hl_plan_free_groups(hl_plan *p);
@@ -137,6 +141,13 @@ hl_status hl_plan_replay_timed(hl_plan *p);
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {
     return k < c->n_in ? (hl_tensor *)hl_call_in(c, k) : c->out[k - c->n_in];
+}
+
+/* Whether call c writes storage s. */
+static inline bool hl_call_writes(const hl_call *c, const hl_storage *s) {
+    for (int k = 0; k < c->n_out; k++)
+        if (c->out[k] && c->out[k]->storage == s) return true;
+    return false;
 }
 
 /* The device call c runs on: its first output's, else its first input's (the CPU for none). */
