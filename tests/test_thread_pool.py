@@ -7,6 +7,7 @@ the kernels moved onto it give, bit for bit, at two threads what they give at on
 The pool is driven through hl_pool_probe (hl_core.h), whose items write the slot of the thread
 that ran them; the kernels through hl's public API."""
 import os
+import re
 import threading
 
 import numpy as np
@@ -195,3 +196,24 @@ def test_onnx_model_bitwise_at_one_and_two_threads(threads, model):
     two = hl.onnx.prepare(path).run(feeds)
     for a, b in zip(one, two):
         assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_pool_hands_over_jobs_without_a_data_race_under_thread_sanitizer():
+    """libcore/tests/test_thread_pool.c, built from the pool's sources with -fsanitize=thread
+    (`make test-tsan`, docs/sanitizers.md): loops at 1-8 threads, nested loops, failures,
+    gangs, held workers and three callers at once. TSan aborts the run on the first race it
+    sees; the program itself checks that every item ran exactly once."""
+    import importlib.util
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    spec = importlib.util.spec_from_file_location("hl_build_for_tsan",
+                                                  os.path.join(root, "src", "hl", "_build.py"))
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    try:
+        out = build._make("test-tsan", libcore=os.path.join(root, "libcore"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    except subprocess.CalledProcessError as e:
+        pytest.fail(f"make test-tsan failed:\n{e.stdout[-4000:]}")
+    assert "WARNING: ThreadSanitizer" not in out, out[-4000:]
+    assert re.search(r"test_thread_pool: \d+ checks, 0 failed", out), out[-4000:]

@@ -227,3 +227,17 @@ def test_winograd_kernels_are_not_made_for_a_call_with_few_tiles():
         (got,) = rep.run([x])
         np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
         assert (node.packed_weight is not fuse.WINOGRAD_LATER) == packed
+
+
+@pytest.mark.parametrize("shape", [(960, 320, 1, 1), (32, 3, 3, 3), (96, 1, 3, 3),
+                                   (3, 70_000, 1, 1), (5, 0, 3, 3)])
+def test_batchnorm_folded_weights_are_the_float64_products_rounded(shape):
+    """prepare()'s Conv + BatchNormalization folding forms W * k block by block: each value
+    must be the float64 product rounded to float32, as (W * k).astype(float32) gives (rows
+    longer than a block included, and an empty kernel)."""
+    rng = np.random.default_rng(len(shape) + shape[0])
+    w = rng.standard_normal(shape).astype(np.float32)
+    k = rng.standard_normal(shape[0]) * 3
+    got = fuse._scaled_rows(hl.tensor(w), w, k).numpy()
+    want = (w.astype(np.float64) * k.reshape(-1, 1, 1, 1)).astype(np.float32)
+    assert got.shape == want.shape and np.array_equal(got, want)

@@ -136,6 +136,12 @@ hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w
    packed_layouts.h), made once
    for a constant weight, and the forward pass that takes them instead of transforming w. */
 void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U);
+/* winograd_weights.c: the C0 x C1 3x3 kernels w as 16 transformed matrices (entry e at
+   U + e * us, row-major C0 x C1; turned: grad_input's kernel, turned by 180 degrees), and
+   the nc x CI transformed weight gradients M (entry stride ms) back as 3x3 kernels in dw. */
+void hl_winograd_transform_weights(const float *w, int64_t C0, int64_t C1, bool turned,
+                                   float *U, int64_t us);
+void hl_winograd_weight_grads(const float *M, int64_t ms, int64_t nc, int64_t CI, float *dw);
 hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
                                      const float *bias, const conv_epilogue *epi, float *y);
 /* The 16 products M[e] = U[e] @ V[e] of that forward pass (winograd_product.c): U in

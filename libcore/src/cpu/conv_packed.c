@@ -58,6 +58,30 @@ enum { STRIPS_MAX_M = 96, STRIPS_MAX_N = 1024, L2_WEIGHTS = 256 << 10 };
 
 /* ---- packing ---- */
 
+typedef struct {
+    const float *w;
+    float *out;
+    int64_t K, cg, panels;
+} pack_job;
+
+/* Panels [p0, p1) of all groups' (group, panel) pairs: each writes its own K x MR block. */
+static void pack_panel_range(int64_t p0, int64_t p1, void *ctx) {
+    const pack_job *q = ctx;
+    const int64_t K = q->K, cg = q->cg, panels = q->panels;
+    for (int64_t gp = p0; gp < p1; gp++) {
+        const int64_t grp = gp / panels, p = gp % panels;
+        float *d = q->out + gp * K * MR;
+        for (int r = 0; r < MR; r++) {
+            const int64_t row = p * MR + r;
+            const float *s = q->w + (grp * cg + row) * K;
+            if (row < cg)
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = s[k];
+            else
+                for (int64_t k = 0; k < K; k++) d[k * MR + r] = 0;
+        }
+    }
+}
+
 /* conv_pack: in {w (C_out, C_in/g, k...)} out {packed}; i[0] groups, i[1] the layout:
    HL_CONV_PACK_PANELS (g * panels, K, MR) as above, or HL_CONV_PACK_WINOGRAD (4, 4, C_out,
    C_in), the 16 transformed kernels of Winograd's F(2x2, 3x3) (winograd.c). */
@@ -71,20 +95,10 @@ hl_status hl_cpu_conv_pack(const hl_call *c) {
     }
     const int64_t groups = c->i[0], cout = wt->shape[0];
     const int64_t K = c->out[0]->shape[1], cg = cout / groups, panels = (cg + MR - 1) / MR;
+    pack_job q = {w, out, K, cg, panels};
     /* a copy: threads only from 4M elements, as gemm_pack_b's (matmul_fused.c, pack_b) */
-#pragma omp parallel for schedule(static) if (cout * K >= (1 << 22))
-    for (int64_t gp = 0; gp < groups * panels; gp++) {
-        const int64_t grp = gp / panels, p = gp % panels;
-        float *d = out + gp * K * MR;
-        for (int r = 0; r < MR; r++) {
-            const int64_t row = p * MR + r;
-            const float *s = w + (grp * cg + row) * K;
-            if (row < cg)
-                for (int64_t k = 0; k < K; k++) d[k * MR + r] = s[k];
-            else
-                for (int64_t k = 0; k < K; k++) d[k * MR + r] = 0;
-        }
-    }
+    const int64_t items = groups * panels;
+    hl_parallel_for(items, cout * K >= (1 << 22) ? 1 : items, pack_panel_range, &q);
     return HL_OK;
 }
 

@@ -4,6 +4,7 @@
  */
 #include "dtypes.h"
 #include "loops.h"
+#include "thread_pool.h"
 
 /* Loading a stored value as a C value: half types widen to float. */
 #define LOAD_f32(v) (v)
@@ -180,34 +181,49 @@ hl_status hl_cpu_eye(const hl_call *c) {
 /* ---- triangle: out = x with the elements off the kept triangle of the last two axes set to
    zero. i[0] = k, i[1] = upper. out is contiguous; x may be strided. ---- */
 
-hl_status hl_cpu_triangle(const hl_call *c) {
-    const hl_tensor *x = c->in[0];
-    hl_tensor *o = c->out[0];
-    int nd = o->ndim;
-    int64_t rows = o->shape[nd - 2], cols = o->shape[nd - 1];
-    int64_t k = c->i[0];
-    bool upper = c->i[1] != 0;
-    size_t esz = hl_dtype_size(o->dtype);
-    int64_t batches = hl_shape_numel(nd - 2, o->shape);
+typedef struct {
+    const hl_tensor *x, *o;
+    int64_t rows, cols, k;
+    bool upper;
+    size_t esz;
+} triangle_job;
+
+static void triangle_batches(int64_t b0, int64_t b1, void *ctx) {
+    const triangle_job *q = ctx;
+    const hl_tensor *x = q->x, *o = q->o;
+    const int nd = o->ndim;
+    const int64_t rows = q->rows, cols = q->cols, k = q->k;
+    const size_t esz = q->esz;
     char *obase = hl_ptr(o);
     const char *xbase = hl_ptr(x);
-#pragma omp parallel for if (batches * rows * cols > 65536)
-    for (int64_t b = 0; b < batches; b++) {
+    for (int64_t b = b0; b < b1; b++) {
         int64_t xoff = 0, rem = b;
         for (int d = nd - 3; d >= 0; d--) {
             xoff += (rem % o->shape[d]) * x->strides[d];
             rem /= o->shape[d];
         }
         for (int64_t r = 0; r < rows; r++)
-            for (int64_t q = 0; q < cols; q++) {
-                char *dst = obase + (size_t)((b * rows + r) * cols + q) * esz;
-                bool keep = upper ? (q - r >= k) : (q - r <= k);
+            for (int64_t c = 0; c < cols; c++) {
+                char *dst = obase + (size_t)((b * rows + r) * cols + c) * esz;
+                bool keep = q->upper ? (c - r >= k) : (c - r <= k);
                 if (keep)
-                    memcpy(dst, xbase + (xoff + r * x->strides[nd - 2] + q * x->strides[nd - 1]) *
+                    memcpy(dst, xbase + (xoff + r * x->strides[nd - 2] + c * x->strides[nd - 1]) *
                                             (int64_t)esz, esz);
                 else
                     memset(dst, 0, esz);
             }
     }
+}
+
+hl_status hl_cpu_triangle(const hl_call *c) {
+    const hl_tensor *x = c->in[0];
+    hl_tensor *o = c->out[0];
+    int nd = o->ndim;
+    triangle_job q = {x, o, o->shape[nd - 2], o->shape[nd - 1], c->i[0], c->i[1] != 0,
+                      hl_dtype_size(o->dtype)};
+    int64_t batches = hl_shape_numel(nd - 2, o->shape);
+    /* each batch writes its own matrix */
+    hl_parallel_for(batches, batches * q.rows * q.cols > 65536 ? 1 : batches, triangle_batches,
+                    &q);
     return HL_OK;
 }

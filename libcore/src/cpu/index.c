@@ -12,9 +12,6 @@
  * arrive in index order, so results do not depend on the thread count (gather_grad's sums
  * included).
  */
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 #include <stdlib.h>
 
 #include "dtypes.h"
@@ -62,6 +59,44 @@ static hl_status check_indices(const char *op, const hl_tensor *ix, int64_t n, i
 
 /* ---- gather: y[o, j, i] = x[o, idx[j], i]; x (outer, n, inner), y (outer, m, inner) ---- */
 
+typedef struct {
+    const char *xb;
+    char *yb;
+    const void *ib;
+    bool wide;
+    int64_t n, m;
+    size_t esz, row;  /* row: bytes of one index's slice (inner elements) */
+} gather_job;
+
+/* Items [t0, t1) of (o, j) = (t / m, t % m): y[o, j, :] = x[o, idx[j], :]. With one element
+   an index (inner == 1) the moves are typed rather than tiny memcpys. */
+static void gather_items(int64_t t0, int64_t t1, void *ctx) {
+    const gather_job *q = ctx;
+    const int64_t n = q->n, m = q->m;
+    if (q->row == q->esz) {
+        switch (q->esz) {
+#define GATHER_ONE(size, T)                                                                 \
+        case size: {                                                                        \
+            const T *xs = (const T *)q->xb;                                                 \
+            T *ys = (T *)q->yb;                                                             \
+            for (int64_t t = t0, o = t0 / m, j = t0 % m; t < t1; t++) {                     \
+                ys[t] = xs[o * n + wrap_index(load_index(q->ib, q->wide, j), n)];           \
+                if (++j == m) j = 0, o++;                                                   \
+            }                                                                               \
+            return;                                                                         \
+        }
+            MOVE_SIZES(GATHER_ONE)
+#undef GATHER_ONE
+            default: break;
+        }
+    }
+    for (int64_t t = t0, o = t0 / m, j = t0 % m; t < t1; t++) {
+        int64_t k = wrap_index(load_index(q->ib, q->wide, j), n);
+        memcpy(q->yb + (size_t)t * q->row, q->xb + (size_t)(o * n + k) * q->row, q->row);
+        if (++j == m) j = 0, o++;
+    }
+}
+
 hl_status hl_cpu_gather(const hl_call *c) {
     const hl_tensor *x = c->in[0], *ix = c->in[1];
     hl_tensor *y = c->out[0];
@@ -72,34 +107,14 @@ hl_status hl_cpu_gather(const hl_call *c) {
     hl_status st = check_indices("gather", ix, n, axis);
     if (st || outer * m * inner == 0) return st;
     size_t esz = hl_dtype_size(x->dtype);
-    const char *xb = hl_ptr(x);
-    char *yb = hl_ptr(y);
-    const void *ib = hl_ptr(ix);
-    bool wide = ix->dtype == HL_I64, par = outer * m * inner >= PARALLEL_MIN;
-    if (inner == 1) {  /* one element per index: typed moves rather than tiny memcpys */
-        switch (esz) {
-#define GATHER_ONE(size, T)                                                                 \
-        case size: {                                                                        \
-            const T *xs = (const T *)xb;                                                    \
-            T *ys = (T *)yb;                                                                \
-            _Pragma("omp parallel for collapse(2) if (par)")                               \
-            for (int64_t o = 0; o < outer; o++)                                             \
-                for (int64_t j = 0; j < m; j++)                                             \
-                    ys[o * m + j] = xs[o * n + wrap_index(load_index(ib, wide, j), n)];     \
-            return HL_OK;                                                                   \
-        }
-            MOVE_SIZES(GATHER_ONE)
-#undef GATHER_ONE
-            default: break;
-        }
-    }
-    size_t row = (size_t)inner * esz;
-#pragma omp parallel for collapse(2) if (par)
-    for (int64_t o = 0; o < outer; o++)
-        for (int64_t j = 0; j < m; j++) {
-            int64_t k = wrap_index(load_index(ib, wide, j), n);
-            memcpy(yb + (size_t)(o * m + j) * row, xb + (size_t)(o * n + k) * row, row);
-        }
+    gather_job q = {hl_ptr(x), hl_ptr(y), hl_ptr(ix), ix->dtype == HL_I64, n, m, esz,
+                    (size_t)inner * esz};
+    const int64_t items = outer * m;
+    /* every (o, j) writes its own slice of y */
+    hl_parallel_for(items,
+                    outer * m * inner >= PARALLEL_MIN ? HL_MAX(1, CHUNK / HL_MAX(inner, 1))
+                                                      : items,
+                    gather_items, &q);
     return HL_OK;
 }
 
@@ -109,19 +124,25 @@ hl_status hl_cpu_gather(const hl_call *c) {
    indices are summed in j order whatever the thread count. With few o, the rows are split
    into enough blocks to keep every thread busy. */
 
+typedef struct {
+    void *dx;
+    const void *dy, *ib;
+    bool wide;
+    int64_t n, m, inner, blocks;
+} gather_grad_job;
+
 #define GATHER_GRAD(T)                                                                       \
-    static void gather_grad_##T(T *dx, const T *dy, const void *ib, bool wide, int64_t outer, \
-                                int64_t n, int64_t m, int64_t inner, int64_t blocks,          \
-                                bool par) {                                                  \
-        _Pragma("omp parallel for schedule(dynamic, 1) if (par)")                           \
-        for (int64_t t = 0; t < outer * blocks; t++) {                                       \
+    static void gather_grad_##T(int64_t t0, int64_t t1, void *ctx) {                         \
+        const gather_grad_job *q = ctx;                                                      \
+        const int64_t n = q->n, m = q->m, inner = q->inner, blocks = q->blocks;              \
+        for (int64_t t = t0; t < t1; t++) {                                                  \
             int64_t o = t / blocks, b = t % blocks;                                          \
             int64_t lo = n * b / blocks, hi = n * (b + 1) / blocks;                          \
-            T *dxo = dx + o * n * inner;                                                     \
-            const T *dyo = dy + o * m * inner;                                               \
+            T *dxo = (T *)q->dx + o * n * inner;                                             \
+            const T *dyo = (const T *)q->dy + o * m * inner;                                 \
             memset(dxo + lo * inner, 0, sizeof(T) * (size_t)((hi - lo) * inner));            \
             for (int64_t j = 0; j < m; j++) {                                                \
-                int64_t k = wrap_index(load_index(ib, wide, j), n);                          \
+                int64_t k = wrap_index(load_index(q->ib, q->wide, j), n);                    \
                 if (k < lo || k >= hi) continue;                                             \
                 T *restrict d = dxo + k * inner;                                             \
                 const T *restrict s = dyo + j * inner;                                       \
@@ -144,14 +165,11 @@ hl_status hl_cpu_gather_grad(const hl_call *c) {
     bool par = outer * (n + m) * inner >= PARALLEL_MIN;
     int64_t blocks = 1, want = 4 * (int64_t)hl_max_threads();
     if (par && outer < want) blocks = HL_MIN(n, (want + outer - 1) / outer);
-    bool wide = ix->dtype == HL_I64;
-    const void *ib = hl_ptr(ix);
-    if (dx->dtype == HL_F32)
-        gather_grad_float((float *)hl_ptr(dx), (const float *)hl_ptr(dy), ib, wide, outer, n, m,
-                          inner, blocks, par);
-    else
-        gather_grad_double((double *)hl_ptr(dx), (const double *)hl_ptr(dy), ib, wide, outer, n,
-                           m, inner, blocks, par);
+    gather_grad_job q = {hl_ptr(dx), hl_ptr(dy), hl_ptr(ix), ix->dtype == HL_I64, n, m, inner,
+                         blocks};
+    const int64_t tasks = outer * blocks;
+    hl_parallel_for(tasks, par ? 1 : tasks, dx->dtype == HL_F32 ? gather_grad_float
+                                                                 : gather_grad_double, &q);
     return HL_OK;
 }
 
@@ -203,38 +221,67 @@ static hl_status elem_geom_init(elem_geom *g, const hl_tensor *ix, const int64_t
     return HL_OK;
 }
 
-/* Runs BODY for every element of indices, with e = its flat position in indices (and in
-   updates / the gather output) and pos = the data element it names. The loops are written
-   once per index width so the width test stays out of them. */
-#define FOR_EACH_ELEMENT_AS(IT, g, ib, n, par, BODY)                                         \
-    _Pragma("omp parallel for schedule(dynamic, 1) if (par)")                               \
-    for (int64_t t = 0; t < (g).outer * (g).chunks; t++) {                                   \
-        const IT *ip = (const IT *)(ib);                                                     \
-        int64_t o = t / (g).chunks, i0 = (t % (g).chunks) * (g).chunk;                       \
-        int64_t i1 = HL_MIN((g).inner, i0 + (g).chunk), base = (g).otab[o];                  \
-        if ((g).inner == 1) { /* the axis is the last: a plain loop over k */                \
-            base += (g).itab[0];                                                             \
-            for (int64_t e = o * (g).K; e < (o + 1) * (g).K; e++) {                          \
-                int64_t pos = base + wrap_index(ip[e], n) * (g).astride;                     \
+/* One gather_elements or scatter_elements call: the geometry, the indices, the destination
+   and the source (x for a gather, the updates for a scatter). */
+typedef struct {
+    elem_geom g;
+    const void *ib;
+    bool wide;
+    int64_t n;
+    void *y;
+    const void *src;
+} elem_job;
+
+/* Runs BODY for every element of indices in tasks [t0, t1) of (o, a chunk of i), with e = its
+   flat position in indices (and in updates / the gather output) and pos = the data element it
+   names. The loop is written once per index width so the width test stays out of it. */
+#define ELEM_LOOP_AS(IT, q, t0, t1, BODY)                                                    \
+    for (int64_t t = t0; t < t1; t++) {                                                      \
+        const IT *ip = (const IT *)(q)->ib;                                                  \
+        const elem_geom *g = &(q)->g;                                                        \
+        const int64_t n = (q)->n;                                                            \
+        int64_t o = t / g->chunks, i0 = (t % g->chunks) * g->chunk;                          \
+        int64_t i1 = HL_MIN(g->inner, i0 + g->chunk), base = g->otab[o];                     \
+        if (g->inner == 1) { /* the axis is the last: a plain loop over k */                 \
+            base += g->itab[0];                                                              \
+            for (int64_t e = o * g->K; e < (o + 1) * g->K; e++) {                            \
+                int64_t pos = base + wrap_index(ip[e], n) * g->astride;                      \
                 BODY;                                                                        \
             }                                                                                \
             continue;                                                                        \
         }                                                                                    \
-        for (int64_t k = 0; k < (g).K; k++) {                                                \
-            int64_t row = (o * (g).K + k) * (g).inner;                                       \
+        for (int64_t k = 0; k < g->K; k++) {                                                 \
+            int64_t row = (o * g->K + k) * g->inner;                                         \
             for (int64_t i = i0; i < i1; i++) {                                              \
                 int64_t e = row + i;                                                         \
-                int64_t pos = base + wrap_index(ip[e], n) * (g).astride + (g).itab[i];       \
+                int64_t pos = base + wrap_index(ip[e], n) * g->astride + g->itab[i];         \
                 BODY;                                                                        \
             }                                                                                \
         }                                                                                    \
     }
-#define FOR_EACH_ELEMENT(g, ib, wide, n, par, BODY)                                          \
-    if (wide) {                                                                              \
-        FOR_EACH_ELEMENT_AS(int64_t, g, ib, n, par, BODY)                                    \
-    } else {                                                                                 \
-        FOR_EACH_ELEMENT_AS(int32_t, g, ib, n, par, BODY)                                    \
+/* A pool range function `name` running BODY with ys (the destination) and src as T. */
+#define ELEM_RANGE(name, T, BODY)                                                            \
+    static void name(int64_t t0, int64_t t1, void *ctx) {                                    \
+        const elem_job *q = ctx;                                                             \
+        T *ys = (T *)q->y;                                                                   \
+        const T *src = (const T *)q->src;                                                    \
+        if (q->wide) {                                                                       \
+            ELEM_LOOP_AS(int64_t, q, t0, t1, BODY)                                           \
+        } else {                                                                             \
+            ELEM_LOOP_AS(int32_t, q, t0, t1, BODY)                                           \
+        }                                                                                    \
     }
+
+/* Every task writes only data elements no other task touches (see above). */
+static void elem_run(elem_job *q, bool par, hl_range_fn fn) {
+    const int64_t tasks = q->g.outer * q->g.chunks;
+    hl_parallel_for(tasks, par ? 1 : tasks, fn, q);
+}
+
+#define GATHER_ELEMENTS_FN(size, T) ELEM_RANGE(gather_elements_##size, T, ys[e] = src[pos])
+#define SCATTER_MOVE_FN(size, T) ELEM_RANGE(scatter_move_##size, T, ys[pos] = src[e])
+MOVE_SIZES(GATHER_ELEMENTS_FN)
+MOVE_SIZES(SCATTER_MOVE_FN)
 
 hl_status hl_cpu_gather_elements(const hl_call *c) {
     const hl_tensor *x = c->in[0], *ix = c->in[1];
@@ -243,25 +290,20 @@ hl_status hl_cpu_gather_elements(const hl_call *c) {
     int64_t n = x->shape[axis];
     hl_status st = check_indices("gather_elements", ix, n, axis);
     if (st || hl_tensor_numel(ix) == 0) return st;
-    elem_geom g;
-    if ((st = elem_geom_init(&g, ix, x->strides, axis))) return st;
-    const void *ib = hl_ptr(ix);
-    bool wide = ix->dtype == HL_I64, par = hl_tensor_numel(ix) >= PARALLEL_MIN;
+    hl_range_fn fn;
     switch (hl_dtype_size(x->dtype)) {
-#define GATHER_ELEMENTS(size, T)                                                             \
-    case size: {                                                                             \
-        const T *xs = (const T *)hl_ptr(x);                                                  \
-        T *ys = (T *)hl_ptr(y);                                                              \
-        FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[e] = xs[pos])                               \
-        break;                                                                               \
+#define GATHER_ELEMENTS_CASE(size, T) case size: fn = gather_elements_##size; break;
+        MOVE_SIZES(GATHER_ELEMENTS_CASE)
+#undef GATHER_ELEMENTS_CASE
+        default: return hl_fail(HL_ERR_INTERNAL, "gather_elements: element size %zu",
+                                hl_dtype_size(x->dtype));
     }
-        MOVE_SIZES(GATHER_ELEMENTS)
-#undef GATHER_ELEMENTS
-        default: st = hl_fail(HL_ERR_INTERNAL, "gather_elements: element size %zu",
-                              hl_dtype_size(x->dtype));
-    }
-    free(g.otab);
-    return st;
+    elem_job q = {.ib = hl_ptr(ix), .wide = ix->dtype == HL_I64, .n = n, .y = hl_ptr(y),
+                  .src = hl_ptr(x)};
+    if ((st = elem_geom_init(&q.g, ix, x->strides, axis))) return st;
+    elem_run(&q, hl_tensor_numel(ix) >= PARALLEL_MIN, fn);
+    free(q.g.otab);
+    return HL_OK;
 }
 
 /* NaN-propagating max and min, as numpy's maximum and minimum. */
@@ -275,33 +317,29 @@ hl_status hl_cpu_gather_elements(const hl_call *c) {
 #define INT_ADD(T, a, b) ((T)((uint64_t)(a) + (uint64_t)(b)))
 #define INT_MUL(T, a, b) ((T)((uint64_t)(a) * (uint64_t)(b)))
 
+/* scatter_<reduction>_<dtype>: reduction 1 add, 2 mul, 3 max, 4 min. */
 #define SCATTER_TYPED(sn, T, ADD, MUL)                                                       \
-    static void scatter_##sn(const elem_geom *gp, T *ys, const T *us, const void *ib,        \
-                             bool wide, int64_t n, int reduction, bool par) {                \
-        const elem_geom g = *gp;                                                             \
-        switch (reduction) {                                                                 \
-            case 1: {                                                                        \
-                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = ADD(T, ys[pos], us[e]))      \
-                break;                                                                       \
-            }                                                                                \
-            case 2: {                                                                        \
-                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = MUL(T, ys[pos], us[e]))      \
-                break;                                                                       \
-            }                                                                                \
-            case 3: {                                                                        \
-                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = SC_MAX(ys[pos], us[e]))      \
-                break;                                                                       \
-            }                                                                                \
-            default: {                                                                       \
-                FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = SC_MIN(ys[pos], us[e]))      \
-                break;                                                                       \
-            }                                                                                \
-        }                                                                                    \
-    }
+    ELEM_RANGE(scatter_add_##sn, T, ys[pos] = ADD(T, ys[pos], src[e]))                       \
+    ELEM_RANGE(scatter_mul_##sn, T, ys[pos] = MUL(T, ys[pos], src[e]))                       \
+    ELEM_RANGE(scatter_max_##sn, T, ys[pos] = SC_MAX(ys[pos], src[e]))                       \
+    ELEM_RANGE(scatter_min_##sn, T, ys[pos] = SC_MIN(ys[pos], src[e]))
 #define SCATTER_FLOAT(sn, T, code) SCATTER_TYPED(sn, T, FLOAT_ADD, FLOAT_MUL)
 #define SCATTER_INT(sn, T, code) SCATTER_TYPED(sn, T, INT_ADD, INT_MUL)
 HL_FLOAT_TYPES(SCATTER_FLOAT)
 HL_INT_TYPES(SCATTER_INT)
+
+/* The range function of a scatter with a reduction, or NULL for a dtype without one. */
+static hl_range_fn scatter_reduce_fn(hl_dtype dt, int reduction) {
+    switch (dt) {
+#define SCATTER_CASE(sn, T, code)                                                            \
+        case code:                                                                           \
+            return reduction == 1 ? scatter_add_##sn : reduction == 2 ? scatter_mul_##sn     \
+                   : reduction == 3 ? scatter_max_##sn : scatter_min_##sn;
+        HL_NUMERIC_TYPES(SCATTER_CASE)
+#undef SCATTER_CASE
+        default: return NULL;
+    }
+}
 
 hl_status hl_cpu_scatter_elements(const hl_call *c) {
     const hl_tensor *x = c->in[0], *ix = c->in[1], *upd = c->in[2];
@@ -311,41 +349,26 @@ hl_status hl_cpu_scatter_elements(const hl_call *c) {
     hl_status st = check_indices("scatter_elements", ix, n, axis);
     if (st) return st;
     size_t esz = hl_dtype_size(x->dtype);
+    hl_range_fn fn = NULL;
+    if (reduction == 0) {
+        switch (esz) {
+#define SCATTER_MOVE_CASE(size, T) case size: fn = scatter_move_##size; break;
+            MOVE_SIZES(SCATTER_MOVE_CASE)
+#undef SCATTER_MOVE_CASE
+            default: return hl_fail(HL_ERR_INTERNAL, "scatter_elements: element size %zu", esz);
+        }
+    } else if (!(fn = scatter_reduce_fn(x->dtype, reduction))) {
+        return hl_fail(HL_ERR_INTERNAL, "scatter_elements: dtype %s", hl_dtype_name(x->dtype));
+    }
     if (hl_ptr(y) != hl_ptr(x))  /* y is x itself for an in-place scatter */
         memcpy(hl_ptr(y), hl_ptr(x), (size_t)hl_tensor_numel(x) * esz);
     if (hl_tensor_numel(ix) == 0) return HL_OK;
-    elem_geom g;
-    if ((st = elem_geom_init(&g, ix, y->strides, axis))) return st;
-    const void *ib = hl_ptr(ix);
-    bool wide = ix->dtype == HL_I64, par = hl_tensor_numel(ix) >= PARALLEL_MIN;
-    if (reduction == 0) {
-        switch (esz) {
-#define SCATTER_MOVE(size, T)                                                                \
-        case size: {                                                                         \
-            T *ys = (T *)hl_ptr(y);                                                          \
-            const T *us = (const T *)hl_ptr(upd);                                            \
-            FOR_EACH_ELEMENT(g, ib, wide, n, par, ys[pos] = us[e])                           \
-            break;                                                                           \
-        }
-            MOVE_SIZES(SCATTER_MOVE)
-#undef SCATTER_MOVE
-            default: st = hl_fail(HL_ERR_INTERNAL, "scatter_elements: element size %zu", esz);
-        }
-    } else {
-        switch (x->dtype) {
-#define SCATTER_CASE(sn, T, code)                                                            \
-        case code:                                                                           \
-            scatter_##sn(&g, (T *)hl_ptr(y), (const T *)hl_ptr(upd), ib, wide, n, reduction,  \
-                         par);                                                               \
-            break;
-            HL_NUMERIC_TYPES(SCATTER_CASE)
-#undef SCATTER_CASE
-            default: st = hl_fail(HL_ERR_INTERNAL, "scatter_elements: dtype %s",
-                                  hl_dtype_name(x->dtype));
-        }
-    }
-    free(g.otab);
-    return st;
+    elem_job q = {.ib = hl_ptr(ix), .wide = ix->dtype == HL_I64, .n = n, .y = hl_ptr(y),
+                  .src = hl_ptr(upd)};
+    if ((st = elem_geom_init(&q.g, ix, y->strides, axis))) return st;
+    elem_run(&q, hl_tensor_numel(ix) >= PARALLEL_MIN, fn);
+    free(q.g.otab);
+    return HL_OK;
 }
 
 /* ---- one_hot: y (outer, depth, inner)[o, d, i] = idx[o, i] == d ? on : off ---- */
@@ -365,6 +388,35 @@ static void scalar_bits(hl_dtype d, double v, void *bits) {
     }
 }
 
+typedef struct {
+    const void *ib;
+    bool wide;
+    int64_t depth, inner;
+    void *y;
+    unsigned char on[8], off[8];  /* the values' bytes, as scalar_bits writes them */
+} one_hot_job;
+
+/* Rows [r0, r1) of y as (outer * depth) rows of inner: row (o, d) marks where index == d. */
+#define ONE_HOT_ROWS(size, T)                                                                \
+    static void one_hot_rows_##size(int64_t r0, int64_t r1, void *ctx) {                     \
+        const one_hot_job *q = ctx;                                                          \
+        T on, off;                                                                           \
+        memcpy(&on, q->on, sizeof on);                                                       \
+        memcpy(&off, q->off, sizeof off);                                                    \
+        for (int64_t r = r0; r < r1; r++) {                                                  \
+            const int64_t o = r / q->depth, d = r % q->depth, inner = q->inner;              \
+            T *row = (T *)q->y + r * inner;                                                  \
+            for (int64_t i = 0; i < inner; i++) {                                            \
+                int64_t v = load_index(q->ib, q->wide, o * inner + i);                       \
+                row[i] = (v < 0 ? v + q->depth : v) == d ? on : off;                         \
+            }                                                                                \
+        }                                                                                    \
+    }
+ONE_HOT_ROWS(1, uint8_t)
+ONE_HOT_ROWS(2, uint16_t)
+ONE_HOT_ROWS(4, uint32_t)
+ONE_HOT_ROWS(8, uint64_t)
+
 hl_status hl_cpu_one_hot(const hl_call *c) {
     const hl_tensor *ix = c->in[0];
     hl_tensor *y = c->out[0];
@@ -373,29 +425,22 @@ hl_status hl_cpu_one_hot(const hl_call *c) {
     int64_t outer = hl_shape_numel(axis, y->shape);
     int64_t inner = hl_shape_numel(y->ndim - axis - 1, y->shape + axis + 1);
     if (outer * depth * inner == 0) return HL_OK;
-    const void *ib = hl_ptr(ix);
-    bool wide = ix->dtype == HL_I64, par = outer * depth * inner >= PARALLEL_MIN;
+    one_hot_job q = {hl_ptr(ix), ix->dtype == HL_I64, depth, inner, hl_ptr(y), {0}, {0}};
+    scalar_bits(y->dtype, c->f[0], q.on);
+    scalar_bits(y->dtype, c->f[1], q.off);
+    hl_range_fn rows;
     switch (hl_dtype_size(y->dtype)) {
-#define ONE_HOT(size, T)                                                                     \
-    case size: {                                                                             \
-        T on, off, *ys = (T *)hl_ptr(y);                                                     \
-        scalar_bits(y->dtype, c->f[0], &on);                                                 \
-        scalar_bits(y->dtype, c->f[1], &off);                                                \
-        _Pragma("omp parallel for collapse(2) if (par)")                                    \
-        for (int64_t o = 0; o < outer; o++)                                                  \
-            for (int64_t d = 0; d < depth; d++) {                                            \
-                T *row = ys + (o * depth + d) * inner;                                       \
-                for (int64_t i = 0; i < inner; i++) {                                        \
-                    int64_t v = load_index(ib, wide, o * inner + i);                         \
-                    row[i] = (v < 0 ? v + depth : v) == d ? on : off;                        \
-                }                                                                            \
-            }                                                                                \
-        return HL_OK;                                                                        \
-    }
-        MOVE_SIZES(ONE_HOT)
-#undef ONE_HOT
+        case 1: rows = one_hot_rows_1; break;
+        case 2: rows = one_hot_rows_2; break;
+        case 4: rows = one_hot_rows_4; break;
+        case 8: rows = one_hot_rows_8; break;
         default: return hl_fail(HL_ERR_INTERNAL, "one_hot: dtype %s", hl_dtype_name(y->dtype));
     }
+    const int64_t items = outer * depth;
+    /* each (o, d) row is written by one item */
+    hl_parallel_for(items, outer * depth * inner >= PARALLEL_MIN
+                               ? HL_MAX(1, CHUNK / HL_MAX(inner, 1)) : items, rows, &q);
+    return HL_OK;
 }
 
 /* ---- nonzero ----
@@ -478,6 +523,30 @@ static void nz_write(nz_kind kind, const void *x, int nd, const int64_t *shape, 
     }
 }
 
+/* Blocks of NZ_BLOCK elements: each counts its own (start[b + 1]), then writes its own
+   coordinates from start[b] on. */
+typedef struct {
+    nz_kind kind;
+    const void *x;
+    int nd;
+    const int64_t *shape;
+    int64_t total, *start, *out, count;
+} nz_job;
+
+static void nz_count_blocks(int64_t b0, int64_t b1, void *ctx) {
+    const nz_job *q = ctx;
+    for (int64_t b = b0; b < b1; b++)
+        q->start[b + 1] = nz_count(q->kind, q->x, b * NZ_BLOCK,
+                                   HL_MIN(q->total, (b + 1) * NZ_BLOCK));
+}
+
+static void nz_write_blocks(int64_t b0, int64_t b1, void *ctx) {
+    const nz_job *q = ctx;
+    for (int64_t b = b0; b < b1; b++)
+        nz_write(q->kind, q->x, q->nd, q->shape, b * NZ_BLOCK,
+                 HL_MIN(q->total, (b + 1) * NZ_BLOCK), q->out, q->start[b], q->count);
+}
+
 hl_status hl_cpu_nonzero(const hl_call *c) {
     const hl_tensor *x = c->in[0];
     hl_tensor *y = c->out[0];
@@ -487,9 +556,8 @@ hl_status hl_cpu_nonzero(const hl_call *c) {
     const void *xb = hl_ptr(x);
     int64_t *start = calloc((size_t)blocks + 1, sizeof(int64_t));
     if (!start) return hl_fail(HL_ERR_MEMORY, "nonzero: out of host memory");
-#pragma omp parallel for if (blocks > 1)
-    for (int64_t b = 0; b < blocks; b++)
-        start[b + 1] = nz_count(kind, xb, b * NZ_BLOCK, HL_MIN(total, (b + 1) * NZ_BLOCK));
+    nz_job q = {kind, xb, x->ndim, x->shape, total, start, NULL, 0};
+    hl_parallel_for(blocks, 1, nz_count_blocks, &q);
     for (int64_t b = 0; b < blocks; b++) start[b + 1] += start[b];
     int64_t count = start[blocks];
     hl_status st = HL_OK;
@@ -499,11 +567,9 @@ hl_status hl_cpu_nonzero(const hl_call *c) {
         st = hl_fail(HL_ERR_INTERNAL, "nonzero: counted %lld non-zero elements, but the output "
                      "holds %lld", (long long)count, (long long)y->shape[1]);
     } else if (x->ndim > 0) {
-        int64_t *out = (int64_t *)hl_ptr(y);
-#pragma omp parallel for if (blocks > 1)
-        for (int64_t b = 0; b < blocks; b++)
-            nz_write(kind, xb, x->ndim, x->shape, b * NZ_BLOCK,
-                     HL_MIN(total, (b + 1) * NZ_BLOCK), out, start[b], count);
+        q.out = (int64_t *)hl_ptr(y);
+        q.count = count;
+        hl_parallel_for(blocks, 1, nz_write_blocks, &q);
     }
     free(start);
     return st;

@@ -198,6 +198,30 @@ static void batch_offsets(const batch_t *P, int64_t t, int64_t *ao, int64_t *bo,
     }
 }
 
+typedef struct {
+    const batch_t *P;
+    introw_fn row;
+    int64_t esz;
+} int_rows_job;
+
+/* Rows [r0, r1) of all batches' integer products, with one accumulator row per chunk. */
+static hl_status int_rows(int64_t r0, int64_t r1, void *ctx) {
+    const int_rows_job *q = ctx;
+    const batch_t *P = q->P;
+    const int64_t esz = q->esz;
+    uint64_t *acc = malloc(sizeof(uint64_t) * (size_t)P->N);
+    if (!acc) return hl_fail(HL_ERR_MEMORY, "matmul: out of memory for a row of %lld "
+                             "accumulators", (long long)P->N);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t ao, bo, co, i = r % P->M;
+        batch_offsets(P, r / P->M, &ao, &bo, &co);
+        q->row(P->N, P->K, P->alpha, P->a + (ao + i * P->as0) * esz, P->as1, P->b + bo * esz,
+               P->bs0, P->bs1, P->beta, P->c + (co + i * P->cs0) * esz, P->cs1, acc);
+    }
+    free(acc);
+    return HL_OK;
+}
+
 static hl_status run_batches(const batch_t *P) {
     if (P->dt != HL_F32 && P->dt != HL_F64 && P->dt != HL_I32 && P->dt != HL_I64)
         return hl_fail(HL_ERR_DTYPE, "matmul: no CPU kernel for %s", hl_dtype_name(P->dt));
@@ -214,27 +238,10 @@ static hl_status run_batches(const batch_t *P) {
         return HL_OK;
     }
     if (P->M == 0 || P->N == 0) return HL_OK;
-    introw_fn row = P->dt == HL_I32 ? introw_i32 : introw_i64;
-    int64_t rows = P->nbatch * P->M;
-    bool failed = false;
-#pragma omp parallel if (rows * P->N * P->K >= 32768 && rows > 1)
-    {
-        uint64_t *acc = malloc(sizeof(uint64_t) * (size_t)P->N);
-        if (!acc) {
-#pragma omp atomic write
-            failed = true;
-        }
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            if (!acc) continue;
-            int64_t ao, bo, co, i = r % P->M;
-            batch_offsets(P, r / P->M, &ao, &bo, &co);
-            row(P->N, P->K, P->alpha, P->a + (ao + i * P->as0) * esz, P->as1, P->b + bo * esz,
-                P->bs0, P->bs1, P->beta, P->c + (co + i * P->cs0) * esz, P->cs1, acc);
-        }
-        free(acc);
-    }
-    return failed ? hl_fail(HL_ERR_MEMORY, "matmul: out of memory") : HL_OK;
+    int_rows_job q = {P, P->dt == HL_I32 ? introw_i32 : introw_i64, esz};
+    const int64_t rows = P->nbatch * P->M;
+    /* each row of c is one item's: any split gives the same integers */
+    return hl_parallel_try(rows, rows * P->N * P->K >= 32768 ? 1 : rows, int_rows, &q);
 }
 
 /* in[0] = a (..., M, K), in[1] = b (..., K, N), out[0] (..., M, N) with the broadcast batch

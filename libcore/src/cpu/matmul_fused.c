@@ -566,21 +566,32 @@ static void run_epilogue_rows(int64_t begin, int64_t end, void *arg) {
 
 /* ---- kernels ---- */
 
+enum { PACK_GROUP = 8 };  /* panels a pack_b item packs: each thread takes whole groups */
+
+typedef struct {
+    const float *b;
+    int64_t sk, sn, K, N, P;
+    float *dst;
+} pack_b_job;
+
+static void pack_b_groups(int64_t g0, int64_t g1, void *ctx) {
+    const pack_b_job *q = ctx;
+    for (int64_t g = g0; g < g1; g++)
+        pack_panels(q->b, q->sk, q->sn, q->K, q->N, q->P, g * PACK_GROUP,
+                    HL_MIN(q->P, (g + 1) * PACK_GROUP), q->dst);
+}
+
 /* in[0] = b, 2-D (K, N) view (any strides), out[0] = (P, K, 16) float32, contiguous. */
 static hl_status pack_b(const hl_call *c) {
     const hl_tensor *b = c->in[0];
     hl_tensor *o = c->out[0];
     int64_t K = b->shape[0], N = b->shape[1], P = o->shape[0];
-    const float *bp = (const float *)hl_ptr(b);
-    float *dst = (float *)hl_ptr(o);
-    enum { CHUNK = 8 };  /* pack_panels' group: each thread takes whole groups */
-    /* A copy: one core runs it at memory speed up to a few MB; below PACK_PAR_MIN a second
-       thread's fork and barrier cost more than it saves, and under load (the other thread
-       descheduled) far more: prepare() of MobileNetV2 took 0.135 s CPU at 2 threads against
-       0.078 s at 1 (load ~18), its packings the difference. */
-#pragma omp parallel for schedule(static) if (K * N >= PACK_PAR_MIN)
-    for (int64_t p = 0; p < P; p += CHUNK)
-        pack_panels(bp, b->strides[0], b->strides[1], K, N, P, p, HL_MIN(P, p + CHUNK), dst);
+    pack_b_job q = {(const float *)hl_ptr(b), b->strides[0], b->strides[1], K, N, P,
+                    (float *)hl_ptr(o)};
+    const int64_t groups = (P + PACK_GROUP - 1) / PACK_GROUP;
+    /* A copy: one core runs it at memory speed up to a few MB, so below PACK_PAR_MIN it stays
+       on the caller. Each group writes its own panels: any split packs the same bytes. */
+    hl_parallel_for(groups, K * N >= PACK_PAR_MIN ? 1 : groups, pack_b_groups, &q);
     return HL_OK;
 }
 

@@ -7,21 +7,22 @@
  * reductions become one of two shapes, each with its own loop:
  *  - rows: the innermost reduced axis is the innermost in memory. Each output element reduces
  *    rows of its sub-space; a contiguous row goes through a vectorised (pairwise for sums)
- *    loop. Threads take output elements, or, when there are few outputs (a full sum), split
- *    each output's sub-space and combine their partial results in thread order.
+ *    loop. Threads take output elements, or, when there are few outputs (a full sum), each
+ *    output's sub-space is cut into slices whose partial results are combined in order.
  *  - columns: a kept axis is innermost in memory (sum over axis 0 of an (N, C) matrix). Outputs
  *    are accumulated row after row in a buffer, so memory is read in order. When the outputs
- *    are not too many (SPLIT_MAX), each thread takes a share of the rows with a buffer of all
- *    of them, and the buffers are combined; otherwise threads take blocks of outputs.
+ *    are not too many (SPLIT_MAX), the rows are cut into slices, each with a buffer of all
+ *    of them, and the buffers are combined in order; otherwise threads take blocks of outputs.
+ *
+ * Threads run on libcore's pool (thread_pool.h). The slices depend on the shapes alone, never
+ * on the thread count, so a reduction gives bitwise the same answer at any thread count (the
+ * OpenMP regions of before cut one slice a thread, and took the sliced path only from two).
  *
  * Accumulators are double for float inputs (float32 sums are accurate to float32 rounding)
  * and int64 for integer inputs (wrapping like numpy); the loops are in reduce_loops.h.
  * logsumexp runs two passes: the max, then the sum of exp(x - max).
  */
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "parallel.h"
 #include "reduce_loops.h"
@@ -236,102 +237,125 @@ static void reduce_range(const plan_t *P, row_fn fn, const char *base, int64_t l
 }
 
 /* PARALLEL_MIN: elements below which one thread does it all. BLOCK: outputs a column block
-   holds. SPLIT_MAX: outputs up to which, in the column layout, every thread keeps a buffer of
-   all of them and takes a share of the rows (reading memory in order). */
-enum { PARALLEL_MIN = 32768, BLOCK = 1024, SPLIT_MAX = 32768 };
+   holds. SPLIT_MAX: outputs up to which, in the column layout, every slice keeps a buffer of
+   all of them and takes a share of the rows (reading memory in order). Rows: the sliced path
+   is for fewer than SPLIT_ROWS_MAX outputs (below, threads take whole outputs). Slices: at
+   most SLICES_MAX, of at least SLICE_MIN elements, at least SLICE_MIN_ROWS reduced rows in
+   the column layout, and SLICE_ACCS accumulators in all. */
+enum {
+    PARALLEL_MIN = 32768, BLOCK = 1024, SPLIT_MAX = 32768, SPLIT_ROWS_MAX = 16,
+    SLICES_MAX = 16, SLICE_MIN = 8192, SLICE_MIN_ROWS = 4, SLICE_ACCS = 1 << 18
+};
 
-
-static void thread_id(int *tid, int *nt) {
-#ifdef _OPENMP
-    *tid = omp_get_thread_num();
-    *nt = omp_get_num_threads();
-#else
-    *tid = 0;
-    *nt = 1;
-#endif
+/* How many slices a sliced reduction cuts its work into: a function of the shapes alone. */
+static int64_t slice_count(const plan_t *P, bool columns) {
+    int64_t total = P->nout * P->rcount;
+    if (total < PARALLEL_MIN) return 1;
+    int64_t n = HL_MIN(SLICES_MAX, total / SLICE_MIN);
+    n = HL_MIN(n, SLICE_ACCS / P->nout);
+    if (columns) n = HL_MIN(n, P->rcount / SLICE_MIN_ROWS);
+    else n = HL_MIN(n, P->rcount);
+    return HL_MAX(n, 1);
 }
 
+
 /* ---- rows ---- */
+
+/* Outputs [begin, end), each reduced whole. */
+static void rows_outputs(int64_t begin, int64_t end, void *ctx) {
+    const plan_t *P = ctx;
+    odo_t it;
+    odo_set(&it, P->nk, P->kshape, P->kxs, P->kos, begin);
+    for (int64_t o = begin; o < end; o++) {
+        const char *base = P->x + it.off * P->xsz;
+        acc_t a = identity(P->kinds[0], P->fl);
+        reduce_range(P, P->row[0], base, 0, P->rcount, &a, 0);
+        double m = a.f;
+        if (P->npass == 2) {
+            a = identity(P->kinds[1], P->fl);
+            reduce_range(P, P->row[1], base, 0, P->rcount, &a, m);
+        }
+        store(P, a, m, P->o + it.off2 * P->osz);
+        odo_next(&it, P->nk, P->kshape, P->kxs, P->kos);
+    }
+}
 
 /* Threads take whole outputs. */
 static void rows_by_output(const plan_t *P) {
     int64_t total = P->nout * P->rcount;
-#pragma omp parallel if (total >= PARALLEL_MIN && P->nout > 1)
-    {
-        int tid, nt;
-        thread_id(&tid, &nt);
-        int64_t begin = P->nout * tid / nt, end = P->nout * (tid + 1) / nt;
-        if (begin < end) {
-            odo_t it;
-            odo_set(&it, P->nk, P->kshape, P->kxs, P->kos, begin);
-            for (int64_t o = begin; o < end; o++) {
-                const char *base = P->x + it.off * P->xsz;
-                acc_t a = identity(P->kinds[0], P->fl);
-                reduce_range(P, P->row[0], base, 0, P->rcount, &a, 0);
-                double m = a.f;
-                if (P->npass == 2) {
-                    a = identity(P->kinds[1], P->fl);
-                    reduce_range(P, P->row[1], base, 0, P->rcount, &a, m);
-                }
-                store(P, a, m, P->o + it.off2 * P->osz);
-                odo_next(&it, P->nk, P->kshape, P->kxs, P->kos);
-            }
-        }
-    }
+    int64_t grain = HL_MAX(1, PARALLEL_MIN / 4 / HL_MAX(P->rcount, 1));
+    hl_parallel_for(P->nout, total >= PARALLEL_MIN ? grain : P->nout, rows_outputs, (void *)P);
 }
 
-/* Per-thread partial results (ntmax rows of nout), each set to the reduction's identity. */
-static acc_t *partials_new(const plan_t *P, int kind, int ntmax) {
-    acc_t *part = malloc(sizeof(acc_t) * (size_t)(ntmax * P->nout));
+/* Partial results, one row of nout a slice, each set to the reduction's identity. */
+static acc_t *partials_new(const plan_t *P, int kind, int64_t slices) {
+    acc_t *part = malloc(sizeof(acc_t) * (size_t)(slices * P->nout));
     if (part)
-        for (int64_t k = 0; k < ntmax * P->nout; k++) part[k] = identity(kind, P->fl);
+        for (int64_t k = 0; k < slices * P->nout; k++) part[k] = identity(kind, P->fl);
     return part;
 }
 
-/* result[o] = the threads' partials for o combined in thread order (a repeatable answer);
+/* result[o] = the slices' partials for o combined in slice order (a repeatable answer);
    frees part. */
-static void partials_combine(const plan_t *P, int kind, int ntmax, acc_t *part,
+static void partials_combine(const plan_t *P, int kind, int64_t slices, acc_t *part,
                              acc_t *result) {
     for (int64_t o = 0; o < P->nout; o++) {
         result[o] = identity(kind, P->fl);
-        for (int t = 0; t < ntmax; t++) combine(kind, P->fl, &result[o], part[t * P->nout + o]);
+        for (int64_t t = 0; t < slices; t++)
+            combine(kind, P->fl, &result[o], part[t * P->nout + o]);
     }
     free(part);
 }
 
-/* One pass over every output, each output's sub-space split between the threads; result[o]
-   gets the partial results combined in thread order (so the answer is repeatable). */
-static hl_status rows_split_pass(const plan_t *P, int pass, const acc_t *shift, acc_t *result) {
-    int kind = P->kinds[pass];
-    int ntmax = hl_max_threads();
-    acc_t *part = partials_new(P, kind, ntmax);
-    if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
-#pragma omp parallel num_threads(ntmax)
-    {
-        int tid, nt;
-        thread_id(&tid, &nt);
-        int64_t lo = P->rcount * tid / nt, hi = P->rcount * (tid + 1) / nt;
+/* A pass of a sliced reduction: the plan, the pass, its shift (logsumexp's second pass),
+   the partials and the slice count; the column layout's geometry when it is the one. */
+typedef struct cols_t cols_t;
+typedef struct {
+    const plan_t *P;
+    const cols_t *Q;
+    int pass;
+    const acc_t *shift;
+    acc_t *part;
+    int64_t slices;
+} slice_job;
+
+/* Slices [s0, s1) of every output's sub-space, each into its own row of partials. */
+static void rows_slices(int64_t s0, int64_t s1, void *ctx) {
+    const slice_job *q = ctx;
+    const plan_t *P = q->P;
+    for (int64_t t = s0; t < s1; t++) {
+        int64_t lo = P->rcount * t / q->slices, hi = P->rcount * (t + 1) / q->slices;
         odo_t it;
         odo_set(&it, P->nk, P->kshape, P->kxs, NULL, 0);
         for (int64_t o = 0; o < P->nout; o++) {
-            reduce_range(P, P->row[pass], P->x + it.off * P->xsz, lo, hi,
-                         &part[tid * P->nout + o], shift ? shift[o].f : 0);
+            reduce_range(P, P->row[q->pass], P->x + it.off * P->xsz, lo, hi,
+                         &q->part[t * P->nout + o], q->shift ? q->shift[o].f : 0);
             odo_next(&it, P->nk, P->kshape, P->kxs, NULL);
         }
     }
-    partials_combine(P, kind, ntmax, part, result);
+}
+
+/* Runs one pass of a sliced reduction with `each` (rows_slices or cols_slices); result gets
+   the slices' partials combined in slice order. */
+static hl_status sliced_pass(slice_job *q, hl_range_fn each, acc_t *result) {
+    const plan_t *P = q->P;
+    int kind = P->kinds[q->pass];
+    q->part = partials_new(P, kind, q->slices);
+    if (!q->part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
+    hl_parallel_for(q->slices, 1, each, q);
+    partials_combine(P, kind, q->slices, q->part, result);
     return HL_OK;
 }
 
 /* ---- columns ---- */
 
 /* Axis kin of the kept axes is innermost in memory; the others are the "outer" kept axes. */
-typedef struct {
+struct cols_t {
     int kin, no;
     int64_t C, cxs, cos;
     int64_t oshape[HL_MAX_DIMS], oxs[HL_MAX_DIMS], oos[HL_MAX_DIMS];
     int64_t nouter;
-} cols_t;
+};
 
 static void make_cols(const plan_t *P, int kin, cols_t *Q) {
     Q->kin = kin;
@@ -367,16 +391,22 @@ static void col_range(const plan_t *P, col_fn fn, const cols_t *Q, const char *b
     }
 }
 
-/* Threads take blocks of BLOCK adjacent outputs. */
-static void cols_by_block(const plan_t *P, const cols_t *Q) {
-    int64_t nblk = (Q->C + BLOCK - 1) / BLOCK, items = Q->nouter * nblk;
-    int64_t total = P->nout * P->rcount;
-#pragma omp parallel for schedule(static) if (total >= PARALLEL_MIN && items > 1)
-    for (int64_t item = 0; item < items; item++) {
+typedef struct {
+    const plan_t *P;
+    const cols_t *Q;
+    int64_t nblk;
+} block_job;
+
+/* Items [i0, i1) of (outer index, block of BLOCK adjacent outputs). */
+static void cols_blocks(int64_t i0, int64_t i1, void *ctx) {
+    const block_job *q = ctx;
+    const plan_t *P = q->P;
+    const cols_t *Q = q->Q;
+    for (int64_t item = i0; item < i1; item++) {
         acc_t buf[2][BLOCK];
-        int64_t j0 = (item % nblk) * BLOCK, n = HL_MIN(BLOCK, Q->C - j0);
+        int64_t j0 = (item % q->nblk) * BLOCK, n = HL_MIN(BLOCK, Q->C - j0);
         odo_t it;
-        odo_set(&it, Q->no, Q->oshape, Q->oxs, Q->oos, item / nblk);
+        odo_set(&it, Q->no, Q->oshape, Q->oxs, Q->oos, item / q->nblk);
         const char *base = P->x + (it.off + j0 * Q->cxs) * P->xsz;
         for (int pass = 0; pass < P->npass; pass++) {
             for (int64_t j = 0; j < n; j++) buf[pass][j] = identity(P->kinds[pass], P->fl);
@@ -388,29 +418,28 @@ static void cols_by_block(const plan_t *P, const cols_t *Q) {
     }
 }
 
-/* One pass over every output (few of them), the reduced rows split between the threads, each
-   with its own buffers; result gets the partial buffers combined in thread order. */
-static hl_status cols_split_pass(const plan_t *P, const cols_t *Q, int pass, const acc_t *shift,
-                                 acc_t *result) {
-    int kind = P->kinds[pass];
-    int ntmax = hl_max_threads();
-    acc_t *part = partials_new(P, kind, ntmax);
-    if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P->op));
-#pragma omp parallel num_threads(ntmax)
-    {
-        int tid, nt;
-        thread_id(&tid, &nt);
-        int64_t lo = P->rcount * tid / nt, hi = P->rcount * (tid + 1) / nt;
+/* Threads take blocks of BLOCK adjacent outputs. */
+static void cols_by_block(const plan_t *P, const cols_t *Q) {
+    block_job q = {P, Q, (Q->C + BLOCK - 1) / BLOCK};
+    int64_t items = Q->nouter * q.nblk;
+    hl_parallel_for(items, P->nout * P->rcount >= PARALLEL_MIN ? 1 : items, cols_blocks, &q);
+}
+
+/* Slices [s0, s1) of the reduced rows, each with its own buffer of every output. */
+static void cols_slices(int64_t s0, int64_t s1, void *ctx) {
+    const slice_job *q = ctx;
+    const plan_t *P = q->P;
+    const cols_t *Q = q->Q;
+    for (int64_t t = s0; t < s1; t++) {
+        int64_t lo = P->rcount * t / q->slices, hi = P->rcount * (t + 1) / q->slices;
         odo_t it;
         odo_set(&it, Q->no, Q->oshape, Q->oxs, NULL, 0);
         for (int64_t o = 0; o < Q->nouter; o++) {
-            col_range(P, P->col[pass], Q, P->x + it.off * P->xsz, Q->C, lo, hi,
-                      &part[tid * P->nout + o * Q->C], shift ? shift + o * Q->C : NULL);
+            col_range(P, P->col[q->pass], Q, P->x + it.off * P->xsz, Q->C, lo, hi,
+                      &q->part[t * P->nout + o * Q->C], q->shift ? q->shift + o * Q->C : NULL);
             odo_next(&it, Q->no, Q->oshape, Q->oxs, NULL);
         }
     }
-    partials_combine(P, kind, ntmax, part, result);
-    return HL_OK;
 }
 
 /* ---- the kernel ---- */
@@ -450,7 +479,6 @@ hl_status hl_cpu_reduce(const hl_call *c) {
     plan_t P;
     make_plan(c, &P);
     if (P.nout == 0) return HL_OK;
-    int nt = hl_max_threads();
     /* The kept axis closest in memory, and whether it is closer than the reduced rows. A
        reduction over axes of size 1 alone (a bias gradient at batch 1) has one row: the
        column loop maps it in one vectorised pass, not an odometer step per output. */
@@ -459,29 +487,31 @@ hl_status hl_cpu_reduce(const hl_call *c) {
         if (kin < 0 || llabs(P.kxs[k]) < llabs(P.kxs[kin])) kin = k;
     bool columns = kin >= 0 && P.rcount > 0 && P.kshape[kin] >= 4 &&
                    (P.rcount == 1 || llabs(P.kxs[kin]) < llabs(P.rxs[P.nr - 1]));
-    int64_t total = P.nout * P.rcount;
+    /* the choice of path and the slices depend on the shapes alone: the same answer at any
+       thread count */
+    const int64_t slices = slice_count(&P, columns);
     cols_t Q;
     if (!columns) {
-        if (total < PARALLEL_MIN || nt == 1 || P.nout >= 4 * nt) {
+        if (slices < 2 || P.nout >= SPLIT_ROWS_MAX) {
             rows_by_output(&P);
             return HL_OK;
         }
     } else {
         make_cols(&P, kin, &Q);
-        if (total < PARALLEL_MIN || P.nout > SPLIT_MAX || P.rcount < 4 * nt) {
+        if (slices < 2 || P.nout > SPLIT_MAX) {
             cols_by_block(&P, &Q);
             return HL_OK;
         }
     }
-    /* Few outputs, much to reduce: the threads share each output's work. */
+    /* Few outputs, much to reduce: the slices share each output's work. */
     acc_t *res = malloc(sizeof(acc_t) * (size_t)(2 * P.nout));
     if (!res) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(P.op));
     acc_t *shift = P.npass == 2 ? res + P.nout : NULL;
     hl_status st = HL_OK;
     for (int pass = 0; pass < P.npass && !st; pass++) {
         acc_t *dst = (pass == 0 && shift) ? shift : res;
-        if (columns) st = cols_split_pass(&P, &Q, pass, pass ? shift : NULL, dst);
-        else st = rows_split_pass(&P, pass, pass ? shift : NULL, dst);
+        slice_job q = {&P, columns ? &Q : NULL, pass, pass ? shift : NULL, NULL, slices};
+        st = sliced_pass(&q, columns ? cols_slices : rows_slices, dst);
     }
     if (!st) store_all(&P, columns ? &Q : NULL, res, shift);
     free(res);

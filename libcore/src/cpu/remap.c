@@ -3,6 +3,7 @@
 
 #include "dtypes.h"
 #include "remap.h"
+#include "thread_pool.h"
 
 void hl_cpu_value_bits(hl_dtype d, double v, uint64_t *bits) {
     *bits = 0;
@@ -51,6 +52,45 @@ int64_t *hl_cpu_alloc_maps(int ndim, const int64_t *n, int64_t **maps) {
         }                                                                                \
     } while (0)
 
+typedef struct {
+    const hl_tensor *x, *out;
+    int64_t *const *maps;
+    const void *fill;
+    const char *xbase;
+    char *obase;
+    int64_t esz, w, os;
+} remap_job;
+
+static void remap_rows(int64_t r0, int64_t r1, void *ctx) {
+    const remap_job *q = ctx;
+    const hl_tensor *out = q->out;
+    int64_t *const *maps = q->maps;
+    const void *fill = q->fill;
+    const int nd = out->ndim;
+    const int64_t esz = q->esz, w = q->w, os = q->os;
+    const int64_t *inner = maps[nd - 1];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t rem = r, src = 0, dst = 0;
+        bool hole = false;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t o = rem % out->shape[d];
+            rem /= out->shape[d];
+            int64_t m = maps[d][o];
+            if (m == HL_REMAP_FILL) hole = true;
+            else src += m;
+            dst += o * out->strides[d] * esz;
+        }
+        char *orow = q->obase + dst;
+        const char *xrow = q->xbase + src;
+        switch (esz) {
+            case 1: REMAP_ROW(uint8_t); break;
+            case 2: REMAP_ROW(uint16_t); break;
+            case 4: REMAP_ROW(uint32_t); break;
+            default: REMAP_ROW(uint64_t); break;
+        }
+    }
+}
+
 void hl_cpu_remap(const hl_tensor *x, hl_tensor *out, int64_t *const *maps, const void *fill) {
     int nd = out->ndim;
     int64_t esz = (int64_t)hl_dtype_size(out->dtype);
@@ -67,27 +107,7 @@ void hl_cpu_remap(const hl_tensor *x, hl_tensor *out, int64_t *const *maps, cons
         for (int64_t o = 0; o < out->shape[d]; o++)
             if (maps[d][o] != HL_REMAP_FILL) maps[d][o] *= x->strides[d] * esz;
     int64_t w = out->shape[nd - 1], rows = total / w;
-    int64_t os = out->strides[nd - 1] * esz;
-    const int64_t *inner = maps[nd - 1];
-#pragma omp parallel for schedule(static) if (total >= 32768 && rows > 1)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t rem = r, src = 0, dst = 0;
-        bool hole = false;
-        for (int d = nd - 2; d >= 0; d--) {
-            int64_t o = rem % out->shape[d];
-            rem /= out->shape[d];
-            int64_t m = maps[d][o];
-            if (m == HL_REMAP_FILL) hole = true;
-            else src += m;
-            dst += o * out->strides[d] * esz;
-        }
-        char *orow = obase + dst;
-        const char *xrow = xbase + src;
-        switch (esz) {
-            case 1: REMAP_ROW(uint8_t); break;
-            case 2: REMAP_ROW(uint16_t); break;
-            case 4: REMAP_ROW(uint32_t); break;
-            default: REMAP_ROW(uint64_t); break;
-        }
-    }
+    remap_job q = {x, out, maps, fill, xbase, obase, esz, w, out->strides[nd - 1] * esz};
+    /* rows write disjoint output: any split gives the same bytes */
+    hl_parallel_for(rows, total >= 32768 ? 1 : rows, remap_rows, &q);
 }

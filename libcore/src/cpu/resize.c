@@ -16,28 +16,36 @@
  */
 #include <math.h>
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "../resize_weights.h"
 #include "remap.h"
+#include "thread_pool.h"
+
+/* One weighted gather: each chunk of destination rows accumulates a row in double in a
+   scratch row of its own (one a pool slot). Rows write their own outputs. */
+typedef struct {
+    const hl_tensor *src;
+    hl_tensor *dst;
+    const csr *A;
+    double *scratch;
+    int64_t w;
+} gather_job;
 
 /* dst[j...] = sum over the product of rows A[d][j_d] of prod(weights) * src[idx...]. One
-   destination row (last axis) at a time, accumulated in double in that thread's scratch. */
+   destination row (last axis) at a time. */
 #define WEIGHTED_GATHER(T)                                                                    \
-    static void gather_##T(const hl_tensor *src, hl_tensor *dst, const csr *A, double *scratch, \
-                           int64_t rows, int64_t w) {                                         \
+    static void gather_##T(int64_t r0, int64_t r1, void *ctx) {                              \
+        const gather_job *q = ctx;                                                            \
+        const hl_tensor *src = q->src, *dst = q->dst;                                         \
+        const csr *A = q->A;                                                                  \
+        const int64_t w = q->w;                                                               \
         int nd = dst->ndim;                                                                   \
         const T *sb = (const T *)hl_ptr(src);                                                 \
         T *db = (T *)hl_ptr(dst);                                                             \
         const csr *L = &A[nd - 1];                                                            \
         int64_t ls = src->strides[nd - 1];                                                    \
-        _Pragma("omp parallel for schedule(static) if (rows * w >= 16384 && rows > 1)")       \
-        for (int64_t r = 0; r < rows; r++) {                                                  \
-            int tid = 0;                                                                      \
-            IF_OPENMP(tid = omp_get_thread_num());                                            \
-            double *acc = scratch + (int64_t)tid * w;                                         \
+        double *acc = q->scratch + (int64_t)hl_pool_slot() * w;                               \
+        for (int64_t r = r0; r < r1; r++) {                                                   \
             for (int64_t j = 0; j < w; j++) acc[j] = 0;                                       \
             int64_t jd[HL_MAX_DIMS], k[HL_MAX_DIMS], rem = r, doff = 0;                       \
             bool empty = false;                                                               \
@@ -74,12 +82,6 @@
         }                                                                                     \
     }
 
-#ifdef _OPENMP
-#define IF_OPENMP(stmt) stmt
-#else
-#define IF_OPENMP(stmt)
-#endif
-
 WEIGHTED_GATHER(float)
 WEIGHTED_GATHER(double)
 
@@ -94,12 +96,12 @@ static hl_status weighted_gather(const char *op, const hl_tensor *src, hl_tensor
         return HL_OK;
     }
     int64_t w = dst->shape[nd - 1], rows = total / w;
-    int nt = 1;
-    IF_OPENMP(nt = omp_get_max_threads());
+    int nt = hl_pool_threads();
     double *scratch = malloc(sizeof(double) * (size_t)(w * nt));
     if (!scratch) return hl_fail(HL_ERR_MEMORY, "%s: out of memory for %s", op, hl_desc(dst));
-    if (dst->dtype == HL_F32) gather_float(src, dst, A, scratch, rows, w);
-    else gather_double(src, dst, A, scratch, rows, w);
+    gather_job q = {src, dst, A, scratch, w};
+    hl_parallel_for(rows, rows * w >= 16384 ? 1 : rows,
+                    dst->dtype == HL_F32 ? gather_float : gather_double, &q);
     free(scratch);
     return HL_OK;
 }

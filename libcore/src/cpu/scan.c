@@ -11,9 +11,6 @@
  * in double, integers in int64 (wrapping, as numpy).
  */
 #include <stdlib.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "dtypes.h"
 #include "parallel.h"
@@ -100,21 +97,78 @@ static void arg_fns(hl_dtype d, bool mx, arg_row_fn *row, arg_col_fn *col) {
 }
 
 
+/* An arg_reduce: the kept axes' shape and strides (in x and out), the scanned axis. Any
+   split of the work gives the same indices: winners are compared in position order. */
+typedef struct {
+    arg_row_fn row;
+    arg_col_fn col;
+    int nk, last;
+    int64_t ks[HL_MAX_DIMS], kx[HL_MAX_DIMS], ko[HL_MAX_DIMS];
+    int64_t L, s, nout, esz, nblk, slices;
+    const char *xb;
+    int64_t *ob, *part;
+} arg_job;
+
+/* Offsets in x and out of kept position k (row-major over the kept axes from axis `from`
+   down), k counting from 0 over those axes. */
+static void arg_offsets(const arg_job *q, int from, int64_t k, int64_t *xo, int64_t *oo) {
+    for (int d = from; d >= 0; d--) {
+        *xo += (k % q->ks[d]) * q->kx[d];
+        *oo += (k % q->ks[d]) * q->ko[d];
+        k /= q->ks[d];
+    }
+}
+
+/* Items [i0, i1): (outer position, block of BLOCK columns), scanned down the axis together. */
+static void arg_col_blocks(int64_t i0, int64_t i1, void *ctx) {
+    const arg_job *q = ctx;
+    const int nk = q->nk;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t j0 = (it % q->nblk) * BLOCK, n = HL_MIN(BLOCK, q->ks[nk - 1] - j0);
+        int64_t xo = j0 * q->kx[nk - 1], oo = j0 * q->ko[nk - 1];
+        arg_offsets(q, nk - 2, it / q->nblk, &xo, &oo);
+        int64_t bi[BLOCK];
+        q->col(q->xb + xo * q->esz, q->s, q->L, n, q->kx[nk - 1], bi, q->last);
+        for (int64_t j = 0; j < n; j++) q->ob[oo + j * q->ko[nk - 1]] = bi[j];
+    }
+}
+
+/* Outputs [k0, k1), each a whole scan. */
+static void arg_outputs(int64_t k0, int64_t k1, void *ctx) {
+    const arg_job *q = ctx;
+    for (int64_t k = k0; k < k1; k++) {
+        int64_t xo = 0, oo = 0;
+        arg_offsets(q, q->nk - 1, k, &xo, &oo);
+        q->ob[oo] = q->row(q->xb + xo * q->esz, q->s, 0, q->L, -1, q->last);
+    }
+}
+
+/* Slices [t0, t1) of the axis: each slice's winner of every output. */
+static void arg_slices(int64_t t0, int64_t t1, void *ctx) {
+    const arg_job *q = ctx;
+    for (int64_t t = t0; t < t1; t++) {
+        int64_t lo = q->L * t / q->slices, hi = q->L * (t + 1) / q->slices;
+        for (int64_t k = 0; k < q->nout; k++) {
+            int64_t xo = 0, oo = 0;
+            arg_offsets(q, q->nk - 1, k, &xo, &oo);
+            q->part[t * q->nout + k] = q->row(q->xb + xo * q->esz, q->s, lo, hi, -1, q->last);
+        }
+    }
+}
+
 /* in[0] = x, out[0] (int64); i[0] = axis, i[1] = keepdims, i[2] = select_last. */
 hl_status hl_cpu_arg_reduce(const hl_call *c) {
     const hl_tensor *x = c->in[0];
     hl_tensor *o = c->out[0];
-    int ax = (int)c->i[0], last = (int)c->i[2];
+    int ax = (int)c->i[0];
     bool keep = c->i[1] != 0;
     if (x->dtype == HL_F16 || x->dtype == HL_BF16)
         return hl_fail(HL_ERR_DTYPE, "%s: no CPU kernel for %s", hl_op_str(c->op), hl_desc(x));
-    arg_row_fn row;
-    arg_col_fn col;
-    arg_fns(x->dtype, c->op == HL_OP_ARGMAX, &row, &col);
-    int64_t L = x->shape[ax], s = x->strides[ax];
+    arg_job q = {.last = (int)c->i[2], .L = x->shape[ax], .s = x->strides[ax]};
+    arg_fns(x->dtype, c->op == HL_OP_ARGMAX, &q.row, &q.col);
     /* The kept axes (size 1 dropped, evenly spaced neighbours merged), in and out strides. */
     int nk = 0;
-    int64_t ks[HL_MAX_DIMS], kx[HL_MAX_DIMS], ko[HL_MAX_DIMS];
+    int64_t *ks = q.ks, *kx = q.kx, *ko = q.ko;
     for (int d = 0, oa = 0; d < x->ndim; d++) {
         if (d == ax) {
             oa += keep;
@@ -133,80 +187,42 @@ hl_status hl_cpu_arg_reduce(const hl_call *c) {
         }
         oa++;
     }
-    int64_t nout = hl_shape_numel(nk, ks);
+    q.nk = nk;
+    const int64_t nout = q.nout = hl_shape_numel(nk, ks), L = q.L;
     if (nout == 0 || L == 0) return HL_OK;
-    const char *xb = hl_ptr(x);
-    int64_t *ob = (int64_t *)hl_ptr(o), esz = (int64_t)hl_dtype_size(x->dtype);
-    int nt = hl_max_threads();
-    bool parallel = nout * L >= PARALLEL_MIN && nt > 1;
+    q.xb = hl_ptr(x);
+    q.ob = (int64_t *)hl_ptr(o);
+    q.esz = (int64_t)hl_dtype_size(x->dtype);
+    const int nt = hl_pool_threads();
+    const bool parallel = nout * L >= PARALLEL_MIN && nt > 1;
 
-    if (nk > 0 && ks[nk - 1] >= 4 && llabs(kx[nk - 1]) < llabs(s)) {
+    if (nk > 0 && ks[nk - 1] >= 4 && llabs(kx[nk - 1]) < llabs(q.s)) {
         /* Columns: blocks of the innermost kept axis scanned down the axis together. */
-        int64_t C = ks[nk - 1], nblk = (C + BLOCK - 1) / BLOCK, items = nout / C * nblk;
-#pragma omp parallel for schedule(static) if (parallel && items > 1)
-        for (int64_t it = 0; it < items; it++) {
-            int64_t j0 = (it % nblk) * BLOCK, n = HL_MIN(BLOCK, C - j0), rem = it / nblk;
-            int64_t xo = j0 * kx[nk - 1], oo = j0 * ko[nk - 1];
-            for (int d = nk - 2; d >= 0; d--) {
-                xo += (rem % ks[d]) * kx[d];
-                oo += (rem % ks[d]) * ko[d];
-                rem /= ks[d];
-            }
-            int64_t bi[BLOCK];
-            col(xb + xo * esz, s, L, n, kx[nk - 1], bi, last);
-            for (int64_t j = 0; j < n; j++) ob[oo + j * ko[nk - 1]] = bi[j];
-        }
+        q.nblk = (ks[nk - 1] + BLOCK - 1) / BLOCK;
+        const int64_t items = nout / ks[nk - 1] * q.nblk;
+        hl_parallel_for(items, parallel ? 1 : items, arg_col_blocks, &q);
         return HL_OK;
     }
     if (!parallel || nout >= 4 * nt) {
-#pragma omp parallel for schedule(static) if (parallel && nout > 1)
-        for (int64_t k = 0; k < nout; k++) {
-            int64_t rem = k, xo = 0, oo = 0;
-            for (int d = nk - 1; d >= 0; d--) {
-                xo += (rem % ks[d]) * kx[d];
-                oo += (rem % ks[d]) * ko[d];
-                rem /= ks[d];
-            }
-            ob[oo] = row(xb + xo * esz, s, 0, L, -1, last);
-        }
+        hl_parallel_for(nout, parallel ? 1 : nout, arg_outputs, &q);
         return HL_OK;
     }
-    /* Few outputs, long axis: threads scan parts of each; their winners are then compared in
-       position order, which gives the same answer as one scan. */
-    int64_t *part = malloc(sizeof(int64_t) * (size_t)(nt * nout));
-    if (!part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(c->op));
-    for (int64_t k = 0; k < nt * nout; k++) part[k] = -1;
-#pragma omp parallel num_threads(nt)
-    {
-        int tid = 0, n = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        n = omp_get_num_threads();
-#endif
-        int64_t lo = L * tid / n, hi = L * (tid + 1) / n;
-        for (int64_t k = 0; k < nout; k++) {
-            int64_t rem = k, xo = 0;
-            for (int d = nk - 1; d >= 0; d--) {
-                xo += (rem % ks[d]) * kx[d];
-                rem /= ks[d];
-            }
-            part[tid * nout + k] = row(xb + xo * esz, s, lo, hi, -1, last);
-        }
-    }
+    /* Few outputs, long axis: slices of the axis scan parts of each; their winners are then
+       compared in position order, which gives the same answer as one scan. */
+    q.slices = HL_MIN(4 * (int64_t)nt, L);
+    q.part = malloc(sizeof(int64_t) * (size_t)(q.slices * nout));
+    if (!q.part) return hl_fail(HL_ERR_MEMORY, "%s: out of memory", hl_op_str(c->op));
+    hl_parallel_for(q.slices, 1, arg_slices, &q);
     for (int64_t k = 0; k < nout; k++) {
-        int64_t rem = k, xo = 0, oo = 0, b = -1;
-        for (int d = nk - 1; d >= 0; d--) {
-            xo += (rem % ks[d]) * kx[d];
-            oo += (rem % ks[d]) * ko[d];
-            rem /= ks[d];
+        int64_t xo = 0, oo = 0, b = -1;
+        arg_offsets(&q, nk - 1, k, &xo, &oo);
+        for (int64_t t = 0; t < q.slices; t++) {
+            int64_t cand = q.part[t * nout + k];
+            if (cand >= 0) b = q.row(q.xb + xo * q.esz, q.s, cand, cand + 1, b, q.last);
         }
-        for (int t = 0; t < nt; t++) {
-            int64_t cand = part[t * nout + k];
-            if (cand >= 0) b = row(xb + xo * esz, s, cand, cand + 1, b, last);
-        }
-        ob[oo] = b;
+        q.ob[oo] = b;
     }
-    free(part);
+    free(q.part);
     return HL_OK;
 }
 
@@ -248,6 +264,24 @@ CUMSUM_FN(u8, uint8_t, int64_t, uint64_t)
 typedef void (*cum_fn)(const char *xp, char *op, int64_t L, int64_t I, int64_t n, int excl,
                        int rev);
 
+typedef struct {
+    cum_fn fn;
+    const char *xb;
+    char *ob;
+    int64_t xsz, osz, L, inner, nblk;
+    int excl, rev;
+} cum_job;
+
+/* Items [i0, i1): (outer position, block of BLOCK inner columns), each carried down the axis. */
+static void cum_blocks(int64_t i0, int64_t i1, void *ctx) {
+    const cum_job *q = ctx;
+    for (int64_t it = i0; it < i1; it++) {
+        int64_t j0 = (it % q->nblk) * BLOCK, start = (it / q->nblk) * q->L * q->inner + j0;
+        q->fn(q->xb + start * q->xsz, q->ob + start * q->osz, q->L, q->inner,
+              HL_MIN(BLOCK, q->inner - j0), q->excl, q->rev);
+    }
+}
+
 /* in[0] = x (contiguous), out[0] (contiguous); i[0] = axis, i[1] = exclusive, i[2] = reverse. */
 hl_status hl_cpu_cumsum(const hl_call *c) {
     const hl_tensor *x = c->in[0];
@@ -269,11 +303,8 @@ hl_status hl_cpu_cumsum(const hl_call *c) {
     const char *xb = hl_ptr(x);
     char *ob = hl_ptr(o);
     int64_t xsz = (int64_t)hl_dtype_size(x->dtype), osz = (int64_t)hl_dtype_size(o->dtype);
-    int64_t nblk = (inner + BLOCK - 1) / BLOCK, items = outer * nblk;
-#pragma omp parallel for schedule(static) if (outer * L * inner >= PARALLEL_MIN && items > 1)
-    for (int64_t it = 0; it < items; it++) {
-        int64_t j0 = (it % nblk) * BLOCK, start = (it / nblk) * L * inner + j0;
-        fn(xb + start * xsz, ob + start * osz, L, inner, HL_MIN(BLOCK, inner - j0), excl, rev);
-    }
+    cum_job q = {fn, xb, ob, xsz, osz, L, inner, (inner + BLOCK - 1) / BLOCK, excl, rev};
+    const int64_t items = outer * q.nblk;
+    hl_parallel_for(items, outer * L * inner >= PARALLEL_MIN ? 1 : items, cum_blocks, &q);
     return HL_OK;
 }

@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,7 @@ enum {
     MAX_WORKERS = 255,       /* slots fit 8 bits of the claim word */
     CHUNKS_PER_THREAD = 4,   /* spare chunks let the threads that run take over the work */
     SPIN_NS = 200 * 1000,    /* how long an idle worker watches for the next job */
+    OVER_SPIN_NS = 10 * 1000, /* the same with more threads than CPUs (see spin_ns) */
     YIELD_EVERY = 256,       /* spins between sched_yield()s while waiting */
 };
 
@@ -85,6 +87,36 @@ static inline uint64_t claim_word(uint32_t gen, int max_slot, int64_t left) {
 }
 
 /* ---- thread count ---------------------------------------------------------------------- */
+
+/* The CPUs this process may run on (its affinity mask), counted once. */
+static int cpus_available(void) {
+    static atomic_int cached;
+    int n = atomic_load_explicit(&cached, memory_order_relaxed);
+    if (n > 0) return n;
+    cpu_set_t set;
+    n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    atomic_store_explicit(&cached, n, memory_order_relaxed);
+    return n;
+}
+
+/* More threads than CPUs: a spinning worker then takes a core from a thread with work (the
+   caller, or a worker mid-chunk), so idle workers spin only OVER_SPIN_NS (enough for a loop
+   that follows at once, as a model's do) before they sleep, and waiting threads yield on
+   every round: libgomp throttles its spin the same way when its team outnumbers the CPUs. */
+static inline bool oversubscribed(void) { return hl_pool_threads() > cpus_available(); }
+
+static int64_t spin_ns(void) {
+    /* HL_POOL_SPIN_NS (ns) overrides both, for measurements (bench/thread_pool.py) */
+    static _Atomic int64_t forced = -2;
+    if (forced == -2) {
+        const char *e = getenv("HL_POOL_SPIN_NS");
+        forced = e && *e ? atoll(e) : -1;
+    }
+    if (forced >= 0) return forced;
+    return oversubscribed() ? OVER_SPIN_NS : SPIN_NS;
+}
 
 int hl_pool_threads(void) {
     int n = atomic_load_explicit(&want_threads, memory_order_relaxed);
@@ -146,14 +178,15 @@ static void run_chunk(int64_t c) {
 /* The next generation after `seen`: spin for a while, then sleep. */
 static uint32_t wait_for_job(uint32_t seen, bool spin) {
     uint32_t g;
-    if (spin) {
+    const int64_t budget = spin ? spin_ns() : 0;
+    if (budget > 0) {
         int64_t start = now_ns();
         for (unsigned i = 1;; i++) {
             g = atomic_load_explicit(&pool.gen, memory_order_acquire);
             if (g != seen) return g;
             cpu_relax();
             if (i % YIELD_EVERY == 0) {
-                if (now_ns() - start > SPIN_NS) break;
+                if (now_ns() - start > budget) break;
                 sched_yield();
             }
         }
@@ -248,9 +281,12 @@ static void run_job(int workers, int64_t chunks, bool gang) {
         while ((c = claim_chunk(gen, 0)) >= 0) run_chunk(c);
     }
     in_chunk = false;
+    /* a worker mid-chunk may need this core: yield now and then, or at once when the threads
+       outnumber the CPUs */
+    const unsigned yield_every = oversubscribed() ? 1 : YIELD_EVERY;
     for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; i++) {
         cpu_relax();
-        if (i % YIELD_EVERY == 0) sched_yield();  /* a worker mid-chunk may need this core */
+        if (i % yield_every == 0) sched_yield();
     }
 }
 

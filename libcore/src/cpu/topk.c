@@ -15,6 +15,7 @@
 #include <stdlib.h>
 
 #include "dtypes.h"
+#include "thread_pool.h"
 
 enum { PARALLEL_MIN = 32768 };
 
@@ -61,42 +62,39 @@ enum { PARALLEL_MIN = 32768 };
         }                                                                                     \
     }
 
-/* Each thread allocates one heap of k pairs and reuses it for its rows. */
+/* One topk call; each chunk of rows allocates one heap of k pairs and reuses it. Rows write
+   their own outputs: any split gives the same answer. */
+typedef struct {
+    const void *x;
+    void *v;
+    int64_t *ix;
+    int64_t n, k, inner;
+    bool largest;
+} topk_job;
+
 #define TOPK_TYPED(sn, T, code)                                                               \
     typedef struct { T v; int64_t i; } pair_##sn;                                             \
     TOPK_ROW(sn##_max, pair_##sn, T, FIRST_LARGEST)                                           \
     TOPK_ROW(sn##_min, pair_##sn, T, FIRST_SMALLEST)                                          \
-    static bool topk_##sn(const hl_call *c) {                                                 \
-        const hl_tensor *x = c->in[0];                                                        \
-        int64_t k = c->i[0];                                                                  \
-        int axis = (int)c->i[1];                                                              \
-        bool largest = c->i[2] != 0;                                                          \
-        int64_t n = x->shape[axis], outer = hl_shape_numel(axis, x->shape);                   \
-        int64_t inner = hl_shape_numel(x->ndim - axis - 1, x->shape + axis + 1);              \
-        const T *xs = (const T *)hl_ptr(x);                                                   \
-        T *vs = (T *)hl_ptr(c->out[0]);                                                       \
-        int64_t *is = (int64_t *)hl_ptr(c->out[1]);                                           \
-        int64_t rows = outer * inner;                                                         \
-        int failed = 0;                                                                       \
-        _Pragma("omp parallel if (rows * n >= PARALLEL_MIN && rows > 1) reduction(| : failed)") \
-        {                                                                                     \
-            pair_##sn *h = malloc(sizeof *h * (size_t)k);                                     \
-            failed |= !h;                                                                     \
-            _Pragma("omp for schedule(static)")                                              \
-            for (int64_t r = 0; r < rows; r++) {                                              \
-                if (!h) continue;                                                             \
-                int64_t o = r / inner, i = r % inner;                                         \
-                const T *row = xs + o * n * inner + i;                                        \
-                T *v = vs + o * k * inner + i;                                                \
-                int64_t *ix = is + o * k * inner + i;                                         \
-                if (largest)                                                                  \
-                    row_##sn##_max(row, n, inner, k, h, v, ix, inner);                        \
-                else                                                                          \
-                    row_##sn##_min(row, n, inner, k, h, v, ix, inner);                        \
-            }                                                                                 \
-            free(h);                                                                          \
+    static hl_status topk_rows_##sn(int64_t r0, int64_t r1, void *ctx) {                      \
+        const topk_job *q = ctx;                                                              \
+        const int64_t n = q->n, k = q->k, inner = q->inner;                                   \
+        pair_##sn *h = malloc(sizeof *h * (size_t)k);                                         \
+        if (!h)                                                                               \
+            return hl_fail(HL_ERR_MEMORY, "topk: out of host memory for a row of k = %lld",   \
+                           (long long)k);                                                     \
+        for (int64_t r = r0; r < r1; r++) {                                                   \
+            int64_t o = r / inner, i = r % inner;                                             \
+            const T *row = (const T *)q->x + o * n * inner + i;                               \
+            T *v = (T *)q->v + o * k * inner + i;                                             \
+            int64_t *ix = q->ix + o * k * inner + i;                                          \
+            if (q->largest)                                                                   \
+                row_##sn##_max(row, n, inner, k, h, v, ix, inner);                            \
+            else                                                                              \
+                row_##sn##_min(row, n, inner, k, h, v, ix, inner);                            \
         }                                                                                     \
-        return !failed;                                                                       \
+        free(h);                                                                              \
+        return HL_OK;                                                                         \
     }
 
 #define TOPK_TYPES(X) \
@@ -109,13 +107,16 @@ hl_status hl_cpu_topk(const hl_call *c) {
     const hl_tensor *x = c->in[0];
     int64_t k = c->i[0];
     if (k == 0 || hl_tensor_numel(c->out[0]) == 0) return HL_OK;
-    bool ok;
+    hl_range_try_fn rows_fn;
     switch (x->dtype) {
-#define TOPK_CASE(sn, T, code) case code: ok = topk_##sn(c); break;
+#define TOPK_CASE(sn, T, code) case code: rows_fn = topk_rows_##sn; break;
         TOPK_TYPES(TOPK_CASE)
 #undef TOPK_CASE
         default: return hl_fail(HL_ERR_INTERNAL, "topk: dtype %s", hl_dtype_name(x->dtype));
     }
-    return ok ? HL_OK : hl_fail(HL_ERR_MEMORY, "topk: out of host memory for a row of k = %lld",
-                                (long long)k);
+    const int axis = (int)c->i[1];
+    topk_job q = {hl_ptr(x), hl_ptr(c->out[0]), (int64_t *)hl_ptr(c->out[1]), x->shape[axis], k,
+                  hl_shape_numel(x->ndim - axis - 1, x->shape + axis + 1), c->i[2] != 0};
+    const int64_t rows = hl_shape_numel(axis, x->shape) * q.inner;
+    return hl_parallel_try(rows, rows * q.n >= PARALLEL_MIN ? 1 : rows, rows_fn, &q);
 }

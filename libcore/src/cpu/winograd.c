@@ -109,41 +109,7 @@ bool hl_winograd_pays_forward(const conv_geom *g, bool packed) {
            (env && env[0] == '1' && env[1] == '\0');
 }
 
-bool hl_winograd_weights_ok(const float *w, int64_t n) {
-    if (n <= 0) return true;
-    double sum_sq = 0;
-    float most = 0;
-    int finite = 1;
-#pragma omp parallel for schedule(static) reduction(+ : sum_sq) reduction(max : most) \
-    reduction(& : finite) if (n > 4 * PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float a = fabsf(w[i]);
-        finite &= a <= FLT_MAX;  /* false for inf and NaN */
-        most = a > most ? a : most;
-        sum_sq += (double)a * a;
-    }
-    return hl_winograd_admits(finite, most, sum_sq, n);
-}
-
 /* ---- the transforms of one tile -------------------------------------------------------- */
-
-/* dW = G^T m G for the 4x4 m[e * ms]: a 3x3 kernel, written to w (row stride 3). */
-static void weight_grad_tile(const float *m, int64_t ms, float *w) {
-    float t[3][4];
-    for (int c = 0; c < 4; c++) {
-        const float m0 = m[c * ms], m1 = m[(4 + c) * ms], m2 = m[(8 + c) * ms],
-                    m3 = m[(12 + c) * ms];
-        t[0][c] = m0 + 0.5f * (m1 + m2);
-        t[1][c] = 0.5f * (m1 - m2);
-        t[2][c] = 0.5f * (m1 + m2) + m3;
-    }
-    for (int i = 0; i < 3; i++) {
-        const float q0 = t[i][0], q1 = t[i][1], q2 = t[i][2], q3 = t[i][3];
-        w[i * 3 + 0] = q0 + 0.5f * (q1 + q2);
-        w[i * 3 + 1] = 0.5f * (q1 - q2);
-        w[i * 3 + 2] = 0.5f * (q1 + q2) + q3;
-    }
-}
 
 /* ---- blocks of tiles --------------------------------------------------------------------- */
 
@@ -464,22 +430,6 @@ static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *s
 
 /* ---- forward and grad_input: a convolution by a transformed kernel ----------------------- */
 
-/* y = the convolution of x by the kernel w (c_out x c_in x 3 x 3 as the tiles see it), plus
-   bias. turned: w is stored the other way round, (c_in, c_out), and is applied turned by
-   180 degrees, as grad_input needs. Its kernels are transformed in w's own order either way,
-   which reads and writes memory in sequence (read the other way round, a 512 x 512 kernel
-   took 3 ms), and the products read the transformed kernel transposed when turned. */
-static void transform_weights(const float *w, int64_t C0, int64_t C1, bool turned, float *U,
-                              int64_t us) {
-    /* a turned kernel is read from tap (2, 2) backwards */
-    const int64_t first = turned ? 8 : 0, row = turned ? -3 : 3, col = turned ? -1 : 1;
-#pragma omp parallel for schedule(static) if (C0 * C1 * 16 > PAR_MIN)
-    for (int64_t i = 0; i < C0; i++)
-        for (int64_t j = 0; j < C1; j++)
-            hl_winograd_weight_tile(w + (i * C1 + j) * 9 + first, row, col, U + i * C1 + j,
-                                    us);
-}
-
 static hl_status convolve(const char *op, const wgeom *g, const float *x, const float *w,
                           bool turned, const float *bias, const conv_epilogue *epi, float *y) {
     const int64_t C0 = turned ? g->c_in : g->c_out, C1 = turned ? g->c_out : g->c_in;
@@ -491,7 +441,7 @@ static hl_status convolve(const char *op, const wgeom *g, const float *x, const 
     float *U = scratch_floats(op, &s, 16 * (us + vs + ms) + wpt * hl_pool_threads(), &st);
     if (st) return st;
     float *V = U + 16 * us, *M = V + 16 * vs, *work = M + 16 * ms;
-    transform_weights(w, C0, C1, turned, U, us);
+    hl_winograd_transform_weights(w, C0, C1, turned, U, us);
     for (int64_t t0 = 0; t0 < g->tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g->tiles - t0);
         input_block(g, x, t0, count, V, vs, false, work, wpt);
@@ -507,19 +457,6 @@ hl_status hl_winograd_forward(const conv_geom *cg, const float *x, const float *
     const wgeom g = wgeom_make(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                cg->pt, cg->pl);
     return convolve("conv", &g, x, w, false, bias, epi, y);
-}
-
-void hl_winograd_pack(const float *w, int64_t c_out, int64_t c_in, float *U) {
-    const int64_t us = c_out * c_in;
-    if (!hl_winograd_weights_ok(w, us * 9)) {   /* refused: NaN, packed_layouts.h */
-        for (int64_t i = 0; i < 16 * us; i++) U[i] = NAN;
-        return;
-    }
-#pragma omp parallel for schedule(static) if (us * 16 > PAR_MIN)
-    for (int64_t co = 0; co < c_out; co++)
-        for (int64_t ci = 0; ci < c_in; ci++)
-            hl_winograd_weight_tile(w + (co * c_in + ci) * 9, 3, 1,
-                                    U + hl_winograd_packed_at(co, ci, c_out, c_in), us);
 }
 
 /* Tiles per block of the packed path: whole strips, the transformed input and output side
@@ -605,10 +542,7 @@ hl_status hl_winograd_grad_weight(const conv_geom *cg, const float *dy, const fl
             /* M[e] (nc x CI) += DY[e] (nc x count) @ V[e]^T, set by the first block */
             batched_gemm(false, true, nc, CI, count, DY, ds, V, vs, t0 ? 1.0f : 0.0f, M, ms);
         }
-#pragma omp parallel for schedule(static) if (nc * CI * 16 > PAR_MIN)
-        for (int64_t co = 0; co < nc; co++)
-            for (int64_t ci = 0; ci < CI; ci++)
-                weight_grad_tile(M + co * CI + ci, ms, dw + ((c0 + co) * CI + ci) * 9);
+        hl_winograd_weight_grads(M, ms, nc, CI, dw + c0 * CI * 9);
     }
     scratch_put(&s);
     return HL_OK;
