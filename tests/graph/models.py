@@ -73,6 +73,30 @@ class CNN(hl.Module):
         return loss
 
 
+class ResBlock(hl.layers.Layer):
+    """A ResNet basic block (bench/train.py's): conv-bn-relu-conv-bn + shortcut (a 1x1 conv-bn
+    where the shape changes), then relu."""
+
+    def __init__(self, out, stride):
+        super().__init__()
+        L = hl.layers
+        self.conv1 = L.Conv2d(out, 3, stride=stride, padding=1, bias=False)
+        self.bn1 = L.BatchNorm2d()
+        self.conv2 = L.Conv2d(out, 3, padding=1, bias=False)
+        self.bn2 = L.BatchNorm2d()
+        self.out, self.stride, self.short = out, stride, None
+
+    def initialize(self, x):
+        if self.stride != 1 or x.shape[1] != self.out:
+            L = hl.layers
+            self.short = L.Sequential(L.Conv2d(self.out, 1, stride=self.stride, bias=False),
+                                      L.BatchNorm2d())
+
+    def forward(self, x):
+        y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
+        return (y + (self.short(x) if self.short is not None else x)).relu()
+
+
 def image_batches(rng, n, shape, classes=5):
     return [(rng.standard_normal(shape).astype(np.float32), rng.integers(0, classes, shape[0]))
             for _ in range(n)]

@@ -67,29 +67,12 @@ def test_replayed_step_peaks_lower_than_eager_with_the_same_bits(rng):
     assert graph_peak < 0.95 * eager_peak, (graph_peak, eager_peak)  # 0.88 measured
 
 
-class _Block(L.Layer):
-    """A ResNet basic block (bench/train.py's), batch norm after each convolution."""
-
-    def __init__(self, out, stride):
-        super().__init__()
-        self.conv1 = L.Conv2d(out, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = L.BatchNorm2d()
-        self.conv2 = L.Conv2d(out, 3, padding=1, bias=False)
-        self.bn2 = L.BatchNorm2d()
-        self.short = (L.Sequential(L.Conv2d(out, 1, stride=stride, bias=False), L.BatchNorm2d())
-                      if stride != 1 else None)
-
-    def forward(self, x):
-        y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
-        return (y + (self.short(x) if self.short is not None else x)).relu()
-
-
 class SmallResNet(CNN):
     def __init__(self):
         super().__init__()
         self.net = L.Sequential(L.Conv2d(16, 3, padding=1, bias=False), L.BatchNorm2d(),
-                                L.ReLU(), _Block(16, 1), _Block(16, 1), _Block(16, 1),
-                                _Block(32, 2),
+                                L.ReLU(), *(models.ResBlock(16, 1) for _ in range(3)),
+                                models.ResBlock(32, 2),
                                 L.GlobalAvgPool2d(), L.Flatten(), L.Linear(10))
 
 

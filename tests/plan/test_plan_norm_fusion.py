@@ -12,7 +12,7 @@ import hl
 from hl import _core, ops
 from hl import layers as L
 
-from ..graph.models import CNN, image_batches, params
+from ..graph.models import CNN, ResBlock, image_batches, params
 from .replaying import replay
 
 TOL = {np.float32: 1e-5, np.float64: 1e-12}
@@ -146,32 +146,10 @@ def test_nothing_fuses_where_the_intermediate_is_seen(rng):
     np.testing.assert_array_equal(held["dy"].numpy(), ops.relu_grad(dz, z).numpy())
 
 
-class Block(hl.layers.Layer):
-    """A ResNet basic block: conv-bn-relu-conv-bn + shortcut (a 1x1 conv-bn where the shape
-    changes), then relu."""
-
-    def __init__(self, out, stride):
-        super().__init__()
-        self.conv1 = L.Conv2d(out, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = L.BatchNorm2d()
-        self.conv2 = L.Conv2d(out, 3, padding=1, bias=False)
-        self.bn2 = L.BatchNorm2d()
-        self.out, self.stride, self.short = out, stride, None
-
-    def initialize(self, x):
-        if self.stride != 1 or x.shape[1] != self.out:
-            self.short = L.Sequential(L.Conv2d(self.out, 1, stride=self.stride, bias=False),
-                                      L.BatchNorm2d())
-
-    def forward(self, x):
-        y = self.bn2(self.conv2(self.bn1(self.conv1(x)).relu()))
-        return (y + (self.short(x) if self.short is not None else x)).relu()
-
-
 def _resnet():
     return CNN(hl.opt.SGD(lr=0.05, momentum=0.9, weight_decay=1e-4),
                L.Conv2d(4, 3, padding=1, bias=False), L.BatchNorm2d(), L.ReLU(),
-               Block(4, 1), Block(8, 2), L.GlobalAvgPool2d(), L.Flatten(), L.Linear(5))
+               ResBlock(4, 1), ResBlock(8, 2), L.GlobalAvgPool2d(), L.Flatten(), L.Linear(5))
 
 
 def _train(mode, data, threads):
