@@ -21,60 +21,47 @@ import statistics
 import subprocess
 import sys
 
-WORKER = r'''
+# One worker script for either library: its process prints every model's timings as JSON. The
+# ALL-CAPS markers are the library's lines (hl: prepare(...).run; onnxruntime: a one-thread
+# InferenceSession, its creation timed as the ":prepare" row like hl's prepare()).
+_TEMPLATE = r'''
 import json, sys, time
-import hl, hl.onnx
+IMPORTS
 sys.path.insert(0, sys.argv[4])
 from onnx_infer import make_feeds
-hl.set_num_threads(1)
 models, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
 batch = int(sys.argv[5])
 out = {}
 for name in names:
     path = f"{models}/{name}-op17.onnx"
     t = time.process_time()
-    rep = hl.onnx.prepare(path)
+    model = LOAD
     out[name + ":prepare"] = [time.process_time() - t]
     feeds = make_feeds(path, name, batch)
     for _ in range(2):
-        rep.run(feeds)
+        RUN
     ts = []
     for _ in range(runs):
         t = time.process_time()
-        rep.run(feeds)
+        RUN
         ts.append(time.process_time() - t)
     out[name] = ts
 print(json.dumps(out))
 '''
 
-# The same timings of onnxruntime's session (its creation as the ":prepare" row).
-ORT_WORKER = r'''
-import json, sys, time
-import onnxruntime as ort
-sys.path.insert(0, sys.argv[4])
-from onnx_infer import make_feeds
-models, names, runs = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
-batch = int(sys.argv[5])
-out = {}
-for name in names:
-    path = f"{models}/{name}-op17.onnx"
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.inter_op_num_threads = 1
-    t = time.process_time()
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
-    out[name + ":prepare"] = [time.process_time() - t]
-    feeds = make_feeds(path, name, batch)
-    for _ in range(2):
-        sess.run(None, feeds)
-    ts = []
-    for _ in range(runs):
-        t = time.process_time()
-        sess.run(None, feeds)
-        ts.append(time.process_time() - t)
-    out[name] = ts
-print(json.dumps(out))
-'''
+
+def _worker(imports, load, run):
+    return (_TEMPLATE.replace("IMPORTS", imports).replace("LOAD", load)
+            .replace("RUN", run))
+
+
+WORKER = _worker("import hl, hl.onnx\nhl.set_num_threads(1)", "hl.onnx.prepare(path)",
+                 "model.run(feeds)")
+ORT_WORKER = _worker(
+    "import onnxruntime as ort\nso = ort.SessionOptions()\n"
+    "so.intra_op_num_threads = so.inter_op_num_threads = 1",
+    'ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])',
+    "model.run(None, feeds)")
 
 
 def main():
