@@ -72,6 +72,12 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
 hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
                              int64_t K, double alpha, hl_cuda_mat A, hl_cuda_mat B, double beta,
                              hl_cuda_mat C, const char *op);
+/* batch products at once (one cuBLAS call: cublas*StridedBatched): product b reads A + b sa,
+   B + b sb and writes C + b sc (strides in elements), C in dtype ct as above. */
+hl_status hl_cuda_gemm_strided(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M,
+                               int64_t N, int64_t K, double alpha, hl_cuda_mat A, int64_t sa,
+                               hl_cuda_mat B, int64_t sb, double beta, hl_cuda_mat C,
+                               int64_t sc, int64_t batch, const char *op);
 /* A device buffer of at least nbytes for one kernel family's intermediate (im2col columns),
    reused across calls; the caller holds the device's scratch lock (hl_cuda_scratch_lock)
    while it enqueues the work that uses it. Kernels on the one stream run in order, so the
