@@ -3,7 +3,9 @@
  * (cpu/norm.c; record layouts in api/norm.c): sums in double, the running variance unbiased
  * (PyTorch), inference using the running statistics. Batch norm: several blocks per channel
  * each sum a range of it (a fixed tree of warp shuffles), a thread per channel combines the
- * ranges in order (the same result every run), then an element-wise kernel applies them. Layer norm: a thread per row (and per column for dscale/dbias).
+ * ranges in order (the same result every run), then an element-wise kernel applies them.
+ * Layer norm: a warp per row (and a thread per column for dscale/dbias, whose reads are
+ * coalesced that way).
  * float16 and bfloat16 (every operand in the one dtype) are read widened, their statistics
  * computed in double like float32's, and each stored value rounded once.
  */
@@ -166,28 +168,35 @@ __global__ void bn_grad_apply_k(const T *dy, const T *x, vec<T> scale, vec<T> sm
     }
 }
 
+/* Layer norm: a warp per row (rows are contiguous), lanes over the columns, the sums combined
+   by shuffles (hl_cuda_warp_sum: a fixed order, the same bits every run). */
 template <class T>
 __global__ void ln_forward_k(const T *x, const T *g, const T *b, T *y, T *mo, T *io,
                              int64_t rows, int64_t cols, double eps) {
-    HL_GRID_STRIDE(r, rows) {
+    const int lane = threadIdx.x & 31;
+    HL_WARP_ROWS(r, rows) {
         const T *xr = x + r * cols;
         T *yr = y + r * cols;
         double s = 0, q = 0;
-        for (int64_t j = 0; j < cols; j++) s += (double)hl_widen(xr[j]);
+        for (int64_t j = lane; j < cols; j += 32) s += (double)hl_widen(xr[j]);
+        s = hl_cuda_warp_sum(s);
         double mean = cols ? s / (double)cols : 0;
-        for (int64_t j = 0; j < cols; j++) {
+        for (int64_t j = lane; j < cols; j += 32) {
             double d = (double)hl_widen(xr[j]) - mean;
             q += d * d;
         }
+        q = hl_cuda_warp_sum(q);
         double inv = cols ? 1 / sqrt(q / (double)cols + eps) : NAN;
-        for (int64_t j = 0; j < cols; j++) {
+        for (int64_t j = lane; j < cols; j += 32) {
             double v = ((double)hl_widen(xr[j]) - mean) * inv;
             if (g) v *= (double)hl_widen(g[j]);
             if (b) v += (double)hl_widen(b[j]);
             yr[j] = hl_narrow<T>(v);
         }
-        if (mo) mo[r] = hl_narrow<T>(mean);
-        if (io) io[r] = hl_narrow<T>(inv);
+        if (lane == 0) {
+            if (mo) mo[r] = hl_narrow<T>(mean);
+            if (io) io[r] = hl_narrow<T>(inv);
+        }
     }
 }
 
@@ -209,16 +218,19 @@ __global__ void ln_params_grad_k(const T *dy, const T *x, const T *mean, const T
 template <class T>
 __global__ void ln_input_grad_k(const T *dy, const T *x, const T *g, const T *mean,
                                 const T *inv, T *dx, int64_t rows, int64_t cols) {
-    HL_GRID_STRIDE(r, rows) {
+    const int lane = threadIdx.x & 31;
+    HL_WARP_ROWS(r, rows) {
         const T *dr = dy + r * cols, *xr = x + r * cols;
         double m = (double)hl_widen(mean[r]), iv = (double)hl_widen(inv[r]), sg = 0, sgx = 0;
-        for (int64_t j = 0; j < cols; j++) {
+        for (int64_t j = lane; j < cols; j += 32) {
             double gj = g ? (double)hl_widen(dr[j]) * (double)hl_widen(g[j]) : (double)hl_widen(dr[j]);
             sg += gj;
             sgx += gj * (((double)hl_widen(xr[j]) - m) * iv);
         }
+        sg = hl_cuda_warp_sum(sg);
+        sgx = hl_cuda_warp_sum(sgx);
         double a = sg / (double)cols, b = sgx / (double)cols;
-        for (int64_t j = 0; j < cols; j++) {
+        for (int64_t j = lane; j < cols; j += 32) {
             double gj = g ? (double)hl_widen(dr[j]) * (double)hl_widen(g[j]) : (double)hl_widen(dr[j]);
             dx[r * cols + j] = hl_narrow<T>(iv * (gj - a - ((double)hl_widen(xr[j]) - m) * iv * b));
         }
@@ -355,7 +367,7 @@ static hl_status run_layer_norm(const hl_call *c) {
     if (!rows) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     auto ln_forward_kernel = ln_forward_k<T>;
-    HL_LAUNCH(ln_forward_kernel, hl_cuda_blocks(rows), HL_CUDA_THREADS, 0, d->stream,
+    HL_LAUNCH_COOP(ln_forward_kernel, hl_cuda_warp_blocks(rows), HL_CUDA_THREADS, 0, d->stream,
               (const T *)hl_cuda_ptr(x), (const T *)ptr_or_null<T>(c->in[1]),
               (const T *)ptr_or_null<T>(c->in[2]), (T *)hl_cuda_ptr(c->out[0]),
               ptr_or_null<T>(c->out[1]), ptr_or_null<T>(c->out[2]), rows, cols, c->f[0]);
@@ -380,7 +392,7 @@ static hl_status run_layer_norm_grad(const hl_call *c) {
     }
     if (!dx || !rows) return HL_OK;
     auto ln_input_grad_kernel = ln_input_grad_k<T>;
-    HL_LAUNCH(ln_input_grad_kernel, hl_cuda_blocks(rows), HL_CUDA_THREADS, 0, d->stream, dy, xp,
+    HL_LAUNCH_COOP(ln_input_grad_kernel, hl_cuda_warp_blocks(rows), HL_CUDA_THREADS, 0, d->stream, dy, xp,
               (const T *)ptr_or_null<T>(c->in[2]), mean, inv, (T *)hl_cuda_ptr(dx), rows, cols);
     return hl_cuda_check_launch("layer_norm_grad");
 }
