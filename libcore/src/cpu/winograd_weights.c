@@ -31,22 +31,53 @@ typedef struct {
     bool finite[CHECK_BLOCKS_MAX];
 } check_job;
 
+/* One block: CHECK_LANES running sums, maxima and finiteness flags, value i of the block in
+   lane i % CHECK_LANES, combined in lane order at the end. One running sum made this a chain
+   of dependent double additions (4 cycles a weight: 1.7% of a ResNet-18 training step, where
+   forward and grad_input check each 3x3 weight); independent lanes vectorise. The answer is a
+   function of the block's values alone (not of the thread count); its sum differs from the
+   one chain's by rounding only. */
+enum { CHECK_LANES = 16 };
+
+HL_CLONES
+static void check_block(const float *restrict w, int64_t n, double *sum_out, float *most_out,
+                        bool *finite_out) {
+    double sum[CHECK_LANES] = {0};
+    float most[CHECK_LANES] = {0};
+    int finite[CHECK_LANES];
+    for (int j = 0; j < CHECK_LANES; j++) finite[j] = 1;
+    int64_t i = 0;
+    for (; i + CHECK_LANES <= n; i += CHECK_LANES)
+        for (int j = 0; j < CHECK_LANES; j++) {
+            const float a = fabsf(w[i + j]);
+            finite[j] &= a <= FLT_MAX;  /* false for inf and NaN */
+            most[j] = a > most[j] ? a : most[j];
+            sum[j] += (double)a * a;
+        }
+    for (int j = 0; i + j < n; j++) {
+        const float a = fabsf(w[i + j]);
+        finite[j] &= a <= FLT_MAX;
+        most[j] = a > most[j] ? a : most[j];
+        sum[j] += (double)a * a;
+    }
+    double s = 0;
+    float m = 0;
+    int f = 1;
+    for (int j = 0; j < CHECK_LANES; j++) {
+        s += sum[j];
+        m = most[j] > m ? most[j] : m;
+        f &= finite[j];
+    }
+    *sum_out = s;
+    *most_out = m;
+    *finite_out = f;
+}
+
 static void check_blocks(int64_t b0, int64_t b1, void *ctx) {
     check_job *q = ctx;
     for (int64_t b = b0; b < b1; b++) {
         const int64_t lo = b * q->block, hi = HL_MIN(q->n, lo + q->block);
-        double sum_sq = 0;
-        float most = 0;
-        int finite = 1;
-        for (int64_t i = lo; i < hi; i++) {
-            const float a = fabsf(q->w[i]);
-            finite &= a <= FLT_MAX;  /* false for inf and NaN */
-            most = a > most ? a : most;
-            sum_sq += (double)a * a;
-        }
-        q->sum_sq[b] = sum_sq;
-        q->most[b] = most;
-        q->finite[b] = finite;
+        check_block(q->w + lo, hi - lo, &q->sum_sq[b], &q->most[b], &q->finite[b]);
     }
 }
 
