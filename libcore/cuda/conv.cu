@@ -85,9 +85,8 @@ struct chunking {
 
 static size_t align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static chunking chunking_of(const geom &g, size_t esz) {
+static chunking chunking_of(const geom &g, size_t esz, size_t budget) {
     size_t per_sample = (size_t)(g.groups * g.K * g.P + g.oc * g.P) * esz;
-    size_t budget = __atomic_load_n(&conv_workspace_budget, __ATOMIC_RELAXED);
     int64_t fit = per_sample ? (int64_t)(budget / per_sample) : g.n;
     if (fit < 1) fit = 1;
     if (fit > g.n) fit = g.n;
@@ -102,6 +101,22 @@ static chunking chunking_of(const geom &g, size_t esz) {
     if (ch.nb * g.c * g.h * g.w > most) most = ch.nb * g.c * g.h * g.w;
     ch.wide = most >= ((int64_t)1 << 31);
     return ch;
+}
+
+/* The chunks (*ch) and their work buffer (columns + product + extra bytes) from the device's
+   scratch. When the budget's buffer cannot be had, fewer samples a chunk, halving down to
+   one (what the per-sample kernels before chunking needed), so a model that fit then still
+   runs, only slower; conv_grad_weight's sums then also group differently (other last bits).
+   NULL when even one sample's buffer cannot be had. */
+static char *chunk_buffer(hl_cuda_device *d, const geom &g, size_t esz, size_t extra,
+                          chunking *ch) {
+    size_t budget = __atomic_load_n(&conv_workspace_budget, __ATOMIC_RELAXED);
+    for (;;) {
+        *ch = chunking_of(g, esz, budget);
+        char *buf = (char *)hl_cuda_scratch(d, ch->cols_bytes + ch->prod_bytes + extra);
+        if (buf || ch->nb <= 1) return buf;
+        budget = (ch->cols_bytes + ch->prod_bytes) / 2;
+    }
 }
 
 /* Grid-stride loop over [0, n) in index type I (32-bit where the chunk allows: GPU 64-bit
@@ -228,13 +243,13 @@ static hl_status run_conv(const hl_call *c) {
     hl_tensor *y = c->out[0];
     geom g = geom_of(c, x, w, y);
     if (g.n * g.oc * g.P == 0) return HL_OK;
-    chunking ch = chunking_of(g, sizeof(T));
     hl_cuda_epilogue epi = {fused ? (int)c->i[9] : HL_CONV_ACT_NONE, fused ? c->f[0] : 0.0,
                             fused ? c->f[1] : 0.0, bias ? hl_cuda_ptr(bias) : NULL,
                             res ? hl_cuda_ptr(res) : NULL, g.P, g.oc};
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     hl_cuda_scratch_lock(d);
-    char *buf = (char *)hl_cuda_scratch(d, ch.cols_bytes + ch.prod_bytes);
+    chunking ch;
+    char *buf = chunk_buffer(d, g, sizeof(T), 0, &ch);
     hl_status st = buf ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "%s: out of cuda memory for a %lld-byte "
                                          "work buffer (im2col columns of %lld samples)",
                                          HL_OPNAME(c->op),
@@ -288,10 +303,10 @@ static hl_status run_conv_grad_input(const hl_call *c) {
     hl_tensor *dx = c->out[0];
     geom g = geom_of(c, dx, w, dy);
     if (g.n * g.c * g.h * g.w == 0) return HL_OK;
-    chunking ch = chunking_of(g, sizeof(T));
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     hl_cuda_scratch_lock(d);
-    char *buf = (char *)hl_cuda_scratch(d, ch.cols_bytes + ch.prod_bytes);
+    chunking ch;
+    char *buf = chunk_buffer(d, g, sizeof(T), 0, &ch);
     hl_status st = buf ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "conv_grad_input: out of cuda memory "
                                          "for a %lld-byte work buffer (columns of %lld samples)",
                                          (long long)(ch.cols_bytes + ch.prod_bytes),
@@ -346,10 +361,10 @@ static hl_status run_conv_grad_weight(const hl_call *c) {
                    ? HL_OK : hl_cuda_check_launch("conv_grad_weight");
     /* half types: the sum over the chunks goes to a float32 buffer after the chunk's own */
     const bool half = !std::is_same<T, float>::value && !std::is_same<T, double>::value;
-    chunking ch = chunking_of(g, sizeof(T));
     size_t acc_bytes = half ? (size_t)(g.oc * g.K) * sizeof(float) : 0;
     hl_cuda_scratch_lock(d);
-    char *buf = (char *)hl_cuda_scratch(d, ch.cols_bytes + ch.prod_bytes + acc_bytes);
+    chunking ch;
+    char *buf = chunk_buffer(d, g, sizeof(T), acc_bytes, &ch);
     hl_status st = buf ? HL_OK : HL_FAIL(HL_ERR_MEMORY, "conv_grad_weight: out of cuda memory "
                                          "for a %lld-byte work buffer (columns of %lld samples)",
                                          (long long)(ch.cols_bytes + ch.prod_bytes + acc_bytes),

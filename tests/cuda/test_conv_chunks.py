@@ -172,3 +172,51 @@ def test_repeated_runs_give_the_same_bits(workspace):
                  "cuda")
     for a, b in zip(first, again):
         assert a.tobytes() == b.tobytes()
+
+
+_TIGHT_MEMORY = r"""
+import ctypes, sys
+import numpy as np, torch, torch.nn.functional as F
+import hl
+from hl import ops, _cuda_libs
+lib = ctypes.CDLL(_cuda_libs.library_path())
+rng = np.random.default_rng(9)
+x, w, dy = (rng.standard_normal(s) for s in ((16, 8, 32, 32), (16, 8, 3, 3), (16, 16, 32, 32)))
+X, W, DY = (hl.tensor(a, device="cuda") for a in (x, w, dy))
+calls = {"conv": lambda: ops.conv2d_forward(X, W, None, (1, 1), (1, 1), (1, 1), 1),
+         "grad_input": lambda: ops.conv2d_grad_input(DY, W, x.shape, (1, 1), (1, 1), (1, 1), 1),
+         "grad_weight": lambda: ops.conv2d_grad_weight(DY, X, w.shape, (1, 1), (1, 1), (1, 1), 1)}
+t = [torch.tensor(a, requires_grad=True) for a in (x, w)]
+y = F.conv2d(t[0], t[1], padding=1)
+y.backward(torch.tensor(dy))
+want = {"conv": y.detach().numpy(), "grad_input": t[0].grad.numpy(),
+        "grad_weight": t[1].grad.numpy()}
+for name, call in calls.items():
+    g0 = lib.hl_cuda_emu_gemm_count()
+    got = call().numpy()
+    err = np.abs(got - want[name]).max() / np.abs(want[name]).max()
+    print(name, lib.hl_cuda_emu_gemm_count() - g0, err)
+"""
+
+
+def test_a_batch_whose_columns_do_not_fit_runs_in_smaller_chunks():
+    """Columns for the whole batch (16 samples, 11.5 MB in float64) on a device holding 8 MB:
+    each op halves its chunk until the buffer fits and gives PyTorch's answer (float64,
+    1e-10 relative), in several GEMMs; with room for no single sample it is a MemoryError
+    naming the op (a fresh process each: the device's work buffer starts empty)."""
+    from test_device import _run
+    r = _run(_TIGHT_MEMORY, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [line.split() for line in r.stdout.splitlines()]
+    assert [row[0] for row in rows] == ["conv", "grad_input", "grad_weight"]
+    for name, gemms, err in rows:
+        assert int(gemms) >= 2, (name, gemms)  # chunks, not the whole batch at once
+        assert float(err) < 1e-10, (name, err)
+    one = ("import numpy as np, hl\n"
+           "x = hl.tensor(np.ones((1, 16, 128, 128)), device='cuda')\n"  # 2 MB
+           "w = hl.tensor(np.ones((16, 16, 3, 3)), device='cuda')\n"
+           "hl.ops.conv2d_forward(x, w, None, (1, 1), (1, 1), (1, 1), 1)\n")  # 21 MB of columns
+    r = _run(one, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
+    assert r.returncode != 0
+    assert "hl.errors.MemoryError: conv: out of cuda memory for a 20971520-byte work buffer " \
+           "(im2col columns of 1 samples)" in r.stderr, r.stderr[-2000:]
