@@ -5,6 +5,9 @@ tensors split into chunks, uneven ones included; each result is checked against 
 float64 (1e-10 relative: only the summation order differs), the chunked result against the
 unchunked one, the launches against the design's count, and repeated runs for equal bits."""
 import ctypes
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -199,13 +202,17 @@ for name, call in calls.items():
 """
 
 
+def _run_fresh(code, **env):
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, **env),
+                          capture_output=True, text=True, timeout=120)
+
+
 def test_a_batch_whose_columns_do_not_fit_runs_in_smaller_chunks():
     """Columns for the whole batch (16 samples, 11.5 MB in float64) on a device holding 8 MB:
     each op halves its chunk until the buffer fits and gives PyTorch's answer (float64,
     1e-10 relative), in several GEMMs; with room for no single sample it is a MemoryError
     naming the op (a fresh process each: the device's work buffer starts empty)."""
-    from test_device import _run
-    r = _run(_TIGHT_MEMORY, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
+    r = _run_fresh(_TIGHT_MEMORY, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = [line.split() for line in r.stdout.splitlines()]
     assert [row[0] for row in rows] == ["conv", "grad_input", "grad_weight"]
@@ -216,7 +223,7 @@ def test_a_batch_whose_columns_do_not_fit_runs_in_smaller_chunks():
            "x = hl.tensor(np.ones((1, 16, 128, 128)), device='cuda')\n"  # 2 MB
            "w = hl.tensor(np.ones((16, 16, 3, 3)), device='cuda')\n"
            "hl.ops.conv2d_forward(x, w, None, (1, 1), (1, 1), (1, 1), 1)\n")  # 21 MB of columns
-    r = _run(one, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
+    r = _run_fresh(one, HL_CUDA_EMULATE="1", HL_CUDA_EMU_MEMORY_MB="8")
     assert r.returncode != 0
     assert "hl.errors.MemoryError: conv: out of cuda memory for a 20971520-byte work buffer " \
            "(im2col columns of 1 samples)" in r.stderr, r.stderr[-2000:]
