@@ -51,6 +51,10 @@ static void check_blocks(int64_t b0, int64_t b1, void *ctx) {
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
+    return hl_winograd_weights_within(w, n, HL_WINOGRAD_OUTLIER_RATIO);
+}
+
+bool hl_winograd_weights_within(const float *w, int64_t n, double ratio) {
     if (n <= 0) return true;
     check_job q;
     q.w = w;
@@ -66,7 +70,7 @@ bool hl_winograd_weights_ok(const float *w, int64_t n) {
         most = q.most[b] > most ? q.most[b] : most;
         finite = finite && q.finite[b];
     }
-    return hl_winograd_admits(finite, most, sum_sq, n);
+    return hl_winograd_admits_within(finite, most, sum_sq, n, ratio);
 }
 
 /* ---- 3x3 -> 4x4 -------------------------------------------------------------------------- */
