@@ -108,12 +108,24 @@ static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx
     int64_t hi = W - ix0 < 4 ? 0 : (W - ix0 - 4) / 4 + 1;
     lo = HL_MIN(lo, L);
     hi = HL_MAX(HL_MIN(hi, L), lo);
-    for (int k = 0; k < 4; k++) {
-        float *out = ph + k * L;
-        for (int64_t j = 0; j < lo; j++) out[j] = column(row, W, ix0 + 4 * j + k);
-        const float *src = row + ix0 + k;
-        for (int64_t j = lo; j < hi; j++) out[j] = src[4 * j];
-        for (int64_t j = hi; j < L; j++) out[j] = column(row, W, ix0 + 4 * j + k);
+    float *restrict q0 = ph, *restrict q1 = ph + L, *restrict q2 = ph + 2 * L;
+    float *restrict q3 = ph + 3 * L;
+    for (int64_t j = 0; j < lo; j++) {
+        const int64_t a = ix0 + 4 * j;
+        q0[j] = column(row, W, a), q1[j] = column(row, W, a + 1);
+        q2[j] = column(row, W, a + 2), q3[j] = column(row, W, a + 3);
+    }
+    /* one pass, four values in a row to four phases: vectorised as a de-interleave (four
+       passes at stride 4 took as long as the rest of the input transform) */
+    const float *restrict src = row + ix0;
+    for (int64_t j = lo; j < hi; j++) {
+        q0[j] = src[4 * j], q1[j] = src[4 * j + 1];
+        q2[j] = src[4 * j + 2], q3[j] = src[4 * j + 3];
+    }
+    for (int64_t j = hi; j < L; j++) {
+        const int64_t a = ix0 + 4 * j;
+        q0[j] = column(row, W, a), q1[j] = column(row, W, a + 1);
+        q2[j] = column(row, W, a + 2), q3[j] = column(row, W, a + 3);
     }
 }
 
@@ -130,29 +142,30 @@ static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx
         u5 = 4.0f * (d1) - 5.0f * (d3) + (d5);                                               \
     } while (0)
 
-/* The row halves d B of a run's six split rows (ph: six rows of 4 L phases) for tiles
-   [0, len): r[(row * 6 + i) * len + j]. */
+/* The row halves d B of a run's six split rows (ph: six rows of 4 L phases) for its len
+   tiles: r[(row * 6 + i) * rs + j], rs apart (the block's tile count: the column halves then
+   run over the whole block at once, in vectors a short run would not fill). */
 HL_CLONES
-static void input_rows(const float *restrict ph, int64_t len, float *restrict r) {
+static void input_rows(const float *restrict ph, int64_t len, float *restrict r, int64_t rs) {
     const int64_t L = len + 1;
     for (int row = 0; row < 6; row++) {
         const float *p0 = ph + row * 4 * L, *p1 = p0 + L, *p2 = p1 + L, *p3 = p2 + L;
-        float *o = r + row * 6 * len;
+        float *o = r + row * 6 * rs;
         for (int64_t j = 0; j < len; j++)
-            HL_BT(p0[j], p1[j], p2[j], p3[j], p0[j + 1], p1[j + 1], o[j], o[len + j],
-                  o[2 * len + j], o[3 * len + j], o[4 * len + j], o[5 * len + j]);
+            HL_BT(p0[j], p1[j], p2[j], p3[j], p0[j + 1], p1[j + 1], o[j], o[rs + j],
+                  o[2 * rs + j], o[3 * rs + j], o[4 * rs + j], o[5 * rs + j]);
     }
 }
 
-/* V = B^T (d B) for the tiles [j0, j1) of the run: entry (i, k) of tile j to
-   v[(i * 6 + k) * vs + j - j0]. */
+/* V = B^T (d B) for the block's tiles [j0, j1) (row halves r, rs apart): entry (i, k) of
+   tile j to v[(i * 6 + k) * vs + j - j0]. */
 HL_CLONES
-static void input_columns(const float *restrict r, int64_t len, int64_t j0, int64_t j1,
+static void input_columns(const float *restrict r, int64_t rs, int64_t j0, int64_t j1,
                           float *restrict v, int64_t vs) {
     v -= j0;
     for (int k = 0; k < 6; k++) {
-        const float *c0 = r + k * len, *c1 = c0 + 6 * len, *c2 = c1 + 6 * len;
-        const float *c3 = c2 + 6 * len, *c4 = c3 + 6 * len, *c5 = c4 + 6 * len;
+        const float *c0 = r + k * rs, *c1 = c0 + 6 * rs, *c2 = c1 + 6 * rs;
+        const float *c3 = c2 + 6 * rs, *c4 = c3 + 6 * rs, *c5 = c4 + 6 * rs;
         for (int64_t j = j0; j < j1; j++)
             HL_BT(c0[j], c1[j], c2[j], c3[j], c4[j], c5[j], v[k * vs + j],
                   v[(6 + k) * vs + j], v[(12 + k) * vs + j], v[(18 + k) * vs + j],
@@ -186,14 +199,11 @@ static void input_channels(int64_t c0, int64_t c1, void *arg) {
             const int64_t L = u.len + 1;
             for (int r = 0; r < 6; r++)
                 split_row(plane, g, 4 * u.ty + r - g->pt, u.tx0, u.len, ph + r * 4 * L);
-            input_rows(ph, u.len, rows);
-            for (int64_t j = 0; j < u.len;) {   /* the run's tiles, strip by strip */
-                const int64_t t = u.off + j, in_strip = HL_MIN(u.len - j, NR - t % NR);
-                input_columns(rows, u.len, j, j + in_strip,
-                              q->dst + (t / NR) * C * NR + c * NR + t % NR, es);
-                j += in_strip;
-            }
+            input_rows(ph, u.len, rows + u.off, count);
         }
+        for (int64_t j = 0; j < count; j += NR)   /* the block's tiles, strip by strip */
+            input_columns(rows, count, j, HL_MIN(count, j + NR),
+                          q->dst + j / NR * C * NR + c * NR, es);
         for (int e = 0; tail && e < ENTRIES; e++)
             for (int64_t j = tail; j < NR; j++) q->dst[e * es + last + c * NR + j] = 0;
     }
@@ -211,9 +221,9 @@ static void input_channels(int64_t c0, int64_t c1, void *arg) {
         y3 = q_ + 8.0f * s_ + (m5);                                                          \
     } while (0)
 
-/* Y = A^T m A (+ b) for a run of len tiles, m[e] at m[e * ms + j]: first s = A^T m (four
-   rows of six, s[(a * 6 + k) * len + j]), then the four outputs of each row into
-   y[(a * 4 + c) * len + j]. */
+/* Y = A^T m A (+ b) for len tiles (the whole block), m[e] at m[e * ms + j]: first s = A^T m
+   (four rows of six, s[(a * 6 + k) * len + j]), then y[(a * 4 + c) * len + j], output (a, c)
+   of each tile. */
 HL_CLONES
 static void output_tiles(const float *restrict m, int64_t ms, int64_t len, float b,
                          float *restrict s, float *restrict y) {
@@ -239,17 +249,26 @@ static void output_tiles(const float *restrict m, int64_t ms, int64_t len, float
 }
 #undef HL_AT
 
-/* The outputs of a run (y from output_tiles) into its rows of the plane, where they lie
-   inside it, each row then through the fused epilogue while it is in cache. */
-static void output_store(const float *y, int64_t len, const wgeom *g, int64_t ty, int64_t tx0,
-                         float *plane, const conv_epilogue *epi, const float *rplane) {
-    const int64_t ox0 = 4 * tx0, width = HL_MIN(4 * len, g->ow - ox0);
+/* The outputs of a run of len tiles (y from output_tiles, ys apart) into its rows of the
+   plane, where they lie inside it, each row then through the fused epilogue while it is in
+   cache. */
+HL_CLONES
+static void output_store(const float *restrict y, int64_t ys, int64_t len, const wgeom *g,
+                         int64_t ty, int64_t tx0, float *restrict plane,
+                         const conv_epilogue *epi, const float *rplane) {
+    const int64_t ox0 = 4 * tx0, width = HL_MIN(4 * len, g->ow - ox0), full = width / 4;
     for (int a = 0; a < 4; a++) {
         const int64_t oy = 4 * ty + a;
         if (oy >= g->oh) break;
-        float *out = plane + oy * g->ow + ox0;
-        const float *ya = y + a * 4 * len;
-        for (int64_t x = 0; x < width; x++) out[x] = ya[(x & 3) * len + (x >> 2)];
+        float *restrict out = plane + oy * g->ow + ox0;
+        const float *y0 = y + a * 4 * ys, *y1 = y0 + ys, *y2 = y1 + ys, *y3 = y2 + ys;
+        for (int64_t j = 0; j < full; j++) {   /* an interleave of four: vectorised */
+            out[4 * j] = y0[j];
+            out[4 * j + 1] = y1[j];
+            out[4 * j + 2] = y2[j];
+            out[4 * j + 3] = y3[j];
+        }
+        for (int64_t x = 4 * full; x < width; x++) out[x] = y0[(x & 3) * ys + full];
         if (epi)
             conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + ox0 : NULL, width);
     }
@@ -259,13 +278,14 @@ static void output_channels(int64_t c0, int64_t c1, void *arg) {
     const tile_block *q = arg;
     const wgeom *g = q->g;
     const int64_t C = g->c_out;
-    float *s = q->work + hl_thread_num() * q->work_per_thread, *y = s + 24 * g->tw;
+    const int64_t count = q->count;
+    float *s = q->work + hl_thread_num() * q->work_per_thread, *y = s + 24 * count;
     for (int64_t co = c0; co < c1; co++) {
         const float b = q->bias ? q->bias[co] : 0;
-        RUNS(g, q->t0, q->count, u) {
+        output_tiles(q->src + co * q->ldm, q->es, count, b, s, y);
+        RUNS(g, q->t0, count, u) {
             const int64_t plane = (u.n * C + co) * g->oh * g->ow;
-            output_tiles(q->src + co * q->ldm + u.off, q->es, u.len, b, s, y);
-            output_store(y, u.len, g, u.ty, u.tx0, q->dst + plane, q->epi,
+            output_store(y + u.off, count, u.len, g, u.ty, u.tx0, q->dst + plane, q->epi,
                          q->epi && q->epi->res ? (const float *)q->epi->res + plane : NULL);
         }
     }
@@ -273,17 +293,18 @@ static void output_channels(int64_t c0, int64_t c1, void *arg) {
 
 /* ---- the forward pass -------------------------------------------------------------------- */
 
-/* Per-thread work floats: the input side's 6 split rows (4 (tw + 1) each) and 36 rows of tw
-   transformed halves; the output side's 24 + 16 rows of tw (fewer). Whole cache lines. */
-static int64_t work_floats(const wgeom *g) {
-    return (24 * (g->tw + 1) + 36 * g->tw + 15) / 16 * 16;
+/* Per-thread work floats for blocks of at most tb tiles: the input side's 6 split rows
+   (4 (tw + 1) each) and 36 rows of tb transformed halves; the output side's 24 + 16 rows of
+   tb (fewer). Whole cache lines. */
+static int64_t work_floats(const wgeom *g, int64_t tb) {
+    return (24 * (g->tw + 1) + 36 * tb + 15) / 16 * 16;
 }
 
 hl_status hl_winograd43_forward_packed(const conv_geom *cg, const float *x, const float *U,
                                        const float *bias, const conv_epilogue *epi, float *y) {
     const wgeom g = wgeom_tiled(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
                                 cg->pt, cg->pl, 4);
-    const int64_t tb = block_tiles(&g), wpt = work_floats(&g);
+    const int64_t tb = block_tiles(&g), wpt = work_floats(&g, tb);
     const int64_t width = HL_MIN(tb, (g.tiles + NR - 1) / NR * NR);
     const int64_t vs = entry_stride(g.c_in * width), ms = entry_stride(g.c_out * width);
     hl_status st;
