@@ -300,8 +300,11 @@ enum { HL_CONV_PACK_PANELS = 0, HL_CONV_PACK_WINOGRAD = 1, HL_CONV_PACK_WINOGRAD
    float32 conv_fused with its kernels in the Winograd layout takes Winograd (cpu/winograd.c);
    below, the weights' other paths. hl.onnx packs them at the first call that has as many. */
 enum { HL_WINOGRAD_PACKED_MIN_TILES = 16 };
-/* The Winograd layout's panels: HL_WINOGRAD_MR output channels each (packed_layouts.h). */
-enum { HL_WINOGRAD_MR = 6 };
+/* The Winograd layout's panels: HL_WINOGRAD_MR output channels each (packed_layouts.h).
+   The packed products take the tiles in strips of HL_WINOGRAD_NR (a strip's product costs
+   the same however many of its tiles are real), which is what hl.onnx's choice between
+   F(2x2, 3x3) and F(4x4, 3x3) counts. */
+enum { HL_WINOGRAD_MR = 6, HL_WINOGRAD_NR = 16 };
 hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out);
 /* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,

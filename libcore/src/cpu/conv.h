@@ -147,9 +147,9 @@ void hl_winograd_weight_grads(const float *M, int64_t ms, int64_t nc, int64_t CI
 hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
                                      const float *bias, const conv_epilogue *epi, float *y);
 /* The products M[e] = U[e] @ V[e] (e < entries: 16 or 36) of a packed forward pass
-   (winograd_product.c): U in conv_pack's Winograd layout, V[e] (from V + e * vs) in strips of HL_WINOGRAD_NR tiles, each
-   c_in rows of NR values, M[e] (from M + e * ms) c_out rows of strips * NR, ldm apart. */
-enum { HL_WINOGRAD_NR = 16 };
+   (winograd_product.c): U in conv_pack's Winograd layout, V[e] (from V + e * vs) in strips
+   of HL_WINOGRAD_NR tiles (hl_core.h), each c_in rows of NR values, M[e] (from M + e * ms)
+   c_out rows of strips * NR, ldm apart. */
 void hl_winograd_product(const float *U, int entries, int64_t c_out, int64_t c_in,
                          const float *V, int64_t vs, int64_t strips, float *M, int64_t ms,
                          int64_t ldm);
