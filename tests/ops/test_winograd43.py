@@ -115,7 +115,7 @@ def _ref(x, w, b, pad, res=None, act="none", alpha=0.0, beta=0.0):
 # several strips, ResNet-18's shapes.
 SHAPES = [((1, 17, 7, 7), 19, 1), ((3, 20, 9, 13), 22, 1), ((3, 16, 9, 13), 17, 0),
           ((1, 23, 7, 7), 16, 0), ((3, 33, 30, 31), 38, 1), ((1, 64, 56, 56), 64, 1),
-          ((1, 256, 14, 14), 256, 1), ((2, 512, 7, 7), 512, 1)]
+          ((1, 256, 14, 14), 256, 1), ((2, 512, 7, 7), 512, 1), ((3, 128, 28, 28), 128, 1)]
 
 
 @pytest.mark.parametrize("xs,co,pad", SHAPES)
@@ -179,10 +179,13 @@ def test_weights_the_guard_refuses_are_packed_as_nan_and_run_unpacked(outlier):
         assert np.isfinite(ops.conv_pack(hl.tensor(w), 1, "winograd").numpy()).all()
 
 
-def test_threads_agree_bitwise():
+@pytest.mark.parametrize("xs,co", [((2, 40, 23, 21), 44), ((3, 128, 28, 28), 128)])
+def test_threads_agree_bitwise(xs, co):
     """Each output is summed by one thread in a fixed order: 1 and 2 threads, and four Python
-    threads at once on one pack, give the same bits."""
-    x, w, b = _data((2, 40, 23, 21), 44, seed=2)
+    threads at once on one pack, give the same bits. The second shape has blocks of 128 tiles
+    over few tiles per row (each thread's output work then outgrows its input work: a buffer
+    sized for the input side alone let the threads overwrite each other's)."""
+    x, w, b = _data(xs, co, seed=2)
     pk = ops.conv_pack(hl.tensor(w), 1, "winograd43")
     prev = hl.get_num_threads()
     try:

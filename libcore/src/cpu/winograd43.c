@@ -294,10 +294,10 @@ static void output_channels(int64_t c0, int64_t c1, void *arg) {
 /* ---- the forward pass -------------------------------------------------------------------- */
 
 /* Per-thread work floats for blocks of at most tb tiles: the input side's 6 split rows
-   (4 (tw + 1) each) and 36 rows of tb transformed halves; the output side's 24 + 16 rows of
-   tb (fewer). Whole cache lines. */
+   (4 (tw + 1) each) and 36 rows of tb transformed halves, or the output side's 24 + 16 rows
+   of tb (more than the input side's where a block holds many runs). Whole cache lines. */
 static int64_t work_floats(const wgeom *g, int64_t tb) {
-    return (24 * (g->tw + 1) + 36 * tb + 15) / 16 * 16;
+    return (HL_MAX(24 * (g->tw + 1) + 36 * tb, 40 * tb) + 15) / 16 * 16;
 }
 
 hl_status hl_winograd43_forward_packed(const conv_geom *cg, const float *x, const float *U,
