@@ -159,10 +159,10 @@ __global__ void conv_pack_winograd43_k(const float *w, int64_t c_out, int64_t c_
     }
 }
 
-/* Whether the Winograd path admits the n weights at w (packed_layouts.h; ratio: the layout's
-   outlier ratio), judged on the host from a copy, as the CPU judges them: once per pack,
-   not per call. */
-static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, double ratio,
+/* Whether the Winograd path admits the n weights at w (packed_layouts.h; f43: by
+   F(4x4, 3x3)'s rule), judged on the host from a copy, as the CPU judges them: once per
+   pack, not per call. */
+static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, bool f43,
                                  bool *admit) {
     hl_cuda_uncapturable("%s: checks the weights on the host", "conv_pack");
     if (hl_cuda_capturing())
@@ -186,7 +186,8 @@ static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, d
         sum_sq += a * a;
     }
     free(h);
-    *admit = hl_winograd_admits_within(finite, most, sum_sq, n, ratio);
+    *admit = f43 ? hl_winograd43_admits(finite, most, sum_sq, n)
+                 : hl_winograd_admits(finite, most, sum_sq, n);
     return HL_OK;
 }
 
@@ -202,9 +203,7 @@ extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
         const bool f43 = c->i[1] == HL_CONV_PACK_WINOGRAD43;
         const int64_t pairs = w->shape[0] * w->shape[1];
         bool admit = false;
-        hl_status st = winograd_admits(d, wp, pairs * 9, f43 ? HL_WINOGRAD43_OUTLIER_RATIO
-                                                             : HL_WINOGRAD_OUTLIER_RATIO,
-                                       &admit);
+        hl_status st = winograd_admits(d, wp, pairs * 9, f43, &admit);
         if (st) return st;
         if (f43) {
             HL_LAUNCH(conv_pack_winograd43_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0,

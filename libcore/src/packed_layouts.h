@@ -118,4 +118,13 @@ static inline bool hl_winograd_admits(bool finite, double most, double sum_sq, i
     return hl_winograd_admits_within(finite, most, sum_sq, n, HL_WINOGRAD_OUTLIER_RATIO);
 }
 
+/* F(4x4, 3x3)'s: also no weight within a factor 64 of FLT_MAX, where G g G^T's sums (up to
+   7 x 7 times a weight before the division) would overflow to infinity. */
+#define HL_WINOGRAD43_MOST 5.0e36
+
+static inline bool hl_winograd43_admits(bool finite, double most, double sum_sq, int64_t n) {
+    return most <= HL_WINOGRAD43_MOST &&
+           hl_winograd_admits_within(finite, most, sum_sq, n, HL_WINOGRAD43_OUTLIER_RATIO);
+}
+
 #endif /* HL_PACKED_LAYOUTS_H */

@@ -232,3 +232,17 @@ def test_portable_product():
     p = subprocess.run([sys.executable, "-c", code.replace("__file__", repr(__file__))],
                        env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+
+
+def test_weights_near_float32s_limit_are_refused():
+    """Evenly scaled weights whose largest passes HL_WINOGRAD43_MOST (5e36) would overflow in
+    G g G^T's sums: packed as NaN (the call runs unpacked, finite); below it, admitted."""
+    x, w, b = _data((1, 16, 9, 9), 16, seed=6)
+    w /= np.abs(w).max()
+    for scale, refused in ((1e37, True), (4e36, False)):
+        ws = (w * np.float32(scale)).astype(np.float32)
+        pk = ops.conv_pack(hl.tensor(ws), 1, "winograd43")
+        assert np.isnan(pk.numpy()).all() == refused
+        got, ref = _run(x, ws, None, 1, pk=pk), _ref(x, ws, None, 1)
+        assert np.isfinite(got).all()
+        assert np.abs(got - ref).max() <= TOL43 * np.abs(ref).max()

@@ -130,8 +130,10 @@ bool hl_winograd_pays_forward(const conv_geom *g, bool packed);
 /* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
    cancellation would round at its own scale (winograd.c, "Precision"). */
 bool hl_winograd_weights_ok(const float *w, int64_t n);
-/* The same check against another outlier ratio (F(4x4, 3x3)'s, packed_layouts.h). */
-bool hl_winograd_weights_within(const float *w, int64_t n, double ratio);
+/* The same figures judged by another rule (F(4x4, 3x3)'s hl_winograd43_admits,
+   packed_layouts.h). */
+bool hl_winograd_weights_judged(const float *w, int64_t n,
+                                bool (*admits)(bool, double, double, int64_t));
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, const conv_epilogue *epi, float *y);
 /* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in) in panels,

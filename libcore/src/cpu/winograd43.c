@@ -81,7 +81,7 @@ static void pack_rows(int64_t c0, int64_t c1, void *arg) {
 
 void hl_winograd43_pack(const float *w, int64_t c_out, int64_t c_in, float *U) {
     const int64_t us = c_out * c_in;
-    if (!hl_winograd_weights_within(w, us * 9, HL_WINOGRAD43_OUTLIER_RATIO)) {
+    if (!hl_winograd_weights_judged(w, us * 9, hl_winograd43_admits)) {
         for (int64_t i = 0; i < ENTRIES * us; i++) U[i] = NAN;
         return;
     }

@@ -51,10 +51,11 @@ static void check_blocks(int64_t b0, int64_t b1, void *ctx) {
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
-    return hl_winograd_weights_within(w, n, HL_WINOGRAD_OUTLIER_RATIO);
+    return hl_winograd_weights_judged(w, n, hl_winograd_admits);
 }
 
-bool hl_winograd_weights_within(const float *w, int64_t n, double ratio) {
+bool hl_winograd_weights_judged(const float *w, int64_t n,
+                                bool (*admits)(bool, double, double, int64_t)) {
     if (n <= 0) return true;
     check_job q;
     q.w = w;
@@ -70,7 +71,7 @@ bool hl_winograd_weights_within(const float *w, int64_t n, double ratio) {
         most = q.most[b] > most ? q.most[b] : most;
         finite = finite && q.finite[b];
     }
-    return hl_winograd_admits_within(finite, most, sum_sq, n, ratio);
+    return admits(finite, most, sum_sq, n);
 }
 
 /* ---- 3x3 -> 4x4 -------------------------------------------------------------------------- */
