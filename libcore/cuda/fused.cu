@@ -130,31 +130,20 @@ __global__ void conv_pack_panels_k(const float *w, int64_t cg, int64_t panels, i
     }
 }
 
-/* HL_CONV_PACK_WINOGRAD: the 16 transformed kernels, one thread per (c_out, c_in) pair, in
-   packed_layouts.h's panels; NaN everywhere for weights the Winograd path refuses. */
-__global__ void conv_pack_winograd_k(const float *w, int64_t c_out, int64_t c_in, bool admit,
-                                     float *out) {
+/* HL_CONV_PACK_WINOGRAD (f43 false) and HL_CONV_PACK_WINOGRAD43: the 16 or 36 transformed
+   kernels, one thread per (c_out, c_in) pair, in packed_layouts.h's panels; NaN everywhere
+   for weights the Winograd path refuses. */
+__global__ void conv_pack_winograd_k(const float *w, int64_t c_out, int64_t c_in, bool f43,
+                                     bool admit, float *out) {
     const int64_t pairs = c_out * c_in;
     HL_GRID_STRIDE(e, pairs) {
         float *u = out + hl_winograd_packed_at(e / c_in, e % c_in, c_out, c_in);
-        if (admit) {
-            hl_winograd_weight_tile(w + e * 9, 3, 1, u, pairs);
-        } else {
-            for (int i = 0; i < 16; i++) u[i * pairs] = nanf("");
-        }
-    }
-}
-
-/* HL_CONV_PACK_WINOGRAD43: F(4x4, 3x3)'s 36 transformed kernels, likewise. */
-__global__ void conv_pack_winograd43_k(const float *w, int64_t c_out, int64_t c_in, bool admit,
-                                       float *out) {
-    const int64_t pairs = c_out * c_in;
-    HL_GRID_STRIDE(e, pairs) {
-        float *u = out + hl_winograd_packed_at(e / c_in, e % c_in, c_out, c_in);
-        if (admit) {
+        if (!admit) {
+            for (int i = 0; i < (f43 ? 36 : 16); i++) u[i * pairs] = nanf("");
+        } else if (f43) {
             hl_winograd43_weight_tile(w + e * 9, u, pairs);
         } else {
-            for (int i = 0; i < 36; i++) u[i * pairs] = nanf("");
+            hl_winograd_weight_tile(w + e * 9, 3, 1, u, pairs);
         }
     }
 }
@@ -205,13 +194,8 @@ extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
         bool admit = false;
         hl_status st = winograd_admits(d, wp, pairs * 9, f43, &admit);
         if (st) return st;
-        if (f43) {
-            HL_LAUNCH(conv_pack_winograd43_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0,
-                      d->stream, wp, w->shape[0], w->shape[1], admit, op);
-        } else {
-            HL_LAUNCH(conv_pack_winograd_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0,
-                      d->stream, wp, w->shape[0], w->shape[1], admit, op);
-        }
+        HL_LAUNCH(conv_pack_winograd_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0, d->stream,
+                  wp, w->shape[0], w->shape[1], f43, admit, op);
     } else {
         const int64_t groups = c->i[0], cg = w->shape[0] / groups, K = o->shape[1];
         const int64_t panels = (cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS;

@@ -11,9 +11,6 @@ largest error relative to the output's largest magnitude was 4e-6 to 1.6e-5 (512
 with room, for every shape, scale and admitted outlier below.
 """
 import math
-import os
-import subprocess
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -221,17 +218,6 @@ def test_layout_choice_counts_strips(n, oh, ow, want):
     its tiles cost less than 16 per strip of F(2x2, 3x3)'s; none below
     HL_WINOGRAD_PACKED_MIN_TILES 2x2 tiles."""
     assert fuse.winograd_layout(n, oh, ow) == want
-
-
-def test_portable_product():
-    """The portable block (no AVX2 + FMA; HL_CONV_AVX2=0, read once per process, hence the
-    subprocess) passes the float64 checks."""
-    code = ("import sys; sys.argv = ['x']; import pytest; sys.exit(pytest.main(['-q', '-x', "
-            "'-p', 'no:cacheprovider', '-k', 'matches_float64 and clip', __file__]))")
-    env = dict(os.environ, HL_CONV_AVX2="0")
-    p = subprocess.run([sys.executable, "-c", code.replace("__file__", repr(__file__))],
-                       env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
 
 
 def test_weights_near_float32s_limit_are_refused():
