@@ -1,6 +1,7 @@
 /*
  * winograd.c - 3x3, stride-1 float32 convolutions by Winograd's minimal filtering F(2x2, 3x3)
- * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
+ * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015). Inference on
+ * kernels packed once may take F(4x4, 3x3) instead (winograd43.c; hl.onnx chooses per layer).
  *
  * A 2x2 block of outputs (a tile) comes from a 4x4 patch d of the input and the 3x3 kernel g:
  *     Y = A^T [ (G g G^T) . (B^T d B) ] A          (. is element-wise: 16 products, not 36)
