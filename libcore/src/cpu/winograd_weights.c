@@ -122,6 +122,11 @@ static void check_blocks(int64_t b0, int64_t b1, void *ctx) {
 }
 
 bool hl_winograd_weights_ok(const float *w, int64_t n) {
+    return hl_winograd_weights_judged(w, n, hl_winograd_admits);
+}
+
+bool hl_winograd_weights_judged(const float *w, int64_t n,
+                                bool (*admits)(bool, double, double, int64_t)) {
     if (n <= 0) return true;
     check_job q;
     q.w = w;
@@ -137,7 +142,7 @@ bool hl_winograd_weights_ok(const float *w, int64_t n) {
         most = q.most[b] > most ? q.most[b] : most;
         finite = finite && q.finite[b];
     }
-    return hl_winograd_admits(finite, most, sum_sq, n);
+    return admits(finite, most, sum_sq, n);
 }
 
 /* ---- 3x3 -> 4x4 -------------------------------------------------------------------------- */
