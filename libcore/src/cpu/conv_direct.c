@@ -364,22 +364,21 @@ static void gw_pad_items(int64_t s0, int64_t s1, void *arg) {
    accumulators, each weight broadcast feeding both rows (w is copied per call as (ci, ky,
    co, kx), so that a task reads its weights in sequence: 2000 bytes apart in w, they took
    a line each); each dx row is
-   then the sum of its T[kx] shifted by kx. Only the ky that reach one of the two rows are
-   run (the other row reads zeros there): a padded full correlation of 8x8 dy planes would
-   multiply 2.25 times as many zeros as values, this 1.1 times. */
+   then the sum of its T[kx] shifted by kx. Only the products that reach dx are computed (a
+   padded full correlation of 8x8 dy planes would multiply 2.25 times as many zeros as
+   values); at the plane's top and bottom edges a ky reaches one row of the pair only. */
 typedef struct {
     const conv_geom *g;
     const float *dy, *wt, *bias;   /* wt: w as (ci, ky, co, kx), each task's weights in a row */
     float *dx;
 } gi_job;
 
-static const float gi_zeros[8] __attribute__((aligned(32)));
-
 #define GI_FMA(kx)                                                                            \
     {                                                                                         \
         const __m256 wv = _mm256_broadcast_ss(wc + kx);                                       \
         t0##kx = _mm256_fmadd_ps(wv, d0, t0##kx), t1##kx = _mm256_fmadd_ps(wv, d1, t1##kx);   \
     }
+#define GI_FMA1(r, kx) t##r##kx = _mm256_fmadd_ps(_mm256_broadcast_ss(wc + kx), d##r, t##r##kx);
 AVX2 static void gi_items(int64_t t0, int64_t t1, void *arg) {
     const gi_job *q = arg;
     const conv_geom *g = q->g;
@@ -400,20 +399,31 @@ AVX2 static void gi_items(int64_t t0, int64_t t1, void *arg) {
                        t10 = t00, t11 = t00, t12 = t00, t13 = t00, t14 = t00;
                 for (int64_t ky = ky0; ky <= ky1; ky++) {
                     const float *wc = q->wt + (ci * g->kh + ky) * CO * GI_KW;
-                    const float *p[2];
-                    int64_t step[2];
-                    for (int r = 0; r < 2; r++) {
-                        const int64_t oy = iy0 + r + g->pt - ky;
-                        const bool ok = (r == 0 || two) && oy >= 0 && oy < g->oh;
-                        p[r] = ok ? dys + oy * ow + v * 8 : gi_zeros;
-                        step[r] = ok ? P : 0;
-                    }
-                    const float *p0 = p[0], *p1 = p[1];
-                    const int64_t s0 = step[0], s1 = step[1];
-                    for (int64_t co = 0; co < CO; co++) {
-                        const __m256 d0 = _mm256_loadu_ps(p0), d1 = _mm256_loadu_ps(p1);
-                        GI_FMA(0) GI_FMA(1) GI_FMA(2) GI_FMA(3) GI_FMA(4)
-                        p0 += s0, p1 += s1, wc += GI_KW;
+                    /* the dy rows of both dx rows, or of the one that this ky reaches (no
+                       product with a row that is not there: an inf weight times it would
+                       make NaN where im2col's and PyTorch's gradients have none) */
+                    const int64_t oy0 = iy0 + g->pt - ky, oy1 = oy0 + 1;
+                    const bool ok0 = oy0 >= 0 && oy0 < g->oh, ok1 = two && oy1 >= 0 && oy1 < g->oh;
+                    const float *p0 = dys + (ok0 ? oy0 : 0) * ow + v * 8,
+                                *p1 = dys + (ok1 ? oy1 : 0) * ow + v * 8;
+                    if (ok0 && ok1) {
+                        for (int64_t co = 0; co < CO; co++) {
+                            const __m256 d0 = _mm256_loadu_ps(p0), d1 = _mm256_loadu_ps(p1);
+                            GI_FMA(0) GI_FMA(1) GI_FMA(2) GI_FMA(3) GI_FMA(4)
+                            p0 += P, p1 += P, wc += GI_KW;
+                        }
+                    } else if (ok0) {
+                        for (int64_t co = 0; co < CO; co++) {
+                            const __m256 d0 = _mm256_loadu_ps(p0);
+                            GI_FMA1(0, 0) GI_FMA1(0, 1) GI_FMA1(0, 2) GI_FMA1(0, 3) GI_FMA1(0, 4)
+                            p0 += P, wc += GI_KW;
+                        }
+                    } else if (ok1) {
+                        for (int64_t co = 0; co < CO; co++) {
+                            const __m256 d1 = _mm256_loadu_ps(p1);
+                            GI_FMA1(1, 0) GI_FMA1(1, 1) GI_FMA1(1, 2) GI_FMA1(1, 3) GI_FMA1(1, 4)
+                            p1 += P, wc += GI_KW;
+                        }
                     }
                 }
                 /* the shifted sum position by position: vectors added into the row at
@@ -443,6 +453,7 @@ AVX2 static void gi_items(int64_t t0, int64_t t1, void *arg) {
     }
 }
 #undef GI_FMA
+#undef GI_FMA1
 
 #endif /* HL_CONV_HAVE_X86 */
 
