@@ -5,18 +5,19 @@
  * value kh * kw times into columns of 8- or 24-wide rows and OpenBLAS then packs them again;
  * on these layers that cost as much as the products (about 50 GFLOP/s of ~85 on one core).
  *
- * Forward (and grad_input, a "full" correlation of dy, zero-padded by the kernel's size less
- * one, with the kernels turned by 180 degrees and their roles exchanged): the output of one
- * sample is cut into vectors of 8 positions along a row (a row of ow % 8 != 0 ends on a
- * vector that overlaps the previous one: its lanes are the same sums, stored twice with the
- * same bits); a block of DNV vectors times a panel of DMR output channels is 12 accumulators.
- * For each (input channel, ky, kx) the panel's DMR weights are broadcasts and each vector's
- * inputs one unaligned load from the (padded) input plane: the sample's planes stay in L1
- * (conv2's 20 x 12 x 12 are 11.5 KiB) while every panel passes over them. Weights are packed
- * per call (k-major, DMR per k; 100 KiB for conv2, 14 us) since training changes them.
- * Sums run over k in order from zero, then the bias, the residual and the activation are
- * applied in registers (conv_fused equals conv then its element-wise ops bit for bit, as both
- * take this kernel).
+ * Forward: the output of one sample is cut into vectors of 8 positions along a row (a row
+ * of ow % 8 != 0 ends on a vector that overlaps the previous one: its lanes are the same
+ * sums, stored twice with the same bits); a block of DNV vectors times a panel of DMR output
+ * channels is 12 accumulators. For each (input channel, ky, kx) each vector's inputs are one
+ * unaligned load from the (padded) input plane and the panel's DMR weights broadcasts: the
+ * sample's planes stay in L1 (conv2's 20 x 12 x 12 are 11.5 KiB) while every panel passes
+ * over them. Weights are packed per call (k-major, DMR per k; 100 KiB for conv2, 14 us) since
+ * training changes them. Sums run over k in order from zero, then the bias, the residual and
+ * the activation are applied in registers (conv_fused equals conv then its element-wise ops
+ * bit for bit, as both take this kernel).
+ *
+ * grad_input (5-wide kernels, dy rows a multiple of 8): per pair of dx rows, sums of dy rows
+ * times weight broadcasts, one per kx, then shifted and added along the row; see gi_items.
  *
  * grad_weight: dW[co][k] = sum over samples and positions of dy[co] times the input shifted
  * by tap k. Vectors of 8 positions of dy and of the shifted input are both loaded (no
@@ -40,7 +41,7 @@
 enum { DMR = 4, DNV = 3 };   /* forward: output channels per panel x vectors per block */
 enum { DGC = 3, DGT = 4 };   /* grad_weight: output channels x taps per task */
 enum { GI_KW = 5 };          /* grad_input: the kernel width it is written for */
-enum { HL_CONV_DIRECT_ROW_MAX = 512 };   /* grad_input: dy rows at most this wide */
+enum { GI_ROW_MAX = 512 };   /* grad_input: dy rows at most this wide */
 /* An input sample's planes larger than this take im2col (they would not stay in cache). */
 enum { PLANES_MAX_BYTES = 128 << 10 };
 /* A grad_weight block of samples: about this many bytes of x and dy. */
@@ -67,8 +68,10 @@ bool hl_conv_direct_fits(const conv_geom *g, const conv_epilogue *e) {
 }
 
 bool hl_conv_direct_grad_input_fits(const conv_geom *g) {
-    return plain_stride1(g) && g->kw == GI_KW && g->ow % 8 == 0 && g->ow <= HL_CONV_DIRECT_ROW_MAX && g->oh > 0 && g->w > 0 &&
-           g->pl <= g->kw - 1 && g->ow + g->kw - 1 - g->pl >= g->w && direct_enabled();
+    /* dx column ix is entry ix + pl of a row buffer of ow + kw - 1 */
+    return plain_stride1(g) && g->kw == GI_KW && g->ow % 8 == 0 && g->ow <= GI_ROW_MAX &&
+           g->oh > 0 && g->w > 0 && g->pl <= g->kw - 1 && g->ow + g->kw - 1 - g->pl >= g->w &&
+           direct_enabled();
 }
 
 bool hl_conv_direct_grad_weight_fits(const conv_geom *g) {
@@ -81,7 +84,7 @@ bool hl_conv_direct_grad_weight_fits(const conv_geom *g) {
 #if HL_CONV_HAVE_X86
 #define AVX2 HL_AVX2
 
-/* ---- the forward kernel, shared by grad_input ---- */
+/* ---- forward ---- */
 
 /* A stride-1 "valid" correlation of samples whose ci planes are hp x wp (padded already, or
    copied into a padded buffer per task: src_h x src_w planes placed at (top, left)), by
@@ -237,32 +240,17 @@ static void fwd_items(int64_t t0, int64_t t1, void *arg) {
     }
 }
 
-/* packed[p][k][r] = rows' weight (p * DMR + r, k) for k < K, zeros past the last row.
-   turned (grad_input): row r is input channel ci of w (co_w, ci_w, kh, kw) and k runs over
-   (co, ky, kx) of the kernel turned by 180 degrees. */
-static void pack_weights(const float *w, int64_t rows, int64_t K, bool turned, int64_t ci_w,
-                         int64_t khw, float *packed) {
+/* packed[p][k][r] = w[p * DMR + r][k] for k < K (w: rows x K), zeros past the last row. */
+static void pack_weights(const float *w, int64_t rows, int64_t K, float *packed) {
     const int64_t panels = (rows + DMR - 1) / DMR;
     for (int64_t p = 0; p < panels; p++)
         for (int64_t k = 0; k < K; k++)
             for (int r = 0; r < DMR; r++) {
                 const int64_t row = p * DMR + r;
-                float v = 0;
-                if (row < rows)
-                    v = turned ? w[((k / khw) * ci_w + row) * khw + (khw - 1 - k % khw)]
-                               : w[row * K + k];
-                packed[(p * K + k) * DMR + r] = v;
+                packed[(p * K + k) * DMR + r] = row < rows ? w[row * K + k] : 0.0f;
             }
 }
 
-static void finish_direct(direct_job *q, scratch *sp, scratch *sb) {
-    const int64_t tasks = q->n * q->pchunks;
-    const double flops = 2.0 * (double)(q->ci * q->kh * q->kw) * (double)(q->oh * q->ow) *
-                         (double)q->co * (double)q->n;
-    hl_parallel_for(tasks, flops > 1e6 ? 1 : tasks, fwd_items, q);
-    scratch_put(sp);
-    scratch_put(sb);
-}
 
 
 /* ---- grad_weight ---- */
@@ -384,7 +372,7 @@ AVX2 static void gi_items(int64_t t0, int64_t t1, void *arg) {
     const conv_geom *g = q->g;
     const int64_t CI = g->c_in, CO = g->c_out, P = g->P, ow = g->ow;
     const int64_t nvr = ow / 8;
-    float rb[2][HL_CONV_DIRECT_ROW_MAX + GI_KW - 1];
+    float rb[2][GI_ROW_MAX + GI_KW - 1];
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t / CI, ci = t % CI;
         const float *dys = q->dy + s * CO * P;
@@ -481,9 +469,13 @@ hl_status hl_conv_direct_forward(const conv_geom *g, const float *x, const float
         scratch_put(&sp);
         return st;
     }
-    pack_weights(w, g->c_out, K, false, g->c_in, g->kh * g->kw, packed);
+    pack_weights(w, g->c_out, K, packed);
     q.packed = packed, q.pad = pad;
-    finish_direct(&q, &sp, &sb);
+    const int64_t tasks = q.n * q.pchunks;
+    const double flops = 2.0 * (double)K * (double)g->P * (double)q.co * (double)q.n;
+    hl_parallel_for(tasks, flops > 1e6 ? 1 : tasks, fwd_items, &q);
+    scratch_put(&sp);
+    scratch_put(&sb);
     return HL_OK;
 #else
     (void)g, (void)x, (void)w, (void)bias, (void)epi, (void)y;
