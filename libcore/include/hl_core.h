@@ -578,6 +578,7 @@ typedef struct {
     int64_t graphs, graph_calls, graph_launches, uncaptured_calls;
     char capture_note[200];
     int64_t norm_fusions;      /* batch norms that took a ReLU (+ residual add) or relu_grad in */
+    int64_t pool_fusions;      /* max-pool gradients that took the following relu_grad in */
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after

@@ -97,8 +97,12 @@ typedef struct hl_call {
      / HL_BN_EPI_RES_ADD_RELU: in[5] is a residual r of y's shape, out[0] is relu(y + r)
      (relu(r + y)); each bit for bit the calls it replaced.
    - batch_norm_grad with i[HL_BN_GRAD_PROLOGUE] = HL_BN_GRAD_RELU: in[0] is the gradient of
-     a ReLU's output and in[5] that output z; dy is relu_grad's (z > 0 ? in[0] : 0). */
+     a ReLU's output and in[5] that output z; dy is relu_grad's (z > 0 ? in[0] : 0).
+   - max_pool_grad (HL_POOL_GRAD_FROM_INPUT) with i[HL_POOL_GRAD_EPILOGUE] = HL_POOL_GRAD_RELU:
+     the pooled input in[1] is a ReLU's output z, and out[0] is relu_grad(dx, z), z > 0 ? dx : 0
+     (the relu_grad that followed is gone). */
 enum { HL_BN_GIVEN_STATS = 1, HL_POOL_GRAD_MODE = 11, HL_POOL_GRAD_FROM_INPUT = 1 };
+enum { HL_POOL_GRAD_EPILOGUE = 12, HL_POOL_GRAD_RELU = 1 };
 enum { HL_BN_EPILOGUE = 2, HL_BN_EPI_NONE = 0, HL_BN_EPI_RELU = 1, HL_BN_EPI_ADD_RELU = 2,
        HL_BN_EPI_RES_ADD_RELU = 3 };
 enum { HL_BN_GRAD_PROLOGUE = 4, HL_BN_GRAD_RELU = 1 };

@@ -38,6 +38,9 @@ def test_exported_cnn_reimports_and_fine_tunes_to_095(digits28, tmp_path):
     model.compile(optimizer=hl.opt.SGD(lr=0.01, momentum=0.9), loss="cross_entropy",
                   metrics=["accuracy"])
     hl.manual_seed(1)
-    model.fit(x_train, y_train, epochs=4, batch_size=64, verbose=0)
+    # batches of 32: 4 epochs of 64 ended at 0.94-0.96 by the convolutions' rounding alone
+    # (seeds 1-3, im2col and the direct 5x5 kernels, cpu/conv_direct.c); twice the steps end
+    # at 0.95-0.97 (seeds 1-4, direct kernels)
+    model.fit(x_train, y_train, epochs=4, batch_size=32, verbose=0)
     _, acc = model.evaluate(x_test, y_test, verbose=0)
     assert acc >= 0.95, acc

@@ -327,9 +327,11 @@ def test_topological_order_gives_exactly_the_sequence_results():
     np.testing.assert_allclose(results[0][1], w_np + 2, rtol=1e-6)
 
 
-def test_kernel_scratch_is_served_from_the_arena():
+def test_kernel_scratch_is_served_from_the_arena(monkeypatch):
     """conv's work buffers: measured on the first replay, in the arena from the second; the
-    values stay those of the unplanned replay, bit for bit."""
+    values stay those of the unplanned replay, bit for bit. im2col's columns (the 5x5 layer
+    would otherwise run straight from its planes, cpu/conv_direct.c, with 8 KiB of scratch)."""
+    monkeypatch.setenv("HL_CONV_DIRECT", "0")
     rng = np.random.default_rng(11)
     x_np = rng.standard_normal((4, 3, 12, 12)).astype(np.float32)
     w_np = rng.standard_normal((6, 3, 5, 5)).astype(np.float32)

@@ -14,8 +14,9 @@
  * the column matrix. OpenMP loops (im2col, col2im, scatter) and BLAS calls alternate; BLAS is
  * never called from inside a parallel region (and runs on the same OpenMP threads, see
  * blas_threads.c).
- * 3x3 stride-1 float32 convolutions with enough channels go to winograd.c instead, and
- * depthwise ones (one input channel per group) to a direct loop (conv_impl.h).
+ * 3x3 stride-1 float32 convolutions with enough channels go to winograd.c instead,
+ * depthwise ones (one input channel per group) to a direct loop (conv_impl.h), and stride-1
+ * ones with 5x5-class kernels on small planes to conv_direct.c.
  */
 #include <cblas.h>
 
@@ -223,6 +224,10 @@ hl_status hl_cpu_conv(const hl_call *c) {
         hl_winograd_weights_ok((const float *)hl_ptr(w), hl_shape_numel(w->ndim, w->shape)))
         return hl_winograd_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                    b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
+    if (x->dtype == HL_F32 && hl_conv_direct_fits(&g, e))
+        return hl_conv_direct_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
+                                      b ? (const float *)hl_ptr(b) : NULL, e,
+                                      (float *)hl_ptr(y));
     if (x->dtype == HL_F32 && hl_dw3x3_fits(&g))
         return hl_dw3x3_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(w),
                                 b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));
@@ -243,6 +248,10 @@ hl_status hl_cpu_conv_grad_input(const hl_call *c) {
         return hl_winograd_grad_input(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
                                       b ? (const float *)hl_ptr(b) : NULL,
                                       (float *)hl_ptr(dx));
+    if (dy->dtype == HL_F32 && hl_conv_direct_grad_input_fits(&g))
+        return hl_conv_direct_grad_input(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(w),
+                                         b ? (const float *)hl_ptr(b) : NULL,
+                                         (float *)hl_ptr(dx));
     if (dy->dtype == HL_F64)
         return conv_grad_input_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(w),
                                    b ? (const double *)hl_ptr(b) : NULL, (double *)hl_ptr(dx));
@@ -258,6 +267,9 @@ hl_status hl_cpu_conv_grad_weight(const hl_call *c) {
     if (dy->dtype == HL_F32 && hl_winograd_fits(&g))
         return hl_winograd_grad_weight(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
                                        (float *)hl_ptr(dw));
+    if (dy->dtype == HL_F32 && hl_conv_direct_grad_weight_fits(&g))
+        return hl_conv_direct_grad_weight(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
+                                          (float *)hl_ptr(dw));
     if (dy->dtype == HL_F64)
         return conv_grad_weight_f64(&g, (const double *)hl_ptr(dy), (const double *)hl_ptr(x),
                                     (double *)hl_ptr(dw));

@@ -100,6 +100,19 @@ bool hl_dw3x3_blocked_fits(const conv_geom *g);
 hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
                                    const float *bias, const conv_epilogue *epi, float *y);
 
+/* Stride-1 convolutions with 5x5-class kernels (one group, no dilation) on small planes,
+   straight from the planes by AVX2 + FMA (conv_direct.c): whether each pass fits (the CPU
+   has the instructions, HL_CONV_DIRECT is not 0), and the passes. */
+bool hl_conv_direct_fits(const conv_geom *g, const conv_epilogue *e);
+bool hl_conv_direct_grad_input_fits(const conv_geom *g);
+bool hl_conv_direct_grad_weight_fits(const conv_geom *g);
+hl_status hl_conv_direct_forward(const conv_geom *g, const float *x, const float *w,
+                                 const float *bias, const conv_epilogue *epi, float *y);
+hl_status hl_conv_direct_grad_input(const conv_geom *g, const float *dy, const float *w,
+                                    const float *bias, float *dx);
+hl_status hl_conv_direct_grad_weight(const conv_geom *g, const float *dy, const float *x,
+                                     float *dw);
+
 /* Scratch memory from the plan being replayed (its arena: the memory plan counted it) or from
    the caching allocator, so repeated calls do not fault fresh pages. */
 typedef struct {

@@ -161,12 +161,13 @@ hl_status hl_cpu_pool_grad(const hl_call *c) {
     geom_from(c, dx, dy, &g);
     if (c->op == HL_OP_MAX_POOL_GRAD && c->i[HL_POOL_GRAD_MODE] == HL_POOL_GRAD_FROM_INPUT) {
         const hl_tensor *x = c->in[1];
+        const bool relu = c->i[HL_POOL_GRAD_EPILOGUE] == HL_POOL_GRAD_RELU;   /* fuse_norm.c */
         if (dy->dtype == HL_F64)
             max_pool_grad_from_input_f64(&g, (const double *)hl_ptr(dy),
-                                         (const double *)hl_ptr(x), (double *)hl_ptr(dx));
+                                         (const double *)hl_ptr(x), relu, (double *)hl_ptr(dx));
         else
             max_pool_grad_from_input_f32(&g, (const float *)hl_ptr(dy), (const float *)hl_ptr(x),
-                                         (float *)hl_ptr(dx));
+                                         relu, (float *)hl_ptr(dx));
     } else if (c->op == HL_OP_MAX_POOL_GRAD) {
         const hl_tensor *it = c->in[1];
         hl_status st = check_indices(it, g.h * g.w);

@@ -68,17 +68,26 @@ static void FN(max_pool_2x2_indexed_plane)(const T *restrict x, T *restrict y,
 
 /* One output row's input gradient found from the pooled input rows r0, r1 (HL_POOL_GRAD_FROM_
    INPUT): each window's picked tap gets 0 + dy, as the indexed gradient adds dy onto a zeroed
-   plane (so a dy of -0 gives +0 there too), its other taps 0. */
+   plane (so a dy of -0 gives +0 there too), its other taps 0. With RELU (a constant) the
+   pooled input is a ReLU's output and each tap's value then goes through relu_grad's
+   expression, tap > 0 ? value : 0 (ops.h), as the relu_grad call that followed did. */
 static inline __attribute__((always_inline)) void FN(max_pool_grad_2x2_row)(
     const T *restrict r0, const T *restrict r1, const T *restrict g, T *restrict d0,
-    T *restrict d1, int64_t ow) {
+    T *restrict d1, int64_t ow, const bool RELU) {
     const T zero = 0;
     for (int64_t ox = 0; ox < ow; ox++) {
         T m;
-        const TI at = FN(pick2x2)(r0[2 * ox], r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1], &m);
+        const T a = r0[2 * ox], b = r0[2 * ox + 1], c = r1[2 * ox], d = r1[2 * ox + 1];
+        const TI at = FN(pick2x2)(a, b, c, d, &m);
         const T v = zero + g[ox];
-        const T e0 = at == 0 ? v : zero, e1 = at == 1 ? v : zero, e2 = at == 2 ? v : zero,
-                e3 = at == 3 ? v : zero;
+        T e0 = at == 0 ? v : zero, e1 = at == 1 ? v : zero, e2 = at == 2 ? v : zero,
+          e3 = at == 3 ? v : zero;
+        if (RELU) {
+            e0 = a > 0 ? e0 : 0;
+            e1 = b > 0 ? e1 : 0;
+            e2 = c > 0 ? e2 : 0;
+            e3 = d > 0 ? e3 : 0;
+        }
         d0[2 * ox] = e0;
         d0[2 * ox + 1] = e1;
         d1[2 * ox] = e2;
@@ -86,15 +95,16 @@ static inline __attribute__((always_inline)) void FN(max_pool_grad_2x2_row)(
     }
 }
 
-/* One plane's input gradient; rows and columns no window covers are 0. */
+/* One plane's input gradient; rows and columns no window covers are 0 (relu_grad's too). */
 HL_CLONES
 static void FN(max_pool_grad_2x2_plane)(const T *restrict x, const T *restrict dy,
                                         T *restrict dx, int64_t h, int64_t w, int64_t oh,
-                                        int64_t ow) {
+                                        int64_t ow, bool relu) {
     for (int64_t oy = 0; oy < oh; oy++) {
         T *d0 = dx + 2 * oy * w;
-        FN(max_pool_grad_2x2_row)(x + 2 * oy * w, x + (2 * oy + 1) * w, dy + oy * ow, d0, d0 + w,
-                                  ow);
+        const T *r0 = x + 2 * oy * w, *r1 = r0 + w, *g = dy + oy * ow;
+        if (relu) FN(max_pool_grad_2x2_row)(r0, r1, g, d0, d0 + w, ow, true);
+        else FN(max_pool_grad_2x2_row)(r0, r1, g, d0, d0 + w, ow, false);
         for (int64_t i = 2 * ow; i < w; i++) d0[i] = d0[w + i] = 0;
     }
     for (int64_t i = 2 * oh * w; i < h * w; i++) dx[i] = 0;
@@ -114,5 +124,6 @@ static void FN(max_pool_2x2_planes)(int64_t p0, int64_t p1, void *arg) {
 static void FN(max_pool_grad_2x2_planes)(int64_t p0, int64_t p1, void *arg) {
     POOL_UNPACK(arg);
     for (int64_t p = p0; p < p1; p++)
-        FN(max_pool_grad_2x2_plane)(x + p * HW, dy + p * OP, dx + p * HW, g->h, w, g->oh, g->ow);
+        FN(max_pool_grad_2x2_plane)(x + p * HW, dy + p * OP, dx + p * HW, g->h, w, g->oh, g->ow,
+                                    relu);
 }

@@ -17,6 +17,7 @@ typedef struct {
     T *dx;
     const void *vidx;
     bool i64;
+    bool relu;   /* max_pool_grad from the input: x is a ReLU's output, dx relu_grad'ed by it */
 } FN(pool_job);
 
 #define POOL_UNPACK(arg)                                                                    \
@@ -29,6 +30,7 @@ typedef struct {
     __attribute__((unused)) T *dx = q_->dx;                                                 \
     __attribute__((unused)) const void *vidx = q_->vidx;                                    \
     __attribute__((unused)) const bool i64 = q_->i64;                                       \
+    __attribute__((unused)) const bool relu = q_->relu;                                     \
     __attribute__((unused)) const int64_t HW = g->h * g->w, OP = g->oh * g->ow;             \
     __attribute__((unused)) const int64_t kh = g->kh, kw = g->kw, w = g->w
 
@@ -376,12 +378,17 @@ static void FN(max_pool_grad_from_input_planes)(int64_t p0, int64_t p1, void *ar
                 for (int64_t j = 0; j < ox1 - ox0; j++) /* in output order, as max_pool_grad */
                     if (at[j] >= 0) dplane[at[j]] += drow[j];
             }
+        if (relu) {   /* relu_grad's own expression (ops.h), on the plane while in cache */
+            const T *zp = x + p * HW;
+            for (int64_t i = 0; i < HW; i++) dplane[i] = zp[i] > 0 ? dplane[i] : 0;
+        }
     }
 }
 
-static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, T *dx) {
+static void FN(max_pool_grad_from_input)(const pool_geom *g, const T *dy, const T *x, bool relu,
+                                         T *dx) {
     const int64_t OP = g->oh * g->ow;
-    const FN(pool_job) q = {.g = g, .dy = dy, .x = x, .dx = dx};
+    const FN(pool_job) q = {.g = g, .dy = dy, .x = x, .dx = dx, .relu = relu};
     if (pool_2x2_inside(g)) {
         hl_parallel_for(g->planes, g->planes * OP * 4 > POOL_PAR_MIN ? 1 : g->planes,
                         FN(max_pool_grad_2x2_planes), (void *)&q);

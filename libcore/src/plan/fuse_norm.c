@@ -14,6 +14,12 @@
  *   reads dz and z and forms dy = z > 0 ? dz : 0 as it goes (HL_BN_GRAD_RELU); the
  *   relu_grad's call goes and dy never reaches memory.
  *
+ * - max_pool_grad (from the pooled input) -> relu_grad of that same input, where only the
+ *   relu_grad reads the pool's gradient (the MNIST CNN's Conv -> ReLU -> MaxPool, issue 20):
+ *   the pool gradient applies relu_grad's select to each tap it writes (HL_POOL_GRAD_RELU,
+ *   cpu/pool_2x2_impl.h); it reads the ReLU's output already, so the pass over dx goes
+ *   (`plan_stats()['pool_fusions']`).
+ *
  * Each fused kernel rounds every intermediate to the dtype exactly where the calls it replaces
  * stored it and applies their own expressions (cpu/norm.c), so a fused replay is bit for bit
  * the unfused one; the tests compare them bitwise. CPU only (the record variants are the CPU
@@ -147,6 +153,43 @@ static bool fuse_relu_grad_prologue(hl_plan *p, int64_t i) {
     return true;
 }
 
+/* max_pool_grad i (from the input, recompute.c) -> relu_grad(dx, z) of the very z it pooled:
+   the pool gradient writes relu_grad's output (HL_POOL_GRAD_RELU; it reads z anyway) and the
+   relu_grad's call goes. Not where a batch norm's gradient reads that output next: the
+   batch norm takes the relu_grad in itself (above). */
+static bool fuse_pool_relu_grad(hl_plan *p, int64_t i) {
+    hl_call *c = &p->calls[i];
+    if (c->n_in != 2 || c->n_out != 1 || c->i[HL_POOL_GRAD_MODE] != HL_POOL_GRAD_FROM_INPUT ||
+        c->i[HL_POOL_GRAD_EPILOGUE])
+        return false;
+    hl_tensor *dx = c->out[0];
+    const hl_tensor *z = c->in[1];
+    if (!same_layout(dx, dx) || !same_layout(z, dx)) return false;
+    int64_t j = hl_plan_next_use(p, dx->storage, i);
+    if (j < 0) return false;
+    hl_call *r = &p->calls[j];
+    if (r->op != HL_OP_RELU_GRAD || r->in_many || r->n_in != 2 || r->n_out != 1 ||
+        r->in[0] != dx || r->in[1] != z)
+        return false;
+    hl_tensor *out = r->out[0];
+    if (!same_layout(out, dx) || out->storage == dx->storage || out->storage == z->storage ||
+        out->storage == c->in[0]->storage || !private_between(p, dx, i, j))
+        return false;
+    int64_t k = hl_plan_next_use(p, out->storage, j);
+    if (k >= 0 && p->calls[k].op == HL_OP_BATCH_NORM_GRAD) return false;
+    /* out is written at i now: no call up to the relu_grad may see it; z, read at j, must
+       hold at i what it held there */
+    if (touched_between(p, i, j, out->storage, false) || touched_between(p, i, j, z->storage, true))
+        return false;
+    c->out[0] = out;         /* the relu_grad's reference moves here */
+    c->i[HL_POOL_GRAD_EPILOGUE] = HL_POOL_GRAD_RELU;
+    release(dx);             /* the pool gradient's and the relu_grad's */
+    release(dx);
+    release(z);              /* the relu_grad's */
+    hl_plan_drop_call(p, j);
+    return true;
+}
+
 void hl_plan_fuse_norms(hl_plan *p) {
     for (int64_t i = 0; i < p->n; i++) {
         hl_call *c = &p->calls[i];
@@ -154,6 +197,10 @@ void hl_plan_fuse_norms(hl_plan *p) {
         if (c->op == HL_OP_BATCH_NORM && c->n_in == 5 && c->n_out >= 1 &&
             !c->i[HL_BN_EPILOGUE] && (c->out[0]->dtype == HL_F32 || c->out[0]->dtype == HL_F64)) {
             if (fuse_relu_epilogue(p, i) || fuse_add_relu_epilogue(p, i)) p->norm_fusions++;
+        } else if (c->op == HL_OP_MAX_POOL_GRAD && (c->out[0]->dtype == HL_F32 ||
+                                                    c->out[0]->dtype == HL_F64) &&
+                   fuse_pool_relu_grad(p, i)) {
+            p->pool_fusions++;
         } else if (c->op == HL_OP_RELU_GRAD && fuse_relu_grad_prologue(p, i)) {
             p->norm_fusions++;
             i--;  /* the call now at i is the one after the relu_grad */

@@ -148,6 +148,7 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->fused_calls = p->fused_calls;
     info->conv_epilogues = p->conv_epilogues;
     info->norm_fusions = p->norm_fusions;
+    info->pool_fusions = p->pool_fusions;
     info->outer_updates = p->outer_updates;
     info->recomputed = p->recomputed;
     hl_plan_capture_stats(p, info);
