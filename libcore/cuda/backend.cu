@@ -27,6 +27,19 @@ static bool device_ready[MAX_DEVICES];
 static pthread_mutex_t device_lock = PTHREAD_MUTEX_INITIALIZER;
 static int count;
 
+bool hl_cuda_blas_create(cublasHandle_t *h, cudaStream_t s) {
+    if (cublasCreate(h) != CUBLAS_STATUS_SUCCESS) return false;
+    cublasSetStream(*h, s);
+#ifdef __CUDACC__  /* (the emulation's products need no workspace) */
+    void *workspace = NULL;  /* kept for the handle's life */
+    if (cudaMalloc(&workspace, HL_CUBLAS_WORKSPACE) == cudaSuccess)
+        cublasSetWorkspace(*h, workspace, HL_CUBLAS_WORKSPACE);
+    else  /* out of memory already: cuBLAS's own default serves (and a capture may fail) */
+        cudaGetLastError();
+#endif
+    return true;
+}
+
 hl_cuda_device *hl_cuda_dev(int index) {
     cudaSetDevice(index);
     if (hl_cuda_device *view = hl_cuda_capture_view(index)) return view;
@@ -35,8 +48,7 @@ hl_cuda_device *hl_cuda_dev(int index) {
     if (!device_ready[index]) {
         hl_cuda_device *d = &devices[index];
         cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
-        cublasCreate(&d->blas);
-        cublasSetStream(d->blas, d->stream);
+        hl_cuda_blas_create(&d->blas, d->stream);  /* a failure shows at the first product */
         pthread_mutex_init(&d->scratch_mutex, NULL);
         pthread_mutex_init(&d->blas_mutex, NULL);
         cudaMalloc((void **)&d->error_flag, sizeof(int));

@@ -5,26 +5,12 @@
  * residual, then the activation: cpu/conv_epilogue_impl.h, cpu/matmul_fused.c), so that a
  * fused call equals the product, add and activation ops one after another on cuda.
  *
- * Sums and products go through hl_rn_add/hl_rn_mul: nvcc contracts a * b + c into one fused
- * multiply-add by default (one rounding instead of two), which the rounded intrinsics forbid;
- * the emulation's g++ build targets baseline x86-64, which has no FMA to contract into.
+ * Sums and products go through hl_rn_add/hl_rn_mul (hl_cuda.cuh says why).
  */
 #ifndef HL_CUDA_EPILOGUE_CUH
 #define HL_CUDA_EPILOGUE_CUH
 
 #include "convert.cuh"
-
-#ifdef __CUDACC__
-__device__ static inline float hl_rn_add(float a, float b) { return __fadd_rn(a, b); }
-__device__ static inline double hl_rn_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ static inline float hl_rn_mul(float a, float b) { return __fmul_rn(a, b); }
-__device__ static inline double hl_rn_mul(double a, double b) { return __dmul_rn(a, b); }
-#else
-__device__ static inline float hl_rn_add(float a, float b) { return a + b; }
-__device__ static inline double hl_rn_add(double a, double b) { return a + b; }
-__device__ static inline float hl_rn_mul(float a, float b) { return a * b; }
-__device__ static inline double hl_rn_mul(double a, double b) { return a * b; }
-#endif
 
 __device__ static inline float hl_cuda_gelu(float x) {
     return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));

@@ -22,7 +22,7 @@
 #include "hl_cuda.cuh"
 
 namespace {
-enum { MAX_DEVICES = 16, MAX_WORDS = 512, CUBLAS_WORKSPACE = 4 << 20 };
+enum { MAX_DEVICES = 16, MAX_WORDS = 512 };
 
 struct seed_word {
     const uint64_t *src;  /* the call's value on the host (the plan's record) */
@@ -97,21 +97,13 @@ static hl_status cuda_capture_begin(int index) {
                        ct.index);
     hl_cuda_device *d = hl_cuda_dev(index);
     if (!ct.streams[index]) {
+        /* a handle of its own, kept for the thread's life, with the workspace every handle
+           has (so cuBLAS never allocates inside a capture, and chooses as eagerly) */
         if (cudaStreamCreateWithFlags(&ct.streams[index], cudaStreamNonBlocking) != cudaSuccess ||
-            cublasCreate(&ct.blas[index]) != CUBLAS_STATUS_SUCCESS) {
+            !hl_cuda_blas_create(&ct.blas[index], ct.streams[index])) {
             cudaGetLastError();
             return HL_FAIL(HL_ERR_DEVICE, "capture_begin: no capture stream on cuda:%d", index);
         }
-        cublasSetStream(ct.blas[index], ct.streams[index]);
-#ifdef __CUDACC__
-        /* a workspace of its own, so cuBLAS never allocates one inside a capture (which CUDA
-           refuses); kept with the handle for the thread's life */
-        void *workspace = NULL;
-        if (cudaMalloc(&workspace, CUBLAS_WORKSPACE) == cudaSuccess)
-            cublasSetWorkspace(ct.blas[index], workspace, CUBLAS_WORKSPACE);
-        else
-            cudaGetLastError();
-#endif
     }
     if (!ct.view_mutexes) {
         pthread_mutex_init(&ct.view.scratch_mutex, NULL);

@@ -29,6 +29,25 @@
 
 #include "../src/plugin.h"
 
+/* ---- arithmetic rounded as the CPU's ----
+ * nvcc contracts a * b + c into one fused multiply-add by default (one rounding instead of
+ * two), so a kernel that promises the CPU's bits (the optimiser updates, the fused epilogues,
+ * the random numbers' scaling) adds and multiplies through these, which nvcc never contracts.
+ * The emulation's g++ build targets baseline x86-64, which has no FMA to contract into. The
+ * first real-GPU run found the one kernel that had missed this (random.cu's scale: float64
+ * uniform draws a last bit off the CPU's). */
+#ifdef __CUDACC__
+__device__ static inline float hl_rn_add(float a, float b) { return __fadd_rn(a, b); }
+__device__ static inline double hl_rn_add(double a, double b) { return __dadd_rn(a, b); }
+__device__ static inline float hl_rn_mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ static inline double hl_rn_mul(double a, double b) { return __dmul_rn(a, b); }
+#else
+__device__ static inline float hl_rn_add(float a, float b) { return a + b; }
+__device__ static inline double hl_rn_add(double a, double b) { return a + b; }
+__device__ static inline float hl_rn_mul(float a, float b) { return a * b; }
+__device__ static inline double hl_rn_mul(double a, double b) { return a * b; }
+#endif
+
 /* ---- libcore's services (set once by the plugin entry, backend.cu) ---- */
 
 extern const hl_plugin_host *hl_cuda_host;
@@ -49,6 +68,15 @@ struct hl_cuda_device {
 };
 /* Makes device index current on this thread and returns its state (created on first use). */
 hl_cuda_device *hl_cuda_dev(int index);
+/* A cuBLAS handle on stream s with a workspace of HL_CUBLAS_WORKSPACE bytes of its own.
+   Every handle of the backend (each device's, each capturing thread's) is made here, because
+   cuBLAS chooses a product's algorithm partly by the workspace it may use: two handles with
+   different workspaces (cuBLAS's own default is larger on Hopper than the 4 MiB a capture
+   handle once had) gave the same product in different bits on an H100, so a captured plan
+   no longer equalled its uncaptured replay or eager mode. With a workspace set, cuBLAS also
+   never allocates one itself, which a capture would refuse. False when no handle was made. */
+bool hl_cuda_blas_create(cublasHandle_t *h, cudaStream_t s);
+enum { HL_CUBLAS_WORKSPACE = 32 << 20 };
 /* The device of the call's first output (or first input). */
 int hl_cuda_call_device(const hl_call *c);
 /* Fails naming the op after a launch that did not start. */

@@ -8,12 +8,14 @@
 #include "convert.cuh"
 #include "../src/kernel_scalar.h"
 
-/* u in [0, 1) onto [low, high), never reaching high (the CPU's scale_float/scale_double). */
+/* u in [0, 1) onto [low, high), never reaching high (the CPU's scale_float/scale_double),
+   rounded step by step as the CPU rounds (hl_rn_*: no fused multiply-add). */
 template <class T>
 __device__ static inline T scale(double u, double low, double high) {
     T lo = (T)low, hi = (T)high;
     double range = high - low;
-    double v = isfinite(range) ? low + range * u : low * (1.0 - u) + high * u;
+    double v = isfinite(range) ? hl_rn_add(low, hl_rn_mul(range, u))
+                                : hl_rn_add(hl_rn_mul(low, 1.0 - u), hl_rn_mul(high, u));
     T r = (T)v;
     if (r >= hi) r = nextafter(hi, lo);
     if (r < lo) r = lo;
@@ -64,8 +66,9 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed_value, const uin
                 for (int h = 0; h < 2; h++) {
                     float u1 = (float)hl_u24_open0(w[2 * h]), u2 = (float)hl_u24(w[2 * h + 1]);
                     float r = sqrtf(-2.0f * logf(u1)), t = (float)6.283185307179586476925 * u2;
-                    vals[2 * h] = (C)((float)a + (float)b * (r * cosf(t)));
-                    vals[2 * h + 1] = (C)((float)a + (float)b * (r * sinf(t)));
+                    float fa = (float)a, fb = (float)b;
+                    vals[2 * h] = (C)hl_rn_add(fa, hl_rn_mul(fb, hl_rn_mul(r, cosf(t))));
+                    vals[2 * h + 1] = (C)hl_rn_add(fa, hl_rn_mul(fb, hl_rn_mul(r, sinf(t))));
                 }
             }
         } else {
@@ -75,8 +78,8 @@ __global__ void random_float_k(T *out, int64_t n, uint64_t seed_value, const uin
             } else {
                 double u1 = hl_u53_open0(w[0], w[1]), u2 = hl_u53(w[2], w[3]);
                 double r = sqrt(-2.0 * log(u1)), t = 6.283185307179586476925 * u2;
-                vals[0] = (C)(a + b * (r * cos(t)));
-                vals[1] = (C)(a + b * (r * sin(t)));
+                vals[0] = (C)hl_rn_add(a, hl_rn_mul(b, hl_rn_mul(r, cos(t))));
+                vals[1] = (C)hl_rn_add(a, hl_rn_mul(b, hl_rn_mul(r, sin(t))));
             }
         }
         int64_t first = blk * per, cnt = n - first < per ? n - first : per;

@@ -118,6 +118,26 @@ def test_launcher_command(monkeypatch):
     assert "a,b" in cmd and "eth0" in cmd
 
 
+def test_launcher_lets_open_mpi_run_as_root(monkeypatch):
+    """Open MPI's mpiexec refuses root unless told (seen in a GPU machine's container): the
+    launcher tells it when it runs as root and the user has not decided; MPICH gets nothing."""
+    monkeypatch.setattr(launch, "find_mpiexec", lambda: "mpiexec")
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    consent = ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")
+    monkeypatch.setattr(launch, "_is_mpich", lambda _: False)
+    _, env = launch.command(["-n", "2", "t.py"], env={})
+    assert all(env[v] == "1" for v in consent)
+    _, env = launch.command(["-n", "2", "t.py"], env={"OMPI_ALLOW_RUN_AS_ROOT": "0"})
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "0"  # the user's choice stands
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    _, env = launch.command(["-n", "2", "t.py"], env={})
+    assert not any(v in env for v in consent)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(launch, "_is_mpich", lambda _: True)
+    _, env = launch.command(["-n", "2", "t.py"], env={})
+    assert not any(v in env for v in consent)
+
+
 def test_timeout_must_be_positive(monkeypatch):
     from hl.distributed import world
     monkeypatch.setenv("HL_DIST_TIMEOUT", "-3")

@@ -96,6 +96,10 @@ class OpCase:
     # half type's rounding (HALF_UNIT) times the largest magnitude; integer outputs (indices)
     # must be equal. None: the op does not compute in half.
     half_tol: Optional[float] = None
+    # the absolute tolerance on other backends in float32, where the table's is too tight: a
+    # long sum (a product over K terms) in another order errs by ~K * 2^-24 * |term|, however
+    # small cancellation leaves the result. None: the table's.
+    backend_atol32: Optional[float] = None
 
     def __str__(self):
         return self.name
@@ -152,4 +156,7 @@ class OpCase:
                               ).astype(dtype)
 
     def tolerance(self, dtype):
-        return TOLERANCES[(self.kind, np.dtype(dtype).type)]
+        rtol, atol = TOLERANCES[(self.kind, np.dtype(dtype).type)]
+        if self.backend_atol32 is not None and np.dtype(dtype) == np.float32:
+            atol = self.backend_atol32
+        return rtol, atol

@@ -9,6 +9,9 @@ run wants:
   silently; they stop by themselves within the timeout. A rank killed by a signal would
   still make MPICH kill the rest at once: on Linux each rank runs under a small guard
   process (guard.py) that turns that death into an ordinary exit.
+- Open MPI's consent to run as root (OMPI_ALLOW_RUN_AS_ROOT and its _CONFIRM), when the
+  launcher runs as root and they are not set: Open MPI's mpiexec refuses root otherwise, and
+  root is what a container (a GPU machine's image, a CI job) usually is; MPICH does not ask.
 
 Options before the script: ``-n N`` (ranks), ``--timeout S`` (HL_DIST_TIMEOUT), ``--hosts
 a,b`` or ``--hostfile F`` (several machines), ``--iface NAME`` (the network interface MPI
@@ -73,6 +76,9 @@ def command(argv, env=None):
     if a.iface:
         cmd += ["-iface", a.iface] if mpich else ["--mca", "btl_tcp_if_include", a.iface]
     cmd += a.mpi
+    if not mpich and hasattr(os, "geteuid") and os.geteuid() == 0:
+        for var in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
+            env.setdefault(var, "1")
     if a.timeout is not None:
         env["HL_DIST_TIMEOUT"] = str(a.timeout)
     if not a.hosts and not a.hostfile:  # ranks share this machine's cores
