@@ -543,8 +543,9 @@ void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float
               bias ? bias + r0 : NULL, res ? res + r0 * ldc : NULL, (int)HL_MIN(MR, m - r0), nr);
 }
 
-/* When `threads` threads claim tasks of `sizes` panels in order, each the next one as it
-   finishes (the pool's dynamic schedule, threads equally fast): when the last finishes. */
+/* When `threads` threads (at most 16) claim `tasks` tasks in order, each the next one as it
+   finishes (the pool's dynamic schedule, threads equally fast), a task one chunk of `per`
+   of `panels` panels (a block's last chunk the rest): when the last finishes, in panels. */
 static int64_t finish_time(int64_t tasks, int64_t per, int64_t panels, int threads) {
     int64_t busy[16] = {0};
     const int64_t chunks = (panels + per - 1) / per;
