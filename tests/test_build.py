@@ -146,7 +146,8 @@ def test_cuda_libraries_export_only_the_plugin_entry_and_need_no_runpath():
         exported = {line.split()[-1] for line in _binutils(
             "nm", "-D", "--defined-only", path).splitlines() if line.strip()}
         hooks = {"hl_cuda_emu_fail_next_launch", "hl_cuda_emu_fail_launch_after",
-                 "hl_cuda_emu_launch_count",
+                 "hl_cuda_emu_launch_count", "hl_cuda_emu_gemm_count",
+                 "hl_cuda_emu_conv_workspace",
                  "hl_cuda_emu_graph_launches", "hl_cuda_emu_spoil_next_capture",
                  "hl_cuda_pinned_stats"}
         nccl = {"hl_nccl_open", "hl_nccl_version", "hl_nccl_unique_id", "hl_nccl_init",

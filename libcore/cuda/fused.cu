@@ -130,24 +130,29 @@ __global__ void conv_pack_panels_k(const float *w, int64_t cg, int64_t panels, i
     }
 }
 
-/* HL_CONV_PACK_WINOGRAD: the 16 transformed kernels, one thread per (c_out, c_in) pair, in
-   packed_layouts.h's panels; NaN everywhere for weights the Winograd path refuses. */
-__global__ void conv_pack_winograd_k(const float *w, int64_t c_out, int64_t c_in, bool admit,
-                                     float *out) {
+/* HL_CONV_PACK_WINOGRAD (f43 false) and HL_CONV_PACK_WINOGRAD43: the 16 or 36 transformed
+   kernels, one thread per (c_out, c_in) pair, in packed_layouts.h's panels; NaN everywhere
+   for weights the Winograd path refuses. */
+__global__ void conv_pack_winograd_k(const float *w, int64_t c_out, int64_t c_in, bool f43,
+                                     bool admit, float *out) {
     const int64_t pairs = c_out * c_in;
     HL_GRID_STRIDE(e, pairs) {
         float *u = out + hl_winograd_packed_at(e / c_in, e % c_in, c_out, c_in);
-        if (admit) {
-            hl_winograd_weight_tile(w + e * 9, 3, 1, u, pairs);
+        if (!admit) {
+            for (int i = 0; i < (f43 ? 36 : 16); i++) u[i * pairs] = nanf("");
+        } else if (f43) {
+            hl_winograd43_weight_tile(w + e * 9, u, pairs);
         } else {
-            for (int i = 0; i < 16; i++) u[i * pairs] = nanf("");
+            hl_winograd_weight_tile(w + e * 9, 3, 1, u, pairs);
         }
     }
 }
 
-/* Whether the Winograd path admits the n weights at w (packed_layouts.h), judged on the host
-   from a copy, as the CPU judges them: once per pack, not per call. */
-static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, bool *admit) {
+/* Whether the Winograd path admits the n weights at w (packed_layouts.h; f43: by
+   F(4x4, 3x3)'s rule), judged on the host from a copy, as the CPU judges them: once per
+   pack, not per call. */
+static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, bool f43,
+                                 bool *admit) {
     hl_cuda_uncapturable("%s: checks the weights on the host", "conv_pack");
     if (hl_cuda_capturing())
         return HL_FAIL(HL_ERR_DEVICE, "conv_pack: cannot be captured in a graph");
@@ -170,7 +175,8 @@ static hl_status winograd_admits(hl_cuda_device *d, const float *w, int64_t n, b
         sum_sq += a * a;
     }
     free(h);
-    *admit = hl_winograd_admits(finite, most, sum_sq, n);
+    *admit = f43 ? hl_winograd43_admits(finite, most, sum_sq, n)
+                 : hl_winograd_admits(finite, most, sum_sq, n);
     return HL_OK;
 }
 
@@ -182,13 +188,14 @@ extern "C" hl_status hl_cuda_conv_pack(const hl_call *c) {
     const int64_t total = hl_cuda_numel(o);
     if (total == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
-    if (c->i[1] == HL_CONV_PACK_WINOGRAD) {
+    if (c->i[1] == HL_CONV_PACK_WINOGRAD || c->i[1] == HL_CONV_PACK_WINOGRAD43) {
+        const bool f43 = c->i[1] == HL_CONV_PACK_WINOGRAD43;
         const int64_t pairs = w->shape[0] * w->shape[1];
         bool admit = false;
-        hl_status st = winograd_admits(d, wp, pairs * 9, &admit);
+        hl_status st = winograd_admits(d, wp, pairs * 9, f43, &admit);
         if (st) return st;
         HL_LAUNCH(conv_pack_winograd_k, hl_cuda_blocks(pairs), HL_CUDA_THREADS, 0, d->stream,
-                  wp, w->shape[0], w->shape[1], admit, op);
+                  wp, w->shape[0], w->shape[1], f43, admit, op);
     } else {
         const int64_t groups = c->i[0], cg = w->shape[0] / groups, K = o->shape[1];
         const int64_t panels = (cg + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS;

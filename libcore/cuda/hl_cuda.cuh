@@ -100,6 +100,12 @@ hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int
 hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
                              int64_t K, double alpha, hl_cuda_mat A, hl_cuda_mat B, double beta,
                              hl_cuda_mat C, const char *op);
+/* batch products at once (one cuBLAS call: cublas*StridedBatched): product b reads A + b sa,
+   B + b sb and writes C + b sc (strides in elements), C in dtype ct as above. */
+hl_status hl_cuda_gemm_strided(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M,
+                               int64_t N, int64_t K, double alpha, hl_cuda_mat A, int64_t sa,
+                               hl_cuda_mat B, int64_t sb, double beta, hl_cuda_mat C,
+                               int64_t sc, int64_t batch, const char *op);
 /* A device buffer of at least nbytes for one kernel family's intermediate (im2col columns),
    reused across calls; the caller holds the device's scratch lock (hl_cuda_scratch_lock)
    while it enqueues the work that uses it. Kernels on the one stream run in order, so the
@@ -186,6 +192,31 @@ __device__ static inline double hl_cuda_block_sum(double v) {
     double sum = total;
     __syncthreads();  /* partial and total are reused by the next call */
     return sum;
+}
+
+/* Warp-per-row kernels: lane, warp and warp count of a grid-stride loop over rows (every lane
+   of a warp takes the same rows, so the warp's collectives below see all of its lanes). */
+#define HL_WARP_ROWS(row, rows)                                                              \
+    for (int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < (rows);  \
+         row += ((int64_t)blockDim.x * gridDim.x) >> 5)
+/* Blocks for a warp per row (HL_CUDA_THREADS / 32 rows a block). */
+static inline unsigned hl_cuda_warp_blocks(int64_t rows) { return hl_cuda_blocks(rows * 32); }
+
+/* The sum of every lane's v over the warp, on every lane: a butterfly of shuffles, in which
+   lanes i and i^d add the same two partial sums (a + b == b + a), so every lane holds the
+   same bits and a shape always sums in the same order. Launch with HL_LAUNCH_COOP. */
+__device__ static inline double hl_cuda_warp_sum(double v) {
+    for (int d = 16; d; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+    return v;
+}
+/* The largest lane's m, a NaN winning (the CPU's `v > m || v != v`). */
+template <class A>
+__device__ static inline A hl_cuda_warp_max(A m) {
+    for (int d = 16; d; d >>= 1) {
+        A o = __shfl_xor_sync(0xffffffffu, m, d);
+        m = o > m || o != o ? o : m;
+    }
+    return m;
 }
 
 /* ---- strided indexing: up to 4 operands over one iteration shape ---- */

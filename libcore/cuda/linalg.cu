@@ -16,10 +16,11 @@ typedef hl_cuda_mat mat;
 
 static bool is_half(hl_dtype dt) { return dt == HL_F16 || dt == HL_BF16; }
 
-hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
-                             int64_t K, double alpha, mat A, mat B, double beta, mat C,
-                             const char *op) {
-    if (M == 0 || N == 0) return HL_OK;
+hl_status hl_cuda_gemm_strided(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M,
+                               int64_t N, int64_t K, double alpha, mat A, int64_t sa, mat B,
+                               int64_t sb, double beta, mat C, int64_t sc, int64_t batch,
+                               const char *op) {
+    if (M == 0 || N == 0 || batch == 0) return HL_OK;
     bool ta, tb, tc;
     int64_t lda, ldb, ldc;
     if (!hl_blas_layout(M, K, A.s0, A.s1, &ta, &lda) || !hl_blas_layout(K, N, B.s0, B.s1, &tb, &ldb) ||
@@ -28,26 +29,47 @@ hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_
     if (K == 0) lda = ldb = 1;
     cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     int ilda = (int)(lda < 1 ? 1 : lda), ildb = (int)(ldb < 1 ? 1 : ldb);
+    int m = (int)N, n = (int)M, k = (int)K, count = (int)batch;
+    /* strides in elements, as cuBLAS takes them (C^T = B^T A^T: B is cuBLAS's first operand) */
+    long long s1 = (long long)sb, s2 = (long long)sa, s3 = (long long)sc;
     cublasStatus_t st;
     pthread_mutex_lock(&d->blas_mutex);
     if (is_half(dt)) {  /* half operands, float32 products and sums (tensor cores' contract) */
         float a = (float)alpha, b = (float)beta;
         cudaDataType ht = dt == HL_F16 ? CUDA_R_16F : CUDA_R_16BF;
         cudaDataType cdt = ct == HL_F32 ? CUDA_R_32F : ht;
-        st = cublasGemmEx(d->blas, opb, opa, (int)N, (int)M, (int)K, &a, B.p, ht, ildb, A.p, ht,
-                          ilda, &b, C.p, cdt, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        st = batch == 1
+                 ? cublasGemmEx(d->blas, opb, opa, m, n, k, &a, B.p, ht, ildb, A.p, ht, ilda, &b,
+                                C.p, cdt, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT)
+                 : cublasGemmStridedBatchedEx(d->blas, opb, opa, m, n, k, &a, B.p, ht, ildb, s1,
+                                              A.p, ht, ilda, s2, &b, C.p, cdt, (int)ldc, s3,
+                                              count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     } else if (dt == HL_F32) {
         float a = (float)alpha, b = (float)beta;
-        st = cublasSgemm(d->blas, opb, opa, (int)N, (int)M, (int)K, &a, (const float *)B.p,
-                         ildb, (const float *)A.p, ilda, &b, (float *)C.p, (int)ldc);
+        const float *pb = (const float *)B.p, *pa = (const float *)A.p;
+        st = batch == 1 ? cublasSgemm(d->blas, opb, opa, m, n, k, &a, pb, ildb, pa, ilda, &b,
+                                      (float *)C.p, (int)ldc)
+                        : cublasSgemmStridedBatched(d->blas, opb, opa, m, n, k, &a, pb, ildb, s1,
+                                                    pa, ilda, s2, &b, (float *)C.p, (int)ldc,
+                                                    s3, count);
     } else {
-        st = cublasDgemm(d->blas, opb, opa, (int)N, (int)M, (int)K, &alpha, (const double *)B.p,
-                         ildb, (const double *)A.p, ilda, &beta, (double *)C.p, (int)ldc);
+        const double *pb = (const double *)B.p, *pa = (const double *)A.p;
+        st = batch == 1 ? cublasDgemm(d->blas, opb, opa, m, n, k, &alpha, pb, ildb, pa, ilda,
+                                      &beta, (double *)C.p, (int)ldc)
+                        : cublasDgemmStridedBatched(d->blas, opb, opa, m, n, k, &alpha, pb,
+                                                    ildb, s1, pa, ilda, s2, &beta,
+                                                    (double *)C.p, (int)ldc, s3, count);
     }
     pthread_mutex_unlock(&d->blas_mutex);
     if (st != CUBLAS_STATUS_SUCCESS)
         return HL_FAIL(HL_ERR_DEVICE, "%s: cuBLAS gemm failed (status %d)", op, (int)st);
     return HL_OK;
+}
+
+hl_status hl_cuda_gemm_mixed(hl_cuda_device *d, hl_dtype dt, hl_dtype ct, int64_t M, int64_t N,
+                             int64_t K, double alpha, mat A, mat B, double beta, mat C,
+                             const char *op) {
+    return hl_cuda_gemm_strided(d, dt, ct, M, N, K, alpha, A, 0, B, 0, beta, C, 0, 1, op);
 }
 
 hl_status hl_cuda_gemm(hl_cuda_device *d, hl_dtype dt, int64_t M, int64_t N, int64_t K,

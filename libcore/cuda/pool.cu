@@ -3,8 +3,10 @@
  * (cpu/pool.c, api/pool.c: PyTorch's rules): padding never wins a max and a window of padding
  * alone gives -inf and index -1; a NaN tap wins; the average divides by the taps inside the
  * padded input (count_include_pad) or inside the input. Forward: a thread per output element.
- * Gradients: a thread per input plane, adding in the CPU's order (deterministic, no atomics);
- * max_pool_grad first checks every index like the CPU. float16/bfloat16: read widened to
+ * Gradients: a thread per input element gathering from the windows that hold it, adding in
+ * the CPU's order (the CPU's bits; deterministic, no atomics); max_pool_grad first checks
+ * every index like the CPU (indices outside their own windows, which no forward makes, fall
+ * back to a thread per plane scattering them). float16/bfloat16: read widened to
  * float, results rounded once (a gradient element that several windows reach is rounded
  * after each addition).
  */
@@ -74,8 +76,11 @@ __global__ void pool_k(pgeom g, const T *x, T *y, int64_t *idx, bool is_max) {
     }
 }
 
+/* The scatter form of max_pool_grad: a thread per plane, adding dy at each output's index in
+   output order (the CPU's loop). Only for indices that do not all lie in their own windows
+   (indices the caller made some other way): the gather below cannot find those. */
 template <class T>
-__global__ void max_pool_grad_k(pgeom g, const T *dy, const void *idx, bool i64, T *dx) {
+__global__ void max_pool_scatter_k(pgeom g, const T *dy, const void *idx, bool i64, T *dx) {
     int64_t HW = g.h * g.w, OP = g.oh * g.ow;
     HL_GRID_STRIDE(p, g.planes) {
         T *plane = dx + p * HW;
@@ -87,38 +92,66 @@ __global__ void max_pool_grad_k(pgeom g, const T *dy, const void *idx, bool i64,
     }
 }
 
+/* The gradients as gathers: a thread per input element visits the outputs whose windows
+   hold it in output order (oy, then ox, ascending: the tap index descending) and adds their
+   contributions rounding after each addition, as the CPU's scatter loop does, so the result
+   is the CPU's bit for bit; no atomics. max: an output contributes when its index is this
+   element; avg: dy over the output's divisor. */
 template <class T>
-__global__ void avg_pool_grad_k(pgeom g, const T *dy, T *dx) {
+__global__ void pool_gather_k(pgeom g, const T *dy, const void *idx, bool i64, T *dx,
+                              bool is_max) {
     int64_t HW = g.h * g.w, OP = g.oh * g.ow;
-    HL_GRID_STRIDE(p, g.planes) {
-        T *plane = dx + p * HW;
-        for (int64_t i = 0; i < HW; i++) plane[i] = T{};
-        for (int64_t oy = 0; oy < g.oh; oy++) {
+    HL_GRID_STRIDE(e, g.planes * HW) {
+        int64_t p = e / HW, i = e - p * HW, iy = i / g.w, ix = i - iy * g.w;
+        const T *dyp = dy + p * OP;
+        T q = T{};
+        for (int64_t ty = g.kh - 1; ty >= 0; ty--) {
+            int64_t ny = iy + g.pt - ty * g.dh;
+            if (ny < 0 || ny % g.sh) continue;
+            int64_t oy = ny / g.sh;
+            if (oy >= g.oh) continue;
             int64_t y0 = oy * g.sh - g.pt, ylo, yhi;
             hl_tap_range(y0, g.dh, g.h, g.kh, &ylo, &yhi);
-            for (int64_t ox = 0; ox < g.ow; ox++) {
-                int64_t x0 = ox * g.sw - g.pl, xlo, xhi;
-                hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
-                int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
-                if (div <= 0) continue;
-                hl_arith<T> v = hl_widen(dy[p * OP + oy * g.ow + ox]) / (hl_arith<T>)div;
-                for (int64_t ty = ylo; ty < yhi; ty++)
-                    for (int64_t tx = xlo; tx < xhi; tx++) {
-                        T &q = plane[(y0 + ty * g.dh) * g.w + x0 + tx * g.dw];
-                        q = hl_narrow<T>(hl_widen(q) + v);
-                    }
+            for (int64_t tx = g.kw - 1; tx >= 0; tx--) {
+                int64_t nx = ix + g.pl - tx * g.dw;
+                if (nx < 0 || nx % g.sw) continue;
+                int64_t ox = nx / g.sw;
+                if (ox >= g.ow) continue;
+                int64_t o = oy * g.ow + ox;
+                if (is_max) {
+                    int64_t at = i64 ? ((const int64_t *)idx)[p * OP + o]
+                                     : ((const int32_t *)idx)[p * OP + o];
+                    if (at == i) q = hl_narrow<T>(hl_widen(q) + hl_widen(dyp[o]));
+                } else {
+                    int64_t x0 = ox * g.sw - g.pl, xlo, xhi;
+                    hl_tap_range(x0, g.dw, g.w, g.kw, &xlo, &xhi);
+                    int64_t div = avg_divisor(g, y0, x0, ylo, yhi, xlo, xhi);
+                    if (div <= 0) continue;
+                    q = hl_narrow<T>(hl_widen(q) + hl_widen(dyp[o]) / (hl_arith<T>)div);
+                }
             }
         }
+        dx[e] = q;
     }
 }
 
-/* Flags the first index outside [-1, plane). */
-__global__ void check_pool_indices_k(const void *idx, bool i64, int64_t n, int64_t plane,
-                                     int *flag) {
+/* Flags the first index outside [-1, plane) as HL_FLAG_BASE - k (at least 2), and an index
+   in range but outside its own output's window (not the forward's: the scatter kernel
+   serves those) as 1. */
+__global__ void check_pool_indices_k(pgeom g, const void *idx, bool i64, int64_t n,
+                                     int64_t plane, int *flag) {
+    int64_t OP = g.oh * g.ow;
     HL_GRID_STRIDE(k, n) {
         int64_t v = i64 ? ((const int64_t *)idx)[k] : ((const int32_t *)idx)[k];
-        if (v < -1 || v >= plane)
-            atomicMax(flag, (int)(HL_FLAG_BASE - (k < HL_FLAG_BASE ? k : HL_FLAG_BASE - 1)));
+        if (v < -1 || v >= plane) {
+            atomicMax(flag, (int)(HL_FLAG_BASE - (k < HL_FLAG_BASE - 2 ? k : HL_FLAG_BASE - 2)));
+        } else if (v >= 0) {
+            int64_t o = k % OP, oy = o / g.ow, ox = o - oy * g.ow;
+            int64_t ny = v / g.w - (oy * g.sh - g.pt), nx = v % g.w - (ox * g.sw - g.pl);
+            if (ny < 0 || ny % g.dh || ny / g.dh >= g.kh || nx < 0 || nx % g.dw ||
+                nx / g.dw >= g.kw)
+                atomicMax(flag, 1);
+        }
     }
 }
 
@@ -143,16 +176,20 @@ static hl_status run_pool_grad(const hl_call *c) {
     pgeom g = pgeom_of(c, dx, dy);
     if (g.planes == 0 || g.h * g.w == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    const void *ip = NULL;
+    bool i64 = false, gather = true;
     if (c->op == HL_OP_MAX_POOL_GRAD) {
         const hl_tensor *it = c->in[1];
-        bool i64 = it->dtype == HL_I64;
+        i64 = it->dtype == HL_I64;
+        ip = (const void *)hl_cuda_ptr(it);
         int64_t count = hl_cuda_numel(it), plane = g.h * g.w, pos;
         if (count) {
             HL_LAUNCH(check_pool_indices_k, hl_cuda_blocks(count), HL_CUDA_THREADS, 0, d->stream,
-                      (const void *)hl_cuda_ptr(it), i64, count, plane, d->error_flag);
+                      g, ip, i64, count, plane, d->error_flag);
             hl_status st = hl_cuda_check_launch("max_pool_grad");
             if (st || (st = hl_cuda_take_flag(d, "max_pool_grad", &pos))) return st;
-            if (pos >= 0) {
+            gather = pos != HL_FLAG_BASE - 1;  /* 1: some index outside its window */
+            if (pos >= 0 && gather) {
                 int64_t v = 0;
                 cudaMemcpy(&v, hl_cuda_ptr(it) + pos * (i64 ? 8 : 4), i64 ? 8 : 4,
                            cudaMemcpyDeviceToHost);
@@ -163,14 +200,16 @@ static hl_status run_pool_grad(const hl_call *c) {
                                (long long)plane - 1);
             }
         }
-        auto max_pool_grad_kernel = max_pool_grad_k<T>;
-        HL_LAUNCH(max_pool_grad_kernel, hl_cuda_blocks(g.planes), HL_CUDA_THREADS, 0, d->stream,
-                  g, (const T *)hl_cuda_ptr(dy), (const void *)hl_cuda_ptr(it), i64,
-                  (T *)hl_cuda_ptr(dx));
+    }
+    if (gather) {
+        auto gather_kernel = pool_gather_k<T>;
+        HL_LAUNCH(gather_kernel, hl_cuda_blocks(g.planes * g.h * g.w), HL_CUDA_THREADS, 0,
+                  d->stream, g, (const T *)hl_cuda_ptr(dy), ip, i64, (T *)hl_cuda_ptr(dx),
+                  c->op == HL_OP_MAX_POOL_GRAD);
     } else {
-        auto avg_pool_grad_kernel = avg_pool_grad_k<T>;
-        HL_LAUNCH(avg_pool_grad_kernel, hl_cuda_blocks(g.planes), HL_CUDA_THREADS, 0, d->stream,
-                  g, (const T *)hl_cuda_ptr(dy), (T *)hl_cuda_ptr(dx));
+        auto scatter_kernel = max_pool_scatter_k<T>;
+        HL_LAUNCH(scatter_kernel, hl_cuda_blocks(g.planes), HL_CUDA_THREADS, 0, d->stream, g,
+                  (const T *)hl_cuda_ptr(dy), ip, i64, (T *)hl_cuda_ptr(dx));
     }
     return hl_cuda_check_launch(HL_OPNAME(c->op));
 }

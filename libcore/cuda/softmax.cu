@@ -2,7 +2,9 @@
  * softmax.cu - softmax, log_softmax, their gradients, and softmax cross-entropy with its
  * gradient on CUDA, with the CPU's formulas (cpu/softmax.c): max-shifted exponentials summed
  * in double; cross-entropy takes class labels (int32/int64, ignore_index) or probabilities.
- * A thread handles one row (one sample's classes, which may be strided by the inner size).
+ * Rows along the last axis (inner size 1: classification's logits, attention's scores) take a
+ * warp each (lanes over the classes, shuffles combining them: deterministic); rows strided by
+ * an inner size (softmax over NCHW channels, per-pixel cross-entropy) a thread each.
  * A label outside [0, classes) that is not ignore_index fails with the CPU's message.
  * float16 and bfloat16 are read widened to float (the arithmetic the CPU does in float32),
  * summed in double like float32, and each result rounded once.
@@ -64,11 +66,66 @@ __global__ void softmax_grad_k(rows r, const T *y, const T *dy, T *dx, bool log_
     }
 }
 
+/* The same two for rows along the last axis (inner == 1, contiguous): a warp per row, each
+   lane taking every 32nd class, the warp's max and sums combined by shuffles (a fixed order:
+   deterministic; not the CPU's sequential sum bits). */
+template <class T>
+__global__ void softmax_rows_k(int64_t rows, int64_t n, const T *x, T *y, bool log_out) {
+    const int lane = threadIdx.x & 31;
+    HL_WARP_ROWS(row, rows) {
+        const T *xr = x + row * n;
+        T *yr = y + row * n;
+        hl_arith<T> m = -INFINITY;
+        for (int64_t j = lane; j < n; j += 32) {
+            hl_arith<T> v = hl_widen(xr[j]);
+            m = v > m || v != v ? v : m;
+        }
+        m = hl_cuda_warp_max(m);
+        double s = 0;
+        for (int64_t j = lane; j < n; j += 32) s += exp((double)(hl_widen(xr[j]) - m));
+        s = hl_cuda_warp_sum(s);
+        if (log_out) {
+            double ls = log(s);
+            for (int64_t j = lane; j < n; j += 32)
+                yr[j] = hl_narrow<T>((double)(hl_widen(xr[j]) - m) - ls);
+        } else {
+            for (int64_t j = lane; j < n; j += 32)
+                yr[j] = hl_narrow<T>(exp((double)(hl_widen(xr[j]) - m)) / s);
+        }
+    }
+}
+
+template <class T>
+__global__ void softmax_grad_rows_k(int64_t rows, int64_t n, const T *y, const T *dy, T *dx,
+                                    bool log_in) {
+    const int lane = threadIdx.x & 31;
+    HL_WARP_ROWS(row, rows) {
+        int64_t base = row * n;
+        double s = 0;
+        for (int64_t j = lane; j < n; j += 32) {
+            double dye = (double)hl_widen(dy[base + j]);
+            s += log_in ? dye : dye * (double)hl_widen(y[base + j]);
+        }
+        s = hl_cuda_warp_sum(s);
+        for (int64_t j = lane; j < n; j += 32) {
+            double ye = (double)hl_widen(y[base + j]), dye = (double)hl_widen(dy[base + j]);
+            dx[base + j] = log_in ? hl_narrow<T>(dye - exp(ye) * s) : hl_narrow<T>(ye * (dye - s));
+        }
+    }
+}
+
 template <class T>
 static hl_status run_softmax(const hl_call *c) {
     rows r = rows_of(c->in[0], c->i[0]);
     if (r.outer * r.n * r.inner == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    if (r.inner == 1) {
+        auto rows_kernel = softmax_rows_k<T>;
+        HL_LAUNCH_COOP(rows_kernel, hl_cuda_warp_blocks(r.outer), HL_CUDA_THREADS, 0, d->stream,
+                       r.outer, r.n, (const T *)hl_cuda_ptr(c->in[0]),
+                       (T *)hl_cuda_ptr(c->out[0]), c->op == HL_OP_LOG_SOFTMAX);
+        return hl_cuda_check_launch(HL_OPNAME(c->op));
+    }
     auto softmax_kernel = softmax_k<T>;
     HL_LAUNCH(softmax_kernel, hl_cuda_blocks(r.outer * r.inner), HL_CUDA_THREADS, 0, d->stream,
               r, (const T *)hl_cuda_ptr(c->in[0]), (T *)hl_cuda_ptr(c->out[0]),
@@ -90,6 +147,14 @@ static hl_status run_softmax_grad(const hl_call *c) {
     rows r = rows_of(c->in[0], c->i[0]);
     if (r.outer * r.n * r.inner == 0) return HL_OK;
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
+    if (r.inner == 1) {
+        auto rows_kernel = softmax_grad_rows_k<T>;
+        HL_LAUNCH_COOP(rows_kernel, hl_cuda_warp_blocks(r.outer), HL_CUDA_THREADS, 0, d->stream,
+                       r.outer, r.n, (const T *)hl_cuda_ptr(c->in[0]),
+                       (const T *)hl_cuda_ptr(c->in[1]), (T *)hl_cuda_ptr(c->out[0]),
+                       c->op == HL_OP_LOG_SOFTMAX_GRAD);
+        return hl_cuda_check_launch(HL_OPNAME(c->op));
+    }
     auto softmax_grad_kernel = softmax_grad_k<T>;
     HL_LAUNCH(softmax_grad_kernel, hl_cuda_blocks(r.outer * r.inner), HL_CUDA_THREADS, 0,
               d->stream, r, (const T *)hl_cuda_ptr(c->in[0]), (const T *)hl_cuda_ptr(c->in[1]),
@@ -189,6 +254,77 @@ __global__ void ce_grad_k(ce_args a, const T *lp, const void *tgt, const T *dl, 
     }
 }
 
+/* The same two for logits (N, C) (inner == 1): a warp per sample, as softmax_rows_k; lane 0
+   checks the label and writes the loss. */
+template <class T>
+__global__ void ce_rows_k(ce_args a, const T *x, const void *tgt, T *loss, T *lp) {
+    const int lane = threadIdx.x & 31;
+    const int64_t n = a.r.n;
+    HL_WARP_ROWS(pos, a.r.outer) {
+        const T *xr = x + pos * n;
+        hl_arith<T> m = -INFINITY;
+        for (int64_t j = lane; j < n; j += 32) {
+            hl_arith<T> v = hl_widen(xr[j]);
+            m = v > m ? v : m;
+        }
+        m = hl_cuda_warp_max(m);
+        double s = 0;
+        for (int64_t j = lane; j < n; j += 32) s += exp((double)(hl_widen(xr[j]) - m));
+        double ls = log(hl_cuda_warp_sum(s));
+        if (a.labels) {
+            int64_t k = label_at(tgt, pos, a.is64);
+            if (k != a.ignore && (k < 0 || k >= n)) {
+                if (lane == 0) label_ok(a, k, pos);
+                continue;
+            }
+            if (lane == 0)
+                loss[pos] = k == a.ignore ? hl_narrow<T>(0.0)
+                                          : hl_narrow<T>(ls - (double)(hl_widen(xr[k]) - m));
+        } else {
+            const T *p = (const T *)tgt + pos * n;
+            double acc = 0;
+            for (int64_t j = lane; j < n; j += 32)
+                acc -= (double)hl_widen(p[j]) * ((double)(hl_widen(xr[j]) - m) - ls);
+            acc = hl_cuda_warp_sum(acc);
+            if (lane == 0) loss[pos] = hl_narrow<T>(acc);
+        }
+        if (lp)
+            for (int64_t j = lane; j < n; j += 32)
+                lp[pos * n + j] = hl_narrow<T>((double)(hl_widen(xr[j]) - m) - ls);
+    }
+}
+
+template <class T>
+__global__ void ce_grad_rows_k(ce_args a, const T *lp, const void *tgt, const T *dl, T *o) {
+    const int lane = threadIdx.x & 31;
+    const int64_t n = a.r.n;
+    HL_WARP_ROWS(pos, a.r.outer) {
+        int64_t base = pos * n;
+        double d = (double)hl_widen(dl[pos]), ts = 1;
+        int64_t k = -1;
+        const T *p = (const T *)tgt;
+        if (a.labels) {
+            k = label_at(tgt, pos, a.is64);
+            if (k != a.ignore && (k < 0 || k >= n)) {
+                if (lane == 0) label_ok(a, k, pos);
+                continue;
+            }
+            if (k == a.ignore) {
+                for (int64_t j = lane; j < n; j += 32) o[base + j] = hl_narrow<T>(0.0);
+                continue;
+            }
+        } else {
+            ts = 0;
+            for (int64_t j = lane; j < n; j += 32) ts += (double)hl_widen(p[base + j]);
+            ts = hl_cuda_warp_sum(ts);
+        }
+        for (int64_t j = lane; j < n; j += 32) {
+            double tj = a.labels ? (double)(k == j) : (double)hl_widen(p[base + j]);
+            o[base + j] = hl_narrow<T>((exp((double)hl_widen(lp[base + j])) * ts - tj) * d);
+        }
+    }
+}
+
 template <class T>
 static hl_status run_ce(const hl_call *c, bool grad) {
     const hl_tensor *x = c->in[0], *target = c->in[1];
@@ -205,7 +341,18 @@ static hl_status run_ce(const hl_call *c, bool grad) {
     hl_cuda_device *d = hl_cuda_dev(hl_cuda_call_device(c));
     a.flag = d->error_flag;
     int64_t n = a.r.outer * a.r.inner;
-    if (grad) {
+    if (a.r.inner == 1 && grad) {
+        auto rows_kernel = ce_grad_rows_k<T>;
+        HL_LAUNCH_COOP(rows_kernel, hl_cuda_warp_blocks(n), HL_CUDA_THREADS, 0, d->stream, a,
+                       (const T *)hl_cuda_ptr(x), (const void *)hl_cuda_ptr(target),
+                       (const T *)hl_cuda_ptr(c->in[2]), (T *)hl_cuda_ptr(c->out[0]));
+    } else if (a.r.inner == 1) {
+        auto rows_kernel = ce_rows_k<T>;
+        HL_LAUNCH_COOP(rows_kernel, hl_cuda_warp_blocks(n), HL_CUDA_THREADS, 0, d->stream, a,
+                       (const T *)hl_cuda_ptr(x), (const void *)hl_cuda_ptr(target),
+                       (T *)hl_cuda_ptr(c->out[0]),
+                       c->out[1] ? (T *)hl_cuda_ptr(c->out[1]) : (T *)0);
+    } else if (grad) {
         auto ce_grad_kernel = ce_grad_k<T>;
         HL_LAUNCH(ce_grad_kernel, hl_cuda_blocks(n), HL_CUDA_THREADS, 0, d->stream, a,
                   (const T *)hl_cuda_ptr(x), (const void *)hl_cuda_ptr(target),

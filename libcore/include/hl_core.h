@@ -290,15 +290,21 @@ hl_status hl_conv_fused(const hl_tensor *x, const hl_tensor *w, const hl_tensor 
    read (float32): HL_CONV_PACK_PANELS, for its products, is (groups * panels, C_in / groups *
    k..., HL_CONV_PACK_ROWS), each panel HL_CONV_PACK_ROWS output channels of a group (the last
    padded with zeros); HL_CONV_PACK_WINOGRAD, for a 3x3 kernel of one group, is (4, 4, C_out,
-   C_in), the kernels transformed for Winograd's F(2x2, 3x3). */
+   C_in), the kernels transformed for Winograd's F(2x2, 3x3); HL_CONV_PACK_WINOGRAD43 is
+   (6, 6, C_out, C_in), transformed for F(4x4, 3x3), which a 3x3 stride-1 float32 conv_fused
+   given it takes wherever Winograd fits (the caller picks the layout by tile count; weights
+   the precision guard refuses are packed as NaN and take the unpacked paths). */
 enum { HL_CONV_PACK_ROWS = 6 };
-enum { HL_CONV_PACK_PANELS = 0, HL_CONV_PACK_WINOGRAD = 1 };
+enum { HL_CONV_PACK_PANELS = 0, HL_CONV_PACK_WINOGRAD = 1, HL_CONV_PACK_WINOGRAD43 = 2 };
 /* From this many 2x2 output tiles (batch x ceil(oh / 2) x ceil(ow / 2)) a 3x3 stride-1
    float32 conv_fused with its kernels in the Winograd layout takes Winograd (cpu/winograd.c);
    below, the weights' other paths. hl.onnx packs them at the first call that has as many. */
 enum { HL_WINOGRAD_PACKED_MIN_TILES = 16 };
-/* The Winograd layout's panels: HL_WINOGRAD_MR output channels each (packed_layouts.h). */
-enum { HL_WINOGRAD_MR = 6 };
+/* The Winograd layout's panels: HL_WINOGRAD_MR output channels each (packed_layouts.h).
+   The packed products take the tiles in strips of HL_WINOGRAD_NR (a strip's product costs
+   the same however many of its tiles are real), which is what hl.onnx's choice between
+   F(2x2, 3x3) and F(4x4, 3x3) counts. */
+enum { HL_WINOGRAD_MR = 6, HL_WINOGRAD_NR = 16 };
 hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor **out);
 /* Gradient of hl_conv with respect to x, whose shape is x_shape (S + 2 entries). */
 hl_status hl_conv_grad_input(const hl_tensor *dy, const hl_tensor *w, const int64_t *x_shape,

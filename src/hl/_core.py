@@ -474,6 +474,9 @@ def fill(h, value):
 # The fewest 2x2 output tiles for which a convolution takes Winograd on kernels packed by
 # conv_pack (hl.onnx packs a 3x3 weight only for calls that reach it).
 WINOGRAD_PACKED_MIN_TILES = lib.HL_WINOGRAD_PACKED_MIN_TILES
+# The packed Winograd products take tiles in strips of this many (a strip costs the same
+# however many of its tiles are real).
+WINOGRAD_STRIP_TILES = lib.HL_WINOGRAD_NR
 
 # ---- plans (graph mode at the C level) --------------------------------------------------
 # A plan records the core calls made on this thread between plan_begin() and plan_end() and

@@ -165,12 +165,16 @@ def test_a_pack_made_on_one_device_serves_the_other(rng):
     w = rng.standard_normal((13, 8, 3, 3)).astype(np.float32)  # a short last panel
     outlier = w.copy()
     outlier[2, 3, 1, 1] = 1e6  # Winograd's precision guard refuses it: packed as NaN
-    for layout in ("panels", "winograd"):
-        for weights in (w, outlier):
+    near = w.copy()
+    near[2, 3, 1, 1] = 16 * np.sqrt((w.astype(np.float64) ** 2).mean())  # F(4x4, 3x3) only
+    for layout in ("panels", "winograd", "winograd43"):
+        for weights in (w, outlier, near):
             np.testing.assert_array_equal(ops.conv_pack(hl.tensor(weights), 1, layout).numpy(),
                                           ops.conv_pack(hl.tensor(weights, device="cuda"), 1,
                                                         layout).numpy(), err_msg=layout)
     assert np.isnan(ops.conv_pack(hl.tensor(outlier, device="cuda"), 1, "winograd").numpy()).all()
+    assert np.isnan(ops.conv_pack(hl.tensor(near, device="cuda"), 1, "winograd43").numpy()).all()
+    assert np.isfinite(ops.conv_pack(hl.tensor(near, device="cuda"), 1, "winograd").numpy()).all()
 
 
 # ---- errors: the CPU's, on cuda --------------------------------------------------------

@@ -179,7 +179,9 @@ def test_constant_weights_are_packed_once():
         (got,) = rep.run([x])
         (want,) = ort_run(model, {"x": x})
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-        assert tuple(fused["w1"].packed_weight.shape) == (4, 4, c, c)  # 10 x 9 tiles: packed
+        # 10 x 9 2x2 tiles, 5 x 5 4x4 ones per sample: F(4x4, 3x3)'s kernels (fuse.winograd_layout)
+        assert list(fused["w1"].winograd_packs) == ["winograd43"]
+        assert tuple(fused["w1"].winograd_packs["winograd43"].shape) == (6, 6, c, c)
 
 
 @pytest.mark.parametrize("stride", [2, 1])
@@ -226,7 +228,8 @@ def test_winograd_kernels_are_not_made_for_a_call_with_few_tiles():
         x = RNG.standard_normal((n, c, 5, 5)).astype(np.float32)
         (got,) = rep.run([x])
         np.testing.assert_allclose(got, ort_run(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
-        assert (node.packed_weight is not fuse.WINOGRAD_LATER) == packed
+        assert node.packed_weight is fuse.WINOGRAD_LATER
+        assert bool(node.winograd_packs) == packed
 
 
 @pytest.mark.parametrize("shape", [(960, 320, 1, 1), (32, 3, 3, 3), (96, 1, 3, 3),

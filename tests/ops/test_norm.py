@@ -465,3 +465,37 @@ def test_norms_and_softmax_bit_for_bit_at_one_and_two_threads(rng):
     for k in one:
         assert one[k].tobytes() == two[k].tobytes(), k
     harness.assert_close(one["ln"], np_layer_norm(x, 1, w, b, 1e-5), **F32)
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("spatial", [(5, 7), (4, 4), (1, 3), (32, 32)])
+def test_batch_norm_float32_output_is_the_double_expression_bit_for_bit(rng, training, spatial):
+    """cpu/norm_rows.c writes float32 batch-norm outputs 8 at a time (AVX2) and the rest of
+    each row one by one; every value must be float32((x - mean) * (w * invstd) + b) computed in
+    float64 with two roundings (no FMA), the scalar loop's expression, with the statistics
+    as the call reports them (training normalises by the saved float32 ones). Rows of 35, 16,
+    3 and 1024 values: whole vectors, tails, and a row shorter than a vector; NaN, infinities
+    (inference) and signed zeros pass as the expression says."""
+    C = 3
+    x = randn(rng, (4, C) + spatial, scale=3.0, shift=0.5)
+    x.flat[7::23] = -0.0
+    if not training:  # (in training they would make every statistic, so every output, NaN)
+        x.flat[::11] = np.nan
+        x.flat[3::17] = np.inf
+        x.flat[5::19] = -np.inf
+    w, b = randn(rng, (C,)), randn(rng, (C,))
+    rm, rv = randn(rng, (C,)), rng.random(C).astype(np.float32) + 0.5
+    y, m, s = hl.batch_norm(hl.tensor(x), hl.tensor(rm), hl.tensor(rv), hl.tensor(w),
+                            hl.tensor(b), training=training, eps=1e-3, return_stats=True)
+    shape = (1, C, 1, 1)
+    mean = m.numpy().astype(np.float64).reshape(shape)
+    invstd = (s.numpy().astype(np.float64) if training else
+              1 / np.sqrt(rv.astype(np.float64) + 1e-3)).reshape(shape)
+    a = w.astype(np.float64).reshape(shape) * invstd
+    want = ((x.astype(np.float64) - mean) * a + b.astype(np.float64).reshape(shape))
+    want = want.astype(np.float32)
+    got = y.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(want)],
+                                  want.view(np.uint32)[~np.isnan(want)])
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))

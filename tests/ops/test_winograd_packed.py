@@ -165,10 +165,13 @@ def test_packed_winograd_threads_agree():
 
 def test_portable_product():
     """The portable block (no AVX2 + FMA; HL_CONV_AVX2=0, read once per process, hence the
-    subprocess) passes the float64 checks."""
+    subprocess) passes the float64 checks, F(2x2, 3x3)'s here and F(4x4, 3x3)'s
+    (test_winograd43.py)."""
+    f43 = os.path.join(os.path.dirname(__file__), "test_winograd43.py")
     code = ("import sys; sys.argv = ['x']; import pytest; sys.exit(pytest.main(['-q', '-x', "
-            "'-p', 'no:cacheprovider', '-k', 'matches_float64 and clip', __file__]))")
+            "'-p', 'no:cacheprovider', '-k', 'matches_float64 and clip', __file__, F43]))")
     env = dict(os.environ, HL_CONV_AVX2="0")
-    p = subprocess.run([sys.executable, "-c", code.replace("__file__", repr(__file__))],
+    code = code.replace("__file__", repr(__file__)).replace("F43", repr(f43))
+    p = subprocess.run([sys.executable, "-c", code],
                        env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

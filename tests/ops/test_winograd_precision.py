@@ -88,3 +88,40 @@ def test_non_finite_weights_take_im2col(bad, monkeypatch):
     monkeypatch.setenv("HL_WINOGRAD", "0")
     y_ref = hl.conv2d(hl.tensor(x), hl.tensor(w), padding=1).numpy()
     np.testing.assert_array_equal(y, y_ref)  # NaN where im2col has NaN, nowhere else
+
+
+@pytest.mark.parametrize("where", ["first", "body", "tail", "last"])
+def test_guard_reads_every_weight_in_its_lanes(where, monkeypatch):
+    """The guard's check runs in 16 lanes and a scalar tail (winograd_weights.c): an outlier,
+    an infinity or a NaN is seen wherever it lies, and the outlier rule (largest magnitude at
+    most HL_WINOGRAD_OUTLIER_RATIO = 24 times the weights' root mean square, computed here in
+    float64) decides as numpy's arithmetic does, just inside and just outside it. Refused
+    weights give im2col's bits; admitted ones Winograd's (which differ from them in rounding).
+    17 x 19 x 9 = 2907 weights: 181 whole groups of 16 and a tail of 11."""
+    rng = np.random.default_rng(7)
+    co, ci = 17, 19
+    x = rng.standard_normal((2, ci, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((co, ci, 3, 3)).astype(np.float32)
+    n = w.size
+    k = {"first": 0, "body": 16 * 90 + 7, "tail": n - 6, "last": n - 1}[where]
+    others = np.delete(w.ravel().astype(np.float64), k)
+    limit = np.sqrt(24.0 ** 2 * (others ** 2).sum() / (n - 24.0 ** 2))  # most == 24 * rms
+
+    def run(value, env=None):
+        ww = w.copy()
+        ww.ravel()[k] = value
+        if env:
+            monkeypatch.setenv("HL_WINOGRAD", env)
+        else:
+            monkeypatch.delenv("HL_WINOGRAD", raising=False)
+        return hl.conv2d(hl.tensor(x), hl.tensor(ww), padding=1).numpy()
+
+    for value, admitted in [(0.97 * limit, True), (1.03 * limit, False), (-1.03 * limit, False),
+                            (np.inf, False), (-np.inf, False), (np.nan, False)]:
+        got, im2col = run(np.float32(value)), run(np.float32(value), env="0")
+        if admitted:
+            assert not np.array_equal(got, im2col), (where, value)
+            assert _relative_error(got, x, np.where(np.arange(n) == k, np.float32(value),
+                                                    w.ravel()).reshape(w.shape)) < TOL
+        else:
+            np.testing.assert_array_equal(got, im2col, err_msg=f"{where} {value}")

@@ -293,12 +293,37 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
                             const void *beta, void *C, cudaDataType ctype, int ldc,
                             cublasComputeType_t compute, cublasGemmAlgo_t algo);
 
+/* The strided-batched forms: product i reads A + i strideA, B + i strideB and writes
+   C + i strideC (elements), one call for batchCount products (served one product at a time). */
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const float *alpha, const float *A, int lda,
+                                         long long strideA, const float *B, int ldb,
+                                         long long strideB, const float *beta, float *C, int ldc,
+                                         long long strideC, int batchCount);
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
+                                         cublasOperation_t tb, int m, int n, int k,
+                                         const double *alpha, const double *A, int lda,
+                                         long long strideA, const double *B, int ldb,
+                                         long long strideB, const double *beta, double *C,
+                                         int ldc, long long strideC, int batchCount);
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType atype,
+                                          int lda, long long strideA, const void *B,
+                                          cudaDataType btype, int ldb, long long strideB,
+                                          const void *beta, void *C, cudaDataType ctype, int ldc,
+                                          long long strideC, int batchCount,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
+
 /* ---- hooks for tests (exported from the emulated library only) ---- */
 
 extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_next_launch(int code);
 extern "C" __attribute__((visibility("default"))) void hl_cuda_emu_fail_launch_after(int skip,
                                                                                    int code);
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_launch_count(void);
+/* cuBLAS calls run so far (a strided-batched call is one, as on a GPU it is one launch). */
+extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_gemm_count(void);
 /* Graphs launched so far, and nodes those launches ran. */
 extern "C" __attribute__((visibility("default"))) long long hl_cuda_emu_graph_launches(void);
 /* The next stream capture ends invalidated (as after an API call CUDA refuses in a capture). */

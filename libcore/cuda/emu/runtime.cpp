@@ -730,6 +730,19 @@ extern "C" long long hl_cuda_emu_launch_count(void) {
 
 struct hl_emu_cublas { cudaStream_t stream; };
 
+/* cuBLAS calls that ran (hl_cuda_emu_gemm_count); the products of a strided-batched call run
+   nested and count as that one call. */
+namespace {
+long long gemm_calls;
+thread_local bool gemm_nested;
+void count_gemm() {
+    if (!gemm_nested) __atomic_add_fetch(&gemm_calls, 1, __ATOMIC_RELAXED);
+}
+}  // namespace
+extern "C" long long hl_cuda_emu_gemm_count(void) {
+    return __atomic_load_n(&gemm_calls, __ATOMIC_RELAXED);
+}
+
 cublasStatus_t cublasCreate(cublasHandle_t *h) {
     *h = new hl_emu_cublas{nullptr};
     return CUBLAS_STATUS_SUCCESS;
@@ -774,6 +787,7 @@ static size_t span(int rows, int cols, int ld, size_t esz) {
         std::unique_lock<std::recursive_mutex> order_;                                         \
         if (h->stream) order_ = std::unique_lock<std::recursive_mutex>(h->stream->exec);       \
         flush(h->stream);                                                                      \
+        count_gemm();                                                                          \
         if (k == 0) {                                                                          \
             for (int j = 0; j < n; j++)                                                        \
                 for (int i = 0; i < m; i++)                                                    \
@@ -827,6 +841,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     std::unique_lock<std::recursive_mutex> order;
     if (h->stream) order = std::unique_lock<std::recursive_mutex>(h->stream->exec);
     flush(h->stream);
+    count_gemm();
     float *wa = emu_widened(A, atype, an), *wb = emu_widened(B, btype, bn);
     float *wc = b == 0 ? (float *)calloc(cn, sizeof(float)) : emu_widened(C, ctype, cn);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
@@ -851,4 +866,63 @@ cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperat
     free(wb);
     free(wc);
     return st;
+}
+
+/* The strided-batched forms: recorded as one node while capturing, else one counted call
+   whose products run one after another through the single-product functions. */
+template <class Product>
+static cublasStatus_t emu_strided(cublasHandle_t h, int batch, Product product,
+                                  std::function<void()> again) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+    cudaError_t err;
+    if (recording(h->stream, again, &err))
+        return err ? CUBLAS_STATUS_EXECUTION_FAILED : CUBLAS_STATUS_SUCCESS;
+    count_gemm();
+    bool was = gemm_nested;
+    gemm_nested = true;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < batch && st == CUBLAS_STATUS_SUCCESS; i++) st = product(i);
+    gemm_nested = was;
+    return st;
+}
+
+#define EMU_STRIDED(NAME, SINGLE, T)                                                           \
+    cublasStatus_t NAME(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,    \
+                        int n, int k, const T *alpha, const T *A, int lda, long long sA,       \
+                        const T *B, int ldb, long long sB, const T *beta, T *C, int ldc,       \
+                        long long sC, int batch) {                                             \
+        T a_ = *alpha, b_ = *beta; /* host scalars: read at the call */                        \
+        return emu_strided(                                                                    \
+            h, batch,                                                                          \
+            [&](int i) {                                                                       \
+                return SINGLE(h, ta, tb, m, n, k, &a_, A + i * sA, lda, B + i * sB, ldb, &b_,  \
+                              C + i * sC, ldc);                                                \
+            },                                                                                 \
+            [=]() { NAME(h, ta, tb, m, n, k, &a_, A, lda, sA, B, ldb, sB, &b_, C, ldc, sC,     \
+                         batch); });                                                           \
+    }
+EMU_STRIDED(cublasSgemmStridedBatched, cublasSgemm, float)
+EMU_STRIDED(cublasDgemmStridedBatched, cublasDgemm, double)
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType atype,
+                                          int lda, long long sA, const void *B,
+                                          cudaDataType btype, int ldb, long long sB,
+                                          const void *beta, void *C, cudaDataType ctype, int ldc,
+                                          long long sC, int batch, cublasComputeType_t compute,
+                                          cublasGemmAlgo_t algo) {
+    float a = *(const float *)alpha, b = *(const float *)beta;
+    size_t ea = emu_type_size(atype), eb = emu_type_size(btype), ec = emu_type_size(ctype);
+    return emu_strided(
+        h, batch,
+        [&](int i) {
+            return cublasGemmEx(h, ta, tb, m, n, k, &a, (const char *)A + i * sA * ea, atype,
+                                lda, (const char *)B + i * sB * eb, btype, ldb, &b,
+                                (char *)C + i * sC * ec, ctype, ldc, compute, algo);
+        },
+        [=]() { cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &a, A, atype, lda, sA, B, btype,
+                                           ldb, sB, &b, C, ctype, ldc, sC, batch, compute,
+                                           algo); });
 }

@@ -200,10 +200,11 @@ static hl_status submit(const char *opname, int op, const conv_attrs *a,
 
 /* The shape conv_pack gives weights w (C_out, C_in / groups, k...) in a layout: PANELS
    (groups * panels, K, HL_CONV_PACK_ROWS), panels of HL_CONV_PACK_ROWS output channels of a
-   group; WINOGRAD (4, 4, C_out, C_in). Returns the number of axes. */
+   group; WINOGRAD (4, 4, C_out, C_in); WINOGRAD43 (6, 6, C_out, C_in). Returns the number
+   of axes. */
 static int packed_shape(const hl_tensor *w, int64_t groups, int layout, int64_t shape[4]) {
-    if (layout == HL_CONV_PACK_WINOGRAD) {
-        shape[0] = shape[1] = 4;
+    if (layout == HL_CONV_PACK_WINOGRAD || layout == HL_CONV_PACK_WINOGRAD43) {
+        shape[0] = shape[1] = layout == HL_CONV_PACK_WINOGRAD ? 4 : 6;
         shape[2] = w->shape[0];
         shape[3] = w->shape[1];
         return 4;
@@ -223,7 +224,8 @@ static bool winograd_packable(const hl_tensor *w, int64_t groups) {
 }
 
 /* packed (may be NULL) must be conv_pack's layout of w for these groups, float32 as x: a
-   3-D tensor is the panels, a 4-D one Winograd's kernels. Sets *layout (HL_CONV_PACK_*). */
+   3-D tensor is the panels, a 4-D one Winograd's kernels (F(4x4, 3x3)'s when its first axis
+   is 6). Sets *layout (HL_CONV_PACK_*). */
 static hl_status check_packed(const char *op, const hl_tensor *packed, const hl_tensor *x,
                               const hl_tensor *w, int64_t groups, hl_device dev, int *layout) {
     if (!packed) return HL_OK;
@@ -232,8 +234,9 @@ static hl_status check_packed(const char *op, const hl_tensor *packed, const hl_
                        "pass packed=None", op, hl_desc(x));
     hl_status st = check_tensor(op, "the packed weight", packed, dev, HL_F32);
     if (st) return st;
-    *layout = packed->ndim == 4 && winograd_packable(w, groups) ? HL_CONV_PACK_WINOGRAD
-                                                                : HL_CONV_PACK_PANELS;
+    *layout = !(packed->ndim == 4 && winograd_packable(w, groups)) ? HL_CONV_PACK_PANELS
+              : packed->shape[0] == 6                               ? HL_CONV_PACK_WINOGRAD43
+                                                                    : HL_CONV_PACK_WINOGRAD;
     int64_t want[4];
     const int nd = packed_shape(w, groups, *layout, want);
     bool same = packed->ndim == nd;
@@ -344,12 +347,15 @@ hl_status hl_conv_pack(const hl_tensor *w, int64_t groups, int layout, hl_tensor
         return hl_fail(HL_ERR_VALUE, "%s: groups must be a positive number that divides the "
                        "weight's %lld output channels, got %lld", op, (long long)w->shape[0],
                        (long long)groups);
-    if (layout != HL_CONV_PACK_PANELS && layout != HL_CONV_PACK_WINOGRAD)
-        return hl_fail(HL_ERR_VALUE, "%s: layout must be HL_CONV_PACK_PANELS (0) or "
-                       "HL_CONV_PACK_WINOGRAD (1), got %d", op, layout);
-    if (layout == HL_CONV_PACK_WINOGRAD && !winograd_packable(w, groups))
-        return hl_fail(HL_ERR_VALUE, "%s: the Winograd layout is for 3x3 kernels of one group, "
-                       "got weight %s with groups=%lld", op, hl_desc(w), (long long)groups);
+    if (layout != HL_CONV_PACK_PANELS && layout != HL_CONV_PACK_WINOGRAD &&
+        layout != HL_CONV_PACK_WINOGRAD43)
+        return hl_fail(HL_ERR_VALUE, "%s: layout must be HL_CONV_PACK_PANELS (0), "
+                       "HL_CONV_PACK_WINOGRAD (1) or HL_CONV_PACK_WINOGRAD43 (2), got %d", op,
+                       layout);
+    if (layout != HL_CONV_PACK_PANELS && !winograd_packable(w, groups))
+        return hl_fail(HL_ERR_VALUE, "%s: the Winograd layout is for 3x3 kernels of one "
+                       "group, got weight %s with groups=%lld", op, hl_desc(w),
+                       (long long)groups);
     int64_t shape[4];
     const int nd = packed_shape(w, groups, layout, shape);
     if (shape[1] >= INT_MAX)

@@ -202,6 +202,16 @@ hl_status hl_cpu_conv(const hl_call *c) {
                                               (float *)hl_ptr(y));
         packed = NULL;   /* the unpacked paths below (im2col and OpenBLAS) */
     }
+    if (packed && c->i[12] == 1 + HL_CONV_PACK_WINOGRAD43) {
+        /* F(4x4, 3x3): the caller chose it for this layer's tiles (hl.onnx); NaN where
+           conv_pack's precision guard refused the weights */
+        const float *U = (const float *)hl_ptr(packed);
+        if (x->dtype == HL_F32 && hl_winograd_fits(&g) && !isnan(U[0]))
+            return hl_winograd43_forward_packed(&g, (const float *)hl_ptr(x), U,
+                                                b ? (const float *)hl_ptr(b) : NULL, e,
+                                                (float *)hl_ptr(y));
+        packed = NULL;
+    }
     if (packed && x->dtype == HL_F32 && hl_conv_stem_fits(&g))   /* RGB stems */
         return hl_conv_stem_forward(&g, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),
                                     b ? (const float *)hl_ptr(b) : NULL, e, (float *)hl_ptr(y));

@@ -130,6 +130,10 @@ bool hl_winograd_pays_forward(const conv_geom *g, bool packed);
 /* Whether n weights may take the Winograd path: finite, and no outlier the transforms'
    cancellation would round at its own scale (winograd.c, "Precision"). */
 bool hl_winograd_weights_ok(const float *w, int64_t n);
+/* The same figures judged by another rule (F(4x4, 3x3)'s hl_winograd43_admits,
+   packed_layouts.h). */
+bool hl_winograd_weights_judged(const float *w, int64_t n,
+                                bool (*admits)(bool, double, double, int64_t));
 hl_status hl_winograd_forward(const conv_geom *g, const float *x, const float *w,
                               const float *bias, const conv_epilogue *epi, float *y);
 /* w's 16 transformed kernels (conv_pack's Winograd layout, (4, 4, c_out, c_in) in panels,
@@ -144,12 +148,20 @@ void hl_winograd_transform_weights(const float *w, int64_t C0, int64_t C1, bool 
 void hl_winograd_weight_grads(const float *M, int64_t ms, int64_t nc, int64_t CI, float *dw);
 hl_status hl_winograd_forward_packed(const conv_geom *g, const float *x, const float *U,
                                      const float *bias, const conv_epilogue *epi, float *y);
-/* The 16 products M[e] = U[e] @ V[e] of that forward pass (winograd_product.c): U in
-   hl_winograd_pack's layout, V[e] (from V + e * vs) in strips of HL_WINOGRAD_NR tiles, each
-   c_in rows of NR values, M[e] (from M + e * ms) c_out rows of strips * NR, ldm apart. */
-enum { HL_WINOGRAD_NR = 16 };
-void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
-                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm);
+/* The products M[e] = U[e] @ V[e] (e < entries: 16 or 36) of a packed forward pass
+   (winograd_product.c): U in conv_pack's Winograd layout, V[e] (from V + e * vs) in strips
+   of HL_WINOGRAD_NR tiles (hl_core.h), each c_in rows of NR values, M[e] (from M + e * ms)
+   c_out rows of strips * NR, ldm apart. */
+void hl_winograd_product(const float *U, int entries, int64_t c_out, int64_t c_in,
+                         const float *V, int64_t vs, int64_t strips, float *M, int64_t ms,
+                         int64_t ldm);
+/* Winograd F(4x4, 3x3) against kernels transformed once (winograd43.c), for inference: the
+   36 transformed kernels of conv_pack's HL_CONV_PACK_WINOGRAD43 layout ((6, 6, c_out, c_in)
+   in the same panels; NaN everywhere where the precision guard refuses w), and the forward
+   pass that reads them (it fits where hl_winograd_fits does). */
+void hl_winograd43_pack(const float *w, int64_t c_out, int64_t c_in, float *U);
+hl_status hl_winograd43_forward_packed(const conv_geom *g, const float *x, const float *U,
+                                       const float *bias, const conv_epilogue *epi, float *y);
 hl_status hl_winograd_grad_input(const conv_geom *g, const float *dy, const float *w,
                                  const float *bias, float *dx);
 hl_status hl_winograd_grad_weight(const conv_geom *g, const float *dy, const float *x,

@@ -102,14 +102,19 @@ static void pack_panel_range(int64_t p0, int64_t p1, void *ctx) {
 }
 
 /* conv_pack: in {w (C_out, C_in/g, k...)} out {packed}; i[0] groups, i[1] the layout:
-   HL_CONV_PACK_PANELS (g * panels, K, MR) as above, or HL_CONV_PACK_WINOGRAD (4, 4, C_out,
-   C_in), the 16 transformed kernels of Winograd's F(2x2, 3x3) (winograd.c). */
+   HL_CONV_PACK_PANELS (g * panels, K, MR) as above, HL_CONV_PACK_WINOGRAD (4, 4, C_out,
+   C_in), the 16 transformed kernels of Winograd's F(2x2, 3x3) (winograd.c), or
+   HL_CONV_PACK_WINOGRAD43 (6, 6, C_out, C_in), F(4x4, 3x3)'s 36 (winograd43.c). */
 hl_status hl_cpu_conv_pack(const hl_call *c) {
     const hl_tensor *wt = c->in[0];
     const float *w = (const float *)hl_ptr(wt);
     float *out = (float *)hl_ptr(c->out[0]);
     if (c->i[1] == HL_CONV_PACK_WINOGRAD) {
         hl_winograd_pack(w, wt->shape[0], wt->shape[1], out);
+        return HL_OK;
+    }
+    if (c->i[1] == HL_CONV_PACK_WINOGRAD43) {
+        hl_winograd43_pack(w, wt->shape[0], wt->shape[1], out);
         return HL_OK;
     }
     const int64_t groups = c->i[0], cout = wt->shape[0];

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dtypes.h"
+#include "norm_rows.h"
 #include "parallel.h"
 
 enum { PAR_MIN = 16384, COL_BLOCK = 256 };
@@ -206,6 +207,17 @@ static inline double bn_select_f64(bool keep, double v) {
             }                                                                                \
     }
 
+/* A float32 output row by cpu/norm_rows.c (true), or by the scalar loop (float64). */
+static inline bool bn_row_fast_f32(const float *x, float *y, const float *r, int64_t S,
+                                   double mean, double a, double b, int epilogue) {
+    return hl_bn_row_f32(x, y, r, S, mean, a, b, epilogue);
+}
+static inline bool bn_row_fast_f64(const double *x, double *y, const double *r, int64_t S,
+                                   double mean, double a, double b, int epilogue) {
+    (void)x, (void)y, (void)r, (void)S, (void)mean, (void)a, (void)b, (void)epilogue;
+    return false;
+}
+
 #define BN_FORWARD(T, sfx)                                                                   \
     static void bn_forward_channels_##sfx(int64_t ch0, int64_t ch1, void *arg) {             \
         const norm_loop *lp = arg;                                                           \
@@ -252,6 +264,9 @@ static inline double bn_select_f64(bool keep, double v) {
             for (int64_t n = 0; n < N; n++) {                                                \
                 const T *xr = x + (n * C + ch) * S;                                          \
                 T *yr = y + (n * C + ch) * S;                                                \
+                if (bn_row_fast_##sfx(xr, yr, res ? res + (n * C + ch) * S : NULL, S, mean,  \
+                                      a, b, epilogue))                                       \
+                    continue; /* float32 in AVX2: the same bits (cpu/norm_rows.c) */         \
                 if (epilogue == HL_BN_EPI_NONE)                                              \
                     for (int64_t i = 0; i < S; i++) yr[i] = (T)((xr[i] - mean) * a + b);     \
                 else                                                                         \

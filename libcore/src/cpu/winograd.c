@@ -1,6 +1,7 @@
 /*
  * winograd.c - 3x3, stride-1 float32 convolutions by Winograd's minimal filtering F(2x2, 3x3)
- * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
+ * (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", 2015). Inference on
+ * kernels packed once may take F(4x4, 3x3) instead (winograd43.c; hl.onnx chooses per layer).
  *
  * A 2x2 block of outputs (a tile) comes from a 4x4 patch d of the input and the 3x3 kernel g:
  *     Y = A^T [ (G g G^T) . (B^T d B) ] A          (. is element-wise: 16 products, not 36)
@@ -43,6 +44,7 @@
 #include "conv.h"
 #include "parallel.h"
 #include "../packed_layouts.h"
+#include "winograd_tiles.h"
 
 #define T float
 #define SFX f32
@@ -73,21 +75,10 @@ enum { PAR_MIN = 32768 };
    reach all 16. */
 #define INDEX_MAX ((int64_t)INT32_MAX / 16)
 
-/* The convolution as the tile loops see it: input planes (c_in of h x w per sample) give
-   output planes (c_out of oh x ow); tile (ty, tx) covers outputs from (2 ty, 2 tx) and reads
-   inputs from (2 ty - pt, 2 tx - pl). Tiles are numbered t = (n * th + ty) * tw + tx. */
-typedef struct {
-    int64_t n, c_in, h, w;
-    int64_t c_out, oh, ow;
-    int64_t pt, pl;
-    int64_t th, tw, tiles;
-} wgeom;
-
+/* F(2x2, 3x3)'s tiles: 2 x 2 outputs each. */
 static wgeom wgeom_make(int64_t n, int64_t c_in, int64_t h, int64_t w, int64_t c_out,
                         int64_t oh, int64_t ow, int64_t pt, int64_t pl) {
-    wgeom g = {n, c_in, h, w, c_out, oh, ow, pt, pl, (oh + 1) / 2, (ow + 1) / 2, 0};
-    g.tiles = n * g.th * g.tw;
-    return g;
+    return wgeom_tiled(n, c_in, h, w, c_out, oh, ow, pt, pl, 2);
 }
 
 bool hl_winograd_fits(const conv_geom *g) {
@@ -112,30 +103,6 @@ bool hl_winograd_pays_forward(const conv_geom *g, bool packed) {
 /* ---- the transforms of one tile -------------------------------------------------------- */
 
 /* ---- blocks of tiles --------------------------------------------------------------------- */
-
-/* The tiles [t0, t0 + count) of a block, taken as runs along a tile row: sample n, tile row
-   ty, tile columns tx0 .. tx0 + len, at offset off in the block. */
-typedef struct {
-    int64_t n, ty, tx0, len, off;
-} run;
-
-static bool next_run(const wgeom *g, int64_t t0, int64_t count, run *r) {
-    r->off += r->len;
-    if (r->off >= count) return false;
-    const int64_t t = t0 + r->off, per = g->th * g->tw;
-    r->n = t / per;
-    r->ty = (t % per) / g->tw;
-    r->tx0 = t % g->tw;
-    r->len = HL_MIN(g->tw - r->tx0, count - r->off);
-    return true;
-}
-
-#define RUNS(g, t0, count, r) for (run r = {0}; next_run(g, t0, count, &r);)
-
-/* Column a of a row of W values, zero outside it (the padding). */
-static inline float column(const float *row, int64_t W, int64_t a) {
-    return a >= 0 && a < W ? row[a] : 0;
-}
 
 /* Row r of a run's input, columns 2 tx0 - pl onwards, split into even and odd columns
    (len + 1 each; zero outside the plane), so the tile loop reads with unit stride. */
@@ -403,12 +370,6 @@ static int64_t block_tiles(const wgeom *g, int64_t in_c, int64_t out_c) {
    to whole cache lines so that threads do not share one. */
 static int64_t work_floats(const wgeom *g) { return (8 * (g->tw + 1) + 15) / 16 * 16; }
 
-/* The distance between the 16 matrices of a transformed block (n floats each): the 16
-   values of one tile are written (or read) together, and matrices a multiple of 4 KiB apart
-   would put all 16 in one set of the L1 cache (more than its ways; the input transform ran
-   at a third of its speed). Starting them 64 bytes apart modulo 4 KiB spreads them out. */
-static int64_t entry_stride(int64_t n) { return (n + 1023) / 1024 * 1024 + 16; }
-
 /* C[e] = op(A[e]) @ op(B[e]) + beta C[e] for the 16 entries e (strides sa, sb, sc between
    them): op(A) is M x K (stored transposed when ta), op(B) K x N (transposed when tb). */
 static void batched_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float *A,
@@ -419,13 +380,6 @@ static void batched_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, cons
                                     (blasint)K, 1.0f, A, ta ? (blasint)M : (blasint)K,
                                     (blasint)sa, B, tb ? (blasint)K : (blasint)N, (blasint)sb,
                                     beta, C, (blasint)N, (blasint)sc, 16);
-}
-
-/* n floats of scratch; NULL (and *st set) when there is no memory. */
-static float *scratch_floats(const char *op, scratch *s, int64_t n, hl_status *st) {
-    void *data = NULL;
-    *st = scratch_get(op, s, (size_t)n * sizeof(float), &data);
-    return data;
 }
 
 /* ---- forward and grad_input: a convolution by a transformed kernel ----------------------- */
@@ -494,7 +448,7 @@ hl_status hl_winograd_forward_packed(const conv_geom *cg, const float *x, const 
     for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
         const int64_t count = HL_MIN(tb, g.tiles - t0), strips = (count + NR - 1) / NR;
         input_block(&g, x, t0, count, V, vs, true, work, wpt);
-        hl_winograd_product(U, g.c_out, g.c_in, V, vs, strips, M, ms, strips * NR);
+        hl_winograd_product(U, 16, g.c_out, g.c_in, V, vs, strips, M, ms, strips * NR);
         output_block(&g, M, ms, strips * NR, t0, count, bias, epi, y, work, wpt);
     }
     scratch_put(&s);

@@ -1,7 +1,9 @@
 /*
- * winograd_product.c - the 16 products of a Winograd F(2x2, 3x3) forward pass against
- * kernels transformed once (conv_pack's Winograd layout, packed_layouts.h), for inference:
- *     M[e] (C_out x tiles) = U[e] (C_out x C_in) @ V[e] (C_in x tiles),   e = 0 .. 15
+ * winograd_product.c - the products of a Winograd forward pass against kernels transformed
+ * once (conv_pack's Winograd layouts, packed_layouts.h), for inference:
+ *     M[e] (C_out x tiles) = U[e] (C_out x C_in) @ V[e] (C_in x tiles)
+ * for the 16 entries e of F(2x2, 3x3) (winograd.c) or the 36 of F(4x4, 3x3) (winograd43.c);
+ * both lay U and V out alike, entry after entry.
  * OpenBLAS's batched call packs all 16 U[e] again on every call; at batch 1 that is most of
  * the work (a 512-channel layer's U is 16 MiB against 0.13 GFLOP of products), so the
  * products read U as conv_pack left it: panels of HL_WINOGRAD_MR output channels, input
@@ -11,7 +13,7 @@
  * registers for the whole of C_in, then stored once (no epilogue: the output transform after
  * it adds the bias and applies the conv's epilogue).
  *
- * Work is split over (entry, strip) pairs: 16 per strip, so batch 1 at 7x7 (one strip) still
+ * Work is split over (entry, strip) pairs: 16 or 36 per strip, so batch 1 at 7x7 (one strip) still
  * keeps two threads busy (chunks of the thread pool, thread_pool.h). The AVX2 + FMA kernel runs where the CPU has both (hl_conv_avx2);
  * elsewhere a portable loop computes the same sums in the same order (k ascending per
  * output), so both give the same bits up to FMA contraction.
@@ -85,6 +87,7 @@ typedef struct {
     const float *U, *V;
     float *M;
     int64_t c_out, c_in, vs, strips, ms, ldm;
+    int entries;
     bool avx2;
 } product;
 
@@ -111,11 +114,12 @@ static void product_pairs(int64_t t0, int64_t t1, void *arg) {
     }
 }
 
-void hl_winograd_product(const float *U, int64_t c_out, int64_t c_in, const float *V,
-                         int64_t vs, int64_t strips, float *M, int64_t ms, int64_t ldm) {
-    const int64_t pairs = 16 * strips;
-    const double flops = 2.0 * 16 * (double)c_out * (double)c_in * (double)(strips * NR);
-    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, hl_conv_avx2()};
+void hl_winograd_product(const float *U, int entries, int64_t c_out, int64_t c_in,
+                         const float *V, int64_t vs, int64_t strips, float *M, int64_t ms,
+                         int64_t ldm) {
+    const int64_t pairs = entries * strips;
+    const double flops = 2.0 * entries * (double)c_out * (double)c_in * (double)(strips * NR);
+    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, entries, hl_conv_avx2()};
     /* one pair per chunk: a thread the host deschedules leaves the rest to the others */
     hl_parallel_for(pairs, flops > 1e6 ? 1 : pairs, product_pairs, (void *)&q);
 }

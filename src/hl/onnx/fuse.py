@@ -10,6 +10,7 @@ for plain runs; a run that asks for intermediates (last_layers, aux_output, all_
 the graph as written, so every value keeps its meaning.
 """
 import copy
+import math
 
 import numpy as np
 
@@ -194,6 +195,7 @@ def conv_epilogues(nodes, graph, constants, device, skip):
         fused.epilogue = act
         fused.fused_geometry = {}
         fused.packed_weight = packed
+        fused.winograd_packs = {}  # layout -> its kernels, or REFUSED (_winograd_when_it_pays)
         absorbed.update(id(n) for n in chain)
         at[id(chain[-1])] = fused
     if not at:
@@ -228,16 +230,46 @@ def run_fused_conv(n, x, w, b=None, r=None):
 # kernel's own threshold: below it the call takes the unpacked paths).
 WINOGRAD_LATER = object()
 WINOGRAD_MIN_TILES = _core.WINOGRAD_PACKED_MIN_TILES
+# conv_pack's answer for kernels the F(4x4, 3x3) precision guard refused (packed as NaN).
+REFUSED = object()
+
+
+def winograd_layout(n, oh, ow):
+    """The Winograd layout a 3x3 stride-1 float32 convolution of n samples with oh x ow
+    outputs takes: 'winograd43' (F(4x4, 3x3): 36 products per 4x4 tile), 'winograd'
+    (F(2x2, 3x3): 16 per 2x2 tile) or None (too few tiles: the unpacked paths). The packed
+    products run strips of WINOGRAD_STRIP_TILES tiles, each costing the same however many of
+    its tiles are real, so the choice compares 36 x strips of 4x4 tiles with 16 x strips of
+    2x2 ones: ResNet-18's 7x7 layers at batch 1 (4 tiles against 16: one strip each) keep
+    F(2x2, 3x3), 2.1 against 4.6 ms; its 14x14 to 56x56 layers, and 7x7 from batch 4, take
+    F(4x4, 3x3), 0.66-0.82x F(2x2, 3x3)'s time (docs/performance.md)."""
+    t2 = n * ((oh + 1) // 2) * ((ow + 1) // 2)
+    if t2 < WINOGRAD_MIN_TILES:
+        return None
+    t4 = n * ((oh + 3) // 4) * ((ow + 3) // 4)
+    strip = _core.WINOGRAD_STRIP_TILES
+    return "winograd43" if 36 * -(-t4 // strip) < 16 * -(-t2 // strip) else "winograd"
 
 
 def _winograd_when_it_pays(n, x, w, geometry):
     pt, pl, pb, pr = geometry["padding"]
     oh, ow = x.shape[2] + pt + pb - 2, x.shape[3] + pl + pr - 2
-    if x.shape[0] * ((oh + 1) // 2) * ((ow + 1) // 2) < WINOGRAD_MIN_TILES or \
-            _core.plan_recording():  # (a plan records the calls, not a packing to keep)
+    layout = winograd_layout(x.shape[0], oh, ow)
+    if layout is None:
         return None
-    packed = ops.conv_pack(w, 1, "winograd")
-    n.packed_weight = packed  # two threads may both pack: the same values, one is kept
+    packs = n.winograd_packs  # two threads may both pack: the same values, one is kept
+    if layout == "winograd43" and packs.get(layout) is REFUSED:
+        layout = "winograd"  # F(2x2, 3x3)'s guard is looser (libcore packed_layouts.h)
+    packed = packs.get(layout)
+    if packed is None:
+        if _core.plan_recording():  # (a plan records the calls, not a packing to keep)
+            return None
+        packed = ops.conv_pack(w, 1, layout)
+        if layout == "winograd43" and w.shape[0] * w.shape[1] and \
+                math.isnan(packed[0, 0, 0, 0].item()):
+            packs[layout] = REFUSED
+            return _winograd_when_it_pays(n, x, w, geometry)
+        packs[layout] = packed
     return packed
 
 

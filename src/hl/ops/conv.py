@@ -165,7 +165,7 @@ def conv_fused_forward(x, w, b=None, residual=None, stride=1, padding=0, dilatio
 
 
 # conv_pack's layouts (HL_CONV_PACK_* in hl_core.h).
-CONV_PACK_LAYOUTS = {"panels": 0, "winograd": 1}
+CONV_PACK_LAYOUTS = {"panels": 0, "winograd": 1, "winograd43": 2}
 
 
 def conv_pack(w, groups=1, layout="panels"):
@@ -174,7 +174,11 @@ def conv_pack(w, groups=1, layout="panels"):
     products, is (groups * panels, C_in / groups * k..., PACK_ROWS), each panel PACK_ROWS
     output channels of one group, the last one padded with zeros; 'winograd' (a 3x3 kernel,
     one group) is (4, 4, C_out, C_in), the kernels transformed for Winograd's F(2x2, 3x3),
-    which 3x3 stride-1 convolutions with enough positions take. hl.onnx packs each constant
+    which 3x3 stride-1 convolutions with enough positions take; 'winograd43' is (6, 6, C_out,
+    C_in), transformed for F(4x4, 3x3) (fewer products per output, more rounding), which
+    such a convolution takes wherever Winograd fits: the caller picks it by tile count.
+    Weights Winograd's precision guard refuses are packed as NaN (those calls then take the
+    unpacked paths). hl.onnx packs each constant
     weight at prepare()."""
     op = "conv_pack"
     w = _tensor(w, op, "weight")

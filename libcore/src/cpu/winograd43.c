@@ -1,0 +1,332 @@
+/*
+ * winograd43.c - 3x3, stride-1 float32 convolutions by Winograd's F(4x4, 3x3), for inference
+ * against kernels transformed once (conv_pack's HL_CONV_PACK_WINOGRAD43 layout).
+ *
+ * A 4x4 block of outputs (a tile) comes from a 6x6 patch d of the input (patches step by 4)
+ * and the 3x3 kernel g:
+ *     Y = A^T [ (G g G^T) . (B^T d B) ] A
+ * 36 products per tile, 2.25 per output, where F(2x2, 3x3) (winograd.c) takes 16 per 2x2
+ * tile, 4 per output: 1.78 times fewer in the part that dominates, the 36 products
+ *     M[e] (C_out x tiles) = U[e] (C_out x C_in) @ V[e] (C_in x tiles)
+ * that winograd_product.c runs as it does F(2x2, 3x3)'s 16. The matrices are those of the
+ * Toom-Cook construction over the points 0, 1, -1, 2, -2 and infinity: with
+ * M(x) = x (x - 1)(x + 1)(x - 2)(x + 2),
+ *     A^T  row i: p^i at each finite point p, and 1 at infinity in the last row only;
+ *     G    row p: (1, p, p^2) / prod_{q != p} (p - q), and (0, 0, 1) at infinity;
+ *     B^T  row p: the coefficients of M(x) / (x - p), and of M(x) itself at infinity:
+ *     A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+ *     B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+ *            0 4 0 -5 0 1]
+ * (tests/ops/test_winograd43.py checks the 1-D identity in float64 from these same rules).
+ * G g G^T is packed_layouts.h's (both backends pack it).
+ *
+ * Precision. The transforms mix values with weights up to 8 (A^T) and 5 (B^T), and G's
+ * 1/6 and 1/24 are rounded, so the products' rounding is amplified more than F(2x2, 3x3)'s:
+ * on N(0, 1) data and weights the largest error relative to the output's largest magnitude
+ * was 2.5e-6 to 1.6e-5, 10 to 25 times F(2x2, 3x3)'s (docs/design-notes.md has the figures;
+ * tests/ops/test_winograd43.py bounds it at 4e-5). A lone large weight costs more too, so
+ * conv_pack admits kernels here within HL_WINOGRAD43_OUTLIER_RATIO (packed_layouts.h) of
+ * their root mean square, half F(2x2, 3x3)'s ratio; kernels it refuses are packed as NaN and
+ * hl.onnx keeps F(2x2, 3x3) for them. (Other points would round less: a float32 simulation
+ * with 0, +-1, 1/2, -2 gave about half the error, +-1/2 for +-2 none less; not done.)
+ *
+ * Each output is summed by one thread in a fixed order (the transforms run per channel, the
+ * products per (entry, strip) pair): any thread count gives the same bits.
+ */
+#include <math.h>
+
+#include "../core.h"
+#include "conv.h"
+#include "parallel.h"
+#include "../packed_layouts.h"
+#include "winograd_tiles.h"
+
+#define T float
+#define SFX f32
+#include "conv_epilogue_impl.h"
+#undef T
+#undef SFX
+
+enum { NR = HL_WINOGRAD_NR, ENTRIES = 36 };
+/* Work below this many elements runs on one thread. */
+enum { PAR_MIN = 32768 };
+/* Tiles per block: whole strips, the block's transformed input and output near BLOCK_BYTES
+   (read from L2 by the products and the output transform), at least MIN_TILES, more where U
+   is large (every block reads all of U again). winograd.c's packed path chose these sizes. */
+enum { BLOCK_BYTES = 1 << 20, MIN_TILES = 32, MIN_TILES_LARGE_U = 128 };
+
+static int64_t block_tiles(const wgeom *g) {
+    const int64_t per_tile = ENTRIES * (g->c_in + g->c_out) * (int64_t)sizeof(float);
+    const int64_t u_bytes = ENTRIES * g->c_in * g->c_out * (int64_t)sizeof(float);
+    const int64_t most = HL_MAX(BLOCK_BYTES / per_tile,
+                                u_bytes > BLOCK_BYTES ? MIN_TILES_LARGE_U : MIN_TILES);
+    return HL_MAX(most / NR * NR, NR);
+}
+
+/* ---- the kernels, once ------------------------------------------------------------------- */
+
+typedef struct {
+    const float *w;
+    float *U;
+    int64_t c_out, c_in;
+} pack_job;
+
+static void pack_rows(int64_t c0, int64_t c1, void *arg) {
+    const pack_job *q = arg;
+    const int64_t us = q->c_out * q->c_in;
+    for (int64_t co = c0; co < c1; co++)
+        for (int64_t ci = 0; ci < q->c_in; ci++)
+            hl_winograd43_weight_tile(q->w + (co * q->c_in + ci) * 9,
+                                      q->U + hl_winograd_packed_at(co, ci, q->c_out, q->c_in),
+                                      us);
+}
+
+void hl_winograd43_pack(const float *w, int64_t c_out, int64_t c_in, float *U) {
+    const int64_t us = c_out * c_in;
+    if (!hl_winograd_weights_judged(w, us * 9, hl_winograd43_admits)) {
+        for (int64_t i = 0; i < ENTRIES * us; i++) U[i] = NAN;
+        return;
+    }
+    const pack_job q = {w, U, c_out, c_in};
+    hl_parallel_for(c_out, us * ENTRIES > PAR_MIN ? 1 : c_out, pack_rows, (void *)&q);
+}
+
+/* ---- the input transform ----------------------------------------------------------------- */
+
+/* Row iy of the input, columns ix0 = 4 tx0 - pl onwards, split into its four phases:
+   ph[k * L + j] = x[iy][ix0 + 4 j + k] for j < L = len + 1 (zero outside the plane), so that
+   tile j reads ph0[j], ph1[j], ph2[j], ph3[j], ph0[j + 1], ph1[j + 1] with unit stride. */
+HL_CLONES
+static void split_row(const float *plane, const wgeom *g, int64_t iy, int64_t tx0, int64_t len,
+                      float *restrict ph) {
+    const int64_t L = len + 1, W = g->w, ix0 = 4 * tx0 - g->pl;
+    if (iy < 0 || iy >= g->h) {
+        for (int64_t j = 0; j < 4 * L; j++) ph[j] = 0;
+        return;
+    }
+    const float *row = plane + iy * W;
+    /* j in [lo, hi): all four columns ix0 + 4 j .. ix0 + 4 j + 3 inside the row */
+    int64_t lo = ix0 >= 0 ? 0 : (-ix0 + 3) / 4;
+    int64_t hi = W - ix0 < 4 ? 0 : (W - ix0 - 4) / 4 + 1;
+    lo = HL_MIN(lo, L);
+    hi = HL_MAX(HL_MIN(hi, L), lo);
+    float *restrict q0 = ph, *restrict q1 = ph + L, *restrict q2 = ph + 2 * L;
+    float *restrict q3 = ph + 3 * L;
+    for (int64_t j = 0; j < lo; j++) {
+        const int64_t a = ix0 + 4 * j;
+        q0[j] = column(row, W, a), q1[j] = column(row, W, a + 1);
+        q2[j] = column(row, W, a + 2), q3[j] = column(row, W, a + 3);
+    }
+    /* one pass, four values in a row to four phases: vectorised as a de-interleave (four
+       passes at stride 4 took as long as the rest of the input transform) */
+    const float *restrict src = row + ix0;
+    for (int64_t j = lo; j < hi; j++) {
+        q0[j] = src[4 * j], q1[j] = src[4 * j + 1];
+        q2[j] = src[4 * j + 2], q3[j] = src[4 * j + 3];
+    }
+    for (int64_t j = hi; j < L; j++) {
+        const int64_t a = ix0 + 4 * j;
+        q0[j] = column(row, W, a), q1[j] = column(row, W, a + 1);
+        q2[j] = column(row, W, a + 2), q3[j] = column(row, W, a + 3);
+    }
+}
+
+/* u = B^T d for the six values d0..d5 of one line of a patch (rows or columns alike). */
+#define HL_BT(d0, d1, d2, d3, d4, d5, u0, u1, u2, u3, u4, u5)                                \
+    do {                                                                                     \
+        const float a_ = (d4) - 4.0f * (d2), b_ = (d3) - 4.0f * (d1);                        \
+        const float c_ = (d4) - (d2), e_ = 2.0f * ((d3) - (d1));                             \
+        u0 = 4.0f * (d0) - 5.0f * (d2) + (d4);                                               \
+        u1 = a_ + b_;                                                                        \
+        u2 = a_ - b_;                                                                        \
+        u3 = c_ + e_;                                                                        \
+        u4 = c_ - e_;                                                                        \
+        u5 = 4.0f * (d1) - 5.0f * (d3) + (d5);                                               \
+    } while (0)
+
+/* The row halves d B of a run's six split rows (ph: six rows of 4 L phases) for its len
+   tiles: r[(row * 6 + i) * rs + j], rs apart (the block's tile count: the column halves then
+   run over the whole block at once, in vectors a short run would not fill). */
+HL_CLONES
+static void input_rows(const float *restrict ph, int64_t len, float *restrict r, int64_t rs) {
+    const int64_t L = len + 1;
+    for (int row = 0; row < 6; row++) {
+        const float *p0 = ph + row * 4 * L, *p1 = p0 + L, *p2 = p1 + L, *p3 = p2 + L;
+        float *o = r + row * 6 * rs;
+        for (int64_t j = 0; j < len; j++)
+            HL_BT(p0[j], p1[j], p2[j], p3[j], p0[j + 1], p1[j + 1], o[j], o[rs + j],
+                  o[2 * rs + j], o[3 * rs + j], o[4 * rs + j], o[5 * rs + j]);
+    }
+}
+
+/* V = B^T (d B) for the block's tiles [j0, j1) (row halves r, rs apart): entry (i, k) of
+   tile j to v[(i * 6 + k) * vs + j - j0]. */
+HL_CLONES
+static void input_columns(const float *restrict r, int64_t rs, int64_t j0, int64_t j1,
+                          float *restrict v, int64_t vs) {
+    v -= j0;
+    for (int k = 0; k < 6; k++) {
+        const float *c0 = r + k * rs, *c1 = c0 + 6 * rs, *c2 = c1 + 6 * rs;
+        const float *c3 = c2 + 6 * rs, *c4 = c3 + 6 * rs, *c5 = c4 + 6 * rs;
+        for (int64_t j = j0; j < j1; j++)
+            HL_BT(c0[j], c1[j], c2[j], c3[j], c4[j], c5[j], v[k * vs + j],
+                  v[(6 + k) * vs + j], v[(12 + k) * vs + j], v[(18 + k) * vs + j],
+                  v[(24 + k) * vs + j], v[(30 + k) * vs + j]);
+    }
+}
+#undef HL_BT
+
+/* What the loops over a block's channels hand to their chunks. */
+typedef struct {
+    const wgeom *g;
+    const float *src, *bias;
+    const conv_epilogue *epi;
+    float *dst, *work;
+    int64_t t0, count, es, work_per_thread, ldm;
+} tile_block;
+
+/* V[e] for the tiles [t0, t0 + count) of input channels [c0, c1), in strips of NR tiles:
+   tile t of channel c at V[e * es + (t / NR) * C * NR + c * NR + t % NR], the last strip's
+   columns past count zeros. */
+static void input_channels(int64_t c0, int64_t c1, void *arg) {
+    const tile_block *q = arg;
+    const wgeom *g = q->g;
+    const int64_t C = g->c_in, count = q->count, es = q->es;
+    const int64_t tail = count % NR, last = count / NR * C * NR;
+    float *ph = q->work + hl_thread_num() * q->work_per_thread;
+    float *rows = ph + 24 * (g->tw + 1);
+    for (int64_t c = c0; c < c1; c++) {
+        RUNS(g, q->t0, count, u) {
+            const float *plane = q->src + (u.n * C + c) * g->h * g->w;
+            const int64_t L = u.len + 1;
+            for (int r = 0; r < 6; r++)
+                split_row(plane, g, 4 * u.ty + r - g->pt, u.tx0, u.len, ph + r * 4 * L);
+            input_rows(ph, u.len, rows + u.off, count);
+        }
+        for (int64_t j = 0; j < count; j += NR)   /* the block's tiles, strip by strip */
+            input_columns(rows, count, j, HL_MIN(count, j + NR),
+                          q->dst + j / NR * C * NR + c * NR, es);
+        for (int e = 0; tail && e < ENTRIES; e++)
+            for (int64_t j = tail; j < NR; j++) q->dst[e * es + last + c * NR + j] = 0;
+    }
+}
+
+/* ---- the output transform ---------------------------------------------------------------- */
+
+/* y = A^T m for the six values m0..m5 of one line of a transformed tile. */
+#define HL_AT(m0, m1, m2, m3, m4, m5, y0, y1, y2, y3)                                         \
+    do {                                                                                     \
+        const float p_ = (m1) + (m2), q_ = (m1) - (m2), r_ = (m3) + (m4), s_ = (m3) - (m4);  \
+        y0 = (m0) + p_ + r_;                                                                 \
+        y1 = q_ + 2.0f * s_;                                                                 \
+        y2 = p_ + 4.0f * r_;                                                                 \
+        y3 = q_ + 8.0f * s_ + (m5);                                                          \
+    } while (0)
+
+/* Y = A^T m A (+ b) for len tiles (the whole block), m[e] at m[e * ms + j]: first s = A^T m
+   (four rows of six, s[(a * 6 + k) * len + j]), then y[(a * 4 + c) * len + j], output (a, c)
+   of each tile. */
+HL_CLONES
+static void output_tiles(const float *restrict m, int64_t ms, int64_t len, float b,
+                         float *restrict s, float *restrict y) {
+    for (int k = 0; k < 6; k++)
+        for (int64_t j = 0; j < len; j++)
+            HL_AT(m[k * ms + j], m[(6 + k) * ms + j], m[(12 + k) * ms + j],
+                  m[(18 + k) * ms + j], m[(24 + k) * ms + j], m[(30 + k) * ms + j],
+                  s[k * len + j], s[(6 + k) * len + j], s[(12 + k) * len + j],
+                  s[(18 + k) * len + j]);
+    for (int a = 0; a < 4; a++) {
+        const float *r = s + a * 6 * len;
+        float *o = y + a * 4 * len;
+        for (int64_t j = 0; j < len; j++) {
+            float y0, y1, y2, y3;
+            HL_AT(r[j], r[len + j], r[2 * len + j], r[3 * len + j], r[4 * len + j],
+                  r[5 * len + j], y0, y1, y2, y3);
+            o[j] = y0 + b;
+            o[len + j] = y1 + b;
+            o[2 * len + j] = y2 + b;
+            o[3 * len + j] = y3 + b;
+        }
+    }
+}
+#undef HL_AT
+
+/* The outputs of a run of len tiles (y from output_tiles, ys apart) into its rows of the
+   plane, where they lie inside it, each row then through the fused epilogue while it is in
+   cache. */
+HL_CLONES
+static void output_store(const float *restrict y, int64_t ys, int64_t len, const wgeom *g,
+                         int64_t ty, int64_t tx0, float *restrict plane,
+                         const conv_epilogue *epi, const float *rplane) {
+    const int64_t ox0 = 4 * tx0, width = HL_MIN(4 * len, g->ow - ox0), full = width / 4;
+    for (int a = 0; a < 4; a++) {
+        const int64_t oy = 4 * ty + a;
+        if (oy >= g->oh) break;
+        float *restrict out = plane + oy * g->ow + ox0;
+        const float *y0 = y + a * 4 * ys, *y1 = y0 + ys, *y2 = y1 + ys, *y3 = y2 + ys;
+        for (int64_t j = 0; j < full; j++) {   /* an interleave of four: vectorised */
+            out[4 * j] = y0[j];
+            out[4 * j + 1] = y1[j];
+            out[4 * j + 2] = y2[j];
+            out[4 * j + 3] = y3[j];
+        }
+        for (int64_t x = 4 * full; x < width; x++) out[x] = y0[(x & 3) * ys + full];
+        if (epi)
+            conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + ox0 : NULL, width);
+    }
+}
+
+static void output_channels(int64_t c0, int64_t c1, void *arg) {
+    const tile_block *q = arg;
+    const wgeom *g = q->g;
+    const int64_t C = g->c_out;
+    const int64_t count = q->count;
+    float *s = q->work + hl_thread_num() * q->work_per_thread, *y = s + 24 * count;
+    for (int64_t co = c0; co < c1; co++) {
+        const float b = q->bias ? q->bias[co] : 0;
+        output_tiles(q->src + co * q->ldm, q->es, count, b, s, y);
+        RUNS(g, q->t0, count, u) {
+            const int64_t plane = (u.n * C + co) * g->oh * g->ow;
+            output_store(y + u.off, count, u.len, g, u.ty, u.tx0, q->dst + plane, q->epi,
+                         q->epi && q->epi->res ? (const float *)q->epi->res + plane : NULL);
+        }
+    }
+}
+
+/* ---- the forward pass -------------------------------------------------------------------- */
+
+/* Per-thread work floats for blocks of at most tb tiles: the input side's 6 split rows
+   (4 (tw + 1) each) and 36 rows of tb transformed halves, or the output side's 24 + 16 rows
+   of tb (more than the input side's where a block holds many runs). Whole cache lines. */
+static int64_t work_floats(const wgeom *g, int64_t tb) {
+    return (HL_MAX(24 * (g->tw + 1) + 36 * tb, 40 * tb) + 15) / 16 * 16;
+}
+
+hl_status hl_winograd43_forward_packed(const conv_geom *cg, const float *x, const float *U,
+                                       const float *bias, const conv_epilogue *epi, float *y) {
+    const wgeom g = wgeom_tiled(cg->n, cg->c_in, cg->h, cg->w, cg->c_out, cg->oh, cg->ow,
+                                cg->pt, cg->pl, 4);
+    const int64_t tb = block_tiles(&g), wpt = work_floats(&g, tb);
+    const int64_t width = HL_MIN(tb, (g.tiles + NR - 1) / NR * NR);
+    const int64_t vs = entry_stride(g.c_in * width), ms = entry_stride(g.c_out * width);
+    hl_status st;
+    scratch s;
+    float *V = scratch_floats("conv", &s, ENTRIES * (vs + ms) + wpt * hl_pool_threads(), &st);
+    if (st) return st;
+    float *M = V + ENTRIES * vs, *work = M + ENTRIES * ms;
+    for (int64_t t0 = 0; t0 < g.tiles; t0 += tb) {
+        const int64_t count = HL_MIN(tb, g.tiles - t0), strips = (count + NR - 1) / NR;
+        const tile_block in = {.g = &g, .src = x, .dst = V, .work = work, .t0 = t0,
+                               .count = count, .es = vs, .work_per_thread = wpt};
+        hl_parallel_for(g.c_in, g.c_in * count * ENTRIES > PAR_MIN ? 1 : g.c_in,
+                        input_channels, (void *)&in);
+        hl_winograd_product(U, ENTRIES, g.c_out, g.c_in, V, vs, strips, M, ms, strips * NR);
+        const tile_block out = {.g = &g, .src = M, .bias = bias, .epi = epi, .dst = y,
+                                .work = work, .t0 = t0, .count = count, .es = ms,
+                                .work_per_thread = wpt, .ldm = strips * NR};
+        hl_parallel_for(g.c_out, g.c_out * count * ENTRIES > PAR_MIN ? 1 : g.c_out,
+                        output_channels, (void *)&out);
+    }
+    scratch_put(&s);
+    return HL_OK;
+}
