@@ -21,7 +21,10 @@ from tests.ops.test_conv_packed import _reference_f64
 STANDARD = [((1, 3, 24, 24), 1), ((2, 2, 9, 32), 1), ((1, 4, 56, 56), 1),
             ((1, 3, 48, 48), 2), ((1, 2, 11, 64), 2), ((2, 2, 112, 112), 2), ((1, 2, 3, 48), 2),
             ((1, 3, 56, 56), 2), ((1, 2, 7, 20), 1), ((1, 2, 9, 29), 1), ((1, 2, 8, 37), 2),
-            ((1, 2, 5, 17), 2), ((1, 2, 6, 9), 1)]
+            ((1, 2, 5, 17), 2), ((1, 2, 6, 9), 1),
+            # a partial last chunk read plainly (TAIL: its loads reach the next row), batch 2
+            # and several planes, so that only the very last row's loads stay masked
+            ((1, 3, 9, 40), 2), ((2, 3, 12, 36), 2)]
 
 
 def _dw(x, w, b, r, stride, act, alpha, beta):
@@ -101,3 +104,23 @@ def test_standard_planes_threads_agree(stride):
     finally:
         hl.set_num_threads(prev)
     np.testing.assert_array_equal(one, two)
+
+
+@pytest.mark.parametrize("xs", [(1, 3, 10, 56), (2, 2, 7, 40)])
+def test_tail_chunks_do_not_read_the_next_row_into_outputs(xs):
+    """A partial last chunk (28 outputs a row from 56 columns at stride 2) loads past its
+    row, into the next one: NaN and infinity at the start of every row (and none past the
+    input) reach only the outputs that read them, as in the masked path and float64."""
+    rng = np.random.default_rng(24)
+    c = xs[1]
+    x = rng.standard_normal(xs).astype(np.float32)
+    x[:, :, :, 0] = np.nan
+    x[:, :, ::2, 1] = np.inf
+    w = rng.standard_normal((c, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        got = _dw(x, w, b, None, 2, "relu", 0.0, 0.0)
+        ref, _ = _reference_f64(x, w, b, None, [2, 2], [1] * 4, c, "relu", 0, 0)
+        np.testing.assert_array_equal(got, _masked_path(x, w, b, None, 2, "relu", 0, 0))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    assert np.isfinite(got[..., 2:]).all()   # outputs 0 and 1 read columns 0 and 1

@@ -83,8 +83,13 @@ HL_AVX2 static inline __m256 unswap(__m256 v) {
    row's start or end (a plane with padding 1 and whole vectors of outputs: standard_rows),
    whose one outside value comes in as a zero by a lane shift of a vector loaded inside the
    row, not by a masked load (which with the masks' loads cost an edge chunk five interior
-   ones on 56x56 planes). The rows of INTERIOR, LEFT and RIGHT chunks are never NULL. */
-enum { GENERIC, INTERIOR, LEFT, RIGHT };
+   ones on 56x56 planes). TAIL is a partial last chunk whose outputs read only inside the row
+   but whose loads reach past it (28 outputs a row at stride 2 from 56 columns: lanes 4-7 of
+   the last chunk read the next row): plain loads where they stay inside the input tensor,
+   and the lanes past the row's outputs, which read the next row, are never stored as
+   outputs (finish stores them whole only onto outputs stored after them). The rows of
+   INTERIOR, LEFT, RIGHT and TAIL chunks are never NULL. */
+enum { GENERIC, INTERIOR, LEFT, RIGHT, TAIL };
 
 /* v's lanes one up ([0, v0 .. v6]) and one down ([v1 .. v7, 0]). */
 HL_AVX2 static inline __m256 shift_up(__m256 v) {
@@ -100,7 +105,7 @@ HL_AVX2 static inline __m256 shift_down(__m256 v) {
    only) is a padding row, whose zeros are multiplied too. */
 HL_AVX2 static inline __attribute__((always_inline)) void row_taps(
     const float *xr, int64_t q, int s, const chunk_masks *cm, __m256 t[3], const int mode) {
-    const bool in = mode == INTERIOR || cm->interior;
+    const bool in = mode == INTERIOR || mode == TAIL || cm->interior;
     if (mode == GENERIC && !xr) {
         t[0] = t[1] = t[2] = _mm256_setzero_ps();
     } else if (s == 1 && mode == LEFT) {   /* q = -1 */
@@ -204,8 +209,9 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
     __m256 y0 = _mm256_add_ps(_mm256_add_ps(p0, p1), p2);
     __m256 y1 = _mm256_add_ps(_mm256_add_ps(r0, r1), r2);
     if (s == 2) y0 = unswap(y0), y1 = unswap(y1);
-    finish(g, ap, act, res, yp, oy, ox, tail, y0, !generic);
-    if (both || two) finish(g, ap, act, res, yp, oy + 1, ox, tail, y1, !generic);
+    const bool whole = !generic && mode != TAIL;
+    finish(g, ap, act, res, yp, oy, ox, tail, y0, whole);
+    if (both || two) finish(g, ap, act, res, yp, oy + 1, ox, tail, y1, whole);
 }
 
 /* One output plane, y = act(conv + b + res) (res: the residual's plane, or NULL), at stride s
@@ -213,11 +219,11 @@ HL_AVX2 static inline __attribute__((always_inline)) void pair_chunk(
    [c0, c1) are interior (fill_masks): for pairs of rows whose input rows all exist they take
    pair_chunk's branch-free path. zero_row (standard_rows, else NULL): every pair of rows
    takes the LEFT, INTERIOR and RIGHT paths (or GENERIC ones for masked last chunks), rows
-   outside the input read from zero_row. */
+   outside the input read from zero_row. tail_plain: the last chunk is a TAIL one. */
 HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
     const conv_geom *g_call, const chunk_masks *cm, int64_t c0, int64_t c1,
-    const float *zero_row, const float *xp, const float *wk, float b, const conv_epilogue *epi,
-    const float *res, float *yp, const int s, const int act) {
+    const float *zero_row, bool tail_plain, const float *xp, const float *wk, float b,
+    const conv_epilogue *epi, const float *res, float *yp, const int s, const int act) {
     /* a copy the stores into yp cannot alias, so that its fields stay in registers */
     const conv_geom g_local = *g_call, *g = &g_local;
     const int64_t ow = g->ow, W = g->w, last = (ow - 1) / 8;
@@ -238,7 +244,10 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
             if (right) {
                 pair_chunk(g, cm, rows, last, w, bv, ap, act, res, yp, oy, two, tail, s, RIGHT);
             } else {   /* first, as below: a partial vector may spill onto row oy + 1 */
-                for (int64_t c = last; c >= c1; c--)
+                int64_t c = last;
+                if (tail_plain && c >= c1)
+                    pair_chunk(g, cm, rows, c--, w, bv, ap, act, res, yp, oy, two, tail, s, TAIL);
+                for (; c >= c1; c--)
                     pair_chunk(g, cm, rows, c, w, bv, ap, act, res, yp, oy, two, tail, s,
                                GENERIC);
             }
@@ -278,15 +287,16 @@ HL_AVX2 static inline __attribute__((always_inline)) void plane_s(
 /* plane_s for this call's stride and activation, each a constant in its own copy (the
    common activations; the others read theirs at run time). */
 HL_AVX2 static void plane(const conv_geom *g, const chunk_masks *cm, int64_t c0, int64_t c1,
-                          const float *zero_row, const float *xp, const float *wk, float b,
-                          const conv_epilogue *epi, const float *res, float *yp) {
+                          const float *zero_row, bool tail_plain, const float *xp,
+                          const float *wk, float b, const conv_epilogue *epi, const float *res,
+                          float *yp) {
     const int act = epi ? epi->act : HL_CONV_ACT_NONE;
 #define PLANE_ACT(S)                                                                          \
     switch (act) {                                                                            \
-    case HL_CONV_ACT_NONE: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
-    case HL_CONV_ACT_RELU: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
-    case HL_CONV_ACT_CLIP: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
-    default: plane_s(g, cm, c0, c1, zero_row, xp, wk, b, epi, res, yp, S, act); break;                  \
+    case HL_CONV_ACT_NONE: plane_s(g, cm, c0, c1, zero_row, tail_plain, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: plane_s(g, cm, c0, c1, zero_row, tail_plain, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: plane_s(g, cm, c0, c1, zero_row, tail_plain, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
+    default: plane_s(g, cm, c0, c1, zero_row, tail_plain, xp, wk, b, epi, res, yp, S, act); break;                  \
     }
     if (g->sw == 1) {
         PLANE_ACT(1)
@@ -313,7 +323,10 @@ typedef struct {
     const conv_geom *g;
     const chunk_masks *cm;
     int64_t c0, c1;       /* the interior chunks */
-    const float *zero_row;   /* standard_rows: a row of w zeros; else NULL */
+    const float *zero_row;   /* standard_rows: a row of w zeros (and more); else NULL */
+    int64_t tail_reach;      /* a TAIL last chunk's loads reach this far past a row's start
+                                (0: no TAIL chunk) */
+    const float *x_end;      /* the input's end: a plane whose TAIL loads pass it masks them */
     int64_t done, rest;   /* per sample: the channels the blocked kernel ran, those left */
     const float *x, *w, *bias;
     const conv_epilogue *epi;
@@ -333,10 +346,16 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     }
     const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 7) / 8;
     if (planes == 0) return HL_OK;
+    /* a partial last chunk of a standard plane (below) whose outputs read inside the row:
+       its loads reach q + 10 (stride 1) or q + 18 (stride 2), past the row */
+    const int64_t s = g->sw, last = chunks - 1;
+    const int64_t tail_reach = g->ow % 8 && (g->ow - 1) * s - g->pl + 2 <= g->w - 1
+                                   ? last * 8 * s - g->pl + (s == 1 ? 10 : 18) : 0;
     scratch sb;
     chunk_masks *cm;
     hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks) +
-                                   (size_t)g->w * sizeof(float), (void **)&cm);
+                                   (size_t)HL_MAX(g->w, tail_reach) * sizeof(float),
+                               (void **)&cm);
     if (st) return st;
     fill_masks(g, cm, chunks);
     /* the interior chunks are one run [c0, c1) (a chunk's loads move right with it) */
@@ -349,9 +368,11 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     float *zero_row = NULL;
     if (standard_rows(g, chunks, c0, c1)) {
         zero_row = (float *)(cm + chunks);
-        for (int64_t i = 0; i < g->w; i++) zero_row[i] = 0.0f;
+        for (int64_t i = 0; i < HL_MAX(g->w, tail_reach); i++) zero_row[i] = 0.0f;
     }
-    const dw_planes q = {g, cm, c0, c1, zero_row, done, rest, x, w, bias, epi, y};
+    const bool tail = zero_row && tail_reach > 0 && c1 == last;
+    const dw_planes q = {g, cm, c0, c1, zero_row, tail ? tail_reach : 0,
+                         x + g->n * g->c_in * g->h * g->w, done, rest, x, w, bias, epi, y};
     hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
@@ -367,7 +388,11 @@ static void run_planes(int64_t begin, int64_t end, void *arg) {
     for (int64_t pl = begin; pl < end; pl++) {
         const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
         const int64_t at = (n * g->c_out + co) * g->P;
-        plane(g, q->cm, q->c0, q->c1, q->zero_row, x + (n * g->c_in + ci) * g->h * g->w, w + co * 9,
+        const float *xp = x + (n * g->c_in + ci) * g->h * g->w;
+        /* the last row's TAIL loads end inside the input (else masked, GENERIC) */
+        const bool tail = q->tail_reach > 0 &&
+                          q->tail_reach <= q->x_end - (xp + (g->h - 1) * g->w);
+        plane(g, q->cm, q->c0, q->c1, q->zero_row, tail, xp, w + co * 9,
               bias ? bias[co] : 0.0f, epi, res ? res + at : NULL, y + at);
     }
 }

@@ -56,6 +56,25 @@ enum { L1_BYTES = 20 << 10 };
    (16->96 at 112x112 1.4-1.9x faster packed, 24->144 at 56x56 1.2x; 7 alternating rounds). */
 enum { STRIPS_MAX_M = 96, STRIPS_MAX_N = 1024, L2_WEIGHTS = 256 << 10 };
 
+/* Rows ldb floats apart fall into how many of the L1 cache's 64 sets (64-byte lines, 8 ways,
+   as on Zen and recent Intel cores): a strip read in place is one line of each of its K rows,
+   and a block stores into one line of each of its output rows, all at that stride. When the
+   row bytes are a multiple of 1024 (112x112 planes: 49 KiB; 16x16, 32x32, 64x64) they share
+   at most 4 sets, 32 lines, which the strip's rows and the outputs overflow: every panel then
+   fetches the strip again from L2. Packed blocks are contiguous (MobileNetV2 in the model,
+   one thread: 32->16 at 112x112 400 -> 253 us, 16->96 634 -> 541). */
+enum { L1_SETS = 64, ALIASED_SETS = 4 };
+static int l1_sets_of_stride(int64_t ldb) {
+    const int64_t bytes = ldb * (int64_t)sizeof(float);
+    if (bytes % 64) return L1_SETS;   /* rows start at every offset in a line: spread out */
+    int64_t step = (bytes / 64) % L1_SETS, g = L1_SETS;
+    while (step) {   /* gcd(step, 64): the rows visit 64 / gcd sets */
+        const int64_t t = g % step;
+        g = step, step = t;
+    }
+    return (int)(L1_SETS / g);
+}
+
 /* ---- packing ---- */
 
 typedef struct {
@@ -475,6 +494,19 @@ static int64_t thread_work(int64_t n, int64_t k) {
 
 int64_t hl_conv_packed_work(int64_t n, int64_t k) { return thread_work(n, k) * hl_pool_threads(); }
 
+/* Whether a task over `panels` panels reads its columns where they are, in strips of NR, for
+   a block of kstep steps of K; else each panel passes over the whole block of positions,
+   packed once for all the panels (from L2). Strips when the chunk's weights for the block
+   fit in L1 (a short K: every panel passes over one strip while it is in L1), or for few
+   output channels on short rows (STRIPS_MAX_M); never for columns gathered from phases or
+   by strides (b_rows), nor for rows that alias in L1 (l1_sets_of_stride). */
+static bool reads_in_place(const conv_packed_problem *pr, int64_t panels, int64_t kstep) {
+    const int64_t wbytes = panels * kstep * MR * (int64_t)sizeof(float);
+    const bool few = pr->m <= STRIPS_MAX_M, short_rows = pr->n <= STRIPS_MAX_N;
+    return !pr->b_rows && (few || short_rows) && l1_sets_of_stride(pr->ldb) > ALIASED_SETS &&
+           (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
+}
+
 /* What each task of a product needs; run_tasks runs them. */
 typedef struct {
     const conv_packed_problem *pr;
@@ -499,8 +531,10 @@ static void prepack_items(int64_t i0, int64_t i1, void *arg) {
         const int64_t s = i / (q->blocks * q->kblocks), rem = i % (q->blocks * q->kblocks);
         const int64_t bl = rem / q->kblocks, k0 = rem % q->kblocks * q->kc;
         const int64_t j0 = bl * q->nb, j1 = HL_MIN(pr->n, j0 + q->nb);
-        pack_columns(pr->b + s * pr->b_step, pr->ldb, pr->b_rows + k0, pr->b_cols,
-                     HL_MIN(q->kc, pr->k - k0), j0, j1, (float *)q->shared_b + i * q->kc * q->nb);
+        const float *B = pr->b + s * pr->b_step;
+        pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
+                     pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, HL_MIN(q->kc, pr->k - k0),
+                     j0, j1, (float *)q->shared_b + i * q->kc * q->nb);
     }
 }
 
@@ -514,29 +548,71 @@ void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float
               bias ? bias + r0 : NULL, res ? res + r0 * ldc : NULL, (int)HL_MIN(MR, m - r0), nr);
 }
 
+/* When `threads` threads (at most 16) claim `tasks` tasks in order, each the next one as it
+   finishes (the pool's dynamic schedule, threads equally fast), a task one chunk of `per`
+   of `panels` panels (a block's last chunk the rest): when the last finishes, in panels. */
+static int64_t finish_time(int64_t tasks, int64_t per, int64_t panels, int threads) {
+    int64_t busy[16] = {0};
+    const int64_t chunks = (panels + per - 1) / per;
+    for (int64_t t = 0; t < tasks; t++) {
+        int first = 0;
+        for (int i = 1; i < threads; i++)
+            if (busy[i] < busy[first]) first = i;
+        const int64_t ch = t % chunks;
+        busy[first] += HL_MIN(per, panels - ch * per);
+    }
+    int64_t last = 0;
+    for (int i = 0; i < threads; i++) last = HL_MAX(last, busy[i]);
+    return last;
+}
+
+/* Panels per chunk for `have` (sample, block of positions) pairs. Enough pieces that a thread
+   finishing early takes more (dynamic schedule): a thread the host deschedules then delays
+   the call by one piece, not by half of it; at least 4 a thread. Among chunk sizes that give
+   up to twice that many, the one whose pieces end soonest on equally fast threads (fewest
+   pieces on a tie): 27 panels at 7x7 in chunks of 4 are 7 pieces, 4 on one thread and 3 on
+   the other (16 panels' time against 13.5 ideal); in chunks of 2, 14 pieces end at 14. */
+static int64_t panels_per_chunk(int64_t panels, int64_t have, int threads) {
+    if (threads < 2) return panels;
+    const int64_t want = 4 * (int64_t)threads;
+    const int64_t chunks = HL_MIN(panels, HL_MAX(1, (want + have - 1) / have));
+    int64_t best = (panels + chunks - 1) / chunks;
+    if (threads > 16 || have * chunks > 64) return best;
+    int64_t best_end = finish_time(have * chunks, best, panels, threads);
+    for (int64_t per = best - 1; per >= 1; per--) {
+        const int64_t c = (panels + per - 1) / per;
+        if (have * c > 2 * HL_MAX(want, have * chunks)) break;
+        const int64_t end = finish_time(have * c, per, panels, threads);
+        if (end < best_end) best = per, best_end = end;
+    }
+    return best;
+}
+
 hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t M = pr->m, N = pr->n, K = pr->k, count = pr->count;
     if (M <= 0 || N <= 0 || count <= 0) return HL_OK;
     const int64_t panels = (M + MR - 1) / MR;
     int64_t kc, nb, nb_max;
     blocking(K, N, &kc, &nb, &nb_max);
-    const int64_t blocks = (N + nb - 1) / nb;
-    /* Enough pieces that a thread finishing early takes more (dynamic schedule): a thread
-       the host deschedules then delays the call by one piece, not by half of it. */
     const int threads = hl_pool_threads();
-    int64_t chunks = 1;
-    if (threads > 1) {
-        const int64_t want = 4 * (int64_t)threads, have = count * blocks;
-        chunks = HL_MIN(panels, HL_MAX(1, (want + have - 1) / have));
+    int64_t blocks = (N + nb - 1) / nb;
+    /* Few blocks of positions that the threads cannot share evenly (9 at 112x112 and batch
+       1: 5 on one thread, 4 on the other) are cut smaller, to a multiple of the threads */
+    if (threads > 1 && count * blocks % threads && count * blocks < 8 * threads) {
+        int64_t want = blocks;
+        while (count * want % threads) want++;
+        const int64_t nb2 = ((N + want - 1) / want + NR - 1) / NR * NR;
+        if (count * ((N + nb2 - 1) / nb2) % threads == 0) nb = nb2;
+        blocks = (N + nb - 1) / nb;
     }
-    const int64_t per_chunk = (panels + chunks - 1) / chunks;
-    chunks = (panels + per_chunk - 1) / per_chunk;
+    const int64_t per_chunk = panels_per_chunk(panels, count * blocks, threads);
+    const int64_t chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
     const bool avx2 = hl_conv_avx2();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
     const int64_t kblocks = K > 0 ? (K + kc - 1) / kc : 0, slots = count * blocks * kblocks;
-    const bool shared = pr->b_rows && chunks > 1 && slots > 0 &&
+    const bool shared = chunks > 1 && !reads_in_place(pr, per_chunk, kc) && slots > 0 &&
                         slots * kc * nb <= PREPACK_MAX;
     /* each thread's packed columns: one block (kc x nb, nb a multiple of NR); or all blocks */
     const int64_t per_thread = shared ? 0 : thread_work(N, K);
@@ -580,15 +656,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                                         : NULL;
         for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
             block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false, NULL};
-            /* The chunk's weights for this block of K fit in L1 (a short K): every panel
-               passes over one NR-column strip of the columns while it is in L1, read where
-               they are. Otherwise each panel passes over the whole block of positions, packed
-               once for all the panels (from L2). */
-            const int64_t wbytes = (p1 - p0) * a.K * MR * (int64_t)sizeof(float);
-            const bool few = M <= STRIPS_MAX_M, short_rows = N <= STRIPS_MAX_N;
-            /* columns gathered from phases or by strides (b_rows) are always packed */
-            const bool strips = !pr->b_rows && (few || short_rows) &&
-                                (wbytes <= L1_BYTES || (few && short_rows && wbytes <= L2_WEIGHTS));
+            const bool strips = reads_in_place(pr, p1 - p0, a.K);
             const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
             if (!strips && K > 0 && !slot)
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
