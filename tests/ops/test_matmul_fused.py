@@ -128,6 +128,47 @@ def test_large_products_on_two_threads_equal_one_thread(m):
     _close(outs[0], reference(a, b, bias, r, "gelu_tanh", 0, 0), a, b, 2e-6)
 
 
+# The cut between threads (split_product in libcore/src/cpu/matmul_fused.c): row blocks of at
+# most 144 rows (MC) in 6-row tiles, split into more blocks when a thread gets two or more of
+# at least 48 rows (M >= 187 at two threads, 283 at three), else ranges of 16-column panels
+# as well. Shapes around each boundary: M just below, at and above MC and the row-split
+# thresholds, odd K across 256-row blocks, N not a multiple of 16 (a narrow last panel), one
+# column (a single panel: rows only), K = 0 (the epilogue alone), and many panels of few rows.
+SPLIT_SHAPES = [(143, 37, 101), (144, 300, 33), (145, 257, 100), (186, 41, 70), (187, 40, 70),
+                (282, 29, 61), (283, 29, 61), (515, 1000, 1), (600, 0, 900), (7, 1000, 1100),
+                (1031, 77, 47)]
+SPLIT_EPILOGUES = [(False, False, "none"), (True, False, "gelu"), (True, True, "relu"),
+                   (False, True, "gelu_tanh"), (True, True, "clip")]
+
+
+@pytest.mark.parametrize("bias_on,res_on,act", SPLIT_EPILOGUES)
+@pytest.mark.parametrize("m,k,n", SPLIT_SHAPES)
+def test_every_cut_between_threads_gives_the_same_bits(m, k, n, bias_on, res_on, act):
+    """One, two and three threads cut the product differently (rows only, rows and panels,
+    one block): each output is summed in the same order either way, so the bits agree, and
+    all agree with float64 (2e-6 of sum |a||b| + 1)."""
+    rng = np.random.default_rng(m * 7 + k * 3 + n)
+    a, b, bias, r = _data(rng, m, k, n)
+    bias = bias if bias_on else None
+    r = r if res_on else None
+    alpha, beta = (-0.5, 0.25) if act == "clip" else (0.0, 0.0)
+    packed = ops.gemm_pack_b(hl.tensor(b))
+    before = hl.get_num_threads()
+    outs = []
+    try:
+        for t in (1, 2, 3):
+            hl.set_num_threads(t)
+            outs.append(hl.matmul_fused(hl.tensor(a), packed,
+                                        None if bias is None else hl.tensor(bias),
+                                        None if r is None else hl.tensor(r), act=act,
+                                        alpha=alpha, beta=beta).numpy())
+    finally:
+        hl.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    _close(outs[0], reference(a, b, bias, r, act, alpha, beta), a, b, 2e-6)
+
+
 def test_several_python_threads_get_one_threads_answers():
     rng = np.random.default_rng(4)
     a, b, bias, r = _data(rng, 33, 100, 90)
