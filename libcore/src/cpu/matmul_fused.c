@@ -16,10 +16,13 @@
  * packed (MR rows interleaved per k) once for all of K, by one thread, which keeps them for
  * its next item of the same rows; then for each NC_PANELS panels, KC blocks of K, each
  * panel, tiles of MR = 6 rows. A tile's 6 x 16 sums live in 12 AVX2 registers; the block of
- * C (MC x 256) stays in L2 across the KC steps; the first tile of each panel prefetches the
- * next panel's rows (B streams from memory once per call, which otherwise stalls the kernel:
- * 78 -> 83 GF/s at 60 x 256 x 4096). Tiles of the last KC block get the epilogue right after
- * their store.
+ * C (MC x 256) stays in L2 across the KC steps. Each tile of a panel prefetches its share of
+ * the next panel (B streams from memory, which otherwise stalls the kernel: 78 -> 83 GF/s at
+ * 60 x 256 x 4096 when the first tile fetched it all; spread over the tiles, GPT-2's
+ * 512 x 768 x 50257 logits went 89 -> 92 GF/s), and its own rows of C and, in the last KC
+ * block, of the residual (rows ldc apart, one line each, which the hardware prefetchers do
+ * not guess: 2-3% on the residual products). Tiles of the last KC block get the epilogue
+ * right after their store.
  *
  * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
  * build targets baseline x86-64); other CPUs get a portable one.
@@ -179,9 +182,6 @@ typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b,
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #include <immintrin.h>
 #define HAVE_AVX2_KERNEL 1
-#ifndef PREFETCH_HINT
-#define PREFETCH_HINT _MM_HINT_T0
-#endif
 
 #define AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 
@@ -298,8 +298,7 @@ typedef struct {
    accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
 __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
                                                        const float *b, float *c, int64_t ldc,
-                                                       int acc, const float *pf,
-                                                       const tile_epilogue *e) {
+                                                       int acc, const tile_epilogue *e) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #define ROW(r)                                                                                 \
@@ -308,21 +307,11 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
     c##r##1 = _mm256_fmadd_ps(av, b1, c##r##1);
     /* the loop over k around the rows' FMAs (tile_rows.h picks the rows) */
 #define K_LOOP(...)                                                                            \
-    if (pf) {  /* one 64-byte row of the next panel per k: it arrives while this one runs */ \
-        _Pragma("GCC unroll 4")                                                                \
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR, pf += NR) {                         \
-            _mm_prefetch((const char *)pf, PREFETCH_HINT);                                     \
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
-            __m256 av;                                                                         \
-            __VA_ARGS__                                                                        \
-        }                                                                                      \
-    } else {                                                                                   \
-        _Pragma("GCC unroll 4")                                                                \
-        for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {                                   \
-            const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                 \
-            __m256 av;                                                                         \
-            __VA_ARGS__                                                                        \
-        }                                                                                      \
+    _Pragma("GCC unroll 4")                                                                    \
+    for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {                                       \
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                     \
+        __m256 av;                                                                             \
+        __VA_ARGS__                                                                            \
     }
     HL_TILE_BY_ROWS(R, K_LOOP, ROW)  /* a tile of 4 or 2 rows computes only those */
 #undef K_LOOP
@@ -384,16 +373,14 @@ static bool use_avx2(void) {
 
 /* Returns whether the tile got its epilogue (only the AVX2 kernel applies it, from e). */
 static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
-                            float *c, int64_t ldc, int acc, const float *pf,
-                            const tile_epilogue *e) {
+                            float *c, int64_t ldc, int acc, const tile_epilogue *e) {
 #ifdef HAVE_AVX2_KERNEL
     if (avx2) {
-        tile_avx2(R, kc, a, b, c, ldc, acc, pf, e);
+        tile_avx2(R, kc, a, b, c, ldc, acc, e);
         return e != NULL;
     }
 #endif
     (void)avx2;
-    (void)pf;
     (void)e;
     tile_portable(R, kc, a, b, c, ldc, acc);
     return false;
@@ -431,12 +418,25 @@ typedef struct {
 static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
                        int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
     const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
-    const float *next = p + 1 < g->P ? panel + kc * NR : NULL;  /* the first tile fetches it */
+    const float *next = p + 1 < g->P ? panel + kc * NR : NULL;  /* the tiles fetch it */
     const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
     float tmp[MR * NR];
+    const int64_t tiles = (mend - ic + MR - 1) / MR;
     for (int64_t i = ic; i < mend; i += MR) {
         const int R = (int)HL_MIN(MR, mend - i);
         const float *a = apack + (i - ic) * kc;
+        if (nv == NR) {  /* this tile's rows of C (and of the residual, in the last KC block) */
+            for (int r = 0; r < R; r++) __builtin_prefetch(g->c + (i + r) * g->ldc + j0, 1, 3);
+            if (last && g->epi.res)
+                for (int r = 0; r < R; r++)
+                    __builtin_prefetch((const float *)g->epi.res + (i + r) * g->epi.ldr + j0, 0,
+                                       3);
+        }
+        if (next) {  /* this tile's share of the next panel: one 64-byte row of it per k */
+            const int64_t t = (i - ic) / MR;
+            for (int64_t k = t * kc / tiles; k < (t + 1) * kc / tiles; k++)
+                __builtin_prefetch(next + k * NR, 0, 3);
+        }
         float *c = g->c + i * g->ldc + j0;
         bool done = false;
         if (nv == NR) {
@@ -445,12 +445,11 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
                 .res = g->epi.res ? (const float *)g->epi.res + i * g->epi.ldr + j0 : NULL,
                 .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
                 .p1 = (float)g->epi.beta};
-            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, i == ic ? next : NULL,
-                            last && epi ? &te : NULL);
+            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, last && epi ? &te : NULL);
         } else {  /* the last, narrower panel: through a full-width tile */
             for (int r = 0; r < R && acc; r++)
                 memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
-            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL, NULL);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL);
             for (int r = 0; r < R; r++)
                 memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
         }
