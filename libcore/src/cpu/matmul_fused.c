@@ -19,10 +19,10 @@
  * C (MC x 256) stays in L2 across the KC steps. Each tile of a panel prefetches its share of
  * the next panel (B streams from memory, which otherwise stalls the kernel: 78 -> 83 GF/s at
  * 60 x 256 x 4096 when the first tile fetched it all; spread over the tiles, GPT-2's
- * 512 x 768 x 50257 logits went 89 -> 92 GF/s), and its own rows of C and, in the last KC
- * block, of the residual (rows ldc apart, one line each, which the hardware prefetchers do
- * not guess: 2-3% on the residual products). Tiles of the last KC block get the epilogue
- * right after their store.
+ * 512 x 768 x 50257 logits went 89 -> 92 GF/s), and in the last KC block its rows of the
+ * residual (rows ldr apart, one line each, which the hardware prefetchers do not guess:
+ * 2-4% on the residual products). Tiles of the last KC block get the epilogue right after
+ * their store.
  *
  * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
  * build targets baseline x86-64); other CPUs get a portable one.
@@ -425,13 +425,9 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
     for (int64_t i = ic; i < mend; i += MR) {
         const int R = (int)HL_MIN(MR, mend - i);
         const float *a = apack + (i - ic) * kc;
-        if (nv == NR) {  /* this tile's rows of C (and of the residual, in the last KC block) */
-            for (int r = 0; r < R; r++) __builtin_prefetch(g->c + (i + r) * g->ldc + j0, 1, 3);
-            if (last && g->epi.res)
-                for (int r = 0; r < R; r++)
-                    __builtin_prefetch((const float *)g->epi.res + (i + r) * g->epi.ldr + j0, 0,
-                                       3);
-        }
+        if (nv == NR && last && g->epi.res)  /* this tile's rows of the residual */
+            for (int r = 0; r < R; r++)
+                __builtin_prefetch((const float *)g->epi.res + (i + r) * g->epi.ldr + j0, 0, 3);
         if (next) {  /* this tile's share of the next panel: one 64-byte row of it per k */
             const int64_t t = (i - ic) / MR;
             for (int64_t k = t * kc / tiles; k < (t + 1) * kc / tiles; k++)
