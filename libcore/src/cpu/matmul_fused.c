@@ -185,8 +185,8 @@ typedef void (*tile_fn)(int64_t kc, const float *a, int64_t lda, const float *b,
 
 #define AVX2 __attribute__((target("avx2,fma"), always_inline)) static inline
 
-/* fast_math.h's float32 exp, tanh and erf, eight lanes at a time (the same formulas and
-   error bounds; k is rounded half to even here, which keeps |r| <= ln2 / 2). */
+/* fast_math.h's float32 exp and erf, eight lanes at a time (the same formulas and error
+   bounds; k is rounded half to even here, which keeps |r| <= ln2 / 2). */
 AVX2 __m256 exp_v(__m256 y) {                           /* y in [-87, 80] */
     const __m256 k = _mm256_round_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)),
                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -211,23 +211,6 @@ AVX2 __m256 copysign_v(__m256 mag, __m256 x) {
 /* NaN stays NaN: where x != x, x itself. */
 AVX2 __m256 keep_nan_v(__m256 y, __m256 x) {
     return _mm256_blendv_ps(x, y, _mm256_cmp_ps(x, x, _CMP_EQ_OQ));
-}
-AVX2 __m256 tanh_v(__m256 x) {
-    const __m256 a = abs_v(x), one = _mm256_set1_ps(1.0f);
-    const __m256 y2 = _mm256_min_ps(_mm256_add_ps(a, a), _mm256_set1_ps(80.0f));
-    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f),
-                                                        _mm256_add_ps(exp_v(y2), one)));
-    const __m256 x2 = _mm256_mul_ps(x, x);
-    __m256 p = _mm256_set1_ps(-1382.0f / 155925);
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(62.0f / 2835));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-17.0f / 315));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.0f / 15));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
-    p = _mm256_fmadd_ps(p, x2, one);
-    const __m256 small = _mm256_mul_ps(x, p);
-    const __m256 y = _mm256_blendv_ps(copysign_v(big, x), small,
-                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.3f), _CMP_LT_OQ));
-    return keep_nan_v(y, x);
 }
 AVX2 __m256 erf_v(__m256 x) {
     const __m256 a = abs_v(x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
@@ -254,7 +237,8 @@ AVX2 __m256 erf_v(__m256 x) {
     return keep_nan_v(y, x);
 }
 
-/* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h). */
+/* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h;
+   GELU-tanh in an equal form with fewer operations). */
 AVX2 __m256 act_v(__m256 x, int act, __m256 p0, __m256 p1) {
     const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f),
                  half = _mm256_set1_ps(0.5f);
@@ -275,10 +259,19 @@ AVX2 __m256 act_v(__m256 x, int act, __m256 p0, __m256 p1) {
                              _mm256_add_ps(one, erf_v(_mm256_mul_ps(x, _mm256_set1_ps(
                                                     0.70710678118654752440f)))));
     case HL_CONV_ACT_GELU_TANH: {
+        /* 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): one exp and one division where tanh_v
+           takes an exp, a division and a polynomial (2.1 -> 1.1 ms a 512 x 3072 output), and
+           no cancellation for x < 0. The exp's argument is clamped to exp_v's range (a NaN
+           x stays NaN through the division); x = -inf gives NaN, as the unfused ops'
+           -inf * (1 + tanh(-inf)) does. */
         const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
-        const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.79788456080286535588f),
-                                       _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
-        return _mm256_mul_ps(_mm256_mul_ps(half, x), _mm256_add_ps(one, tanh_v(u)));
+        const __m256 m2u = _mm256_mul_ps(_mm256_set1_ps(-1.59576912160573071176f),
+                                         _mm256_fmadd_ps(_mm256_set1_ps(0.044715f), x3, x));
+        const __m256 e = exp_v(_mm256_min_ps(_mm256_max_ps(m2u, _mm256_set1_ps(-87.0f)),
+                                             _mm256_set1_ps(80.0f)));
+        const __m256 y = _mm256_div_ps(x, _mm256_add_ps(one, e));
+        return _mm256_blendv_ps(y, _mm256_set1_ps(NAN),
+                                _mm256_cmp_ps(x, _mm256_set1_ps(-INFINITY), _CMP_EQ_OQ));
     }
     default:
         return x;

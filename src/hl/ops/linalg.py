@@ -110,7 +110,8 @@ def matmul_fused_forward(a, b, bias=None, residual=None, act="none", alpha=0.0, 
     gradient). a is (..., K); b a 2-D (K, N) tensor or a PackedMatrix (gemm_pack_b); bias
     (N,) and residual (the result's shape) are optional; act is a key of FUSED_ACTIVATIONS,
     with alpha and beta as for conv_fused_forward. Equal to the unfused ops up to the order
-    of float sums."""
+    of float sums (and, for gelu_tanh, float32 rounding: the kernel computes the same
+    function as x / (1 + exp(-2u)) rather than 0.5 x (1 + tanh(u)))."""
     op = "matmul_fused"
     code = FUSED_ACTIVATIONS.get(act)
     if code is None:
