@@ -57,6 +57,10 @@ CASES = {
     "stem_unpadded": ((1, 2, 9, 40), (5, 2, 3, 3), 2, 0, 1),
     "stem_one_input": ((1, 1, 1, 1), (3, 1, 3, 3), 1, 1, 1),
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
+    # rows of more than 8 strips (128 outputs) run in groups of strips: 150 = 128 + 16 + 6
+    # and 259 = 128 + 128 + 3 outputs a row, batch 3, 7 output channels (a 1-row panel)
+    "stem_wide_rows": ((3, 3, 9, 300), (32, 3, 3, 3), 2, 1, 1),
+    "stem_long_rows_s1": ((1, 3, 5, 259), (7, 3, 3, 3), 1, 1, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
     # stride 2 reads its columns from the input's four phases (conv_phases.c): odd sizes,
@@ -78,6 +82,9 @@ CASES = {
     # strips read in place (a 16x16 and a 32x32 plane, few output channels, odd tails)
     "aliased_16x16": ((2, 40, 16, 16), (13, 40, 1, 1), 1, 0, 1),
     "aliased_32x32": ((1, 33, 32, 32), (20, 33, 1, 1), 1, 0, 1),
+    # packed row by row: several blocks of positions a sample, batch 3, a partial last strip
+    "aliased_64x64_batch3": ((3, 32, 64, 64), (16, 32, 1, 1), 1, 0, 1),
+    "packed_rows_tail": ((2, 48, 30, 31), (130, 48, 1, 1), 1, 0, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -269,6 +276,9 @@ THREAD_CASES = {
     # once for all of them (with a residual), and a 112x112-wide row stride (aliased in L1)
     "mobilenet_7x7_shared_columns": ((1, 960, 7, 7), (160, 960, 1, 1), 1, 0, 1),
     "aliased_rows_chunks": ((1, 16, 64, 64), (100, 16, 1, 1), 1, 0, 1),
+    # the stem's rows in groups of strips, and columns packed row by row, at batch 3
+    "stem_rows_batch3": ((3, 3, 40, 300), (32, 3, 3, 3), 2, 1, 1),
+    "aliased_64x64_batch3": CASES["aliased_64x64_batch3"],
 }
 
 
