@@ -572,3 +572,36 @@ def test_depthwise3x3_overflow_and_threads():
         t.join()
     for o in outs:
         np.testing.assert_array_equal(o, one)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+@pytest.mark.parametrize("case", ["stem_rows", "aliased_rows"])
+def test_stem_rows_and_rows_packed_against_torch_and_unfused(case, batch):
+    """The stem's rows in groups of strips and columns packed eight rows at a time, at batch
+    1, 3 and 8 (several blocks and samples, a partial last strip, a 3x3 stem's rows of 150
+    outputs with a residual): PyTorch's float64 convolution within the rounding bound, the
+    unfused ops (conv, add, clip) within the same bound, 1 and 2 threads bit for bit."""
+    torch = pytest.importorskip("torch")
+    xs, ws, stride, padding = {"stem_rows": ((3, 21, 300), (32, 3, 3, 3), 2, 1),
+                               "aliased_rows": ((32, 64, 64), (16, 32, 1, 1), 1, 0)}[case]
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch,) + xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.3).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    y64 = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
+                                     torch.from_numpy(b).double(), stride, padding).numpy()
+    r = rng.standard_normal(y64.shape).astype(np.float32)
+    want = np.clip(y64 + r, 0.0, 6.0)
+    _, bound = _reference(x, w, b, r, stride, padding, 1, "clip", 0.0, 6.0)
+    prev = hl.get_num_threads()
+    try:
+        got = {}
+        for t in (1, 2):
+            hl.set_num_threads(t)
+            got[t] = _packed(x, w, b, r, stride, padding, 1, "clip", 0.0, 6.0)
+    finally:
+        hl.set_num_threads(prev)
+    np.testing.assert_array_equal(got[1], got[2])
+    assert (np.abs(got[1] - want) <= bound + 1e-30).all()
+    unfused = run_unfused(x, w, b, r, (stride, padding, 1), "clip", 0.0, 6.0)
+    assert (np.abs(got[1] - unfused) <= 2 * bound + 1e-30).all()
