@@ -11,7 +11,9 @@ def replay(f, options=0, runs=2):
         out = f()
     finally:
         plan = _core.plan_end()
-    gc.collect()
+    # the recording's young cyclic garbage goes (a full collection, ~0.5 s late in the suite
+    # where the heap is large, made the plan tests a minute slower)
+    gc.collect(1)
     _core.plan_set_options(plan, options)
     for _ in range(runs):
         _core.plan_run(plan)
