@@ -460,6 +460,18 @@ AVX2 static void pack_rows_avx2(const float *const src[PACK_RB], int64_t whole, 
             _mm256_storeu_ps(d + r * NR + 8, _mm256_loadu_ps(p + 8));
         }
 }
+
+/* The partial last strip (tail < NR columns from column j of each row), zeros past them: two
+   masked loads a row (which read nothing past the tail) in place of a copy and a fill. */
+AVX2 static void pack_tail_avx2(const float *B, int64_t ldb, const int64_t *rows, int64_t kc,
+                                int64_t j, int64_t tail, float *d) {
+    const __m256i m0 = hl_conv_mask8(HL_MIN(tail, 8)), m1 = hl_conv_mask8(HL_MAX(tail - 8, 0));
+    for (int64_t k = 0; k < kc; k++, d += NR) {
+        const float *src = B + (rows ? rows[k] : k * ldb) + j;
+        _mm256_storeu_ps(d, _mm256_maskload_ps(src, m0));
+        _mm256_storeu_ps(d + 8, _mm256_maskload_ps(src + 8, m1));
+    }
+}
 #endif
 
 /* Columns [j0, j1) of kc rows of B (ldb apart) copied into strips of NR columns, each kc x
@@ -491,7 +503,11 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const
             for (int64_t s = 0; s < whole; s++, src += NR, d += kc * NR)
                 memcpy(d, src, NR * sizeof(float));
         }
-        if (whole < strips)   /* the partial last strip, padded with zeros */
+        if (whole < strips && hl_conv_avx2()) {
+#if HAVE_X86
+            pack_tail_avx2(B, ldb, rows, kc, j0 + whole * NR, tail, dst + whole * kc * NR);
+#endif
+        } else if (whole < strips)   /* the partial last strip, padded with zeros */
             for (k = 0; k < kc; k++) {
                 const float *src = B + (rows ? rows[k] : k * ldb) + j0 + whole * NR;
                 float *d = dst + whole * kc * NR + k * NR;
