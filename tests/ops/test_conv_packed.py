@@ -57,6 +57,10 @@ CASES = {
     "stem_unpadded": ((1, 2, 9, 40), (5, 2, 3, 3), 2, 0, 1),
     "stem_one_input": ((1, 1, 1, 1), (3, 1, 3, 3), 1, 1, 1),
     "stem_7x7": ((1, 3, 33, 31), (8, 3, 7, 7), 2, 3, 1),
+    # rows of more than 8 strips (128 outputs) run in groups of strips: 150 = 128 + 16 + 6
+    # and 259 = 128 + 128 + 3 outputs a row, batch 3, 7 output channels (a 1-row panel)
+    "stem_wide_rows": ((3, 3, 9, 300), (32, 3, 3, 3), 2, 1, 1),
+    "stem_long_rows_s1": ((1, 3, 5, 259), (7, 3, 3, 3), 1, 1, 1),
     "downsample_1x1_s2": ((2, 16, 14, 14), (32, 16, 1, 1), 2, 0, 1),
     "im2col_bands": ((1, 8, 300, 300), (4, 8, 3, 3), 2, 1, 1),        # bands of output rows
     # stride 2 reads its columns from the input's four phases (conv_phases.c): odd sizes,
@@ -78,6 +82,9 @@ CASES = {
     # strips read in place (a 16x16 and a 32x32 plane, few output channels, odd tails)
     "aliased_16x16": ((2, 40, 16, 16), (13, 40, 1, 1), 1, 0, 1),
     "aliased_32x32": ((1, 33, 32, 32), (20, 33, 1, 1), 1, 0, 1),
+    # packed row by row: several blocks of positions a sample, batch 3, a partial last strip
+    "aliased_64x64_batch3": ((3, 32, 64, 64), (16, 32, 1, 1), 1, 0, 1),
+    "packed_rows_tail": ((2, 48, 30, 31), (130, 48, 1, 1), 1, 0, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -269,6 +276,9 @@ THREAD_CASES = {
     # once for all of them (with a residual), and a 112x112-wide row stride (aliased in L1)
     "mobilenet_7x7_shared_columns": ((1, 960, 7, 7), (160, 960, 1, 1), 1, 0, 1),
     "aliased_rows_chunks": ((1, 16, 64, 64), (100, 16, 1, 1), 1, 0, 1),
+    # the stem's rows in groups of strips, and columns packed row by row, at batch 3
+    "stem_rows_batch3": ((3, 3, 40, 300), (32, 3, 3, 3), 2, 1, 1),
+    "aliased_64x64_batch3": CASES["aliased_64x64_batch3"],
 }
 
 
@@ -562,3 +572,36 @@ def test_depthwise3x3_overflow_and_threads():
         t.join()
     for o in outs:
         np.testing.assert_array_equal(o, one)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+@pytest.mark.parametrize("case", ["stem_rows", "aliased_rows"])
+def test_stem_rows_and_rows_packed_against_torch_and_unfused(case, batch):
+    """The stem's rows in groups of strips and columns packed eight rows at a time, at batch
+    1, 3 and 8 (several blocks and samples, a partial last strip, a 3x3 stem's rows of 150
+    outputs with a residual): PyTorch's float64 convolution within the rounding bound, the
+    unfused ops (conv, add, clip) within the same bound, 1 and 2 threads bit for bit."""
+    torch = pytest.importorskip("torch")
+    xs, ws, stride, padding = {"stem_rows": ((3, 21, 300), (32, 3, 3, 3), 2, 1),
+                               "aliased_rows": ((32, 64, 64), (16, 32, 1, 1), 1, 0)}[case]
+    rng = np.random.default_rng(batch)
+    x = rng.standard_normal((batch,) + xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.3).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    y64 = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(),
+                                     torch.from_numpy(b).double(), stride, padding).numpy()
+    r = rng.standard_normal(y64.shape).astype(np.float32)
+    want = np.clip(y64 + r, 0.0, 6.0)
+    _, bound = _reference(x, w, b, r, stride, padding, 1, "clip", 0.0, 6.0)
+    prev = hl.get_num_threads()
+    try:
+        got = {}
+        for t in (1, 2):
+            hl.set_num_threads(t)
+            got[t] = _packed(x, w, b, r, stride, padding, 1, "clip", 0.0, 6.0)
+    finally:
+        hl.set_num_threads(prev)
+    np.testing.assert_array_equal(got[1], got[2])
+    assert (np.abs(got[1] - want) <= bound + 1e-30).all()
+    unfused = run_unfused(x, w, b, r, (stride, padding, 1), "clip", 0.0, 6.0)
+    assert (np.abs(got[1] - unfused) <= 2 * bound + 1e-30).all()

@@ -59,13 +59,15 @@ typedef struct {
 } conv_packed_problem;
 
 hl_status hl_conv_packed_product(const conv_packed_problem *pr);
-/* The product of all m rows of packed weights (k steps, one group) with one strip of nr <= 16
-   columns stored k x 16 contiguous (the columns past nr are not read into any output), into
-   c (rows ldc apart), the bias, residual (rows ldc apart, or NULL) and activation applied. */
+/* The product of all m rows of packed weights (k steps, one group) with n columns stored as
+   consecutive strips of 16, each k x 16 contiguous (the last strip's columns past n are not
+   read into any output), into c (rows ldc apart), the bias, residual (rows ldc apart, or NULL)
+   and activation applied. Panel by panel over all the strips: each of a panel's output rows
+   is stored as one run of n floats (not 16 at a time, alternating between all m rows). */
 enum { HL_CONV_STRIP_COLS = 16 };
-void hl_conv_packed_strip(const float *packed, int64_t m, int64_t k, const float *strip, int nr,
-                          float *c, int64_t ldc, const float *bias, const float *res,
-                          const conv_epilogue *epi);
+void hl_conv_packed_strips(const float *packed, int64_t m, int64_t k, const float *strips,
+                           int64_t n, float *c, int64_t ldc, const float *bias, const float *res,
+                           const conv_epilogue *epi);
 
 /* Small-C_in 3x3 convolutions (RGB stems; conv_stem.c) against packed panels: the columns of
    one row of 16 outputs built in L1 and multiplied there, no im2col buffer. */
