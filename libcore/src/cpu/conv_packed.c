@@ -445,6 +445,11 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 
 /* ---- the product ---- */
 
+/* Row k of B's columns: ldb apart, or at the offsets `rows` lists (gathered rows). */
+static inline const float *b_row(const float *B, int64_t ldb, const int64_t *rows, int64_t k) {
+    return B + (rows ? rows[k] : k * ldb);
+}
+
 #if HAVE_X86
 /* Rows [k0, k0 + RB) of plain columns into the strips: per strip, RB rows of NR floats, one
    contiguous run of the destination (RB * 64 bytes); the strips' runs are kc * NR floats
@@ -467,7 +472,7 @@ AVX2 static void pack_tail_avx2(const float *B, int64_t ldb, const int64_t *rows
                                 int64_t j, int64_t tail, float *d) {
     const __m256i m0 = hl_conv_mask8(HL_MIN(tail, 8)), m1 = hl_conv_mask8(HL_MAX(tail - 8, 0));
     for (int64_t k = 0; k < kc; k++, d += NR) {
-        const float *src = B + (rows ? rows[k] : k * ldb) + j;
+        const float *src = b_row(B, ldb, rows, k) + j;
         _mm256_storeu_ps(d, _mm256_maskload_ps(src, m0));
         _mm256_storeu_ps(d + 8, _mm256_maskload_ps(src + 8, m1));
     }
@@ -493,27 +498,30 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const
             for (; k + PACK_RB <= kc; k += PACK_RB) {
                 const float *src[PACK_RB];
                 for (int r = 0; r < PACK_RB; r++)
-                    src[r] = B + (rows ? rows[k + r] : (k + r) * ldb) + j0;
+                    src[r] = b_row(B, ldb, rows, k + r) + j0;
                 pack_rows_avx2(src, whole, kc, dst + k * NR);
             }
 #endif
         for (; k < kc; k++) {
-            const float *src = B + (rows ? rows[k] : k * ldb) + j0;
+            const float *src = b_row(B, ldb, rows, k) + j0;
             float *d = dst + k * NR;
             for (int64_t s = 0; s < whole; s++, src += NR, d += kc * NR)
                 memcpy(d, src, NR * sizeof(float));
         }
-        if (whole < strips && hl_conv_avx2()) {
+        if (whole == strips) return;
+        /* the partial last strip, padded with zeros */
 #if HAVE_X86
+        if (hl_conv_avx2()) {
             pack_tail_avx2(B, ldb, rows, kc, j0 + whole * NR, tail, dst + whole * kc * NR);
+            return;
+        }
 #endif
-        } else if (whole < strips)   /* the partial last strip, padded with zeros */
-            for (k = 0; k < kc; k++) {
-                const float *src = B + (rows ? rows[k] : k * ldb) + j0 + whole * NR;
-                float *d = dst + whole * kc * NR + k * NR;
-                memcpy(d, src, (size_t)tail * sizeof(float));
-                for (int64_t j = tail; j < NR; j++) d[j] = 0;
-            }
+        for (k = 0; k < kc; k++) {
+            const float *src = b_row(B, ldb, rows, k) + j0 + whole * NR;
+            float *d = dst + whole * kc * NR + k * NR;
+            memcpy(d, src, (size_t)tail * sizeof(float));
+            for (int64_t j = tail; j < NR; j++) d[j] = 0;
+        }
         return;
     }
     for (int64_t js = j0; js < j1; js += NR) {
@@ -523,7 +531,7 @@ static void pack_columns(const float *B, int64_t ldb, const int64_t *rows, const
         const bool runs = cols && cols[js + w - 1] - cols[js] == w - 1;
         const int64_t at = cols ? cols[js] : js;
         for (int64_t k = 0; k < kc; k++) {
-            const float *src = B + (rows ? rows[k] : k * ldb);
+            const float *src = b_row(B, ldb, rows, k);
             float *d = dst + k * NR;
             if (cols && !runs)   /* a gather (pr->b_cols) */
                 for (int64_t j = 0; j < w; j++) d[j] = src[cols[js + j]];
