@@ -379,12 +379,58 @@ static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const 
     return false;
 }
 
+#ifdef HAVE_AVX2_KERNEL
+/* pack_a for one tile of 6 rows: eight k at a time, the 6 x 8 block transposed in registers
+   (as an 8 x 8 transpose whose two spare rows are never stored) and written as 48 floats in
+   order, each column's 8-float store overlapping the next one's first two, the last column's
+   cut to 6. The scalar loop wrote one float per instruction, 24 bytes apart: 0.64 ms of a
+   512 x 3072 x 768 product's 26.5 at one thread. */
+__attribute__((target("avx2,fma"))) static void pack_a_tile_avx2(const float *src,
+                                                              int64_t lda, int64_t kc,
+                                                              float *dst) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8, dst += 8 * MR) {
+        const __m256 r0 = _mm256_loadu_ps(src + k), r1 = _mm256_loadu_ps(src + lda + k),
+                     r2 = _mm256_loadu_ps(src + 2 * lda + k),
+                     r3 = _mm256_loadu_ps(src + 3 * lda + k),
+                     r4 = _mm256_loadu_ps(src + 4 * lda + k),
+                     r5 = _mm256_loadu_ps(src + 5 * lda + k);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                     t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                     t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        /* s_j: rows 0-3 (resp. 4-5 and two spares) of columns j and j + 4 */
+        const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                     s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                     s4 = _mm256_shuffle_ps(t4, t4, 0x44), s5 = _mm256_shuffle_ps(t4, t4, 0xEE),
+                     s6 = _mm256_shuffle_ps(t5, t5, 0x44), s7 = _mm256_shuffle_ps(t5, t5, 0xEE);
+        _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(s1, s5, 0x20));
+        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(s2, s6, 0x20));
+        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(s3, s7, 0x20));
+        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(s0, s4, 0x31));
+        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(s1, s5, 0x31));
+        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(s2, s6, 0x31));
+        const __m256 c7 = _mm256_permute2f128_ps(s3, s7, 0x31);
+        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(c7));
+        _mm_storel_pi((__m64 *)(dst + 46), _mm256_extractf128_ps(c7, 1));
+    }
+    for (; k < kc; k++, dst += MR)
+        for (int r = 0; r < MR; r++) dst[r] = src[r * lda + k];
+}
+#endif
+
 /* Rows [i0, i1) and columns [k0, k0 + kc) of A (rows lda apart) into dst: for each group of
    MR rows, MR values per k (zeros past i1). */
 static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t k0,
                    int64_t kc, float *dst) {
     for (int64_t i = i0; i < i1; i += MR, dst += MR * kc) {
         const int R = (int)HL_MIN(MR, i1 - i);
+#ifdef HAVE_AVX2_KERNEL
+        if (R == MR && use_avx2()) {
+            pack_a_tile_avx2(a + i * lda + k0, lda, kc, dst);
+            continue;
+        }
+#endif
         for (int r = 0; r < MR; r++) {
             const float *src = a + (i + r) * lda + k0;
             if (r < R)
