@@ -525,17 +525,26 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
 }
 
 /* How a product is cut between threads: `blocks` blocks of rows (whole MR-row tiles, at most
-   MC rows, as even as tiles allow) times `groups` ranges of panels; item i is row block
-   i / groups, panel range i % groups. Every element of C is one item's, summed in the same
-   order whatever the cut (k ascending in KC blocks, each tile's rows independent): any thread
-   count gives the same bits. */
+   MC rows, as even as tiles allow, larger first) times `groups` ranges of panels; item i is
+   row block i / groups, panel range i % groups, or with panel_major, panel range i / blocks,
+   row block i % blocks. Every element of C is one item's, summed in the same order whatever the cut
+   (k ascending in KC blocks, each tile's rows independent): any thread count gives the same
+   bits. */
 typedef struct {
     const product *g;
     int64_t tiles, blocks, groups;
+    bool panel_major;
     float *apack;
     size_t stride;  /* floats of apack per thread */
-    int64_t *held;  /* per thread: the row block its part of apack holds */
+    int64_t *held;  /* per thread (and row block, panel_major): the row block packed there */
 } product_split;
+
+/* A packed B above this size is a wide one (GPT-2's 768 x 50257 logits: 154 MB), which the
+   row-first cut would stream from memory once per row block (8 times at two threads, 4 at
+   one); it is cut into panel ranges of about WIDE_GROUP_BYTES instead, each range run for
+   every row block while it is in cache, so that B is read from memory once. The products of
+   a transformer layer (at most 9.4 MB, FC1/FC2) stay in the L3 cache across row blocks. */
+enum { WIDE_B_BYTES = 16 << 20, WIDE_GROUP_BYTES = 1 << 19 };
 
 /* Row blocks of at least this many tiles when rows are split between threads: a B micro-panel
    loaded into L1 serves that many tiles (48 rows) before the next is needed. */
@@ -554,6 +563,15 @@ static void split_product(product_split *s, int threads) {
     s->tiles = (g->M + MR - 1) / MR;
     s->blocks = (s->tiles + MC / MR - 1) / (MC / MR);
     s->groups = 1;
+    s->panel_major = false;
+    const double bbytes = (double)g->P * (double)g->K * NR * sizeof(float);
+    if (bbytes > WIDE_B_BYTES && (s->blocks > 1 || threads > 1)) {
+        /* panel ranges first; with at least ITEMS_PER_THREAD items a thread */
+        s->panel_major = true;
+        s->groups = HL_MIN(g->P, HL_MAX((int64_t)(bbytes / WIDE_GROUP_BYTES),
+                                        (int64_t)threads * ITEMS_PER_THREAD));
+        return;
+    }
     if (threads < 2) return;
     const int64_t want = (int64_t)threads * ITEMS_PER_THREAD;
     if (s->tiles / MIN_BLOCK_TILES >= 2 * (int64_t)threads)
@@ -562,16 +580,32 @@ static void split_product(product_split *s, int threads) {
         s->groups = HL_MIN(g->P, (want + s->blocks - 1) / s->blocks);
 }
 
+/* Rows [*r0, *r1) of row block rb: tiles / blocks tiles each, the tiles / blocks remainder
+   going one each to the first blocks. Larger items first, smaller last: the threads, which
+   claim items as they finish, then end closer together (GPT-2 at batch 8: 86 tiles in 8
+   blocks, which read 10, 11, 11, 11, 10, 11, 11, 11 tiles before; a thread that got both
+   10s and the other three 11s and the 2-row tail waited ~1.5% of the product for it). */
+static void block_rows(const product_split *s, int64_t rb, int64_t *r0, int64_t *r1) {
+    const int64_t q = s->tiles / s->blocks, rem = s->tiles % s->blocks;
+    *r0 = (rb * q + HL_MIN(rb, rem)) * MR;
+    *r1 = HL_MIN(s->g->M, *r0 + (q + (rb < rem)) * MR);
+}
+
 static void run_items(int64_t i0, int64_t i1, void *arg) {
     const product_split *s = arg;
     const product *g = s->g;
     const int slot = hl_thread_num();
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t rb = i / s->groups, pg = i % s->groups;
-        const int64_t r0 = rb * s->tiles / s->blocks * MR,
-                      r1 = HL_MIN(g->M, (rb + 1) * s->tiles / s->blocks * MR);
-        run_block(g, rb, r0, r1, pg * g->P / s->groups, (pg + 1) * g->P / s->groups,
-                  s->apack + (size_t)slot * s->stride, &s->held[slot]);
+        const int64_t rb = s->panel_major ? i % s->blocks : i / s->groups,
+                      pg = s->panel_major ? i / s->blocks : i % s->groups;
+        int64_t r0, r1;
+        block_rows(s, rb, &r0, &r1);
+        /* panel_major: each thread keeps every row block packed, block rb at row r0 */
+        float *apack = s->apack + (size_t)slot * s->stride +
+                       (s->panel_major ? (size_t)(r0 * HL_MAX(g->K, 1)) : 0);
+        int64_t *held = s->panel_major ? &s->held[slot * s->blocks + rb] : &s->held[slot];
+        run_block(g, rb, r0, r1, pg * g->P / s->groups, (pg + 1) * g->P / s->groups, apack,
+                  held);
     }
 }
 
@@ -581,18 +615,20 @@ static hl_status run_product(const product *g) {
     const int threads = flops < 1e6 ? 1 : hl_pool_threads();
     product_split s = {.g = g};
     split_product(&s, threads);
-    const int64_t rows = ((s.tiles + s.blocks - 1) / s.blocks) * MR;  /* the largest block */
+    /* the largest block, or all rows (panel_major) */
+    const int64_t rows = s.panel_major ? s.tiles * MR : ((s.tiles + s.blocks - 1) / s.blocks) * MR;
     const size_t abytes = sizeof(float) * (size_t)(rows * HL_MAX(g->K, 1));
+    const int64_t helds = s.panel_major ? (int64_t)threads * s.blocks : threads;
     s.stride = ((abytes + 63) & ~(size_t)63) / sizeof(float);
     s.apack = aligned_alloc(64, s.stride * sizeof(float) * (size_t)threads);
-    s.held = malloc(sizeof(int64_t) * (size_t)threads);
+    s.held = malloc(sizeof(int64_t) * (size_t)helds);
     if (!s.apack || !s.held) {
         free(s.apack);
         free(s.held);
         return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld block of "
                        "a", (long long)rows, (long long)g->K);
     }
-    for (int t = 0; t < threads; t++) s.held[t] = -1;
+    for (int64_t t = 0; t < helds; t++) s.held[t] = -1;
     const int64_t items = s.blocks * s.groups;
     hl_parallel_for(items, threads > 1 ? 1 : items, run_items, &s);
     free(s.apack);
