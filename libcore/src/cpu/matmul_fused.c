@@ -203,38 +203,35 @@ AVX2 __m256 exp_v(__m256 y) {                           /* y in [-87, 80] */
         _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
-AVX2 __m256 abs_v(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
-AVX2 __m256 copysign_v(__m256 mag, __m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, x));
-}
 /* NaN stays NaN: where x != x, x itself. */
 AVX2 __m256 keep_nan_v(__m256 y, __m256 x) {
     return _mm256_blendv_ps(x, y, _mm256_cmp_ps(x, x, _CMP_EQ_OQ));
 }
+/* hl_erf_f32 (fast_math.h) on eight lanes: the same clamps, rational form and +-1 beyond the
+   clamp. maxps/minps return their second operand when one is NaN, so a NaN x stays NaN. */
 AVX2 __m256 erf_v(__m256 x) {
-    const __m256 a = abs_v(x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
-    __m256 p = _mm256_set1_ps(1.0f / 9360);
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 1320));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 216));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 42));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 10));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
-    p = _mm256_fmadd_ps(p, x2, one);
-    const __m256 small = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.12837916709551257f)), p);
-    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
-    __m256 q = _mm256_set1_ps(1.061405429f);
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.453152027f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
-    q = _mm256_mul_ps(q, t);
-    const __m256 e = exp_v(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x2),
-                                         _mm256_set1_ps(-87.0f)));
-    const __m256 big = copysign_v(_mm256_fnmadd_ps(q, e, one), x);
-    const __m256 y = _mm256_blendv_ps(big, small,
-                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
-    return keep_nan_v(y, x);
+    const __m256 c = _mm256_min_ps(_mm256_set1_ps(HL_ERF_CLAMP),
+                                   _mm256_max_ps(_mm256_set1_ps(-HL_ERF_CLAMP), x));
+    const __m256 t = _mm256_mul_ps(c, c);
+    __m256 p = _mm256_set1_ps(HL_ERF_P6);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P5));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P4));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P3));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P2));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P1));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P0));
+    __m256 q = _mm256_set1_ps(HL_ERF_Q5);
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q4));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q3));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q2));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q1));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
+    const __m256 y = _mm256_div_ps(_mm256_mul_ps(c, p), q), one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 sat = _mm256_cmp_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(HL_ERF_CLAMP),
+                                     _CMP_GE_OQ);  /* false for NaN */
+    return _mm256_blendv_ps(_mm256_min_ps(one, _mm256_max_ps(_mm256_set1_ps(-1.0f), y)),
+                            _mm256_or_ps(one, _mm256_and_ps(sign, x)), sat);
 }
 
 /* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h;
