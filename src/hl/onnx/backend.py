@@ -34,6 +34,10 @@ class BackendRep(onnx.backend.base.BackendRep):
         outputs; ``aux_output`` (names) also returns those intermediates, as
         ``(outputs, {name: array})``; ``all_outputs=True`` returns {name: array} for every
         value computed."""
+        if last_layers is None and not aux_output and not all_outputs:
+            outs = self.model.replay_known(inputs)
+            if outs is not None:
+                return _own_memory([o.numpy() for o in outs])
         with no_grad():
             result = self.model._run(inputs, last_layers, aux_output, False,
                                      "BackendRep.run", keep_all=all_outputs)
@@ -43,8 +47,17 @@ class BackendRep(onnx.backend.base.BackendRep):
                     if name not in self.model.program.constants or name in _node_outputs(self)}
         if aux_output:
             outs, aux = result
-            return [_np(o) for o in outs], {k: _np(v) for k, v in aux.items()}
-        return [_np(o) for o in result]
+            return _own_memory([_np(o) for o in outs]), {k: _np(v) for k, v in aux.items()}
+        return _own_memory([_np(o) for o in result])
+
+
+def _own_memory(arrays):
+    """arrays, each in memory of its own (as onnxruntime returns them): an output that is
+    another's value (Identity) is copied, so writing one never changes the other."""
+    for i, a in enumerate(arrays):
+        if any(np.may_share_memory(a, b) for b in arrays[:i]):
+            arrays[i] = a.copy()
+    return arrays
 
 
 def _node_outputs(rep):
