@@ -547,12 +547,21 @@ int64_t hl_plan_num_inputs(const hl_plan *plan);
    slot's tensor itself, as the caller sees it, included) are pointed at t's storage; otherwise,
    or when t is memory the plan writes, t's values are copied into the slot's own memory. */
 hl_status hl_plan_bind(hl_plan *plan, int64_t slot, hl_tensor *t);
+/* hl_plan_bind of a borrowed tensor (hl_tensor_borrow_host) over nbytes at data, a caller's
+   C-contiguous buffer of the slot's shape and dtype, on a CPU slot: the replays read it in
+   place. The caller keeps the memory alive and unchanged until the slot is bound again or the
+   plan is released. */
+hl_status hl_plan_bind_host(hl_plan *plan, int64_t slot, void *data, size_t nbytes);
 /* The values t (a tensor the plan writes and the caller holds: one of its outputs) has after
    the last replay, as a new tensor the caller owns. When no tensor outside the plan but t
    views t's memory, that memory is handed over (no copy) and t, with every tensor of the plan
    viewing the same memory, gets fresh memory for the next replays; otherwise *out is a copy.
    *handed_over (may be NULL) says which. */
 hl_status hl_plan_take_output(hl_plan *plan, hl_tensor *t, hl_tensor **out, int *handed_over);
+/* hl_plan_take_output for n outputs at once: out[i] and handed_over[i] for ts[i]. Stops at
+   the first failure (the outputs before it are taken; out[j] is NULL from it on). */
+hl_status hl_plan_take_outputs(hl_plan *plan, int64_t n, hl_tensor *const *ts, hl_tensor **out,
+                               int *handed_over);
 /* Makes `later` (a plan recorded after `plan`, reading some of its input slots' tensors: the
    backward of a step whose forward is `plan`) follow plan's binds: each later bind of plan's
    slots retargets later's reads of them too. Call it before the first bind. Both plans keep

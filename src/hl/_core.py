@@ -221,6 +221,9 @@ def shares_storage(a, b):
     return bool(lib.hl_tensor_shares_storage(a, b))
 
 
+_new_view = object.__new__
+
+
 class _ArrayView:
     """Exposes a CPU tensor's memory to numpy without a copy; the resulting array keeps this
     object, and so the handle and its storage, alive."""
@@ -243,6 +246,71 @@ class _ArrayView:
             "typestr": np_dtype.str if np_dtype.kind != "V" else "|V2",
             "data": (int(ffi.cast("uintptr_t", lib.hl_tensor_data(h))), broadcast),
         }
+
+
+def array_layout(h, np_dtype):
+    """The __array_interface__ of a numpy view of CPU tensor h: a template for arrays over
+    tensors laid out as h is (PlanOutputs replaces its data address)."""
+    return _ArrayView(h, np_dtype).__array_interface__
+
+
+class _AdoptingView:
+    """An __array_interface__ over tensor memory whose handle arrives after the array is
+    made (PlanOutputs): the array keeps this object, which releases the handle it adopted."""
+
+    __slots__ = ("__array_interface__", "_raw")
+
+    def __del__(self):
+        if self._raw is not None:
+            lib.hl_tensor_release(self._raw)
+
+
+class PlanOutputs:
+    """A plan's CPU outputs as numpy arrays without a copy and with little Python after the
+    replay (which leaves Python's data in cold caches: each step then costs 2-3x): arrays()
+    makes, before the replay, arrays over the memory it will write; take() after it hands
+    each array that memory (hl_plan_take_outputs: the plan writes fresh memory next time),
+    or replaces it by an array over a copy where the plan cannot hand the memory over.
+    handles: the output tensors; layouts: their numpy views' __array_interface__s."""
+
+    def __init__(self, plan, handles, layouts):
+        self._plan, self._handles, self._layouts = plan, list(handles), layouts
+        n = len(self._handles)
+        self._ts = ffi.new("hl_tensor *[]", self._handles)
+        self._out = ffi.new("hl_tensor *[]", n)
+        self._handed = ffi.new("int[]", n)
+        self._views = ()
+
+    def arrays(self):
+        """Arrays over the memory the next replay writes: its outputs once take() returns."""
+        views = []
+        for h, layout in zip(self._handles, self._layouts):
+            view = _new_view(_AdoptingView)
+            view._raw = None
+            address = int(ffi.cast("uintptr_t", lib.hl_tensor_data(h)))
+            view.__array_interface__ = dict(layout, data=(address, layout["data"][1]))
+            views.append(view)
+        self._views = views
+        return [np.asarray(v) for v in views]
+
+    def take(self, arrays):
+        """After the replay: the outputs' memory to `arrays` (from arrays(), changed in
+        place where a copy stands in)."""
+        n = len(self._handles)
+        status = lib.hl_plan_take_outputs(self._plan, n, self._ts, self._out, self._handed)
+        if status:
+            for i in range(n):
+                if self._out[i] != _NULL:
+                    lib.hl_tensor_release(self._out[i])
+            raise_status(status)
+        for i, view in enumerate(self._views):
+            out = self._out[i]
+            if self._handed[i] and int(ffi.cast("uintptr_t", lib.hl_tensor_data(out))) == \
+                    view.__array_interface__["data"][0]:
+                view._raw = out
+            else:  # a copy (or, never expected, other memory): its own view
+                arrays[i] = numpy_view(_own(out), np.dtype(self._layouts[i]["typestr"]))
+        self._views = ()
 
 
 def numpy_view(h, np_dtype):
@@ -530,6 +598,13 @@ def plan_bind(plan, slot, h):
     """Makes the plan's next replays read tensor h at input slot `slot` (same shape, dtype
     and device as recorded; no copy when the strides match too)."""
     check(lib.hl_plan_bind(plan, slot, h))
+
+
+def plan_bind_host(plan, slot, array):
+    """Makes the plan's next replays read `array` (a C-contiguous, aligned numpy array of the
+    slot's shape and dtype) in place at CPU input slot `slot`; the caller keeps the array
+    alive and unchanged until the slot is bound again."""
+    check(lib.hl_plan_bind_host(plan, slot, ffi.from_buffer(array), array.nbytes))
 
 
 def plan_take_output(plan, h):

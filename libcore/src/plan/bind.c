@@ -96,6 +96,25 @@ copy:
                         hl_last_error()) : HL_OK;
 }
 
+hl_status hl_plan_bind_host(hl_plan *p, int64_t slot, void *data, size_t nbytes) {
+    if (!p) return hl_fail(HL_ERR_VALUE, "plan_bind_host: plan is NULL");
+    if (slot < 0 || slot >= p->n_slots)
+        return hl_fail(HL_ERR_INDEX, "plan_bind_host: slot %lld is out of range: the plan has "
+                       "%lld input slot%s", (long long)slot, (long long)p->n_slots,
+                       p->n_slots == 1 ? "" : "s");
+    const hl_tensor *x = p->slots[slot].t;
+    if (x->storage->device.kind != HL_DEVICE_CPU)
+        return hl_fail(HL_ERR_DEVICE, "plan_bind_host: input slot %lld is on %s; host memory "
+                       "binds to a CPU slot only", (long long)slot,
+                       hl_device_str(x->storage->device));
+    hl_tensor *t;
+    hl_status st = hl_tensor_borrow_host(data, nbytes, x->dtype, x->ndim, x->shape, &t);
+    if (st) return st;
+    st = hl_plan_bind(p, slot, t);
+    hl_tensor_release(t);  /* the slot's tensors hold the storage now */
+    return st;
+}
+
 hl_status hl_plan_link_inputs(hl_plan *p, hl_plan *later) {
     if (!p || !later) return hl_fail(HL_ERR_VALUE, "plan_link_inputs: a plan is NULL");
     if (p == later)

@@ -152,3 +152,15 @@ hl_status hl_plan_take_output(hl_plan *p, hl_tensor *t, hl_tensor **out, int *ha
     __atomic_store_n(&p->busy, 0, __ATOMIC_RELEASE);
     return st;
 }
+
+hl_status hl_plan_take_outputs(hl_plan *p, int64_t n, hl_tensor *const *ts, hl_tensor **out,
+                               int *handed_over) {
+    if (n > 0 && (!ts || !out || !handed_over))
+        return hl_fail(HL_ERR_VALUE, "plan_take_outputs: an array is NULL");
+    for (int64_t i = 0; i < n; i++) out[i] = NULL;
+    for (int64_t i = 0; i < n; i++) {
+        hl_status st = hl_plan_take_output(p, ts[i], &out[i], &handed_over[i]);
+        if (st) return st;
+    }
+    return HL_OK;
+}

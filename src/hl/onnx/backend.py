@@ -35,9 +35,9 @@ class BackendRep(onnx.backend.base.BackendRep):
         ``(outputs, {name: array})``; ``all_outputs=True`` returns {name: array} for every
         value computed."""
         if last_layers is None and not aux_output and not all_outputs:
-            outs = self.model.replay_known(inputs)
+            outs = self.model.replay_arrays(inputs)
             if outs is not None:
-                return _own_memory([o.numpy() for o in outs])
+                return _own_memory(outs)
         with no_grad():
             result = self.model._run(inputs, last_layers, aux_output, False,
                                      "BackendRep.run", keep_all=all_outputs)

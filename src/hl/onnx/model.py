@@ -89,7 +89,6 @@ class ONNXModel(Module):
         d["_value_names"] = set(graph.initializers) | {v.name for v in graph.proto.input} | {
             name for node in graph.nodes for name in node.outputs if name}  # aux_output's
         d["_input_names"] = [spec.name for spec in graph.inputs]  # a run's list order
-        d["_output_names"] = [spec.name for spec in graph.outputs]
         d["program"] = Program(graph, device, constants, fuse=not self._by_onnx)
         d["_device"] = device
         d["_built"] = True
@@ -163,12 +162,13 @@ class ONNXModel(Module):
             return outs, {name: values[name] for name in aux_output}
         return outs
 
-    def replay_known(self, inputs):
-        """The graph's outputs (tensors, in order) when inputs are numpy arrays (a list in
-        input order, or a dict by name) of a signature the program already replays as a plan
-        and the model has no parameters; else None (the caller runs _run). Skips check_feeds
-        and the layers between: a replay at batch 1 is a few milliseconds, and Python right
-        after it runs from cold caches (~0.2 ms for _run's path on MobileNetV2)."""
+    def replay_arrays(self, inputs):
+        """The graph's outputs (numpy arrays, in order) when inputs are numpy arrays (a list
+        in input order, or a dict by name) of a signature the program already replays as a
+        plan and the model has no parameters; else None (the caller runs _run). Skips
+        check_feeds and the layers between: a replay at batch 1 is a few milliseconds, and
+        Python right after it runs 2-3x slower than hot, from cold caches (_run's path cost
+        MobileNetV2's batch-1 run ~0.25 ms at two threads)."""
         if self._by_onnx or _trace.tracer is not None:
             return None
         if isinstance(inputs, np.ndarray):
@@ -181,8 +181,7 @@ class ONNXModel(Module):
             return None
         if not all(type(a) is np.ndarray for a in feeds.values()):
             return None
-        outs = self.program.plans.replay_known(feeds)
-        return None if outs is None else [outs[name] for name in self._output_names]
+        return self.program.plans.replay_arrays(feeds)
 
     def _placeholder_forward(self, inputs, last_layers, aux_output):
         """compile([hl.Placeholder(...)]): the parameters exist already; one run on zeros

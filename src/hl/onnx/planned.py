@@ -27,7 +27,7 @@ PLANS = 4
 
 
 class _Entry:
-    __slots__ = ("plan", "slots", "outputs", "shared", "lock", "borrowed")
+    __slots__ = ("plan", "slots", "outputs", "shared", "arrays", "lock", "borrowed")
 
     def __init__(self, plan, slots, outputs):
         self.plan, self.slots, self.outputs = plan, slots, outputs
@@ -35,6 +35,15 @@ class _Entry:
         # since handing the memory to one would leave the other to read fresh memory
         self.shared = {a for a, ta in outputs.items() for b, tb in outputs.items()
                        if a != b and _core.shares_storage(ta._h, tb._h)}
+        # the outputs as arrays made before each replay (the shortest path), when every
+        # output is a CPU tensor of a dtype numpy has, not empty, of its own memory
+        simple = not self.shared and all(
+            t.device.kind == "cpu" and t.dtype.np is not None and t.dtype.np.kind != "V" and
+            t.size for t in outputs.values())
+        self.arrays = _core.PlanOutputs(
+            plan, [t._h for t in outputs.values()],
+            [_core.array_layout(t._h, t.dtype.np) for t in outputs.values()]) \
+            if simple else None
         self.lock = threading.Lock()
         self.borrowed = ()  # the numpy arrays the plan's slots read in place
 
@@ -47,6 +56,7 @@ class PlanCache:
         device = _devices.device(device)
         self.device = device                        # where numpy inputs go
         self.device_key = (device.code, device.index)  # as _core.device_of names it
+        self.on_cpu = device.kind == "cpu"
 
     def run(self, feeds, params, run_nodes_eagerly, output_names):
         """{output name: Tensor} for feeds ({name: Tensor or C-contiguous numpy array}),
@@ -77,51 +87,64 @@ class PlanCache:
         return outputs if outputs is not None else run_nodes_eagerly(
             to_tensors(feeds, self.device))
 
-    def replay_known(self, feeds):
-        """{output name: Tensor} for feeds ({name: numpy array}, no parameters) when their
-        signature already replays a plan, else None. The run's shortest path (BackendRep.run
-        takes it first): a signature gets a plan only after check_feeds passed it, and
-        check_feeds reads nothing the signature does not hold (names, shapes, dtypes)."""
+    def replay_arrays(self, feeds):
+        """The outputs as numpy arrays, in the graph's order, for feeds ({name: numpy
+        array}, no parameters) when their signature already replays a plan, else None. The
+        run's shortest path (BackendRep.run takes it first: Python right after a replay runs
+        from cold caches, so every step counts): a signature gets a plan only after
+        check_feeds passed it, and check_feeds reads nothing the signature does not hold
+        (names, shapes, dtypes)."""
+        if _core.plan_recording():
+            return None
         try:
-            signature = (tuple((k, v.shape, _dtypes.from_numpy(v.dtype).name,
-                                self.device_key) for k, v in sorted(feeds.items())), ())
+            signature = (tuple((k, v.shape, _numpy_dtype_name(v.dtype), self.device_key)
+                               for k, v in sorted(feeds.items())), ())
         except errors.DTypeError:
             return None
         entry = self.entries.get(signature)
-        return None if entry is None else self._replay(entry, feeds)
+        return None if entry is None else self._replay(entry, feeds, as_arrays=True)
 
-    def _replay(self, entry, feeds):
-        """Binds feeds to entry's slots, replays its plan and takes its outputs; None when
-        another thread replays it now."""
+    def _replay(self, entry, feeds, as_arrays=False):
+        """Binds feeds to entry's slots, replays its plan and takes its outputs ({name:
+        Tensor}, or a list of arrays); None when another thread replays it now."""
         if not entry.lock.acquire(blocking=False):
             return None
         try:
-            # kept from before the first bind: a bind failing half-way leaves the slots
-            # bound so far reading arrays that are still alive (the previous ones are not
-            # read again: every replay binds every slot first)
-            entry.borrowed = borrowed = []
-            for name, slot in entry.slots.items():
-                _core.plan_bind(entry.plan, slot, self._bindable(feeds[name], borrowed))
+            self._bind(entry, feeds)
+            if as_arrays and entry.arrays is not None:
+                arrays = entry.arrays.arrays()
+                _core.plan_run(entry.plan)
+                entry.arrays.take(arrays)
+                return arrays
             _core.plan_run(entry.plan)
-            copies = {name: entry.outputs[name].clone() for name in entry.shared}
-            return {name: copies[name] if name in copies else
-                    _wrap(_core.plan_take_output(entry.plan, t._h)[0], t.dtype)
-                    for name, t in entry.outputs.items()}
+            outputs = {name: self._take(entry, name) for name in entry.outputs}
+            return [t.numpy() for t in outputs.values()] if as_arrays else outputs
         finally:
             entry.lock.release()
 
+    def _bind(self, entry, feeds):
+        # the arrays are kept from before the first bind: a bind failing half-way leaves the
+        # slots bound so far reading arrays that are still alive (the previous ones are not
+        # read again: every replay binds every slot first)
+        entry.borrowed = borrowed = []
+        for name, slot in entry.slots.items():
+            x = feeds[name]
+            if isinstance(x, Tensor):
+                _core.plan_bind(entry.plan, slot, x._h)
+            elif self.on_cpu and x.flags.carray and x.size:  # carray: C-contiguous, aligned
+                borrowed.append(x)
+                _core.plan_bind_host(entry.plan, slot, x)
+            else:
+                _core.plan_bind(entry.plan, slot, _tensor(x, device=self.device)._h)
+
+    def _take(self, entry, name):
+        t = entry.outputs[name]
+        if name in entry.shared:
+            return t.clone()
+        return _wrap(_core.plan_take_output(entry.plan, t._h)[0], t.dtype)
+
     def _device_of(self, x):
         return _core.device_of(x._h) if isinstance(x, Tensor) else self.device_key
-
-    def _bindable(self, x, borrowed):
-        """A handle to bind for feed x: a tensor's own, or one over a numpy array's buffer
-        (appended to borrowed, which keeps it alive) when the program runs on the CPU."""
-        if isinstance(x, Tensor):
-            return x._h
-        if self.device.kind == "cpu" and x.flags.c_contiguous and x.flags.aligned and x.size:
-            borrowed.append(x)
-            return _core.borrow_host(x, _dtypes.from_numpy(x.dtype).code)
-        return _tensor(x, device=self.device)._h
 
     def _record(self, signature, feeds, run_nodes_eagerly, output_names):
         _core.plan_begin()
@@ -161,4 +184,14 @@ def to_tensors(feeds, device):
 
 
 def _dtype_name(x):
-    return x.dtype.name if isinstance(x, Tensor) else _dtypes.from_numpy(x.dtype).name
+    return x.dtype.name if isinstance(x, Tensor) else _numpy_dtype_name(x.dtype)
+
+
+_NAMES = {}  # numpy dtype -> hl dtype name, for the signatures of runs
+
+
+def _numpy_dtype_name(np_dtype):
+    name = _NAMES.get(np_dtype)
+    if name is None:
+        name = _NAMES[np_dtype] = _dtypes.from_numpy(np_dtype).name  # DTypeError if none
+    return name
