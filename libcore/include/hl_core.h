@@ -130,6 +130,12 @@ hl_status hl_memory_reset_peak(hl_device device);
 
 hl_status hl_tensor_empty(hl_dtype dtype, hl_device device, int ndim, const int64_t *shape,
                           hl_tensor **out);
+/* A contiguous CPU tensor over nbytes at data: memory hl does not own (a numpy array's
+   buffer). Nothing is copied and no release frees it: the caller keeps the memory alive and
+   unchanged while anything may read the tensor (hl.onnx keeps the array until its plan's
+   slot is bound again). data must be aligned to the dtype's size; nbytes must cover shape. */
+hl_status hl_tensor_borrow_host(void *data, size_t nbytes, hl_dtype dtype, int ndim,
+                                const int64_t *shape, hl_tensor **out);
 hl_tensor *hl_tensor_retain(hl_tensor *t);
 void hl_tensor_release(hl_tensor *t);
 
@@ -541,6 +547,12 @@ int64_t hl_plan_num_inputs(const hl_plan *plan);
    slot's tensor itself, as the caller sees it, included) are pointed at t's storage; otherwise,
    or when t is memory the plan writes, t's values are copied into the slot's own memory. */
 hl_status hl_plan_bind(hl_plan *plan, int64_t slot, hl_tensor *t);
+/* The values t (a tensor the plan writes and the caller holds: one of its outputs) has after
+   the last replay, as a new tensor the caller owns. When no tensor outside the plan but t
+   views t's memory, that memory is handed over (no copy) and t, with every tensor of the plan
+   viewing the same memory, gets fresh memory for the next replays; otherwise *out is a copy.
+   *handed_over (may be NULL) says which. */
+hl_status hl_plan_take_output(hl_plan *plan, hl_tensor *t, hl_tensor **out, int *handed_over);
 /* Makes `later` (a plan recorded after `plan`, reading some of its input slots' tensors: the
    backward of a step whose forward is `plan`) follow plan's binds: each later bind of plan's
    slots retargets later's reads of them too. Call it before the first bind. Both plans keep

@@ -120,6 +120,19 @@ static hl_status storage_new(hl_device device, size_t nbytes, bool exact, hl_sto
     s->next_free = NULL;
     s->written_by = 0;
     s->arena_owner = NULL;
+    s->borrowed = false;
+    *out = s;
+    return HL_OK;
+}
+
+hl_status hl_storage_borrow(void *data, size_t nbytes, hl_storage **out) {
+    hl_storage *s = calloc(1, sizeof *s);
+    if (!s) return hl_fail(HL_ERR_MEMORY, "out of host memory for a storage record");
+    s->data = data;
+    s->nbytes = nbytes;
+    s->device = (hl_device){HL_DEVICE_CPU, 0};
+    s->refcount = 1;
+    s->borrowed = true;
     *out = s;
     return HL_OK;
 }
@@ -137,6 +150,10 @@ static void give_back_block(hl_storage *s);
 void hl_storage_release(hl_storage *s) {
     if (!s || __atomic_sub_fetch(&s->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
     if (!s->data && s->device.kind == HL_DEVICE_META) {  /* nothing was allocated */
+        free(s);
+        return;
+    }
+    if (s->borrowed) {  /* its bytes are the caller's */
         free(s);
         return;
     }

@@ -28,6 +28,9 @@ typedef struct hl_storage {
     /* Set when a plan placed this storage in its arena (plan/memory.c): data points into the
        arena, which this storage holds a reference to, and owns no block of its own. */
     struct hl_storage *arena_owner;
+    /* Set for memory hl does not own (hl_tensor_borrow_host: a caller's numpy buffer): the
+       last release frees the record only, never the bytes, and the allocator never sees it. */
+    bool borrowed;
 } hl_storage;
 
 struct hl_tensor {
@@ -187,6 +190,8 @@ hl_status hl_storage_new(hl_device device, size_t nbytes, hl_storage **out);
 /* The same with a block of nbytes (rounded up to 64) taken from the device, never from the
    cache's size classes: for one large buffer made once, such as a plan's arena. */
 hl_status hl_storage_new_exact(hl_device device, size_t nbytes, hl_storage **out);
+/* A CPU storage record over nbytes at data, which the caller owns (see hl_storage.borrowed). */
+hl_status hl_storage_borrow(void *data, size_t nbytes, hl_storage **out);
 
 /* ---- output preparation ---- */
 

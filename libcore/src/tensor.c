@@ -83,6 +83,29 @@ hl_status hl_tensor_empty(hl_dtype dtype, hl_device device, int ndim, const int6
     return st;
 }
 
+hl_status hl_tensor_borrow_host(void *data, size_t nbytes, hl_dtype dtype, int ndim,
+                                const int64_t *shape, hl_tensor **out) {
+    if (!out) return hl_fail(HL_ERR_VALUE, "tensor_borrow_host: out is NULL");
+    if ((ndim > 0 && !shape) || !data)
+        return hl_fail(HL_ERR_VALUE, "tensor_borrow_host: data or shape is NULL");
+    hl_status st = check_shape("tensor_borrow_host", ndim, shape, dtype);
+    if (st) return st;
+    size_t need = (size_t)hl_shape_numel(ndim, shape) * hl_dtype_size(dtype);
+    if (need > nbytes)
+        return hl_fail(HL_ERR_VALUE, "tensor_borrow_host: %s %s needs %zu bytes, the memory "
+                       "given has %zu", hl_shape_str(ndim, shape), hl_dtype_name(dtype), need,
+                       nbytes);
+    if ((uintptr_t)data % hl_dtype_size(dtype))
+        return hl_fail(HL_ERR_VALUE, "tensor_borrow_host: memory at %p is not aligned to %s's "
+                       "%zu bytes", data, hl_dtype_name(dtype), hl_dtype_size(dtype));
+    hl_storage *s;
+    st = hl_storage_borrow(data, nbytes, &s);
+    if (st) return st;
+    st = hl_tensor_wrap(s, dtype, ndim, shape, NULL, 0, out);
+    hl_storage_release(s);
+    return st;
+}
+
 hl_tensor *hl_tensor_retain(hl_tensor *t) {
     if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
     return t;

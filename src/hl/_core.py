@@ -171,6 +171,15 @@ def empty(shape, dtype_code, kind=0, index=0):
     return _own(p[0])
 
 
+def borrow_host(array, dtype_code):
+    """A CPU tensor handle over a C-contiguous, aligned numpy array's memory: no copy. The
+    caller keeps the array alive and unchanged for as long as anything may read the tensor."""
+    p = _new_out("hl_tensor *[1]")
+    check(lib.hl_tensor_borrow_host(ffi.from_buffer(array), array.nbytes, dtype_code,
+                                    array.ndim, list(array.shape), p))
+    return _own(p[0])
+
+
 def shape(h):
     return tuple(lib.hl_tensor_shape(h)[0:lib.hl_tensor_ndim(h)])
 
@@ -522,6 +531,16 @@ def plan_bind(plan, slot, h):
     """Makes the plan's next replays read tensor h at input slot `slot` (same shape, dtype
     and device as recorded; no copy when the strides match too)."""
     check(lib.hl_plan_bind(plan, slot, h))
+
+
+def plan_take_output(plan, h):
+    """The values of the plan's output h after its last replay, as a new tensor handle: h's
+    own memory when only the plan views it (h gets fresh memory for the next replays), else
+    a copy. Returns (handle, handed_over)."""
+    p = _new_out("hl_tensor *[1]")
+    handed = ffi.new("int *")
+    check(lib.hl_plan_take_output(plan, h, p, handed))
+    return _own(p[0]), bool(handed[0])
 
 
 def plan_link_inputs(plan, later):

@@ -1,6 +1,7 @@
 """ONNX inference as libcore plans (hl/onnx/planned.py): from the second run of an input
 signature, prepare().run() and ONNXModel inference replay a plan with the inputs bound to its
 slots. References: onnxruntime on the same model and inputs, and the node-by-node run."""
+import gc
 import threading
 import warnings
 
@@ -100,3 +101,62 @@ def test_a_data_dependent_node_falls_back_once_with_a_warning():
         warnings.simplefilter("error")
         x[0] = 5
         assert rep.run([x])[0].tolist() == [[0, 1, 3, 4]]  # this run's values
+
+
+def test_replays_read_numpy_inputs_in_place_and_hand_over_their_outputs():
+    """From the third run the plan reads the caller's array itself (no copy) and gives each
+    run's output its own memory; arrays that cannot be read in place (misaligned, strided)
+    are copied. Every result against onnxruntime, every input left unchanged."""
+    rng = np.random.default_rng(10)
+    model = _cnn(rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rep = hl_onnx.prepare(model)
+    raw = np.zeros(2 * 3 * 8 * 8 * 4 + 1, np.uint8)
+    misaligned = np.frombuffer(raw.data, np.float32, 2 * 3 * 8 * 8, 1).reshape(2, 3, 8, 8)
+    wide = rng.standard_normal((2, 3, 8, 16)).astype(np.float32)
+    kept = []
+    for k in range(8):
+        if k == 5:
+            x = misaligned
+            x[...] = rng.standard_normal(x.shape)
+        elif k == 6:
+            x = wide[..., ::2]  # strided: check_feeds makes it contiguous
+        else:
+            x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+        before = x.copy()
+        (y,) = rep.run([x])
+        want = sess.run(None, {"x": before})[0]
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(x, before)
+        assert all(not np.shares_memory(y, other) for other, _ in kept)
+        kept.append((y, want))
+        del x  # the plan's slot may still point at the array: nothing reads it until rebound
+        gc.collect()
+    for y, want in kept:
+        np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    (entry,) = [e for e in rep.model.program.plans.entries.values() if e is not None]
+    assert not entry.shared
+
+
+def test_outputs_sharing_memory_are_each_the_right_values():
+    """Two outputs of one value (Identity) and an output also read by a later node: the
+    replays give each output its values, in memory of its own."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("Identity", ["r"], ["r2"]),
+             helper.make_node("Neg", ["r"], ["n"])]
+    graph = helper.make_graph(
+        nodes, "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 4]) for n in ("r", "r2", "n")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    rep = hl_onnx.prepare(model)
+    rng = np.random.default_rng(11)
+    results = []
+    for _ in range(5):
+        x = rng.standard_normal((3, 4)).astype(np.float32)
+        r, r2, n = rep.run([x])
+        results.append((x, r, r2, n))
+        assert not np.shares_memory(r, r2)
+    for x, r, r2, n in results:
+        np.testing.assert_array_equal(r, np.maximum(x, 0))
+        np.testing.assert_array_equal(r2, np.maximum(x, 0))
+        np.testing.assert_array_equal(n, -np.maximum(x, 0))

@@ -302,7 +302,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
 static bool plannable(planner *pl, store_info *si) {
     hl_storage *s = si->s;
     const hl_backend *be = hl_backend_for(s->device);
-    if (!si->only_plan || !si->written_whole_first || !s->data || s->arena_owner ||
+    if (!si->only_plan || !si->written_whole_first || !s->data || s->arena_owner || s->borrowed ||
         !s->nbytes || !be || !be->has_memory ||
         __atomic_load_n(&s->refcount, __ATOMIC_ACQUIRE) != si->n_structs)
         return false;

@@ -81,6 +81,9 @@ struct hl_plan {
     int busy;                /* atomic: a replay is running */
     plan_profile *profile;   /* NULL until profiling is first switched on (atomic pointer) */
     plan_capture *capture;   /* NULL: no call runs on a backend that captures graphs */
+    /* take.c: storages given to outputs since the last replay (no values until the next) */
+    hl_storage **fresh;
+    int64_t n_fresh, cap_fresh;
 };
 
 /* replay.c: runs calls [from, to) (fused groups as one pass); reseed: advance the Philox key

@@ -222,6 +222,7 @@ void hl_plan_release(hl_plan *p) {
     free(p->scratch_offset);
     free(p->scratch_kind);
     free(p->profile);
+    free(p->fresh);
     free(p->calls);
     free(p);
 }

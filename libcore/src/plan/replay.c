@@ -118,6 +118,7 @@ hl_status hl_plan_run(hl_plan *p) {
     }
     if (!st) st = replay(p);
     if (!st && p->measuring) p->measuring = false;
+    if (!st) p->n_fresh = 0;  /* outputs taken (take.c) have values again */
     if (!st && !p->ran) {
         p->ran = true;
         hl_plan_mark_run(p->id);  /* what it writes has values now */

@@ -43,8 +43,17 @@ class BackendRep(onnx.backend.base.BackendRep):
                     if name not in self.model.program.constants or name in _node_outputs(self)}
         if aux_output:
             outs, aux = result
-            return [_np(o) for o in outs], {k: _np(v) for k, v in aux.items()}
-        return [_np(o) for o in result]
+            return _own_memory([_np(o) for o in outs]), {k: _np(v) for k, v in aux.items()}
+        return _own_memory([_np(o) for o in result])
+
+
+def _own_memory(arrays):
+    """arrays, each in memory of its own (as onnxruntime returns them): an output that is
+    another's value (Identity) is copied, so writing one never changes the other."""
+    for i, a in enumerate(arrays):
+        if any(np.may_share_memory(a, b) for b in arrays[:i]):
+            arrays[i] = a.copy()
+    return arrays
 
 
 def _node_outputs(rep):

@@ -139,7 +139,7 @@ class ONNXModel(Module):
 
     def _run(self, inputs, last_layers, aux_output, training, where, keep_all=False):
         graph = self.graph
-        feeds = check_feeds(graph, inputs, self._device, where)
+        feeds = check_feeds(graph, inputs, where)
         stop = self.node_index(last_layers)
         if isinstance(aux_output, str):
             aux_output = (aux_output,)

@@ -2,9 +2,13 @@
 
 The first run of a signature (input names, shapes, dtypes, and the identity of the parameter
 tensors) runs node by node, as always; the second records the same run into a plan, with the
-inputs declared as slots; from then on a run binds the new inputs to the slots (no copy) and
-replays the plan in one C call, then copies the outputs out (the plan writes the same output
-tensors on every replay). A recording that meets a value it cannot plan (a host read of a
+inputs declared as slots; from then on a run binds the new inputs to the slots and replays the
+plan in one C call. Nothing is copied on the way in or out where it can be avoided: a numpy
+input on the CPU is read in place (a borrowed tensor over its buffer; the entry keeps the array
+until the next bind, since the plan's slot points at it until then: onnxruntime reads the
+caller's buffer in place too, and copying MobileNetV2's 600 KB image cost its replay 4%), and
+each output's memory is handed to the caller, the plan taking fresh memory for the next replay
+(hl_plan_take_output; a copy only when something else views that memory). A recording that meets a value it cannot plan (a host read of a
 computed value, a data-dependent shape such as NonZero) is dropped with one warning naming
 the error, and that signature runs node by node from then on. At most PLANS signatures keep a
 plan; past that the oldest goes. A plan replays on one thread at a time: a run that finds its
@@ -13,30 +17,44 @@ plan busy runs node by node instead.
 import threading
 import warnings
 
+import numpy as np
+
 from .. import _core, errors
+from .. import devices as _devices
+from .. import dtypes as _dtypes
+from .._tensor import Tensor, _wrap, tensor as _tensor
 
 # How many input signatures keep a plan.
 PLANS = 4
 
 
 class _Entry:
-    __slots__ = ("plan", "slots", "outputs", "lock")
+    __slots__ = ("plan", "slots", "outputs", "shared", "lock", "borrowed")
 
     def __init__(self, plan, slots, outputs):
         self.plan, self.slots, self.outputs = plan, slots, outputs
+        # outputs viewing the memory of another output (merged nodes, Identity): copied,
+        # since handing the memory to one would leave the other to read fresh memory
+        self.shared = {a for a, ta in outputs.items() for b, tb in outputs.items()
+                       if a != b and _core.shares_storage(ta._h, tb._h)}
         self.lock = threading.Lock()
+        self.borrowed = ()  # the numpy arrays the plan's slots read in place
 
 
 class PlanCache:
-    def __init__(self):
+    def __init__(self, device):
         self.entries = {}    # signature -> _Entry, or None: runs node by node
         self.seen = set()    # signatures run once
         self.lock = threading.Lock()
+        device = _devices.device(device)
+        self.device = device                        # where numpy inputs go
+        self.device_key = (device.code, device.index)  # as _core.device_of names it
 
     def run(self, feeds, params, run_nodes_eagerly, output_names):
-        """{output name: Tensor} for feeds, through a plan when there is one;
-        run_nodes_eagerly(feeds) is the node-by-node run (recorded on the second call)."""
-        signature = (tuple((k, tuple(v.shape), v.dtype.name, _core.device_of(v._h))
+        """{output name: Tensor} for feeds ({name: Tensor or C-contiguous numpy array}),
+        through a plan when there is one; run_nodes_eagerly(feeds) is the node-by-node run
+        on tensors (recorded on the second call)."""
+        signature = (tuple((k, tuple(v.shape), _dtype_name(v), self._device_of(v))
                            for k, v in sorted(feeds.items()) if v is not None),
                      # the C tensors, which the plan keeps alive: a parameter given another
                      # tensor (a loaded checkpoint) is a new signature, never a stale read
@@ -50,21 +68,47 @@ class PlanCache:
                     self.seen.clear()
                 self.seen.add(signature)
             if first or _core.plan_recording():
-                return run_nodes_eagerly(feeds)
-            entry = self._record(signature, feeds, run_nodes_eagerly, output_names)
+                return run_nodes_eagerly(self._tensors(feeds))
+            entry = self._record(signature, self._tensors(feeds), run_nodes_eagerly,
+                                 output_names)
             if entry is None:
-                return run_nodes_eagerly(feeds)
+                return run_nodes_eagerly(self._tensors(feeds))
         elif entry is None:
-            return run_nodes_eagerly(feeds)
+            return run_nodes_eagerly(self._tensors(feeds))
         if not entry.lock.acquire(blocking=False):  # another thread replays it now
-            return run_nodes_eagerly(feeds)
+            return run_nodes_eagerly(self._tensors(feeds))
         try:
+            # kept from before the first bind: a bind failing half-way leaves the slots
+            # bound so far reading arrays that are still alive (the previous ones are not
+            # read again: every replay binds every slot first)
+            entry.borrowed = borrowed = []
             for name, slot in entry.slots.items():
-                _core.plan_bind(entry.plan, slot, feeds[name]._h)
+                _core.plan_bind(entry.plan, slot, self._bindable(feeds[name], borrowed))
             _core.plan_run(entry.plan)
-            return {name: t.clone() for name, t in entry.outputs.items()}
+            copies = {name: entry.outputs[name].clone() for name in entry.shared}
+            return {name: copies[name] if name in copies else
+                    _wrap(_core.plan_take_output(entry.plan, t._h)[0], t.dtype)
+                    for name, t in entry.outputs.items()}
         finally:
             entry.lock.release()
+
+    def _device_of(self, x):
+        return _core.device_of(x._h) if isinstance(x, Tensor) else self.device_key
+
+    def _tensors(self, feeds):
+        """feeds with numpy arrays copied into tensors (runs that are not replays)."""
+        return {name: x if x is None or isinstance(x, Tensor) else _tensor(x, device=self.device)
+                for name, x in feeds.items()}
+
+    def _bindable(self, x, borrowed):
+        """A handle to bind for feed x: a tensor's own, or one over a numpy array's buffer
+        (appended to borrowed, which keeps it alive) when the program runs on the CPU."""
+        if isinstance(x, Tensor):
+            return x._h
+        if self.device_key[0] == 0 and x.flags.c_contiguous and x.flags.aligned and x.size:
+            borrowed.append(x)
+            return _core.borrow_host(x, _dtypes.from_numpy(x.dtype).code)
+        return _tensor(x, device=self.device)._h
 
     def _record(self, signature, feeds, run_nodes_eagerly, output_names):
         _core.plan_begin()
@@ -94,3 +138,7 @@ class PlanCache:
                 entries.pop(next(iter(entries)))
             entries[signature] = entry
             self.entries = entries
+
+
+def _dtype_name(x):
+    return x.dtype.name if isinstance(x, Tensor) else _dtypes.from_numpy(x.dtype).name

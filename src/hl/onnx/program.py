@@ -83,7 +83,7 @@ class Program:
             if getattr(node, "packed_from", None) is not None:
                 node.constant = self.constant  # the fallback's way to a dropped B
         self.shape_nodes, self.shape_values = self._shape_only_nodes(), {}
-        self.plans = PlanCache()
+        self.plans = PlanCache(device)
         self.shape_outputs = {n for node in graph.nodes if node.index in self.shape_nodes
                               for n in node.outputs if n}
 
@@ -150,16 +150,18 @@ class Program:
 
     def run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
             eval_nodes=()):
-        """Runs the graph on ``feeds`` ({input name: Tensor}) and returns {name: Tensor} for
-        the graph outputs, ``keep`` and, with keep_all, every value. Nodes whose index is in
-        ``eval_nodes`` run in inference mode even when ``training``. Plain inference runs
-        (no gradient, no intermediates asked for) replay a plan per input signature
-        (planned.py)."""
+        """Runs the graph on ``feeds`` ({input name: Tensor, or a numpy array checked by
+        check_feeds}) and returns {name: Tensor} for the graph outputs, ``keep`` and, with
+        keep_all, every value. Nodes whose index is in ``eval_nodes`` run in inference mode
+        even when ``training``. Plain inference runs (no gradient, no intermediates asked
+        for) replay a plan per input signature (planned.py), which reads numpy inputs in
+        place."""
         if not training and stop is None and not keep and not keep_all and \
                 _trace.tracer is None and _no_gradient(feeds, params):
             return self.plans.run(feeds, params, lambda f: self._run(f, params),
                                   [o.name for o in self.graph.outputs])
-        return self._run(feeds, params, training, stop, keep, keep_all, eval_nodes)
+        return self._run(to_tensors(feeds, self.device), params, training, stop, keep,
+                         keep_all, eval_nodes)
 
     def _run(self, feeds, params=None, training=False, stop=None, keep=(), keep_all=False,
              eval_nodes=()):
@@ -207,7 +209,13 @@ def _no_gradient(feeds, params):
     if not is_grad_enabled():
         return True
     given = list(feeds.values()) + list((params or {}).values())
-    return not any(t is not None and t.requires_grad for t in given)
+    return not any(isinstance(t, Tensor) and t.requires_grad for t in given)
+
+
+def to_tensors(feeds, device):
+    """feeds with each numpy array copied into a new tensor on device."""
+    return {name: x if x is None or isinstance(x, Tensor) else _tensor(x, device=device)
+            for name, x in feeds.items()}
 
 
 def _place(graph, device):
@@ -262,9 +270,11 @@ def run_nodes(nodes, values, training, folded, last_use=None, keep=None, eval_no
     return values
 
 
-def check_feeds(graph, inputs, device, where):
+def check_feeds(graph, inputs, where):
     """The caller's inputs (a list in graph order, a dict by name, numpy arrays or hl
-    tensors) as {name: Tensor}, after checking their number, dtypes and shapes."""
+    tensors) as {name: Tensor or C-contiguous numpy array}, after checking their number,
+    dtypes and shapes. Arrays stay arrays: a replayed plan reads them in place, other runs
+    copy them into tensors (to_tensors)."""
     specs = graph.inputs
     if isinstance(inputs, dict):
         unknown = [k for k in inputs if k not in {s.name for s in specs}]
@@ -325,7 +335,7 @@ def check_feeds(graph, inputs, device, where):
                             f"{where}: dimension {want!r} is {dims[want][0]} in input "
                             f"{dims[want][1]!r} but {got} in input {spec.name!r}")
         if not isinstance(x, Tensor):
-            x = _tensor(np.ascontiguousarray(x).reshape(x.shape), device=device)  # keeps 0-d
+            x = np.ascontiguousarray(x).reshape(x.shape)  # reshape: keeps 0-d
         feeds[spec.name] = x
     return feeds
 

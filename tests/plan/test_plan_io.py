@@ -1,0 +1,130 @@
+"""A plan's inputs and outputs without copies (hl._core): a slot bound to a borrowed tensor over
+a numpy array's buffer (hl_tensor_borrow_host) reads the array in place, and
+hl_plan_take_output hands an output's memory to the caller, the plan writing fresh memory on
+its next replay; a copy wherever something else sees that memory. References: numpy on the
+same values."""
+import gc
+
+import numpy as np
+import pytest
+
+import hl
+from hl import _core, errors
+
+RNG = np.random.default_rng(31)
+F32 = hl.float32.code
+
+
+def _record(f, *inputs):
+    _core.plan_begin()
+    try:
+        slots = [_core.plan_input(x._h) for x in inputs]
+        out = f()
+    finally:
+        plan = _core.plan_end()
+    gc.collect(1)
+    return plan, slots, out
+
+
+def _view(h):
+    return _core.numpy_view(h, np.dtype(np.float32))
+
+
+def _step(x):
+    """Element-wise first (an in-place candidate, were the input the plan's own), then a
+    reduction and a product."""
+    h = hl.exp(x * 0.5) + 1.0
+    return h @ hl.tensor(np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4))
+
+
+def _step_numpy(x):
+    return (np.exp(x * 0.5) + 1.0) @ np.linspace(-1, 1, 24, dtype=np.float32).reshape(6, 4)
+
+
+def _plan():
+    x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
+    plan, (slot,), y = _record(lambda: _step(x), x)
+    return plan, slot, y
+
+
+def test_borrowed_input_is_read_in_place_and_never_written():
+    plan, slot, y = _plan()
+    for _ in range(4):  # the memory plan is made at the second replay: borrowed from the first
+        a = RNG.standard_normal((5, 6), dtype=np.float32)
+        before = a.copy()
+        _core.plan_bind(plan, slot, _core.borrow_host(a, F32))
+        _core.plan_run(plan)
+        np.testing.assert_allclose(y.numpy(), _step_numpy(before), rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(a, before)
+        a *= 2.0  # read in place: the next replay of the same binding sees the change
+        _core.plan_run(plan)
+        np.testing.assert_allclose(y.numpy(), _step_numpy(before * 2.0), rtol=1e-5, atol=1e-6)
+    assert _core.plan_stats(plan)["memory_planned"]
+
+
+def test_borrow_refuses_memory_misaligned_for_the_dtype():
+    raw = np.zeros(4 * 30 + 1, np.uint8)
+    a = np.frombuffer(raw.data, dtype=np.float32, count=30, offset=1)
+    assert not a.flags.aligned
+    with pytest.raises(errors.ValueError, match="not aligned to float32's 4 bytes"):
+        _core.borrow_host(a, F32)
+
+
+def test_taken_output_is_the_plans_memory_and_the_next_replay_writes_fresh_memory():
+    plan, slot, y = _plan()
+    taken = []
+    for _ in range(4):
+        a = RNG.standard_normal((5, 6), dtype=np.float32)
+        _core.plan_bind(plan, slot, hl.tensor(a)._h)
+        _core.plan_run(plan)
+        before = _view(y._h)  # the plan's memory, as y sees it
+        h, handed = _core.plan_take_output(plan, y._h)
+        assert handed
+        out = _view(h)
+        assert np.shares_memory(out, before)  # no copy
+        assert not np.shares_memory(y.numpy(), out)  # the plan's output moved on
+        taken.append((out, _step_numpy(a)))
+    for out, want in taken:  # later replays wrote elsewhere: every result is intact
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
+def test_take_refused_before_a_run_and_twice_between_runs():
+    plan, slot, y = _plan()
+    with pytest.raises(errors.ValueError, match="has not run yet"):
+        _core.plan_take_output(plan, y._h)
+    _core.plan_run(plan)
+    _core.plan_take_output(plan, y._h)
+    with pytest.raises(errors.ValueError, match="taken already since the last replay"):
+        _core.plan_take_output(plan, y._h)
+    _core.plan_run(plan)
+    assert _core.plan_take_output(plan, y._h)[1]
+
+
+def test_output_seen_from_outside_the_plan_is_copied():
+    plan, slot, y = _plan()
+    seen = y.reshape(20)  # a view made after recording: the caller sees the plan's memory
+    _core.plan_run(plan)
+    h, handed = _core.plan_take_output(plan, y._h)
+    assert not handed
+    out = _view(h)
+    assert not np.shares_memory(out, seen.numpy())
+    np.testing.assert_array_equal(out.reshape(20), seen.numpy())
+    a = RNG.standard_normal((5, 6), dtype=np.float32)
+    _core.plan_bind(plan, slot, hl.tensor(a)._h)
+    _core.plan_run(plan)  # the view still shows the plan's output
+    np.testing.assert_allclose(seen.numpy().reshape(5, 4), _step_numpy(a), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_output_viewing_an_input_is_copied():
+    """An output the plan does not write (a view of its input slot) is never handed over."""
+    x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
+    plan, (slot,), (flat, y) = _record(lambda: (x.reshape(30), _step(x)), x)
+    a = RNG.standard_normal((5, 6), dtype=np.float32)
+    _core.plan_bind(plan, slot, hl.tensor(a)._h)
+    _core.plan_run(plan)
+    h, handed = _core.plan_take_output(plan, flat._h)
+    assert not handed
+    assert not np.shares_memory(_view(h), _view(flat._h))
+    np.testing.assert_array_equal(_view(h), _view(flat._h))
+    assert _core.plan_take_output(plan, y._h)[1]
