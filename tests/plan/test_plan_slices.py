@@ -133,3 +133,20 @@ def test_profile_times_each_sliced_call(rng):
         _core.plan_set_profiling(plan, False, 0)
     assert timed == 1 and len(ns) == 3
     assert list(first) == [0, 1, 2] and all(t > 0 for t in ns), (first, ns)
+
+
+def test_two_blocks_share_one_slice_buffers_and_match(rng):
+    # six calls in one run: the first block's one-slice buffers are dead when the second
+    # block's are written (within each slice), so the memory plan lets them share bytes;
+    # every slice still reads what its own earlier layers wrote
+    p, q = _block(rng), _block(rng)
+    x_np = rng.standard_normal((3, 16, 96, 96)).astype(np.float32)
+    x = hl.tensor(x_np)
+    plan, sliced, plain_plan, plain = _replay_both(lambda: _hl_block(_hl_block(x, p)[0], q))
+    stats = _core.plan_stats(plan)
+    assert stats["sliced_calls"] == 6, stats
+    assert stats["arena_bytes"] < _core.plan_stats(plain_plan)["arena_bytes"] / 2, stats
+    np.testing.assert_array_equal(sliced[0], plain[0])
+    mid, _ = _torch_block(x_np, p)
+    want, _ = _torch_block(mid.astype(np.float32), q)
+    np.testing.assert_allclose(sliced[0], want, rtol=1e-3, atol=1e-3 * np.abs(want).max())

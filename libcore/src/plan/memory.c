@@ -59,7 +59,8 @@ static int64_t map_find(const ptr_map *m, const void *key) {
 
 typedef struct {
     hl_storage *s;
-    int64_t first, last;   /* times of first and last use (see call_time) */
+    int64_t first, last;   /* times of first and last use (see call_span) */
+    int64_t first_call, last_call; /* the same, a sliced run's calls at their own times */
     int n_structs;         /* distinct tensor structs of the plan viewing it */
     bool only_plan;        /* every one of them is referenced by the plan alone */
     bool written_whole_first;
@@ -266,7 +267,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
         return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
     for (int64_t i = 0; i < p->n; i++) {
         const hl_call *c = &p->calls[i];
-        int64_t time, until;
+        int64_t time, until, own = call_time(p, i);
         call_span(p, i, &time, &until);
         for (int k = 0; k < c->n_in + c->n_out; k++) {
             hl_tensor *t = hl_call_tensor(c, k);
@@ -278,6 +279,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
                 if (*si < 0) {
                     *si = pl->ns++;
                     pl->s[*si] = (store_info){.s = t->storage, .first = time, .last = until,
+                                              .first_call = own, .last_call = own,
                                               .only_plan = true, .offset = -1,
                                               .written_whole_first = k >= c->n_in &&
                                                                      hl_covers_storage(t)};
@@ -291,6 +293,7 @@ static hl_status scan(const hl_plan *p, planner *pl) {
             store_info *si = &pl->s[info->store];
             if (time < si->first) si->first = time;  /* a group's input read at its start */
             if (until > si->last) si->last = until;
+            if (own > si->last_call) si->last_call = own;
         }
     }
     for (int64_t k = 0; k < pl->nt; k++)
@@ -347,6 +350,12 @@ static hl_status place(hl_plan *p, planner *pl) {
             bool away = map_find(&fused_away, pl->s[k].s) >= 0;
             int64_t local = hl_plan_slice_bytes(p, pl->s[k].s, pl->s[k].first, pl->s[k].last);
             pl->s[k].slice_local = local >= 0;
+            if (local >= 0) {
+                /* rewritten by every slice before it is read: its own calls' times, so
+                   that the run's one-slice buffers share bytes as layers' tensors do */
+                pl->s[k].first = pl->s[k].first_call;
+                pl->s[k].last = pl->s[k].last_call;
+            }
             int64_t bytes = local >= 0 ? local : (int64_t)pl->s[k].s->nbytes;
             pl->s[k].size = away ? 0 : (bytes + ALIGN - 1) / ALIGN * ALIGN;
             by_first[n++] = k;

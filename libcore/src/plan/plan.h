@@ -128,9 +128,9 @@ bool hl_plan_sliced_at(const hl_plan *p, int64_t i, int64_t to);
 /* slice.c: for a planned storage used from call `first` to call `last`: when these are the
    first and last calls of a sliced run (only the run uses it), the bytes one slice of it
    takes, else -1; hl_plan_mark_slice_local: its bytes are now one slice's (memory.c placed
-   it): the run's calls see it at its first sample for every slice. */
+   it): the calls of the run holding call `call` see it at its first sample for every slice. */
 int64_t hl_plan_slice_bytes(const hl_plan *p, const hl_storage *s, int64_t first, int64_t last);
-void hl_plan_mark_slice_local(hl_plan *p, const hl_storage *s, int64_t first);
+void hl_plan_mark_slice_local(hl_plan *p, const hl_storage *s, int64_t call);
 hl_status hl_plan_run_sliced(hl_plan *p, int64_t i, int64_t *last, bool timed);
 /* memory.c: places the plan's intermediates in arenas (at the first replay). */
 hl_status hl_plan_plan_memory(hl_plan *p);

@@ -179,8 +179,9 @@ int64_t hl_plan_slice_bytes(const hl_plan *p, const hl_storage *s, int64_t first
     return -1;
 }
 
-void hl_plan_mark_slice_local(hl_plan *p, const hl_storage *s, int64_t first) {
-    const plan_slice_run *r = run_from(p, first);
+void hl_plan_mark_slice_local(hl_plan *p, const hl_storage *s, int64_t call) {
+    const plan_slice_run *r = p->slice_of && p->slice_of[call] >= 0
+                                  ? &p->slice_runs[p->slice_of[call]] : NULL;
     for (int64_t k = r ? r->first : 0; r && k <= r->last; k++)
         for (int bit = 0; bit < 3; bit++) {
             const hl_tensor *t = batched(&p->calls[k], bit);
