@@ -140,8 +140,7 @@ def test_profile_times_each_sliced_call(rng):
 def test_two_blocks_share_one_slice_buffers_and_match(rng, threads, batch):
     # six calls in one run: the first block's one-slice buffers are dead when the second
     # block's are written (within each slice), so the memory plan lets them share bytes;
-    # every slice still reads what its own earlier layers wrote. Batch 4 on two threads runs
-    # two slices side by side (each thread its own one-slice buffers); batch 3 one at a time.
+    # every slice still reads what its own earlier layers wrote.
     p, q = _block(rng), _block(rng)
     x_np = rng.standard_normal((batch, 16, 96, 96)).astype(np.float32)
     x = hl.tensor(x_np)
@@ -154,8 +153,7 @@ def test_two_blocks_share_one_slice_buffers_and_match(rng, threads, batch):
         hl.set_num_threads(prev)
     stats = _core.plan_stats(plan)
     assert stats["sliced_calls"] == 6, stats
-    # one-slice buffers, one set a thread: still less than the whole batch's tensors
-    assert stats["arena_bytes"] < _core.plan_stats(plain_plan)["arena_bytes"], stats
+    assert stats["arena_bytes"] < _core.plan_stats(plain_plan)["arena_bytes"] / 2, stats
     np.testing.assert_array_equal(sliced[0], plain[0])
     mid, _ = _torch_block(x_np, p)
     want, _ = _torch_block(mid.astype(np.float32), q)

@@ -68,7 +68,6 @@ struct hl_plan {
     /* per call of a run: which batched tensors (bit 0: input, 1: residual, 2: output) hold
        one slice only, reused by every slice (memory.c gave their storage a slice's bytes) */
     unsigned char *slice_local;
-    int slice_slots;         /* threads the one-slice buffers were planned for (one each) */
     int64_t n_slice_runs, sliced_calls;
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;

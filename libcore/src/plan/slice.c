@@ -17,9 +17,7 @@
  * a run touches alive over the whole run: a later layer's output never takes the bytes of an
  * earlier layer's output that later slices still read.
  */
-#include <stdlib.h>
 #include "plan.h"
-#include "../cpu/thread_pool.h"
 
 enum {
     /* A call joins a run when its input and output over the batch take at least this many
@@ -122,7 +120,6 @@ static hl_status add_run(hl_plan *p, int64_t first, int64_t last, int64_t batch,
 }
 
 hl_status hl_plan_find_slices(hl_plan *p) {
-    p->slice_slots = hl_pool_threads();  /* one-slice buffers: one per thread */
     int64_t first = -1, batch = 0, most = 0;
     for (int64_t i = 0; i <= p->n; i++) {
         int64_t bytes = 0, b = i < p->n ? sliceable(p, i, &bytes) : 0;
@@ -177,8 +174,7 @@ int64_t hl_plan_slice_bytes(const hl_plan *p, const hl_storage *s, int64_t first
         for (int bit = 0; bit < 3; bit++) {
             const hl_tensor *t = batched(&p->calls[k], bit);
             if (t && t->storage == s)  /* views_agree: every one of them alike */
-                return (t->offset + p->slice_slots * r->per * t->strides[0]) *
-                       (int64_t)hl_dtype_size(t->dtype);
+                return (t->offset + r->per * t->strides[0]) * (int64_t)hl_dtype_size(t->dtype);
         }
     return -1;
 }
@@ -201,62 +197,24 @@ static const hl_tensor *sample_view(hl_tensor *view, const hl_tensor *t, int64_t
     return view;
 }
 
-/* Samples [s0, s0 + per) through every call of run r, on the thread in `slot`: one-slice
-   buffers at the slot's own slice of them. Kernel scratch: call k's block of the arena on
-   the replaying thread (slot 0), the allocator's on another (two threads may run call k at
-   once). Timed: each call's time, divided by `share`, added to its record. */
-static hl_status run_slice(hl_plan *p, const plan_slice_run *r, int64_t s0, int slot,
-                           bool timed, int share) {
-    const int64_t n = HL_MIN(r->per, r->batch - s0), mine = (int64_t)slot * r->per;
-    for (int64_t k = r->first; k <= r->last; k++) {
-        hl_call c = p->calls[k];
-        hl_tensor views[3];
-        int idx[2], nb = batched_inputs(&c, idx);
-        const unsigned local = p->slice_local[k];
-        for (int j = 0; j < nb; j++)
-            c.in[idx[j]] = sample_view(&views[j], c.in[idx[j]], local >> j & 1 ? mine : s0, n);
-        c.out[0] = (hl_tensor *)sample_view(&views[2], c.out[0], local >> 2 & 1 ? mine : s0, n);
-        const int64_t start = timed ? hl_plan_clock_ns() : 0;
-        hl_status st = slot == 0 ? hl_plan_run_call_as(p, k, &c) : p->kernels[k](&c);
-        if (st) return st;
-        if (timed) hl_plan_profile_add(p, k, (hl_plan_clock_ns() - start) / share);
-    }
-    return HL_OK;
-}
-
-typedef struct {
-    hl_plan *p;
-    const plan_slice_run *r;
-    bool timed;
-    int share;
-} slice_job;
-
-static hl_status run_slices(int64_t first, int64_t end, void *arg) {
-    const slice_job *q = arg;
-    for (int64_t s = first; s < end; s++) {
-        hl_status st = run_slice(q->p, q->r, s * q->r->per, hl_pool_slot(), q->timed, q->share);
-        if (st) return st;
-    }
-    return HL_OK;
-}
-
 hl_status hl_plan_run_sliced(hl_plan *p, int64_t i, int64_t *last, bool timed) {
     const plan_slice_run *r = &p->slice_runs[p->slice_of[i]];
     *last = r->last;
-    const int64_t slices = (r->batch + r->per - 1) / r->per;
-    const int threads = hl_pool_threads();
-    /* Slices side by side, one a thread, each through kernels run on that thread alone:
-       when they share out evenly (8 samples on 2 threads; 3 would leave one thread a third
-       of the run idle) and each thread has its one-slice buffers. Else one slice at a time,
-       each call's kernel using every thread. */
-    if (threads > 1 && threads <= p->slice_slots && slices % threads == 0 &&
-        !hl_pool_in_chunk() && !getenv("HL_SLICE_SEQ")) {
-        slice_job q = {p, r, timed, threads};
-        return hl_parallel_try(slices, 1, run_slices, &q);
-    }
-    for (int64_t s = 0; s < slices; s++) {
-        hl_status st = run_slice(p, r, s * r->per, 0, timed, 1);
-        if (st) return st;
+    for (int64_t s0 = 0; s0 < r->batch; s0 += r->per) {
+        const int64_t n = HL_MIN(r->per, r->batch - s0);
+        for (int64_t k = r->first; k <= r->last; k++) {
+            hl_call c = p->calls[k];
+            hl_tensor views[3];
+            int idx[2], nb = batched_inputs(&c, idx);
+            const unsigned local = p->slice_local[k];
+            for (int j = 0; j < nb; j++)
+                c.in[idx[j]] = sample_view(&views[j], c.in[idx[j]], local >> j & 1 ? 0 : s0, n);
+            c.out[0] = (hl_tensor *)sample_view(&views[2], c.out[0], local >> 2 & 1 ? 0 : s0, n);
+            const int64_t start = timed ? hl_plan_clock_ns() : 0;
+            hl_status st = hl_plan_run_call_as(p, k, &c);
+            if (st) return st;
+            if (timed) hl_plan_profile_add(p, k, hl_plan_clock_ns() - start);
+        }
     }
     return HL_OK;
 }
