@@ -5,7 +5,6 @@ label checks) and a capture that fails. Under HL_CUDA_EMULATE=1 the emulated run
 a capture's launches with their arguments by value and replays those, so a graph that keeps a
 stale address or a stale Philox key gives wrong numbers here as on a GPU."""
 import ctypes
-import gc
 import threading
 
 import numpy as np
@@ -14,6 +13,7 @@ import pytest
 import hl
 from hl import _core
 from hl import layers as L
+from tests.plan.replaying import record
 
 pytestmark = pytest.mark.gpu
 needs_emulation = pytest.mark.skipif(not hl.cuda.is_emulated(),
@@ -28,19 +28,6 @@ def _emu():
 
 def _cuda(a):
     return hl.tensor(np.asarray(a), device="cuda")
-
-
-def _record(f, *inputs, options=None):
-    _core.plan_begin()
-    try:
-        slots = [_core.plan_input(x._h) for x in inputs]
-        out = f()
-    finally:
-        plan = _core.plan_end()
-    if options is not None:
-        _core.plan_set_options(plan, options)
-    gc.collect()
-    return plan, slots, out
 
 
 def _mlp(x, w1, b1, w2):
@@ -63,7 +50,7 @@ def test_plan_is_captured_once_and_launched_with_rebound_inputs():
     ws = _weights()
     w1, b1, w2 = (_cuda(w) for w in ws)
     x = _cuda(RNG.standard_normal((6, 12)).astype(np.float32))
-    plan, (slot,), y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, (slot,), y = record(lambda: _mlp(x, w1, b1, w2), x)
     for step in range(5):
         batch = RNG.standard_normal((6, 12)).astype(np.float32)
         if step % 2:  # bind: after the capture the values are copied into the slot
@@ -86,7 +73,7 @@ def test_a_binding_made_before_the_capture_is_copied_into_the_slot():
     ws = _weights()
     w1, b1, w2 = (_cuda(w) for w in ws)
     x = _cuda(np.zeros((3, 12), np.float32))
-    plan, (slot,), y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, (slot,), y = record(lambda: _mlp(x, w1, b1, w2), x)
     first = RNG.standard_normal((3, 12)).astype(np.float32)
     other = _cuda(first)
     _core.plan_bind(plan, slot, other._h)  # redirected (same layout): no copy yet
@@ -111,7 +98,7 @@ def test_random_records_draw_fresh_numbers_in_a_graph(dtype):
         x = _cuda(np.ones(1000, np.float64 if dtype == hl.float64 else np.float32))
         if dtype in (hl.float16, hl.bfloat16):
             x = x.astype(dtype)
-        plan, _, y = _record(lambda: (x * hl.uniform(1000, dtype=dtype, device="cuda")
+        plan, _, y = record(lambda: (x * hl.uniform(1000, dtype=dtype, device="cuda")
                                       + hl.bernoulli(1000, p=0.5, dtype=dtype, device="cuda")
                                       * hl.normal(1000, dtype=dtype, device="cuda")), x,
                              options=options)
@@ -132,7 +119,7 @@ def test_index_checks_stay_out_of_graphs_and_still_raise():
     table = _cuda(RNG.standard_normal((10, 4)).astype(np.float32))
     w = _cuda(RNG.standard_normal((4, 3)).astype(np.float32))
     ix = _cuda(np.array([1, 3, 5], np.int64))
-    plan, (slot,), y = _record(lambda: hl.relu(hl.gather(table * 2.0, ix, axis=0) @ w) + 1.0, ix)
+    plan, (slot,), y = record(lambda: hl.relu(hl.gather(table * 2.0, ix, axis=0) @ w) + 1.0, ix)
     for _ in range(3):
         _core.plan_run(plan)
     want = np.maximum((table.numpy() * 2)[[1, 3, 5]] @ w.numpy(), 0) + 1
@@ -162,7 +149,7 @@ def test_half_sums_in_a_work_buffer_replay_from_the_plan_arena(dtype):
         s = hl.ops.scatter_elements_forward(zeros, rows, table[6:12], 0, "add")
         return hl.cumsum(g, axis=0).sum() + s.sum()
     want = step().astype(hl.float32).item()
-    plan, _, y = _record(step, table)
+    plan, _, y = record(step, table)
     for _ in range(3):
         _core.plan_run(plan)
         assert y.astype(hl.float32).item() == want
@@ -177,7 +164,7 @@ def test_a_failed_capture_runs_the_calls_one_by_one_and_says_why():
     ws = _weights()
     w1, b1, w2 = (_cuda(w) for w in ws)
     x = _cuda(RNG.standard_normal((4, 12)).astype(np.float32))
-    plan, _, y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, _, y = record(lambda: _mlp(x, w1, b1, w2), x)
     _core.plan_run(plan)
     _emu().hl_cuda_emu_spoil_next_capture()
     for _ in range(3):
@@ -191,7 +178,7 @@ def test_a_failed_capture_runs_the_calls_one_by_one_and_says_why():
 @needs_emulation
 def test_a_failing_launch_inside_a_graph_is_a_device_error():
     x = _cuda(np.ones(8, np.float32))
-    plan, _, y = _record(lambda: (x.exp() + 1.0).sqrt(), x)
+    plan, _, y = record(lambda: (x.exp() + 1.0).sqrt(), x)
     _core.plan_run(plan)
     _core.plan_run(plan)  # captured
     _emu().hl_cuda_emu_fail_next_launch(0)
@@ -204,7 +191,7 @@ def test_a_failing_launch_inside_a_graph_is_a_device_error():
 @needs_emulation
 def test_a_plan_arena_past_the_device_memory_is_a_memory_error(monkeypatch):
     x = _cuda(np.ones((1000, 1000), np.float32))
-    plan, _, y = _record(lambda: ((x * 2.0).exp() + x).sum(), x)
+    plan, _, y = record(lambda: ((x * 2.0).exp() + x).sum(), x)
     hl.cuda.synchronize()
     hl.cuda.empty_cache()
     used = hl.cuda.memory_stats()["in_use"]
@@ -241,7 +228,7 @@ def test_other_threads_work_never_lands_in_a_capture():
         w1, b1, w2 = (_cuda(w) for w in ws)
         for _ in range(6):  # fresh plans: a capture at each one's second replay
             x = _cuda(RNG.standard_normal((5, 12)).astype(np.float32))
-            plan, _, y = _record(lambda: _mlp(x, w1, b1, w2), x)
+            plan, _, y = record(lambda: _mlp(x, w1, b1, w2), x)
             for _ in range(3):
                 _core.plan_run(plan)
                 np.testing.assert_allclose(y.numpy(), _mlp_numpy(x.numpy(), *ws), rtol=1e-5,

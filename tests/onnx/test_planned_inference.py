@@ -162,6 +162,31 @@ def test_outputs_sharing_memory_are_each_the_right_values():
         np.testing.assert_array_equal(n, -np.maximum(x, 0))
 
 
+def test_bad_inputs_are_refused_after_the_plan_exists():
+    """Replays of a known signature skip check_feeds (BackendRep.run's shortest path); any
+    other input still meets its checks and their errors."""
+    rng = np.random.default_rng(12)
+    model = _cnn(rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rep = hl_onnx.prepare(model)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    for _ in range(4):
+        np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0], rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_allclose(rep.run({"x": x})[0], sess.run(None, {"x": x})[0],
+                                   rtol=1e-5, atol=1e-6)
+    with pytest.raises(hl.errors.DTypeError, match="must be float32, got float64"):
+        rep.run([x.astype(np.float64)])
+    with pytest.raises(hl.errors.ShapeError, match="dimension 1 is 4, not 3"):
+        rep.run([np.zeros((2, 4, 8, 8), np.float32)])
+    with pytest.raises(hl.errors.ValueError, match="are not inputs of the model"):
+        rep.run({"x": x, "y": x})
+    with pytest.raises(hl.errors.ValueError, match="takes 1 inputs"):
+        rep.run([x, x])
+    np.testing.assert_allclose(rep.run([hl.tensor(x)])[0], sess.run(None, {"x": x})[0],
+                               rtol=1e-5, atol=1e-6)
+
+
 def _inverted_residual(rng):
     """MobileNetV2's block at 96x96: 1x1 Conv + Clip (16 -> 96), depthwise 3x3 Conv + Clip,
     1x1 Conv (96 -> 16) + Add of the block's input."""
@@ -196,14 +221,14 @@ def test_large_convolutions_replayed_a_sample_at_a_time_match_onnxruntime(thread
     hl.set_num_threads(threads)
     try:
         rep = hl_onnx.prepare(model)
-        for batch, runs in ((4, 2), (1, 0)):
+        for batch, sliced in ((4, True), (1, False)):
             for _ in range(3):
                 x = rng.standard_normal((batch, 16, 96, 96)).astype(np.float32)
                 np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0],
                                            rtol=1e-4, atol=1e-4)
             plans = rep.model.program.plans.entries.values()
             stats = [hl._core.plan_stats(e.plan) for e in plans if e is not None]
-            assert stats[-1]["sliced_runs"] == (1 if runs else 0), stats[-1]
-            assert stats[-1]["sliced_calls"] == (3 if runs else 0), stats[-1]
+            assert stats[-1]["sliced_runs"] == (1 if sliced else 0), stats[-1]
+            assert stats[-1]["sliced_calls"] == (3 if sliced else 0), stats[-1]
     finally:
         hl.set_num_threads(prev)

@@ -11,25 +11,13 @@ import pytest
 import hl
 from hl import _core, errors
 
+from .replaying import record
+
 RNG = np.random.default_rng(20)
 
 
 def _t(a):
     return hl.tensor(np.asarray(a))
-
-
-def _record(f, *inputs):
-    """Records f() with inputs declared as slots; returns (plan, slots, result)."""
-    _core.plan_begin()
-    try:
-        slots = [_core.plan_input(x._h) for x in inputs]
-        out = f()
-    finally:
-        plan = _core.plan_end()
-    # the recording's Python temporaries go: the plan alone holds them (the young
-    # generations: a full collection costs ~0.5 s late in the suite)
-    gc.collect(1)
-    return plan, slots, out
 
 
 def _mlp(x, w1, b1, w2):
@@ -56,7 +44,7 @@ def _weights(n_in=32, n_hidden=64, n_out=8):
 def test_replay_matches_numpy_over_rebinds():
     w1, b1, w2 = _weights()
     x = _t(RNG.standard_normal((16, 32), dtype=np.float32))
-    plan, (slot,), y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, (slot,), y = record(lambda: _mlp(x, w1, b1, w2), x)
     for _ in range(3):
         batch = RNG.standard_normal((16, 32), dtype=np.float32)
         _core.plan_bind(plan, slot, _t(batch)._h)
@@ -72,7 +60,7 @@ def test_optimised_replay_is_bitwise_the_plain_one(options):
     results = []
     for opts in (_core.PLAN_NO_MEMORY | _core.PLAN_NO_FUSION, options):
         x = _t(batch)
-        plan, _, y = _record(lambda: _mlp(x, w1, b1, w2), x)
+        plan, _, y = record(lambda: _mlp(x, w1, b1, w2), x)
         _core.plan_set_options(plan, opts)
         _core.plan_run(plan)
         _core.plan_run(plan)
@@ -84,7 +72,7 @@ def test_optimised_replay_is_bitwise_the_plain_one(options):
 def test_memory_is_planned_and_shared(fusion):
     w1, b1, w2 = _weights(64, 256, 8)
     x = _t(RNG.standard_normal((128, 64), dtype=np.float32))
-    plan, _, y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, _, y = record(lambda: _mlp(x, w1, b1, w2), x)
     if not fusion:
         _core.plan_set_options(plan, _core.PLAN_NO_FUSION)
     _core.plan_run(plan)  # the first replay measures the calls
@@ -117,7 +105,7 @@ def test_tensors_the_caller_holds_keep_their_memory():
         c = hl.sqrt(b + 1.0)   # dropped: planned
         return c + a
 
-    plan, _, y = _record(f)
+    plan, _, y = record(f)
     _core.plan_run(plan)
     _core.plan_run(plan)
     a = np.exp(x.numpy())
@@ -133,7 +121,7 @@ def test_constants_written_while_recording_survive_replays():
         c = _t(np.full(6, 2.5, np.float32))  # written now, not a recorded call; then dropped
         return x * c + c
 
-    plan, _, y = _record(f)
+    plan, _, y = record(f)
     for _ in range(3):
         _core.plan_run(plan)
         np.testing.assert_array_equal(y.numpy(), np.arange(6) * 2.5 + 2.5)
@@ -142,7 +130,7 @@ def test_constants_written_while_recording_survive_replays():
 def test_parameter_updated_in_place_stays_external():
     w = _t(np.ones(4, np.float32))
     g = _t(np.full(4, 0.5, np.float32))
-    plan, _, _ = _record(lambda: w.copy_(w - g * 0.1))  # an SGD step
+    plan, _, _ = record(lambda: w.copy_(w - g * 0.1))  # an SGD step
     for k in range(1, 4):
         _core.plan_run(plan)
         np.testing.assert_allclose(w.numpy(), 1 - 0.05 * k, rtol=1e-6)
@@ -152,7 +140,7 @@ def test_parameter_updated_in_place_stays_external():
 
 def test_bind_without_copy_redirects_views_made_while_recording():
     x = _t(np.zeros((4, 6), np.float32))
-    plan, (slot,), y = _record(lambda: x.reshape(2, 12) * 2.0, x)
+    plan, (slot,), y = record(lambda: x.reshape(2, 12) * 2.0, x)
     new = _t(RNG.standard_normal((4, 6), dtype=np.float32))
     _core.plan_bind(plan, slot, new._h)
     assert x.shares_memory(new)   # the slot's tensor now reads the bound memory
@@ -165,7 +153,7 @@ def test_bind_without_copy_redirects_views_made_while_recording():
 
 def test_bind_of_other_strides_copies():
     x = _t(np.zeros((3, 5), np.float32))
-    plan, (slot,), y = _record(lambda: x + 1.0, x)
+    plan, (slot,), y = record(lambda: x + 1.0, x)
     src = RNG.standard_normal((5, 3), dtype=np.float32)
     transposed = _t(src).transpose(1, 0)
     _core.plan_bind(plan, slot, transposed._h)
@@ -178,7 +166,7 @@ def test_slot_memory_is_given_back_while_bound_and_made_again_to_copy():
     """A plan bound without a copy holds the bound batch, not also its slot's own memory; a
     later bind that must copy gets slot memory again."""
     x = _t(np.zeros((256, 64), np.float32))  # 64 KiB: one allocator block
-    plan, (slot,), y = _record(lambda: x + 1.0, x)
+    plan, (slot,), y = record(lambda: x + 1.0, x)
     del x  # only the plan holds the slot's memory now
     gc.collect()
     new = _t(RNG.standard_normal((256, 64), dtype=np.float32))
@@ -195,7 +183,7 @@ def test_slot_memory_is_given_back_while_bound_and_made_again_to_copy():
 
 def test_bind_of_a_plan_output_copies():
     x = _t(np.ones(4, np.float32))
-    plan, (slot,), y = _record(lambda: x * 2.0, x)
+    plan, (slot,), y = record(lambda: x * 2.0, x)
     _core.plan_run(plan)
     _core.plan_bind(plan, slot, y._h)   # y is memory the plan writes: copied
     _core.plan_run(plan)
@@ -209,7 +197,7 @@ def test_bind_of_a_plan_output_copies():
 ])
 def test_bind_refuses_another_signature(bad, error, words):
     x = _t(np.zeros((2, 3), np.float32))
-    plan, (slot,), _ = _record(lambda: x + 1.0, x)
+    plan, (slot,), _ = record(lambda: x + 1.0, x)
     with pytest.raises(error) as info:
         _core.plan_bind(plan, slot, bad()._h)
     for w in words:
@@ -218,7 +206,7 @@ def test_bind_refuses_another_signature(bad, error, words):
 
 def test_bind_checks_the_slot_number():
     x = _t(np.zeros(2, np.float32))
-    plan, _, _ = _record(lambda: x + 1.0, x)
+    plan, _, _ = record(lambda: x + 1.0, x)
     with pytest.raises(errors.IndexError, match="slot 3 is out of range: the plan has 1"):
         _core.plan_bind(plan, 3, x._h)
     with pytest.raises(errors.IndexError):
@@ -264,7 +252,7 @@ def test_host_reads_of_recorded_values_fail_clearly():
 
 def test_run_and_bind_refused_while_recording_and_options_after_run():
     x = _t(np.zeros(2, np.float32))
-    plan, (slot,), _ = _record(lambda: x + 1.0, x)
+    plan, (slot,), _ = record(lambda: x + 1.0, x)
     _core.plan_begin()
     try:
         with pytest.raises(errors.ValueError, match="being recorded"):
@@ -277,7 +265,7 @@ def test_run_and_bind_refused_while_recording_and_options_after_run():
     with pytest.raises(errors.ValueError, match="already run"):
         _core.plan_set_options(plan, _core.PLAN_NO_MEMORY)
     with pytest.raises(errors.ValueError, match="unknown option"):
-        _core.plan_set_options(_record(lambda: x + 1.0)[0], 1 << 10)
+        _core.plan_set_options(record(lambda: x + 1.0)[0], 1 << 10)
 
 
 # ---- memory statistics -----------------------------------------------------------------------
@@ -312,7 +300,7 @@ def test_topological_order_gives_exactly_the_sequence_results():
             again = (x @ w).sum(axis=1)          # and is read again
             return left.sum(axis=1) + right + again
 
-        plan, _, y = _record(step)
+        plan, _, y = record(step)
         _core.plan_set_options(plan, options)
         outs = []
         for _ in range(2):
@@ -340,7 +328,7 @@ def test_kernel_scratch_is_served_from_the_arena(monkeypatch):
     results = []
     for options in (0, _core.PLAN_NO_MEMORY | _core.PLAN_NO_FUSION):
         x, w = _t(x_np), _t(w_np)
-        plan, _, y = _record(lambda: hl.relu(hl.autograd.conv2d(x, w, padding=2)).sum(axis=1))
+        plan, _, y = record(lambda: hl.relu(hl.autograd.conv2d(x, w, padding=2)).sum(axis=1))
         _core.plan_set_options(plan, options)
         for _ in range(3):
             _core.plan_run(plan)

@@ -3,27 +3,16 @@ a numpy array's buffer (hl_tensor_borrow_host) reads the array in place, and
 hl_plan_take_output hands an output's memory to the caller, the plan writing fresh memory on
 its next replay; a copy wherever something else sees that memory. References: numpy on the
 same values."""
-import gc
-
 import numpy as np
 import pytest
 
 import hl
 from hl import _core, errors
 
+from .replaying import record
+
 RNG = np.random.default_rng(31)
 F32 = hl.float32.code
-
-
-def _record(f, *inputs):
-    _core.plan_begin()
-    try:
-        slots = [_core.plan_input(x._h) for x in inputs]
-        out = f()
-    finally:
-        plan = _core.plan_end()
-    gc.collect(1)
-    return plan, slots, out
 
 
 def _view(h):
@@ -43,7 +32,7 @@ def _step_numpy(x):
 
 def _plan():
     x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
-    plan, (slot,), y = _record(lambda: _step(x), x)
+    plan, (slot,), y = record(lambda: _step(x), x)
     return plan, slot, y
 
 
@@ -119,7 +108,7 @@ def test_output_seen_from_outside_the_plan_is_copied():
 def test_output_viewing_an_input_is_copied():
     """An output the plan does not write (a view of its input slot) is never handed over."""
     x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
-    plan, (slot,), (flat, y) = _record(lambda: (x.reshape(30), _step(x)), x)
+    plan, (slot,), (flat, y) = record(lambda: (x.reshape(30), _step(x)), x)
     a = RNG.standard_normal((5, 6), dtype=np.float32)
     _core.plan_bind(plan, slot, hl.tensor(a)._h)
     _core.plan_run(plan)

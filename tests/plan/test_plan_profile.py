@@ -12,7 +12,8 @@ import pytest
 import hl
 from hl import _core, errors
 
-from .test_plan_core import _mlp, _mlp_numpy, _record, _t, _weights
+from .replaying import record
+from .test_plan_core import _mlp, _mlp_numpy, _t, _weights
 
 RNG = np.random.default_rng(24)
 
@@ -20,7 +21,7 @@ RNG = np.random.default_rng(24)
 def _plan():
     w1, b1, w2 = _weights()
     x = _t(RNG.standard_normal((16, 32), dtype=np.float32))
-    plan, (slot,), y = _record(lambda: _mlp(x, w1, b1, w2), x)
+    plan, (slot,), y = record(lambda: _mlp(x, w1, b1, w2), x)
     return plan, slot, y, (x, w1, b1, w2)
 
 
@@ -59,7 +60,7 @@ def test_skip_on_off_reset_and_ops():
 
 def test_fused_chain_is_one_row():
     x = _t(RNG.standard_normal((64, 64), dtype=np.float32))
-    plan, _, y = _record(lambda: hl.relu((x + 1.0) * 2.0) - 3.0, x)
+    plan, _, y = record(lambda: hl.relu((x + 1.0) * 2.0) - 3.0, x)
     _core.plan_set_profiling(plan, True, 0)
     _core.plan_run(plan)
     _core.plan_run(plan)

@@ -26,6 +26,7 @@ from .. import devices as _dev
 from .. import errors
 from .._tensor import tensor as _tensor
 from ..autograd import Placeholder, no_grad
+from ..autograd.mode import trace_state as _trace
 from ..model import Module
 from .graph import Graph
 from .load import (inferred_value_info, load_model_and_weights, onnx_errors, opsets,
@@ -87,6 +88,8 @@ class ONNXModel(Module):
         d["_batchnorms"] = [n for n in graph.nodes if n.op_type == "BatchNormalization"]
         d["_value_names"] = set(graph.initializers) | {v.name for v in graph.proto.input} | {
             name for node in graph.nodes for name in node.outputs if name}  # aux_output's
+        d["_input_names"] = [spec.name for spec in graph.inputs]  # a run's list order
+        d["_output_names"] = [spec.name for spec in graph.outputs]
         d["program"] = Program(graph, device, constants, fuse=not self._by_onnx)
         d["_device"] = device
         d["_built"] = True
@@ -159,6 +162,27 @@ class ONNXModel(Module):
         if aux_output:
             return outs, {name: values[name] for name in aux_output}
         return outs
+
+    def replay_known(self, inputs):
+        """The graph's outputs (tensors, in order) when inputs are numpy arrays (a list in
+        input order, or a dict by name) of a signature the program already replays as a plan
+        and the model has no parameters; else None (the caller runs _run). Skips check_feeds
+        and the layers between: a replay at batch 1 is a few milliseconds, and Python right
+        after it runs from cold caches (~0.2 ms for _run's path on MobileNetV2)."""
+        if self._by_onnx or _trace.tracer is not None:
+            return None
+        if isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        if isinstance(inputs, dict):
+            feeds = inputs
+        elif isinstance(inputs, (list, tuple)) and len(inputs) == len(self._input_names):
+            feeds = dict(zip(self._input_names, inputs))
+        else:
+            return None
+        if not all(type(a) is np.ndarray for a in feeds.values()):
+            return None
+        outs = self.program.plans.replay_known(feeds)
+        return None if outs is None else [outs[name] for name in self._output_names]
 
     def _placeholder_forward(self, inputs, last_layers, aux_output):
         """compile([hl.Placeholder(...)]): the parameters exist already; one run on zeros

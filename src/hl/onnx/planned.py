@@ -8,16 +8,14 @@ input on the CPU is read in place (a borrowed tensor over its buffer; the entry 
 until the next bind, since the plan's slot points at it until then: onnxruntime reads the
 caller's buffer in place too, and copying MobileNetV2's 600 KB image cost its replay 4%), and
 each output's memory is handed to the caller, the plan taking fresh memory for the next replay
-(hl_plan_take_output; a copy only when something else views that memory). A recording that meets a value it cannot plan (a host read of a
-computed value, a data-dependent shape such as NonZero) is dropped with one warning naming
+(hl_plan_take_output; a copy only when something else views that memory). A recording that
+meets a value it cannot plan (a host read of a computed value, a data-dependent shape such as NonZero) is dropped with one warning naming
 the error, and that signature runs node by node from then on. At most PLANS signatures keep a
 plan; past that the oldest goes. A plan replays on one thread at a time: a run that finds its
 plan busy runs node by node instead.
 """
 import threading
 import warnings
-
-import numpy as np
 
 from .. import _core, errors
 from .. import devices as _devices
@@ -68,15 +66,35 @@ class PlanCache:
                     self.seen.clear()
                 self.seen.add(signature)
             if first or _core.plan_recording():
-                return run_nodes_eagerly(self._tensors(feeds))
-            entry = self._record(signature, self._tensors(feeds), run_nodes_eagerly,
+                return run_nodes_eagerly(to_tensors(feeds, self.device))
+            entry = self._record(signature, to_tensors(feeds, self.device), run_nodes_eagerly,
                                  output_names)
             if entry is None:
-                return run_nodes_eagerly(self._tensors(feeds))
+                return run_nodes_eagerly(to_tensors(feeds, self.device))
         elif entry is None:
-            return run_nodes_eagerly(self._tensors(feeds))
-        if not entry.lock.acquire(blocking=False):  # another thread replays it now
-            return run_nodes_eagerly(self._tensors(feeds))
+            return run_nodes_eagerly(to_tensors(feeds, self.device))
+        outputs = self._replay(entry, feeds)
+        return outputs if outputs is not None else run_nodes_eagerly(
+            to_tensors(feeds, self.device))
+
+    def replay_known(self, feeds):
+        """{output name: Tensor} for feeds ({name: numpy array}, no parameters) when their
+        signature already replays a plan, else None. The run's shortest path (BackendRep.run
+        takes it first): a signature gets a plan only after check_feeds passed it, and
+        check_feeds reads nothing the signature does not hold (names, shapes, dtypes)."""
+        try:
+            signature = (tuple((k, v.shape, _dtypes.from_numpy(v.dtype).name,
+                                self.device_key) for k, v in sorted(feeds.items())), ())
+        except errors.DTypeError:
+            return None
+        entry = self.entries.get(signature)
+        return None if entry is None else self._replay(entry, feeds)
+
+    def _replay(self, entry, feeds):
+        """Binds feeds to entry's slots, replays its plan and takes its outputs; None when
+        another thread replays it now."""
+        if not entry.lock.acquire(blocking=False):
+            return None
         try:
             # kept from before the first bind: a bind failing half-way leaves the slots
             # bound so far reading arrays that are still alive (the previous ones are not
@@ -95,17 +113,12 @@ class PlanCache:
     def _device_of(self, x):
         return _core.device_of(x._h) if isinstance(x, Tensor) else self.device_key
 
-    def _tensors(self, feeds):
-        """feeds with numpy arrays copied into tensors (runs that are not replays)."""
-        return {name: x if x is None or isinstance(x, Tensor) else _tensor(x, device=self.device)
-                for name, x in feeds.items()}
-
     def _bindable(self, x, borrowed):
         """A handle to bind for feed x: a tensor's own, or one over a numpy array's buffer
         (appended to borrowed, which keeps it alive) when the program runs on the CPU."""
         if isinstance(x, Tensor):
             return x._h
-        if self.device_key[0] == 0 and x.flags.c_contiguous and x.flags.aligned and x.size:
+        if self.device.kind == "cpu" and x.flags.c_contiguous and x.flags.aligned and x.size:
             borrowed.append(x)
             return _core.borrow_host(x, _dtypes.from_numpy(x.dtype).code)
         return _tensor(x, device=self.device)._h
@@ -138,6 +151,13 @@ class PlanCache:
                 entries.pop(next(iter(entries)))
             entries[signature] = entry
             self.entries = entries
+
+
+def to_tensors(feeds, device):
+    """feeds ({name: Tensor, numpy array or None}) with each array copied into a new tensor
+    on device."""
+    return {name: x if x is None or isinstance(x, Tensor) else _tensor(x, device=device)
+            for name, x in feeds.items()}
 
 
 def _dtype_name(x):

@@ -10,14 +10,14 @@ import threading
 import numpy as np
 
 from .. import errors
-from .._tensor import Tensor, tensor as _tensor
+from .._tensor import Tensor
 from ..autograd import is_grad_enabled, no_grad
 from ..autograd.mode import trace_state as _trace
 from .common_nodes import NO_FOLD, merge_common_nodes
 from .graph import Graph, last_uses
 from .types import elem_type_name
 from .load import MALFORMED
-from .planned import PlanCache
+from .planned import PlanCache, to_tensors
 
 # Serialises restoring the weights kept only packed (Program.all_constants).
 _RESTORE_LOCK = threading.Lock()
@@ -211,11 +211,6 @@ def _no_gradient(feeds, params):
     given = list(feeds.values()) + list((params or {}).values())
     return not any(isinstance(t, Tensor) and t.requires_grad for t in given)
 
-
-def to_tensors(feeds, device):
-    """feeds with each numpy array copied into a new tensor on device."""
-    return {name: x if x is None or isinstance(x, Tensor) else _tensor(x, device=device)
-            for name, x in feeds.items()}
 
 
 def _place(graph, device):
