@@ -169,6 +169,31 @@ def test_every_cut_between_threads_gives_the_same_bits(m, k, n, bias_on, res_on,
     _close(outs[0], reference(a, b, bias, r, act, alpha, beta), a, b, 2e-6)
 
 
+# A packed B over 16 MB (split_product's WIDE_B_BYTES: GPT-2's logits) is cut into panel
+# ranges first, each run for every row block, every thread keeping all of A packed. K = 64 and
+# 4100 panels make 16.8 MB; 151 rows are two row blocks at one thread (the second ending in a
+# one-row tile) and M = 20 one; the last panel is narrow (65599 = 4099 x 16 + 15).
+@pytest.mark.parametrize("m", [20, 151])
+def test_wide_b_cut_panels_first_gives_the_same_bits(m):
+    rng = np.random.default_rng(m)
+    k, n = 64, 65599
+    a, b, bias, r = _data(rng, m, k, n)
+    packed = ops.gemm_pack_b(hl.tensor(b))
+    assert packed.data.shape[0] * k * 16 * 4 > 16 << 20
+    before = hl.get_num_threads()
+    outs = []
+    try:
+        for t in (1, 2, 3):
+            hl.set_num_threads(t)
+            outs.append(hl.matmul_fused(hl.tensor(a), packed, hl.tensor(bias), hl.tensor(r),
+                                        act="relu").numpy())
+    finally:
+        hl.set_num_threads(before)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], outs[2])
+    _close(outs[0], reference(a, b, bias, r, "relu", 0, 0), a, b, 2e-6)
+
+
 def test_several_python_threads_get_one_threads_answers():
     rng = np.random.default_rng(4)
     a, b, bias, r = _data(rng, 33, 100, 90)

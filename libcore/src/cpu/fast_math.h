@@ -18,9 +18,28 @@
  * a degree-6 Taylor polynomial in r and 2^k built from its exponent bits. Measured against
  * float64 tanh over [-20, 20] and 1e-30..30: relative error under 2.4e-7 (libm's: 1.6e-7).
  * 2|x| is capped at 80, where the result is 1 in float32 already; NaN stays NaN.
- * erf: |x| < 0.5 by its Taylor series to x^13; beyond, Abramowitz and Stegun's 7.1.26,
- * 1 - (a1 t + ... + a5 t^5) e^(-x^2) with t = 1 / (1 + p|x|), absolute error under 1.5e-7
- * (relative under 3e-7 there, as |erf| >= 0.52). */
+ * erf: x P(x^2) / Q(x^2) with P of degree 6 and Q of degree 5 on x clamped to [-3.92, 3.92]
+ * (erf(3.92) = 1 - 5e-9, 1 in float32), the result clamped to [-1, 1] and +-1 exactly from
+ * the clamp on: one division, no exp and no second branch. (Before: the Taylor series for
+ * |x| < 0.5 and Abramowitz and Stegun's 7.1.26 beyond, both evaluated; BERT's GELU epilogue
+ * on a 1024 x 3072 output took 4.3 ms at one thread, now 2.1-2.4.) The coefficients are a
+ * weighted least-squares (Lawson) fit of erf(x) / x in x^2 made for hl (the fit's own error
+ * under 2e-9; the rest is float32 rounding). Measured against float64 erf: absolute error
+ * under 3.6e-7 over all x (A&S's was 1.5e-7), relative under 2.6e-7 for |x| < 0.5 down to
+ * 1e-30; NaN stays NaN (tests/ops/test_fast_erf.py). */
+#define HL_ERF_CLAMP 3.92f
+#define HL_ERF_P0 1.128379225730896f
+#define HL_ERF_P1 0.18470042943954468f
+#define HL_ERF_P2 0.05427846312522888f
+#define HL_ERF_P3 0.0038323760963976383f
+#define HL_ERF_P4 0.00038038016646169126f
+#define HL_ERF_P5 4.71806242785533e-06f
+#define HL_ERF_P6 -1.3337284165970686e-08f
+#define HL_ERF_Q1 0.49702003598213196f
+#define HL_ERF_Q2 0.11377546936273575f
+#define HL_ERF_Q3 0.01543097198009491f
+#define HL_ERF_Q4 0.0013050403213128448f
+#define HL_ERF_Q5 6.342146662063897e-05f
 static inline float hl_exp_f32(float y) {           /* y in [-87, 80] */
     float t = y * 1.44269504088896341f;
     int32_t k = (int32_t)(t + copysignf(0.5f, t));
@@ -42,16 +61,18 @@ static inline float hl_tanh_f32(float x) {
     return x == x ? y : x;
 }
 static inline float hl_erf_f32(float x) {
-    float a = fabsf(x), x2 = x * x;
-    float small = x * 1.12837916709551257f * (1.0f + x2 * (-1.0f / 3 + x2 * (1.0f / 10 +
-                  x2 * (-1.0f / 42 + x2 * (1.0f / 216 + x2 * (-1.0f / 1320 +
-                  x2 * (1.0f / 9360)))))));
-    float t = 1.0f / (1.0f + 0.3275911f * a);
-    float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f +
-                 t * (-1.453152027f + t * 1.061405429f))));
-    float e = hl_exp_f32(x2 < 87.0f ? -x2 : -87.0f);
-    float y = a < 0.5f ? small : copysignf(1.0f - poly * e, x);
-    return x == x ? y : x;
+    /* comparisons with a NaN are false: a NaN x goes through unchanged */
+    const float c = x < -HL_ERF_CLAMP ? -HL_ERF_CLAMP : (x > HL_ERF_CLAMP ? HL_ERF_CLAMP : x);
+    const float t = c * c;
+    const float p = HL_ERF_P0 + t * (HL_ERF_P1 + t * (HL_ERF_P2 + t * (HL_ERF_P3 +
+                    t * (HL_ERF_P4 + t * (HL_ERF_P5 + t * HL_ERF_P6)))));
+    const float q = 1.0f + t * (HL_ERF_Q1 + t * (HL_ERF_Q2 + t * (HL_ERF_Q3 +
+                    t * (HL_ERF_Q4 + t * HL_ERF_Q5))));
+    const float y = c * p / q;
+    /* +-1 exactly from the clamp on (the correctly rounded value; 1 + erf(-inf) must be 0,
+       whatever the rounding of the last steps): -inf * (1 + erf(-inf)) is NaN in GELU, as
+       in the unfused ops */
+    return fabsf(x) >= HL_ERF_CLAMP ? copysignf(1.0f, x) : (y > 1.0f ? 1.0f : (y < -1.0f ? -1.0f : y));
 }
 
 /*

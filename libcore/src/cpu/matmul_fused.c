@@ -203,38 +203,35 @@ AVX2 __m256 exp_v(__m256 y) {                           /* y in [-87, 80] */
         _mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
-AVX2 __m256 abs_v(__m256 x) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x); }
-AVX2 __m256 copysign_v(__m256 mag, __m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    return _mm256_or_ps(_mm256_andnot_ps(sign, mag), _mm256_and_ps(sign, x));
-}
 /* NaN stays NaN: where x != x, x itself. */
 AVX2 __m256 keep_nan_v(__m256 y, __m256 x) {
     return _mm256_blendv_ps(x, y, _mm256_cmp_ps(x, x, _CMP_EQ_OQ));
 }
+/* hl_erf_f32 (fast_math.h) on eight lanes: the same clamps, rational form and +-1 beyond the
+   clamp. maxps/minps return their second operand when one is NaN, so a NaN x stays NaN. */
 AVX2 __m256 erf_v(__m256 x) {
-    const __m256 a = abs_v(x), x2 = _mm256_mul_ps(x, x), one = _mm256_set1_ps(1.0f);
-    __m256 p = _mm256_set1_ps(1.0f / 9360);
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 1320));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 216));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 42));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.0f / 10));
-    p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-1.0f / 3));
-    p = _mm256_fmadd_ps(p, x2, one);
-    const __m256 small = _mm256_mul_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.12837916709551257f)), p);
-    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
-    __m256 q = _mm256_set1_ps(1.061405429f);
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.453152027f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
-    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
-    q = _mm256_mul_ps(q, t);
-    const __m256 e = exp_v(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), x2),
-                                         _mm256_set1_ps(-87.0f)));
-    const __m256 big = copysign_v(_mm256_fnmadd_ps(q, e, one), x);
-    const __m256 y = _mm256_blendv_ps(big, small,
-                                      _mm256_cmp_ps(a, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
-    return keep_nan_v(y, x);
+    const __m256 c = _mm256_min_ps(_mm256_set1_ps(HL_ERF_CLAMP),
+                                   _mm256_max_ps(_mm256_set1_ps(-HL_ERF_CLAMP), x));
+    const __m256 t = _mm256_mul_ps(c, c);
+    __m256 p = _mm256_set1_ps(HL_ERF_P6);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P5));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P4));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P3));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P2));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P1));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(HL_ERF_P0));
+    __m256 q = _mm256_set1_ps(HL_ERF_Q5);
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q4));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q3));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q2));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(HL_ERF_Q1));
+    q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.0f));
+    const __m256 y = _mm256_div_ps(_mm256_mul_ps(c, p), q), one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 sat = _mm256_cmp_ps(_mm256_andnot_ps(sign, x), _mm256_set1_ps(HL_ERF_CLAMP),
+                                     _CMP_GE_OQ);  /* false for NaN */
+    return _mm256_blendv_ps(_mm256_min_ps(one, _mm256_max_ps(_mm256_set1_ps(-1.0f), y)),
+                            _mm256_or_ps(one, _mm256_and_ps(sign, x)), sat);
 }
 
 /* The epilogue's activation on eight values (the element-wise ops' expressions, ops.h;
@@ -379,12 +376,58 @@ static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const 
     return false;
 }
 
+#ifdef HAVE_AVX2_KERNEL
+/* pack_a for one tile of 6 rows: eight k at a time, the 6 x 8 block transposed in registers
+   (as an 8 x 8 transpose whose two spare rows are never stored) and written as 48 floats in
+   order, each column's 8-float store overlapping the next one's first two, the last column's
+   cut to 6. The scalar loop wrote one float per instruction, 24 bytes apart: 0.64 ms of a
+   512 x 3072 x 768 product's 26.5 at one thread. */
+__attribute__((target("avx2,fma"))) static void pack_a_tile_avx2(const float *src,
+                                                              int64_t lda, int64_t kc,
+                                                              float *dst) {
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8, dst += 8 * MR) {
+        const __m256 r0 = _mm256_loadu_ps(src + k), r1 = _mm256_loadu_ps(src + lda + k),
+                     r2 = _mm256_loadu_ps(src + 2 * lda + k),
+                     r3 = _mm256_loadu_ps(src + 3 * lda + k),
+                     r4 = _mm256_loadu_ps(src + 4 * lda + k),
+                     r5 = _mm256_loadu_ps(src + 5 * lda + k);
+        const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                     t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                     t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5);
+        /* s_j: rows 0-3 (resp. 4-5 and two spares) of columns j and j + 4 */
+        const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                     s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                     s4 = _mm256_shuffle_ps(t4, t4, 0x44), s5 = _mm256_shuffle_ps(t4, t4, 0xEE),
+                     s6 = _mm256_shuffle_ps(t5, t5, 0x44), s7 = _mm256_shuffle_ps(t5, t5, 0xEE);
+        _mm256_storeu_ps(dst, _mm256_permute2f128_ps(s0, s4, 0x20));
+        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(s1, s5, 0x20));
+        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(s2, s6, 0x20));
+        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(s3, s7, 0x20));
+        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(s0, s4, 0x31));
+        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(s1, s5, 0x31));
+        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(s2, s6, 0x31));
+        const __m256 c7 = _mm256_permute2f128_ps(s3, s7, 0x31);
+        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(c7));
+        _mm_storel_pi((__m64 *)(dst + 46), _mm256_extractf128_ps(c7, 1));
+    }
+    for (; k < kc; k++, dst += MR)
+        for (int r = 0; r < MR; r++) dst[r] = src[r * lda + k];
+}
+#endif
+
 /* Rows [i0, i1) and columns [k0, k0 + kc) of A (rows lda apart) into dst: for each group of
    MR rows, MR values per k (zeros past i1). */
 static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t k0,
                    int64_t kc, float *dst) {
     for (int64_t i = i0; i < i1; i += MR, dst += MR * kc) {
         const int R = (int)HL_MIN(MR, i1 - i);
+#ifdef HAVE_AVX2_KERNEL
+        if (R == MR && use_avx2()) {
+            pack_a_tile_avx2(a + i * lda + k0, lda, kc, dst);
+            continue;
+        }
+#endif
         for (int r = 0; r < MR; r++) {
             const float *src = a + (i + r) * lda + k0;
             if (r < R)
@@ -484,17 +527,26 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
 }
 
 /* How a product is cut between threads: `blocks` blocks of rows (whole MR-row tiles, at most
-   MC rows, as even as tiles allow) times `groups` ranges of panels; item i is row block
-   i / groups, panel range i % groups. Every element of C is one item's, summed in the same
-   order whatever the cut (k ascending in KC blocks, each tile's rows independent): any thread
-   count gives the same bits. */
+   MC rows, as even as tiles allow, larger first) times `groups` ranges of panels; item i is
+   row block i / groups, panel range i % groups, or with panel_major, panel range i / blocks,
+   row block i % blocks. Every element of C is one item's, summed in the same order whatever the cut
+   (k ascending in KC blocks, each tile's rows independent): any thread count gives the same
+   bits. */
 typedef struct {
     const product *g;
     int64_t tiles, blocks, groups;
+    bool panel_major;
     float *apack;
     size_t stride;  /* floats of apack per thread */
-    int64_t *held;  /* per thread: the row block its part of apack holds */
+    int64_t *held;  /* per thread (and row block, panel_major): the row block packed there */
 } product_split;
+
+/* A packed B above this size is a wide one (GPT-2's 768 x 50257 logits: 154 MB), which the
+   row-first cut would stream from memory once per row block (8 times at two threads, 4 at
+   one); it is cut into panel ranges of about WIDE_GROUP_BYTES instead, each range run for
+   every row block while it is in cache, so that B is read from memory once. The products of
+   a transformer layer (at most 9.4 MB, FC1/FC2) stay in the L3 cache across row blocks. */
+enum { WIDE_B_BYTES = 16 << 20, WIDE_GROUP_BYTES = 1 << 19 };
 
 /* Row blocks of at least this many tiles when rows are split between threads: a B micro-panel
    loaded into L1 serves that many tiles (48 rows) before the next is needed. */
@@ -513,6 +565,15 @@ static void split_product(product_split *s, int threads) {
     s->tiles = (g->M + MR - 1) / MR;
     s->blocks = (s->tiles + MC / MR - 1) / (MC / MR);
     s->groups = 1;
+    s->panel_major = false;
+    const double bbytes = (double)g->P * (double)g->K * NR * sizeof(float);
+    if (bbytes > WIDE_B_BYTES && (s->blocks > 1 || threads > 1)) {
+        /* panel ranges first; with at least ITEMS_PER_THREAD items a thread */
+        s->panel_major = true;
+        s->groups = HL_MIN(g->P, HL_MAX((int64_t)(bbytes / WIDE_GROUP_BYTES),
+                                        (int64_t)threads * ITEMS_PER_THREAD));
+        return;
+    }
     if (threads < 2) return;
     const int64_t want = (int64_t)threads * ITEMS_PER_THREAD;
     if (s->tiles / MIN_BLOCK_TILES >= 2 * (int64_t)threads)
@@ -521,16 +582,32 @@ static void split_product(product_split *s, int threads) {
         s->groups = HL_MIN(g->P, (want + s->blocks - 1) / s->blocks);
 }
 
+/* Rows [*r0, *r1) of row block rb: tiles / blocks tiles each, the tiles / blocks remainder
+   going one each to the first blocks. Larger items first, smaller last: the threads, which
+   claim items as they finish, then end closer together (GPT-2 at batch 8: 86 tiles in 8
+   blocks, which read 10, 11, 11, 11, 10, 11, 11, 11 tiles before; a thread that got both
+   10s and the other three 11s and the 2-row tail waited ~1.5% of the product for it). */
+static void block_rows(const product_split *s, int64_t rb, int64_t *r0, int64_t *r1) {
+    const int64_t q = s->tiles / s->blocks, rem = s->tiles % s->blocks;
+    *r0 = (rb * q + HL_MIN(rb, rem)) * MR;
+    *r1 = HL_MIN(s->g->M, *r0 + (q + (rb < rem)) * MR);
+}
+
 static void run_items(int64_t i0, int64_t i1, void *arg) {
     const product_split *s = arg;
     const product *g = s->g;
     const int slot = hl_thread_num();
     for (int64_t i = i0; i < i1; i++) {
-        const int64_t rb = i / s->groups, pg = i % s->groups;
-        const int64_t r0 = rb * s->tiles / s->blocks * MR,
-                      r1 = HL_MIN(g->M, (rb + 1) * s->tiles / s->blocks * MR);
-        run_block(g, rb, r0, r1, pg * g->P / s->groups, (pg + 1) * g->P / s->groups,
-                  s->apack + (size_t)slot * s->stride, &s->held[slot]);
+        const int64_t rb = s->panel_major ? i % s->blocks : i / s->groups,
+                      pg = s->panel_major ? i / s->blocks : i % s->groups;
+        int64_t r0, r1;
+        block_rows(s, rb, &r0, &r1);
+        /* panel_major: each thread keeps every row block packed, block rb at row r0 */
+        float *apack = s->apack + (size_t)slot * s->stride +
+                       (s->panel_major ? (size_t)(r0 * HL_MAX(g->K, 1)) : 0);
+        int64_t *held = s->panel_major ? &s->held[slot * s->blocks + rb] : &s->held[slot];
+        run_block(g, rb, r0, r1, pg * g->P / s->groups, (pg + 1) * g->P / s->groups, apack,
+                  held);
     }
 }
 
@@ -540,18 +617,20 @@ static hl_status run_product(const product *g) {
     const int threads = flops < 1e6 ? 1 : hl_pool_threads();
     product_split s = {.g = g};
     split_product(&s, threads);
-    const int64_t rows = ((s.tiles + s.blocks - 1) / s.blocks) * MR;  /* the largest block */
+    /* the largest block, or all rows (panel_major) */
+    const int64_t rows = s.panel_major ? s.tiles * MR : ((s.tiles + s.blocks - 1) / s.blocks) * MR;
     const size_t abytes = sizeof(float) * (size_t)(rows * HL_MAX(g->K, 1));
+    const int64_t helds = s.panel_major ? (int64_t)threads * s.blocks : threads;
     s.stride = ((abytes + 63) & ~(size_t)63) / sizeof(float);
     s.apack = aligned_alloc(64, s.stride * sizeof(float) * (size_t)threads);
-    s.held = malloc(sizeof(int64_t) * (size_t)threads);
+    s.held = malloc(sizeof(int64_t) * (size_t)helds);
     if (!s.apack || !s.held) {
         free(s.apack);
         free(s.held);
         return hl_fail(HL_ERR_MEMORY, "matmul_fused: out of memory for a %lld x %lld block of "
                        "a", (long long)rows, (long long)g->K);
     }
-    for (int t = 0; t < threads; t++) s.held[t] = -1;
+    for (int64_t t = 0; t < helds; t++) s.held[t] = -1;
     const int64_t items = s.blocks * s.groups;
     hl_parallel_for(items, threads > 1 ? 1 : items, run_items, &s);
     free(s.apack);
