@@ -577,7 +577,9 @@ enum {
     HL_PLAN_NO_CAPTURE = 16, /* calls on a graph-capturing device (cuda) run one by one */
     HL_PLAN_NO_RECOMPUTE = 32, /* keep every saved tensor (plan/recompute.c); NO_MEMORY too */
     HL_PLAN_NO_NORM_FUSION = 64, /* batch norms run apart from their ReLU / add (fuse_norm.c) */
-    HL_PLAN_OPTION_MASK = 127
+    HL_PLAN_NO_SLICES = 128, /* large convolutions run layer by layer, never a batch slice at a
+                                time through a run of them (plan/slice.c) */
+    HL_PLAN_OPTION_MASK = 255
 };
 hl_status hl_plan_set_options(hl_plan *plan, int options);
 typedef struct {
@@ -600,6 +602,8 @@ typedef struct {
     char capture_note[200];
     int64_t norm_fusions;      /* batch norms that took a ReLU (+ residual add) or relu_grad in */
     int64_t pool_fusions;      /* max-pool gradients that took the following relu_grad in */
+    int64_t sliced_runs;       /* runs of convolutions replayed a batch slice at a time */
+    int64_t sliced_calls;      /* the convolutions in them */
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after

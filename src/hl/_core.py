@@ -566,6 +566,7 @@ PLAN_TOPOLOGICAL = lib.HL_PLAN_TOPOLOGICAL
 PLAN_NO_CAPTURE = lib.HL_PLAN_NO_CAPTURE
 PLAN_NO_RECOMPUTE = lib.HL_PLAN_NO_RECOMPUTE
 PLAN_NO_NORM_FUSION = lib.HL_PLAN_NO_NORM_FUSION
+PLAN_NO_SLICES = lib.HL_PLAN_NO_SLICES
 
 
 def plan_begin():
@@ -671,7 +672,7 @@ _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_byt
                      "conv_epilogues", "norm_fusions", "pool_fusions", "outer_updates", "recomputed", "graphs",
                      "graph_calls",
                      "graph_launches",
-                     "uncaptured_calls")
+                     "uncaptured_calls", "sliced_runs", "sliced_calls")
 
 
 def plan_stats(plan):

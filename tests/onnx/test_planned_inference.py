@@ -185,3 +185,50 @@ def test_bad_inputs_are_refused_after_the_plan_exists():
         rep.run([x, x])
     np.testing.assert_allclose(rep.run([hl.tensor(x)])[0], sess.run(None, {"x": x})[0],
                                rtol=1e-5, atol=1e-6)
+
+
+def _inverted_residual(rng):
+    """MobileNetV2's block at 96x96: 1x1 Conv + Clip (16 -> 96), depthwise 3x3 Conv + Clip,
+    1x1 Conv (96 -> 16) + Add of the block's input."""
+    def init(name, *shape):
+        a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) if len(shape) > 1 else 4)
+        return numpy_helper.from_array(a.astype(np.float32), name)
+    lo = numpy_helper.from_array(np.array(0.0, np.float32), "lo")
+    hi = numpy_helper.from_array(np.array(6.0, np.float32), "hi")
+    inits = [init("w1", 96, 16, 1, 1), init("b1", 96), init("wd", 96, 1, 3, 3), init("bd", 96),
+             init("w2", 16, 96, 1, 1), init("b2", 16), lo, hi]
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["e"]),
+             helper.make_node("Clip", ["e", "lo", "hi"], ["e6"]),
+             helper.make_node("Conv", ["e6", "wd", "bd"], ["d"], group=96, pads=[1, 1, 1, 1]),
+             helper.make_node("Clip", ["d", "lo", "hi"], ["d6"]),
+             helper.make_node("Conv", ["d6", "w2", "b2"], ["p"]),
+             helper.make_node("Add", ["p", "x"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 96, 96])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 16, 96, 96])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_large_convolutions_replayed_a_sample_at_a_time_match_onnxruntime(threads):
+    # at batch 4 the block's tensors (3.5 MB a sample at 96 channels) outgrow the cache: the
+    # plan runs its three convolutions one sample at a time (libcore/src/plan/slice.c); at
+    # batch 1 layer by layer. Both agree with onnxruntime.
+    rng = np.random.default_rng(21)
+    model = _inverted_residual(rng)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    prev = hl.get_num_threads()
+    hl.set_num_threads(threads)
+    try:
+        rep = hl_onnx.prepare(model)
+        for batch, sliced in ((4, True), (1, False)):
+            for _ in range(3):
+                x = rng.standard_normal((batch, 16, 96, 96)).astype(np.float32)
+                np.testing.assert_allclose(rep.run([x])[0], sess.run(None, {"x": x})[0],
+                                           rtol=1e-4, atol=1e-4)
+            plans = rep.model.program.plans.entries.values()
+            stats = [hl._core.plan_stats(e.plan) for e in plans if e is not None]
+            assert stats[-1]["sliced_runs"] == (1 if sliced else 0), stats[-1]
+            assert stats[-1]["sliced_calls"] == (3 if sliced else 0), stats[-1]
+    finally:
+        hl.set_num_threads(prev)

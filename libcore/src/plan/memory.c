@@ -59,11 +59,13 @@ static int64_t map_find(const ptr_map *m, const void *key) {
 
 typedef struct {
     hl_storage *s;
-    int64_t first, last;   /* times of first and last use (see call_time) */
+    int64_t first, last;   /* times of first and last use (see call_span) */
+    int64_t first_call, last_call; /* the same, a sliced run's calls at their own times */
     int n_structs;         /* distinct tensor structs of the plan viewing it */
     bool only_plan;        /* every one of them is referenced by the plan alone */
     bool written_whole_first;
     bool planned, handed_on; /* handed_on: its bytes went to an in-place output */
+    bool slice_local;      /* only a sliced run's calls use it: one slice's bytes (slice.c) */
     int64_t size, offset;
 } store_info;
 
@@ -72,6 +74,17 @@ typedef struct { int64_t refs, store; } tensor_info;
 /* Calls of a fused group run at once: they all happen at the group's first call. */
 static int64_t call_time(const hl_plan *p, int64_t i) {
     return p->group_of && p->group_of[i] >= 0 ? hl_plan_group_start(p, p->group_of[i]) : i;
+}
+
+/* When call i's tensors are in use: at its time, or over the whole of its sliced run (every
+   call of the run runs again for each slice of the batch, slice.c). */
+static void call_span(const hl_plan *p, int64_t i, int64_t *from, int64_t *to) {
+    if (p->slice_of && p->slice_of[i] >= 0) {
+        *from = p->slice_runs[p->slice_of[i]].first;
+        *to = p->slice_runs[p->slice_of[i]].last;
+    } else {
+        *from = *to = call_time(p, i);
+    }
 }
 
 /* ---- placement: greedy by size ---- */
@@ -254,7 +267,8 @@ static hl_status scan(const hl_plan *p, planner *pl) {
         return hl_fail(HL_ERR_MEMORY, "plan: out of memory planning memory");
     for (int64_t i = 0; i < p->n; i++) {
         const hl_call *c = &p->calls[i];
-        int64_t time = call_time(p, i);
+        int64_t time, until, own = call_time(p, i);
+        call_span(p, i, &time, &until);
         for (int k = 0; k < c->n_in + c->n_out; k++) {
             hl_tensor *t = hl_call_tensor(c, k);
             if (!t) continue;  /* an optional input not given */
@@ -264,7 +278,8 @@ static hl_status scan(const hl_plan *p, planner *pl) {
                 int64_t *si = map_at(&pl->stores, t->storage);
                 if (*si < 0) {
                     *si = pl->ns++;
-                    pl->s[*si] = (store_info){.s = t->storage, .first = time, .last = time,
+                    pl->s[*si] = (store_info){.s = t->storage, .first = time, .last = until,
+                                              .first_call = own, .last_call = own,
                                               .only_plan = true, .offset = -1,
                                               .written_whole_first = k >= c->n_in &&
                                                                      hl_covers_storage(t)};
@@ -277,7 +292,8 @@ static hl_status scan(const hl_plan *p, planner *pl) {
             info->refs++;
             store_info *si = &pl->s[info->store];
             if (time < si->first) si->first = time;  /* a group's input read at its start */
-            if (time > si->last) si->last = time;
+            if (until > si->last) si->last = until;
+            if (own > si->last_call) si->last_call = own;
         }
     }
     for (int64_t k = 0; k < pl->nt; k++)
@@ -332,7 +348,16 @@ static hl_status place(hl_plan *p, planner *pl) {
             pl->s[k].planned = true;
             /* a fused pass keeps it in scratch: it needs no bytes */
             bool away = map_find(&fused_away, pl->s[k].s) >= 0;
-            pl->s[k].size = away ? 0 : ((int64_t)pl->s[k].s->nbytes + ALIGN - 1) / ALIGN * ALIGN;
+            int64_t local = hl_plan_slice_bytes(p, pl->s[k].s, pl->s[k].first, pl->s[k].last);
+            pl->s[k].slice_local = local >= 0;
+            if (local >= 0) {
+                /* rewritten by every slice before it is read: its own calls' times, so
+                   that the run's one-slice buffers share bytes as layers' tensors do */
+                pl->s[k].first = pl->s[k].first_call;
+                pl->s[k].last = pl->s[k].last_call;
+            }
+            int64_t bytes = local >= 0 ? local : (int64_t)pl->s[k].s->nbytes;
+            pl->s[k].size = away ? 0 : (bytes + ALIGN - 1) / ALIGN * ALIGN;
             by_first[n++] = k;
         }
     free(fused_away.tab);
@@ -416,6 +441,8 @@ static hl_status place(hl_plan *p, planner *pl) {
     for (int64_t k = 0; k < n; k++) {
         store_info *si = &pl->s[by_first[k]];
         hl_storage_move_to_arena(si->s, p->arenas[si->s->device.kind], (size_t)si->offset);
+        /* from now on its run writes and reads every slice in the same bytes */
+        if (si->slice_local) hl_plan_mark_slice_local(p, si->s, si->first);
         p->planned_count++;
         p->planned_bytes += si->size;
     }

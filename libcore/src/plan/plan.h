@@ -29,6 +29,9 @@ typedef struct {
 
 /* A fused chain of element-wise calls (fuse.c): calls[first .. first + n) run as one pass. */
 typedef struct plan_group plan_group;
+/* A run of convolutions replayed a slice of the batch at a time (slice.c): calls
+   [first, last], for samples [0, per), then [per, 2 per), ... up to batch. */
+typedef struct { int64_t first, last, batch, per; } plan_slice_run;
 /* Per-record times of profiled replays (profile.c). */
 typedef struct plan_profile plan_profile;
 /* The plan's runs of calls replayed as device graphs (capture.c). */
@@ -59,6 +62,13 @@ struct hl_plan {
     int64_t pool_fusions;    /* max-pool gradients that took the following relu_grad in */
     int64_t outer_updates;   /* batch-1 weight gradients formed inside their update */
     int64_t recomputed;      /* tensors made again instead of kept (recompute.c) */
+    /* slice.c: per call, the index of its sliced run or -1 (NULL: no run) */
+    int *slice_of;
+    plan_slice_run *slice_runs;
+    /* per call of a run: which batched tensors (bit 0: input, 1: residual, 2: output) hold
+       one slice only, reused by every slice (memory.c gave their storage a slice's bytes) */
+    unsigned char *slice_local;
+    int64_t n_slice_runs, sliced_calls;
     hl_storage **fused_away;  /* intermediates a fused pass keeps in scratch: no memory */
     int64_t n_fused_away, cap_fused_away;
     int options;             /* HL_PLAN_NO_* bits */
@@ -104,8 +114,24 @@ hl_status hl_plan_collect_aliases(const hl_plan *q, plan_slot *s);
 
 /* order.c: reorders the calls by dependency levels (graph_alg='topological'). */
 hl_status hl_plan_order_topologically(hl_plan *p);
-/* scratch.c: runs call i, its kernel scratch measured or served from the arena. */
+/* scratch.c: runs call i, its kernel scratch measured or served from the arena; _as: runs c
+   (call i over other views, slice.c) with call i's scratch. */
 hl_status hl_plan_run_call(hl_plan *p, int64_t i);
+hl_status hl_plan_run_call_as(hl_plan *p, int64_t i, const hl_call *c);
+/* slice.c: finds the runs of convolutions to replay a slice of the batch at a time (before
+   the memory plan, which keeps what a run touches alive over the whole run); whether call i
+   starts a run that ends before call `to`; runs the run starting at call i (*last: its last
+   call), timing each call into the profile when timed. */
+hl_status hl_plan_find_slices(hl_plan *p);
+void hl_plan_free_slices(hl_plan *p);
+bool hl_plan_sliced_at(const hl_plan *p, int64_t i, int64_t to);
+/* slice.c: for a planned storage used from call `first` to call `last`: when these are the
+   first and last calls of a sliced run (only the run uses it), the bytes one slice of it
+   takes, else -1; hl_plan_mark_slice_local: its bytes are now one slice's (memory.c placed
+   it): the calls of the run holding call `call` see it at its first sample for every slice. */
+int64_t hl_plan_slice_bytes(const hl_plan *p, const hl_storage *s, int64_t first, int64_t last);
+void hl_plan_mark_slice_local(hl_plan *p, const hl_storage *s, int64_t call);
+hl_status hl_plan_run_sliced(hl_plan *p, int64_t i, int64_t *last, bool timed);
 /* memory.c: places the plan's intermediates in arenas (at the first replay). */
 hl_status hl_plan_plan_memory(hl_plan *p);
 /* recompute.c: makes cheap saved tensors again where the backward reads them, and lets
@@ -141,6 +167,10 @@ hl_status hl_plan_run_record(hl_plan *p, int64_t i, int64_t *last);
    hl_plan_replay_timed replays with every record timed. */
 bool hl_plan_profile_this_replay(hl_plan *p);
 hl_status hl_plan_replay_timed(hl_plan *p);
+/* profile.c: adds ns to record i's time (a sliced run's calls, timed one by one). */
+void hl_plan_profile_add(hl_plan *p, int64_t i, int64_t ns);
+/* profile.c: the monotonic clock, in ns. */
+int64_t hl_plan_clock_ns(void);
 
 /* A tensor of call c (inputs first, then outputs): k < c->n_in + c->n_out. */
 static inline hl_tensor *hl_call_tensor(const hl_call *c, int k) {

@@ -21,7 +21,7 @@ struct plan_profile {
     int64_t ns[];        /* per record (hl_plan.n of them) */
 };
 
-static int64_t now_ns(void) {
+int64_t hl_plan_clock_ns(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
@@ -63,13 +63,21 @@ hl_status hl_plan_replay_timed(hl_plan *p) {
     plan_profile *prof = p->profile;
     hl_status st = p->n ? wait_for_device(p, 0) : HL_OK;  /* earlier queued work is not ours */
     for (int64_t i = 0; !st && i < p->n; i++) {
-        int64_t first = i, start = now_ns();
+        if (hl_plan_sliced_at(p, i, p->n)) {  /* each call timed, slice by slice */
+            st = hl_plan_run_sliced(p, i, &i, true);
+            continue;
+        }
+        int64_t first = i, start = hl_plan_clock_ns();
         st = hl_plan_run_record(p, i, &i);
         if (!st) st = wait_for_device(p, first);
-        __atomic_add_fetch(&prof->ns[first], now_ns() - start, __ATOMIC_RELAXED);
+        __atomic_add_fetch(&prof->ns[first], hl_plan_clock_ns() - start, __ATOMIC_RELAXED);
     }
     if (!st) __atomic_add_fetch(&prof->timed, 1, __ATOMIC_RELAXED);
     return st;
+}
+
+void hl_plan_profile_add(hl_plan *p, int64_t i, int64_t ns) {
+    __atomic_add_fetch(&p->profile->ns[i], ns, __ATOMIC_RELAXED);
 }
 
 hl_status hl_plan_set_profiling(hl_plan *p, int on, int64_t skip) {

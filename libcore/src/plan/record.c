@@ -214,6 +214,7 @@ void hl_plan_release(hl_plan *p) {
     hl_plan_capture_release(p);  /* graphs first: they read the arenas */
     for (int d = 0; d < HL_DEVICE_KINDS; d++) hl_storage_release(p->arenas[d]);
     hl_plan_free_groups(p);
+    hl_plan_free_slices(p);
     free(p->slots);
     free(p->linked_ids);
     free(p->kernels);

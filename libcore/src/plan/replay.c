@@ -30,6 +30,7 @@ static hl_status prepare(hl_plan *p) {
         st = hl_plan_recompute(p);
     if (!st) st = resolve_kernels(p);
     if (!st && !(p->options & HL_PLAN_NO_FUSION)) st = hl_plan_fuse(p);
+    if (!st && !(p->options & HL_PLAN_NO_SLICES)) st = hl_plan_find_slices(p);
     if (!st && !(p->options & HL_PLAN_NO_CAPTURE)) st = hl_plan_capture_prepare(p);
     if (!st && !(p->options & HL_PLAN_NO_MEMORY)) {
         p->scratch_need = calloc((size_t)p->n + 1, sizeof *p->scratch_need);
@@ -44,6 +45,7 @@ static hl_status prepare(hl_plan *p) {
         free(p->kernels);
         p->kernels = NULL;
         hl_plan_free_groups(p);
+        hl_plan_free_slices(p);
         return st;
     }
     p->prepared = true;
@@ -59,6 +61,11 @@ hl_status hl_plan_replay_range(hl_plan *p, int64_t from, int64_t to, bool reseed
             st = hl_plan_run_group(p, g, &last);
             if (st) return st;
             i = last;
+            continue;
+        }
+        if (hl_plan_sliced_at(p, i, to)) {  /* convolutions: no random call to reseed */
+            st = hl_plan_run_sliced(p, i, &i, false);
+            if (st) return st;
             continue;
         }
         st = hl_plan_run_call(p, i);
@@ -152,6 +159,8 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->pool_fusions = p->pool_fusions;
     info->outer_updates = p->outer_updates;
     info->recomputed = p->recomputed;
+    info->sliced_runs = p->n_slice_runs;
+    info->sliced_calls = p->sliced_calls;
     hl_plan_capture_stats(p, info);
     return HL_OK;
 }

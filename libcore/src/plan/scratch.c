@@ -34,8 +34,9 @@ void *hl_plan_scratch(size_t nbytes) {
 
 bool hl_plan_scratch_measuring(void) { return current && current->measuring; }
 
-hl_status hl_plan_run_call(hl_plan *p, int64_t i) {
-    hl_call *c = &p->calls[i];
+hl_status hl_plan_run_call(hl_plan *p, int64_t i) { return hl_plan_run_call_as(p, i, &p->calls[i]); }
+
+hl_status hl_plan_run_call_as(hl_plan *p, int64_t i, const hl_call *c) {
     call_scratch cs = {0};
     bool track = p->scratch_need && (p->measuring || p->scratch_offset[i] >= 0);
     if (track) {
