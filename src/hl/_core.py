@@ -669,9 +669,8 @@ def plan_profile_reset(plan):
 _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_bytes",
                      "alive_peak_bytes", "scratch_bytes", "planned_tensors",
                      "planned_bytes", "in_place", "fused_groups", "fused_calls",
-                     "conv_epilogues", "norm_fusions", "pool_fusions", "outer_updates", "recomputed", "graphs",
-                     "graph_calls",
-                     "graph_launches",
+                     "conv_epilogues", "norm_fusions", "pool_fusions", "outer_updates",
+                     "recomputed", "graphs", "graph_calls", "graph_launches",
                      "uncaptured_calls", "sliced_runs", "sliced_calls")
 
 

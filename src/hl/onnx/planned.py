@@ -9,8 +9,9 @@ until the next bind, since the plan's slot points at it until then: onnxruntime 
 caller's buffer in place too, and copying MobileNetV2's 600 KB image cost its replay 4%), and
 each output's memory is handed to the caller, the plan taking fresh memory for the next replay
 (hl_plan_take_output; a copy only when something else views that memory). A recording that
-meets a value it cannot plan (a host read of a computed value, a data-dependent shape such as NonZero) is dropped with one warning naming
-the error, and that signature runs node by node from then on. At most PLANS signatures keep a
+meets a value it cannot plan (a host read of a computed value, a data-dependent shape such as
+NonZero) is dropped with one warning naming the error, and that signature runs node by node
+from then on. At most PLANS signatures keep a
 plan; past that the oldest goes. A plan replays on one thread at a time: a run that finds its
 plan busy runs node by node instead.
 """
@@ -76,16 +77,18 @@ class PlanCache:
                     self.seen.clear()
                 self.seen.add(signature)
             if first or _core.plan_recording():
-                return run_nodes_eagerly(to_tensors(feeds, self.device))
+                return self._eager(feeds, run_nodes_eagerly)
             entry = self._record(signature, to_tensors(feeds, self.device), run_nodes_eagerly,
                                  output_names)
             if entry is None:
-                return run_nodes_eagerly(to_tensors(feeds, self.device))
+                return self._eager(feeds, run_nodes_eagerly)
         elif entry is None:
-            return run_nodes_eagerly(to_tensors(feeds, self.device))
+            return self._eager(feeds, run_nodes_eagerly)
         outputs = self._replay(entry, feeds)
-        return outputs if outputs is not None else run_nodes_eagerly(
-            to_tensors(feeds, self.device))
+        return outputs if outputs is not None else self._eager(feeds, run_nodes_eagerly)
+
+    def _eager(self, feeds, run_nodes_eagerly):
+        return run_nodes_eagerly(to_tensors(feeds, self.device))
 
     def replay_arrays(self, feeds):
         """The outputs as numpy arrays, in the graph's order, for feeds ({name: numpy
