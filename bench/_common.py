@@ -54,3 +54,18 @@ def report(result):
     """What a worker prints last: its result for run_worker."""
     import json
     print("RESULT " + json.dumps(result))
+
+
+def machine_line():
+    """The CPU's model name and the instruction set hl's kernels use on it (results differ
+    between AVX2 and AVX-512 machines: say which one a figure comes from)."""
+    import platform
+    name = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import hl._core
+    return f"CPU: {name}, {os.cpu_count()} logical cores; hl kernels: {hl._core.cpu_kernels()}"
+

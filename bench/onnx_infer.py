@@ -47,7 +47,7 @@ import sys
 import tempfile
 import time
 
-from _common import report, run_worker, setup
+from _common import machine_line, report, run_worker, setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = os.environ.get("HL_ONNX_ZOO") or os.path.join(REPO, "..", "shared", "onnx-zoo")
@@ -254,6 +254,7 @@ def run(args):
     ensure_models(args.models, names)
     batches = [int(b) for b in args.batches.split(",")]
     what = "CPU ms per run (process time)" if args.clock == "cpu" else "latency in ms"
+    print(machine_line())
     print(f"threads: {args.threads}   timed runs per process: {args.repeat} (after "
           f"{args.warmup} warm-up), two processes per library; {what}, median (min)")
     head = (f"{'model':27} {'batch':>5} {'hl ms':>16} {'ort ms':>16} {'hl/ort':>7} "

@@ -88,6 +88,11 @@ int hl_op_lookup(const char *name);       /* -1 when no op has that name */
 void hl_set_num_threads(int n);
 int hl_get_num_threads(void);
 
+/* The instruction set the CPU kernels use on this machine: "avx512", "avx2" or "portable"
+   (the CPU's, lowered by HL_CPU_AVX512=0 or HL_CONV_AVX2=0 in the environment; see
+   cpu/cpu_features.h). */
+const char *hl_cpu_kernels(void);
+
 /* libcore's thread pool under test (tests/test_thread_pool.py): a loop over n items in chunks
    of at least grain items; item i writes to slot_of[i] the slot of the thread that ran it (0:
    the caller; -1: a nested loop of `nested` items it ran left its thread, or its slot was not

@@ -128,6 +128,11 @@ def get_num_threads():
     return lib.hl_get_num_threads()
 
 
+def cpu_kernels():
+    """The instruction set of the CPU kernels here: "avx512", "avx2" or "portable"."""
+    return ffi.string(lib.hl_cpu_kernels()).decode()
+
+
 def crc32(data, crc=0):
     """CRC-32 of a bytes-like object (bytes, memoryview, numpy array, mmap), continuing from
     crc; equal to zlib.crc32, several times faster where the CPU has carry-less multiply.
