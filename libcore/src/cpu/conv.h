@@ -101,6 +101,11 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
 bool hl_dw3x3_blocked_fits(const conv_geom *g);
 hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
                                    const float *bias, const conv_epilogue *epi, float *y);
+/* The row kernel on sixteen lanes (conv_dw3x3_avx512.c; hl_dw3x3_forward takes it where
+   hl_cpu_avx512()): channels [done, c_out) of every sample. */
+hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
+                               const float *w, const float *bias, const conv_epilogue *epi,
+                               float *y);
 
 /* Stride-1 convolutions with 5x5-class kernels (one group, no dilation) on small planes,
    straight from the planes by AVX2 + FMA (conv_direct.c): whether each pass fits (the CPU

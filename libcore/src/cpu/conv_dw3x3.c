@@ -20,11 +20,13 @@
  * Each output is (bias + kernel row 0) + row 1 + row 2, each row's three taps by FMA: the
  * bits differ from the portable loop's (conv_impl.h, a multiply and an add per tap in one
  * chain) by rounding only; conv and conv_fused both take this kernel, so a fused call still
- * equals the plain conv, add and activation bit for bit. HL_CONV_AVX2=0 turns it off.
+ * equals the plain conv, add and activation bit for bit. HL_CONV_AVX2=0 turns it off. On
+ * AVX-512 CPUs conv_dw3x3_avx512.c's sixteen-lane kernel runs instead, with the same bits.
  */
 #include "../core.h"
 #include "conv.h"
 #include "conv_avx2.h"
+#include "cpu_features.h"
 #include "parallel.h"
 
 /* Planes with at least this many outputs x taps run in parallel (as conv_impl.h's loops). */
@@ -344,6 +346,9 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
         if (st) return st;
         done = g->c_out / 8 * 8;
     }
+#if HL_HAVE_AVX512_KERNELS
+    if (hl_cpu_avx512()) return hl_dw3x3_rows_avx512(g, done, x, w, bias, epi, y);
+#endif
     const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 7) / 8;
     if (planes == 0) return HL_OK;
     /* a partial last chunk of a standard plane (below) whose outputs read inside the row:

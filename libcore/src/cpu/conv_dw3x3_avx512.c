@@ -1,0 +1,202 @@
+/*
+ * conv_dw3x3_avx512.c - the depthwise 3x3 row kernel (conv_dw3x3.c) on sixteen lanes, for
+ * AVX-512 CPUs (hl_cpu_avx512): MobileNetV2's 112x112 and 56x56 planes, and whatever channels
+ * of a small plane the blocked kernel leaves.
+ *
+ * A vector holds 16 outputs of a row; each input row gives it three tap vectors: at stride 1
+ * loads at q, q + 1, q + 2; at stride 2 two pairs of loads (q, q + 16 and q + 2, q + 18)
+ * whose even and odd positions one two-source permute each picks out, in order. Every load
+ * is masked to the lanes inside the input row (AVX-512's masked loads read zeros elsewhere,
+ * fault nothing and cost what a plain load does on Intel's cores), so the borders, narrow
+ * planes and the last partial vector of a row all take the one path that the interior does:
+ * none of the AVX2 kernel's edge modes. Rows above or below the input are zero vectors.
+ * So padding is zeros that are multiplied, as ONNX and im2col define it.
+ *
+ * Each output sums as the AVX2 kernel's does, (bias + kernel row 0) + row 1 + row 2, each
+ * row's three taps by FMA in order, and the epilogue is hl_conv_act16_with (the eight-lane
+ * activation's bits): the two kernels give the same bits, and conv and conv_fused still agree.
+ */
+#include "../core.h"
+#include "conv.h"
+#include "conv_avx512.h"
+#include "parallel.h"
+
+#if HL_HAVE_AVX512_KERNELS
+
+/* Planes with at least this many outputs x taps run in parallel (as conv_dw3x3.c). */
+enum { DW_PAR_MIN = 1 << 15 };
+
+/* Per vector of 16 outputs (chunk c of every row): the lanes of each of its loads that lie
+   inside the input row (stride 1: at q, q + 1, q + 2; stride 2: q, q + 16, q + 2, q + 18). */
+typedef struct {
+    __mmask16 m[4];
+} chunk16;
+
+static const int64_t LOAD_AT[2][4] = {{0, 1, 2, 0}, {0, 16, 2, 18}};
+
+/* The lanes j of a load at column p with 0 <= p + j < w. */
+static __mmask16 lanes_inside(int64_t p, int64_t w) {
+    const int64_t lo = HL_MAX(0, -p), hi = HL_MIN(16, w - p);
+    if (hi <= lo) return 0;
+    return (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+static void fill_chunks(const conv_geom *g, chunk16 *cm, int64_t chunks) {
+    const int s = (int)g->sw;
+    for (int64_t c = 0; c < chunks; c++) {
+        const int64_t q = c * 16 * s - g->pl;
+        for (int l = 0; l < 4; l++) cm[c].m[l] = lanes_inside(q + LOAD_AT[s - 1][l], g->w);
+    }
+}
+
+/* The three tap vectors of input row xr (NULL: a padding row) for the chunk at column q. */
+HL_AVX512_INLINE void taps16(const float *xr, int64_t q, const chunk16 *m, const int s,
+                             __m512 t[3]) {
+    if (!xr) {
+        t[0] = t[1] = t[2] = _mm512_setzero_ps();
+    } else if (s == 1) {
+        t[0] = _mm512_maskz_loadu_ps(m->m[0], xr + q);
+        t[1] = _mm512_maskz_loadu_ps(m->m[1], xr + q + 1);
+        t[2] = _mm512_maskz_loadu_ps(m->m[2], xr + q + 2);
+    } else {
+        const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24,
+                                               26, 28, 30);
+        const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+        const __m512 a = _mm512_maskz_loadu_ps(m->m[0], xr + q),
+                     b = _mm512_maskz_loadu_ps(m->m[1], xr + q + 16),
+                     c = _mm512_maskz_loadu_ps(m->m[2], xr + q + 2),
+                     d = _mm512_maskz_loadu_ps(m->m[3], xr + q + 18);
+        t[0] = _mm512_permutex2var_ps(a, even, b);
+        t[1] = _mm512_permutex2var_ps(a, odd, b);
+        t[2] = _mm512_permutex2var_ps(c, even, d);
+    }
+}
+
+/* start + the kernel row's three taps (w: its 3 weights), in the AVX2 kernel's order. */
+HL_AVX512_INLINE __m512 dot3_16(__m512 start, const __m512 *w, const __m512 *t) {
+    return _mm512_fmadd_ps(w[2], t[2], _mm512_fmadd_ps(w[1], t[1], _mm512_fmadd_ps(
+                                                                      w[0], t[0], start)));
+}
+
+/* The residual, the activation and the store of one finished vector (n of its lanes). */
+HL_AVX512_INLINE void finish16(__m512 acc, const float *res, float *y, __mmask16 n,
+                               const int act, const conv_act16_params ap) {
+    if (res) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(n, res));
+    if (act != HL_CONV_ACT_NONE) acc = hl_conv_act16_with(act, ap, acc);
+    _mm512_mask_storeu_ps(y, n, acc);
+}
+
+/* One output plane (xp its input plane, wk its 9 weights, b its bias, res its residual plane
+   or NULL), two output rows a pass: they share their input rows (4 at stride 1, 5 at 2). s and
+   act are constants where inlined. */
+HL_AVX512_INLINE void plane16_s(const conv_geom *g_call, const chunk16 *cm, const float *xp,
+                                const float *wk, float b, const conv_epilogue *epi,
+                                const float *res, float *yp, const int s, const int act) {
+    const conv_geom g_local = *g_call, *g = &g_local;   /* not aliased by the stores */
+    const int64_t ow = g->ow, W = g->w, chunks = (ow + 15) / 16;
+    __m512 w[3][3];
+    for (int i = 0; i < 9; i++) w[i / 3][i % 3] = _mm512_set1_ps(wk[i]);
+    const __m512 bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
+    const conv_act16_params ap = hl_conv_act16_params(epi);
+    const __mmask16 last = hl_conv_mask16(ow - (chunks - 1) * 16);
+    for (int64_t oy = 0; oy < g->oh; oy += 2) {
+        const bool two = oy + 1 < g->oh;
+        const float *rows[5];
+        for (int k = 0; k < 5; k++) {
+            const int64_t iy = oy * s - g->pt + k;
+            rows[k] = iy >= 0 && iy < g->h && k < (two ? s + 3 : 3) ? xp + iy * W : NULL;
+        }
+        for (int64_t c = 0; c < chunks; c++) {
+            const int64_t ox = c * 16, q = ox * s - g->pl;
+            const chunk16 *m = cm + c;
+            __m512 t[3], p0, p1, p2, r0 = zero, r1 = zero, r2 = zero;
+            taps16(rows[0], q, m, s, t);
+            p0 = dot3_16(bv, w[0], t);
+            taps16(rows[1], q, m, s, t);
+            p1 = dot3_16(zero, w[1], t);
+            if (s == 1) r0 = dot3_16(bv, w[0], t);
+            taps16(rows[2], q, m, s, t);
+            p2 = dot3_16(zero, w[2], t);
+            if (s == 1) r1 = dot3_16(zero, w[1], t);
+            else r0 = dot3_16(bv, w[0], t);
+            if (two) {
+                taps16(rows[3], q, m, s, t);
+                if (s == 1) r2 = dot3_16(zero, w[2], t);
+                else r1 = dot3_16(zero, w[1], t);
+                if (s == 2) {
+                    taps16(rows[4], q, m, s, t);
+                    r2 = dot3_16(zero, w[2], t);
+                }
+            }
+            const __mmask16 n = c + 1 < chunks ? (__mmask16)0xFFFF : last;
+            const int64_t at = oy * ow + ox;
+            finish16(_mm512_add_ps(_mm512_add_ps(p0, p1), p2), res ? res + at : NULL, yp + at,
+                     n, act, ap);
+            if (two)
+                finish16(_mm512_add_ps(_mm512_add_ps(r0, r1), r2),
+                         res ? res + at + ow : NULL, yp + at + ow, n, act, ap);
+        }
+    }
+}
+
+/* plane16_s for this call's stride and activation, each a constant in its own copy (the
+   common activations; the others read theirs at run time). */
+HL_AVX512_TARGET static void plane16(const conv_geom *g, const chunk16 *cm, const float *xp,
+                                     const float *wk, float b, const conv_epilogue *epi,
+                                     const float *res, float *yp) {
+    const int act = epi ? epi->act : HL_CONV_ACT_NONE;
+#define PLANE_ACT(S)                                                                          \
+    switch (act) {                                                                            \
+    case HL_CONV_ACT_NONE: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
+    default: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, act); break;                       \
+    }
+    if (g->sw == 1) {
+        PLANE_ACT(1)
+    } else {
+        PLANE_ACT(2)
+    }
+#undef PLANE_ACT
+}
+
+typedef struct {
+    const conv_geom *g;
+    const chunk16 *cm;
+    int64_t done, rest;   /* per sample: the channels already done, those left */
+    const float *x, *w, *bias;
+    const conv_epilogue *epi;
+    float *y;
+} planes16;
+
+static void run_planes16(int64_t begin, int64_t end, void *arg) {
+    const planes16 *q = arg;
+    const conv_geom *g = q->g;
+    const float *res = q->epi ? (const float *)q->epi->res : NULL;
+    for (int64_t pl = begin; pl < end; pl++) {
+        const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
+        const int64_t at = (n * g->c_out + co) * g->P;
+        plane16(g, q->cm, q->x + (n * g->c_in + ci) * g->h * g->w, q->w + co * 9,
+                q->bias ? q->bias[co] : 0.0f, q->epi, res ? res + at : NULL, q->y + at);
+    }
+}
+
+hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
+                               const float *w, const float *bias, const conv_epilogue *epi,
+                               float *y) {
+    const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 15) / 16;
+    if (planes <= 0 || g->P == 0) return HL_OK;
+    scratch sb;
+    chunk16 *cm;
+    hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk16), (void **)&cm);
+    if (st) return st;
+    fill_chunks(g, cm, chunks);
+    const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
+    const planes16 q = {g, cm, done, rest, x, w, bias, epi, y};
+    /* claimed in chunks of planes: a thread the host deschedules leaves its planes to others */
+    hl_parallel_for(planes, parallel ? 4 : planes, run_planes16, (void *)&q);
+    scratch_put(&sb);
+    return HL_OK;
+}
+
+#endif
