@@ -93,6 +93,11 @@ int hl_get_num_threads(void);
    cpu/cpu_features.h). */
 const char *hl_cpu_kernels(void);
 
+/* How many times the direct convolution kernels (cpu/conv_direct.c) ran a pass (0 forward,
+   1 grad_input, 2 grad_weight) in this process: for tests, which cannot always tell from the
+   bits which kernel ran. -1 for another pass number. */
+int64_t hl_conv_direct_runs(int pass);
+
 /* libcore's thread pool under test (tests/test_thread_pool.py): a loop over n items in chunks
    of at least grain items; item i writes to slot_of[i] the slot of the thread that ran it (0:
    the caller; -1: a nested loop of `nested` items it ran left its thread, or its slot was not

@@ -445,9 +445,19 @@ AVX2 static void gi_items(int64_t t0, int64_t t1, void *arg) {
 
 #endif /* HL_CONV_HAVE_X86 */
 
+/* How many times each pass (0 forward, 1 grad_input, 2 grad_weight) ran here: for tests, which
+   cannot always tell by the bits (an im2col product may sum in the same order; OpenBLAS's
+   AVX-512 kernel does for the forward pass). */
+static int64_t runs[3];
+
+int64_t hl_conv_direct_runs(int pass) {
+    return pass >= 0 && pass < 3 ? __atomic_load_n(&runs[pass], __ATOMIC_RELAXED) : -1;
+}
+
 hl_status hl_conv_direct_forward(const conv_geom *g, const float *x, const float *w,
                                  const float *bias, const conv_epilogue *epi, float *y) {
 #if HL_CONV_HAVE_X86
+    __atomic_add_fetch(&runs[0], 1, __ATOMIC_RELAXED);
     const int64_t hp = g->oh + g->kh - 1, wp = g->ow + g->kw - 1;
     direct_job q = {.n = g->n, .ci = g->c_in, .co = g->c_out, .oh = g->oh, .ow = g->ow,
                     .kh = g->kh, .kw = g->kw, .hp = hp, .wp = wp, .x = x, .src_h = g->h,
@@ -487,6 +497,7 @@ hl_status hl_conv_direct_forward(const conv_geom *g, const float *x, const float
 hl_status hl_conv_direct_grad_weight(const conv_geom *g, const float *dy, const float *x,
                                      float *dw) {
 #if HL_CONV_HAVE_X86
+    __atomic_add_fetch(&runs[2], 1, __ATOMIC_RELAXED);
     const int64_t hp = g->oh + g->kh - 1, wp = g->ow + g->kw - 1, P = g->P;
     const bool copy = !(g->pt == 0 && g->pl == 0 && g->h == hp && g->w == wp);
     gw_job q = {.ci = g->c_in, .co = g->c_out, .ow = g->ow, .oh = g->oh, .kh = g->kh,
@@ -531,6 +542,7 @@ hl_status hl_conv_direct_grad_weight(const conv_geom *g, const float *dy, const 
 hl_status hl_conv_direct_grad_input(const conv_geom *g, const float *dy, const float *w,
                                     const float *bias, float *dx) {
 #if HL_CONV_HAVE_X86
+    __atomic_add_fetch(&runs[1], 1, __ATOMIC_RELAXED);
     const int64_t CI = g->c_in, CO = g->c_out, kh = g->kh;
     scratch sw;
     float *wt;
