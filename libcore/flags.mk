@@ -12,8 +12,13 @@
 # -fno-trapping-math: hl never reads floating-point exception flags, and without it GCC will not
 #   vectorise a loop whose element expression selects between computed values (elementwise.c's
 #   float32 tanh); results are the same, bit for bit.
+# -ffp-contract=off: a * b + c in C is a multiply and an add, never one FMA; the kernels write
+#   their FMAs as intrinsics. Otherwise the AVX-512 copy of a HL_CLONES loop (avx512f implies
+#   FMA in GCC) rounds once where the AVX2 copy and the baseline build round twice, and an
+#   AVX-512 CPU gives other bits than an AVX2 one: the conv epilogue's HardSigmoid stopped
+#   matching the element-wise op on an Intel Xeon (tests/ops/test_conv_fused.py).
 # -fPIC: the objects go into the Python extension and into libhlcore.so as well as the archive.
-HL_CFLAGS := -std=gnu11 -fopenmp -Wall -Wno-unused-function -fno-strict-aliasing -fwrapv \
+HL_CFLAGS := -std=gnu11 -fopenmp -Wall -Wno-unused-function -fno-strict-aliasing -fwrapv -ffp-contract=off \
              -fno-trapping-math -fPIC
 
 # libcore's own objects only (not the cffi wrapper): nothing is exported but the hl_ API, which
