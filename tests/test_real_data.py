@@ -23,10 +23,12 @@ def test_cnn_reaches_95_percent_on_digits(tmp_path):
     model, acc, history, path = train(data, epochs=15, batch_size=64, lr=0.01, seed=0,
                                       verbose=0, out=str(tmp_path))
     assert acc >= 0.95, f"test accuracy {acc:.4f}"
-    # the README states what `python -m hl.demo` prints (the same call, seed 0)
+    # the README states what `python -m hl.demo` prints (the same call, seed 0), to two
+    # places: OpenBLAS's kernels for the CPU at hand round differently (0.972 on an AMD EPYC
+    # with AVX2, 0.975 on an Intel Xeon with AVX-512), which moves a few test digits
     readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
     claimed = float(readme.split("prints its test accuracy (")[1].split()[0])
-    assert abs(acc - claimed) < 0.0015, (acc, claimed)
+    assert abs(acc - claimed) < 0.006, (acc, claimed)
     assert isinstance(model, CNN) and sorted(p.name for p in tmp_path.iterdir()) == [
         "best-states.zip", "mnist-cnn.hl"]
     # the reloaded model is the best epoch's
