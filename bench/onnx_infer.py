@@ -34,9 +34,11 @@ the column reads "-".
 (a run's wall time there mostly waits for a core); with more threads it would count waiting
 threads' spinning, so it is refused.
 
---profile adds, per model and batch, the time by operator type on each side (the sum over
-nodes of each node's fastest run): hl's by timing every node's handler, onnxruntime's from its
-own profiler (after its fusions, so e.g. BatchNormalization and Relu vanish into Conv).
+--profile adds, per model and batch, the time by operator type on each side: hl's from the
+replayed plan's own per-record timing (each record's mean over 5 replays, by the kernel's
+ONNX op type: conv_fused under Conv, matmul_fused under MatMul/Gemm; a model that runs node
+by node times each node's handler instead), onnxruntime's from its own profiler (each
+node's fastest run, after its fusions, so e.g. BatchNormalization and Relu vanish into Conv).
 """
 import argparse
 import json
@@ -113,12 +115,52 @@ def make_feeds(path, name, batch):
     return feeds
 
 
+# hl's kernels under the ONNX op type they mostly run (a fused kernel under its main op's),
+# and onnxruntime's fused node types under the plain ones, so that the rows line up
+HL_AS_ONNX = {"conv_fused": "Conv", "conv2d": "Conv", "matmul_fused": "MatMul/Gemm",
+              "matmul": "MatMul/Gemm", "gemm": "MatMul/Gemm", "avg_pool": "GlobalAveragePool",
+              "max_pool": "MaxPool", "layer_norm": "LayerNormalization", "add": "Add",
+              "softmax": "Softmax", "gather": "Gather", "attention": "attention (fused)"}
+ORT_AS_ONNX = {"MatMul": "MatMul/Gemm", "Gemm": "MatMul/Gemm", "FusedMatMul": "MatMul/Gemm",
+               "FusedGemm": "MatMul/Gemm", "FusedConv": "Conv"}
+
+
+def plan_op_times(rep, run, repeat):
+    """{op type: [seconds, records]} of the plan the timed runs replayed: each record's mean
+    over ``repeat`` replays with the plan's own per-record timing (hl.graph.profile's), or
+    None when this signature runs node by node."""
+    from hl import _core
+    entries = [e for e in rep.model.program.plans.entries.values() if e]
+    if len(entries) != 1:
+        return None
+    plan = entries[0].plan
+    _core.plan_profile_reset(plan)
+    _core.plan_set_profiling(plan, True)
+    try:
+        for _ in range(repeat):
+            run()
+    finally:
+        _core.plan_set_profiling(plan, False)
+    timed, ops, _, ns = _core.plan_profile(plan)
+    out = {}
+    for op, t in zip(ops, ns):
+        slot = out.setdefault(HL_AS_ONNX.get(op, op), [0.0, 0])
+        slot[0] += t * 1e-9 / max(timed, 1)
+        slot[1] += 1
+    return out
+
+
 def op_times(lib, run, target, feeds, repeat):
-    """{op type: [seconds, nodes]}: each node's fastest of ``repeat`` runs, summed by type.
-    ``target`` is the BackendRep (hl), or the SessionOptions and path of onnxruntime's
-    session, remade here with its profiler on (so the timed runs ran without it)."""
+    """{op type: [seconds, nodes]}: for hl the replayed plan's records (plan_op_times, means),
+    else (and for a signature that runs node by node) each node's fastest of ``repeat``
+    runs, summed by type. ``target`` is the BackendRep (hl), or the SessionOptions and path
+    of onnxruntime's session, remade here with its profiler on (so the timed runs ran
+    without it)."""
     best, kind = {}, {}
     if lib == "hl":
+        planned = plan_op_times(target, run, repeat)
+        if planned is not None:
+            return planned
         # the nodes that run: the graph's, and those that fusion made at prepare()
         program = target.model.program
         # node by node: a replayed plan (hl/onnx/planned.py) calls no handler to time
@@ -149,7 +191,8 @@ def op_times(lib, run, target, feeds, repeat):
         for e in events:
             if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
                 best[e["name"]] = min(best.get(e["name"], 1e9), e["dur"] * 1e-6)
-                kind[e["name"]] = e["args"].get("op_name", "?")
+                op = e["args"].get("op_name", "?")
+                kind[e["name"]] = ORT_AS_ONNX.get(op, op)
     out = {}
     for key, t in best.items():
         slot = out.setdefault(kind[key], [0.0, 0])
