@@ -7,6 +7,9 @@
  * once, at the first question): HL_CPU_AVX512=0 keeps the AVX-512 kernels off (the AVX2 ones
  * run instead: how tests reach both paths on an AVX-512 machine, and how to compare them).
  * HL_CONV_AVX2=0 (conv_avx2.h) is the older switch for the convolution kernels' AVX2 paths.
+ * Loops compiled by HL_CLONES (parallel.h: plain C, copied for AVX-512, AVX2 and baseline)
+ * are picked by the loader from the CPU alone, so neither switch reaches them; with
+ * -ffp-contract=off (flags.mk) their copies compute the same bits, only wider.
  */
 #ifndef HL_CPU_FEATURES_H
 #define HL_CPU_FEATURES_H
