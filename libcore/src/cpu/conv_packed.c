@@ -17,9 +17,13 @@
  * call, per thread) unless the strips are better read where they are (short K, whose panels'
  * weights stay in L1, or few output channels on short rows; STRIPS_MAX_M below).
  *
- * The AVX2 + FMA kernel is taken where the CPU has both (checked once; HL_CONV_AVX2=0 in the
- * environment turns it off, for tests); elsewhere a portable loop computes the same thing. Sums are in another order than OpenBLAS's, so results differ
- * from hl_conv's by float rounding (tests/ops/test_conv_packed.py checks both against float64).
+ * Where hl_cpu_avx512() (cpu_features.h), AVX-512 blocks of MR x 2 NR run instead (16 floats a
+ * register: two strips a step), with the AVX2 blocks' sums and epilogue, hence their bits
+ * (tests/ops/test_conv_avx512.py). The AVX2 + FMA kernel is taken where the CPU has both
+ * (checked once; HL_CONV_AVX2=0 in the environment turns every kernel here off, for tests);
+ * elsewhere a portable loop computes the same thing. Sums are in another order than
+ * OpenBLAS's, so results differ from hl_conv's by float rounding
+ * (tests/ops/test_conv_packed.py checks both against float64).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,7 +38,8 @@
 #undef T
 #undef SFX
 
-#include "conv_avx2.h"   /* hl_conv_avx2, hl_conv_act8_with */
+#include "conv_avx2.h"     /* hl_conv_avx2, hl_conv_act8_with */
+#include "conv_avx512.h"   /* hl_cpu_avx512, hl_conv_act16_with */
 #define HAVE_X86 HL_CONV_HAVE_X86
 
 enum { MR = HL_CONV_PACK_ROWS, NR = 16 };
@@ -402,6 +407,138 @@ AVX2 static void block_tail_avx2(const block_args *a, const float *restrict A, c
 
 #endif
 
+/* ---- the AVX-512 block ---- */
+
+#if HL_HAVE_AVX512_KERNELS
+/* With 16 floats a register, the block is MR x 2 NR: two strips of columns side by side (B
+   and B + b2: a row's next 16 floats when read in place, the next strip when packed), two
+   loads and MR broadcasts feeding 12 FMAs a step of K, where a 6 x 16 block (6 FMAs of 4
+   cycles' latency on two ports) would wait on its accumulators. Each output is still one
+   FMA a step, k ascending from zero, then the bias, the residual and the activation, so the
+   bits are the AVX2 block's (tests/ops/test_conv_avx512.py). COLS (1 or 2 registers a row)
+   and ROWS are constants where inlined; columns past nr are neither read nor written (masks). */
+#define AVX512 HL_AVX512_TARGET
+#define FMA_ROW512(r)                                                                         \
+    if (ROWS > r) {                                                                           \
+        const __m512 w = _mm512_set1_ps(A[r]);                                                \
+        c##r##0 = _mm512_fmadd_ps(w, b0, c##r##0);                                            \
+        if (PAIR) c##r##1 = _mm512_fmadd_ps(_mm512_set1_ps(A[a2 + r]), b0, c##r##1);          \
+        else if (COLS > 1) c##r##1 = _mm512_fmadd_ps(w, b1, c##r##1);                         \
+    }
+#define BLOCK_LOOP512(LOAD0, LOAD1, PF)                                                       \
+    for (int64_t k = 0; k < K; k++) {                                                         \
+        PF;                                                                                   \
+        const __m512 b0 = LOAD0;                                                              \
+        const __m512 b1 = COLS > 1 ? LOAD1 : b0;                                              \
+        FMA_ROW512(0) FMA_ROW512(1) FMA_ROW512(2) FMA_ROW512(3) FMA_ROW512(4) FMA_ROW512(5)  \
+        A += MR;                                                                              \
+        B += ldb;                                                                             \
+    }
+
+/* The last block of K's bias, residual and activation act (a constant where inlined) on the
+   accumulators, stored under the masks; or, before the last block of K, the sums stored.
+   acc[r][1] is row r's columns NR..2 NR - 1, or with PAIR row MR + r (the next panel's). */
+AVX512 static inline __attribute__((always_inline)) void finish512(
+    const block_args *a, int act, __m512 acc[MR][2], float *C, int64_t ldc, const float *bias,
+    const float *res, int mr, __mmask16 m0, __mmask16 m1, const int ROWS, const int COLS,
+    const bool PAIR) {
+    const conv_act16_params ap = hl_conv_act16_params(a->epi);
+    for (int h = 0; h < (PAIR ? 2 : 1); h++)
+        for (int r0 = 0; r0 < ROWS; r0++) {
+            const int r = r0 + h * MR;   /* the output row */
+            if (r >= mr) break;
+            float *y = C + r * ldc;
+            const float *rr = res ? res + r * ldc : NULL;
+            for (int c = 0; c < (PAIR ? 1 : COLS); c++) {
+                const __mmask16 m = c ? m1 : m0;
+                __m512 v = acc[r0][h + c];
+                if (bias && a->last) v = _mm512_add_ps(v, _mm512_set1_ps(bias[r]));
+                if (a->epi && a->last) {
+                    if (rr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, rr + NR * c));
+                    v = hl_conv_act16_with(act, ap, v);
+                }
+                _mm512_mask_storeu_ps(y + NR * c, m, v);
+            }
+        }
+}
+
+/* ROWS x COLS * NR outputs (B's columns past NR at B + b2); or with PAIR two panels over one
+   strip, 2 MR x NR (the second panel's weights at A + a2): the block for a row's last strip
+   of 16 or fewer columns, which alone (6 FMAs a step) would wait on its accumulators. */
+AVX512 static inline __attribute__((always_inline)) void block_rows512(
+    const block_args *a, const float *restrict A, int64_t a2, const float *B, int64_t ldb,
+    int64_t b2, float *C, int64_t ldc, const float *bias, const float *res, int mr, int nr,
+    const int ROWS, const int COLS, const bool PAIR) {
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+           c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    const int64_t K = a->K;
+    const __mmask16 m0 = hl_conv_mask16(nr), m1 = hl_conv_mask16(nr - NR);
+    const bool whole = nr == COLS * NR;
+    if (!a->first) {   /* rows past mr hold zeros (their weights are zeros too) */
+#define LOAD_ROW512(r)                                                                        \
+    if (ROWS > r && r < mr) c##r##0 = _mm512_maskz_loadu_ps(m0, C + r * ldc);                 \
+    if (PAIR && MR + r < mr) c##r##1 = _mm512_maskz_loadu_ps(m0, C + (MR + r) * ldc);         \
+    else if (!PAIR && COLS > 1 && ROWS > r && r < mr)                                         \
+        c##r##1 = _mm512_maskz_loadu_ps(m1, C + r * ldc + NR);
+        LOAD_ROW512(0) LOAD_ROW512(1) LOAD_ROW512(2) LOAD_ROW512(3) LOAD_ROW512(4)
+        LOAD_ROW512(5)
+#undef LOAD_ROW512
+    }
+    if (!PAIR && whole && a->prefetch) {   /* the next block's columns of this row */
+        BLOCK_LOOP512(_mm512_loadu_ps(B), _mm512_loadu_ps(B + b2),
+                      (_mm_prefetch((const char *)(B + COLS * NR), _MM_HINT_T0),
+                       COLS > 1 ? _mm_prefetch((const char *)(B + 3 * NR), _MM_HINT_T0)
+                                : (void)0))
+    } else if (!PAIR && whole && a->next_a) {
+        const float *na = a->next_a;
+        BLOCK_LOOP512(_mm512_loadu_ps(B), _mm512_loadu_ps(B + b2),
+                      (_mm_prefetch((const char *)na, _MM_HINT_T1), na += MR))
+    } else if (whole) {
+        BLOCK_LOOP512(_mm512_loadu_ps(B), _mm512_loadu_ps(B + b2), (void)0)
+    } else {
+        BLOCK_LOOP512(_mm512_maskz_loadu_ps(m0, B), _mm512_maskz_loadu_ps(m1, B + b2), (void)0)
+    }
+    __m512 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                         {c30, c31}, {c40, c41}, {c50, c51}};
+    const int act = a->epi && a->last ? a->epi->act : HL_CONV_ACT_NONE;
+    switch (act) {   /* straight-line code for the common activations */
+    case HL_CONV_ACT_NONE:
+        finish512(a, HL_CONV_ACT_NONE, acc, C, ldc, bias, res, mr, m0, m1, ROWS, COLS, PAIR);
+        break;
+    case HL_CONV_ACT_RELU:
+        finish512(a, HL_CONV_ACT_RELU, acc, C, ldc, bias, res, mr, m0, m1, ROWS, COLS, PAIR);
+        break;
+    case HL_CONV_ACT_CLIP:
+        finish512(a, HL_CONV_ACT_CLIP, acc, C, ldc, bias, res, mr, m0, m1, ROWS, COLS, PAIR);
+        break;
+    default: finish512(a, act, acc, C, ldc, bias, res, mr, m0, m1, ROWS, COLS, PAIR); break;
+    }
+}
+#undef BLOCK_LOOP512
+#undef FMA_ROW512
+
+/* block_rows512 for up to 2 NR columns (COLS 2) or NR (COLS 1), a whole panel or the last
+   panel's 4 or 2 rows; and for two panels over NR columns (a whole one, then 1..6 rows). */
+#define BLOCK512(name, ROWS, COLS)                                                            \
+    AVX512 static void name(const block_args *a, const float *restrict A, const float *B,     \
+                            int64_t ldb, int64_t b2, float *C, int64_t ldc, const float *bias, \
+                            const float *res, int mr, int nr) {                               \
+        block_rows512(a, A, 0, B, ldb, b2, C, ldc, bias, res, mr, nr, ROWS, COLS, false);     \
+    }
+BLOCK512(block6x32_avx512, 6, 2)
+BLOCK512(block4x32_avx512, 4, 2)
+BLOCK512(block2x32_avx512, 2, 2)
+BLOCK512(block6x16_avx512, 6, 1)
+BLOCK512(block4x16_avx512, 4, 1)
+BLOCK512(block2x16_avx512, 2, 1)
+AVX512 static void block12x16_avx512(const block_args *a, const float *restrict A, int64_t a2,
+                                     const float *B, int64_t ldb, float *C, int64_t ldc,
+                                     const float *bias, const float *res, int mr, int nr) {
+    block_rows512(a, A, a2, B, ldb, 0, C, ldc, bias, res, mr, nr, MR, 1, true);
+}
+#undef BLOCK512
+#endif
+
 bool hl_conv_avx2(void) {
 #if HAVE_X86
     static int known = -1;
@@ -417,6 +554,26 @@ bool hl_conv_avx2(void) {
 #else
     return false;
 #endif
+}
+
+/* Which kernels a product runs: the AVX-512 ones take blocks up to 2 NR columns wide. */
+typedef enum { KERNELS_PORTABLE, KERNELS_AVX2, KERNELS_AVX512 } kernels;
+
+/* HL_CONV_AVX2=0 keeps the portable kernels (for tests), HL_CPU_AVX512=0 the AVX2 ones. */
+static kernels kernels_here(void) {
+    if (!hl_conv_avx2()) return KERNELS_PORTABLE;
+#if HL_HAVE_AVX512_KERNELS
+    if (hl_cpu_avx512()) return KERNELS_AVX512;
+#endif
+    return KERNELS_AVX2;
+}
+
+/* The columns of the next block, of `left` in a row of blocks: NR (or fewer at the end), or
+   for the AVX-512 kernels up to 2 NR, except that a last strip of at most TAIL_COLS columns
+   stays a block of its own (the tail kernel's sums, in the AVX2 path's order). */
+static inline int cols_step(kernels kn, int64_t left) {
+    const int64_t wide = kn == KERNELS_AVX512 && left > NR + TAIL_COLS ? 2 * NR : NR;
+    return (int)HL_MIN(wide, left);
 }
 
 /* A block of mr x nr outputs: the AVX2 kernel where the CPU has it, else the portable one. */
@@ -441,6 +598,38 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
 #endif
     (void)avx2;
     block_portable(a, A, B, ldb, C, ldc, bias, res, mr, nr);
+}
+
+/* Whether the AVX-512 kernels run a block of nr columns (a row's last strip of NR or fewer,
+   past the tail kernel's) over two panels at once: 12 accumulators, where one panel's 6
+   would wait on each other (7x7 planes' columns 32..47: MobileNetV2's 7x7 1x1 layers 5-9%
+   faster, one thread). The even panel of each pair (counted from a chunk's first) runs the
+   pair, the odd one skips it. */
+static inline bool pairs_panels(kernels kn, int64_t nr) {
+    return kn == KERNELS_AVX512 && nr <= NR && nr > TAIL_COLS;
+}
+
+/* A block of mr x nr outputs (nr <= cols_step's), by the kernels kn; the columns past NR at
+   B + b2 (the AVX-512 kernels only). */
+static inline void block_kn(const block_args *a, kernels kn, const float *A, const float *B,
+                            int64_t ldb, int64_t b2, float *C, int64_t ldc, const float *bias,
+                            const float *res, int mr, int nr) {
+#if HL_HAVE_AVX512_KERNELS
+    if (kn == KERNELS_AVX512 && nr > TAIL_COLS) {
+        if (nr > NR) {
+            if (mr > 4) block6x32_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+            else if (mr > 2) block4x32_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+            else block2x32_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+        } else {
+            if (mr > 4) block6x16_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+            else if (mr > 2) block4x16_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+            else block2x16_avx512(a, A, B, ldb, b2, C, ldc, bias, res, mr, nr);
+        }
+        return;
+    }
+#endif
+    (void)b2;
+    block(a, kn != KERNELS_PORTABLE, A, B, ldb, C, ldc, bias, res, mr, nr);
 }
 
 /* ---- the product ---- */
@@ -584,7 +773,7 @@ static bool reads_in_place(const conv_packed_problem *pr, int64_t panels, int64_
 /* What each task of a product needs; run_tasks runs them. */
 typedef struct {
     const conv_packed_problem *pr;
-    bool avx2;
+    kernels kn;
     int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread, kblocks;
     float *packed_b;         /* per thread: one block of columns */
     const float *shared_b;   /* or every block's, packed before the products (prepack) */
@@ -616,12 +805,24 @@ void hl_conv_packed_strips(const float *packed, int64_t m, int64_t k, const floa
                            int64_t n, float *c, int64_t ldc, const float *bias, const float *res,
                            const conv_epilogue *epi) {
     const block_args a = {k, epi, true, true, false, NULL};
-    const bool avx2 = hl_conv_avx2();
+    const kernels kn = kernels_here();
     for (int64_t r0 = 0; r0 < m; r0 += MR)
-        for (int64_t j = 0; j < n; j += NR)
-            block(&a, avx2, packed + r0 * k, strips + j * k, NR, c + r0 * ldc + j, ldc,
-                  bias ? bias + r0 : NULL, res ? res + r0 * ldc + j : NULL,
-                  (int)HL_MIN(MR, m - r0), (int)HL_MIN(NR, n - j));
+        for (int64_t j = 0, nr; j < n; j += nr) {
+            nr = cols_step(kn, n - j);
+#if HL_HAVE_AVX512_KERNELS
+            if (pairs_panels(kn, nr) && r0 / MR % 2) continue;   /* the pair took it */
+            if (pairs_panels(kn, nr) && r0 + MR < m) {
+                block12x16_avx512(&a, packed + r0 * k, MR * k, strips + j * k, NR,
+                                  c + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
+                                  res ? res + r0 * ldc + j : NULL,
+                                  (int)HL_MIN(2 * MR, m - r0), (int)nr);
+                continue;
+            }
+#endif
+            block_kn(&a, kn, packed + r0 * k, strips + j * k, NR, NR * k, c + r0 * ldc + j,
+                     ldc, bias ? bias + r0 : NULL, res ? res + r0 * ldc + j : NULL,
+                     (int)HL_MIN(MR, m - r0), (int)nr);
+        }
 }
 
 /* When `threads` threads (at most 16) claim `tasks` tasks in order, each the next one as it
@@ -684,7 +885,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t per_chunk = panels_per_chunk(panels, count * blocks, threads);
     const int64_t chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
-    const bool avx2 = hl_conv_avx2();
+    const kernels kn = kernels_here();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
     const int64_t kblocks = K > 0 ? (K + kc - 1) / kc : 0, slots = count * blocks * kblocks;
@@ -700,7 +901,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
                                    (void **)&packed_b);
         if (st) return st;
     }
-    product_tasks q = {pr, avx2, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
+    product_tasks q = {pr, kn, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
                        kblocks, packed_b, NULL};
     if (shared) {
         q.shared_b = packed_b;
@@ -718,7 +919,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
     const conv_packed_problem *pr = q->pr;
     const int64_t M = pr->m, N = pr->n, K = pr->k, panels = q->panels, kc = q->kc;
     const int64_t nb = q->nb, blocks = q->blocks, chunks = q->chunks, per_chunk = q->per_chunk;
-    const bool avx2 = q->avx2;
+    const kernels kn = q->kn;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
         const int64_t bl = rem / chunks, ch = rem % chunks;
@@ -738,7 +939,7 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
                              pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
                              mine);
-            const int64_t jstep = strips ? NR : j1 - j0;
+            const int64_t jstep = !strips ? j1 - j0 : kn == KERNELS_AVX512 ? 2 * NR : NR;
             for (int64_t js = j0; js < j1; js += jstep) {
                 const int64_t je = HL_MIN(j1, js + jstep);
                 for (int64_t p = p0; p < p1; p++) {
@@ -749,16 +950,28 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
                     const float *A = pr->a + p * K * MR + k0 * MR;
                     const int64_t r0 = p * MR;
                     const int mr = (int)HL_MIN(MR, M - r0);
-                    for (int64_t j = js; j < je; j += NR) {
-                        const int nr = (int)HL_MIN(NR, je - j);
+                    for (int64_t j = js, nr; j < je; j += nr) {
+                        nr = cols_step(kn, je - j);
+                        if (pairs_panels(kn, nr) && (p - p0) % 2) continue;   /* the pair's */
                         /* a packed block's first strip fetches the next panel's weights
                            (from memory, where a model's other layers evicted them) */
                         a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
                         const float *Bj = strips ? B + k0 * pr->ldb + j
                                                  : packed + (j - j0) * a.K;
-                        block(&a, avx2, A, Bj, strips ? pr->ldb : NR, C + r0 * pr->ldc + j,
-                              pr->ldc, pr->bias ? pr->bias + r0 : NULL,
-                              R ? R + r0 * pr->ldc + j : NULL, mr, nr);
+#if HL_HAVE_AVX512_KERNELS
+                        if (pairs_panels(kn, nr) && p + 1 < p1) {
+                            block12x16_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
+                                              C + r0 * pr->ldc + j, pr->ldc,
+                                              pr->bias ? pr->bias + r0 : NULL,
+                                              R ? R + r0 * pr->ldc + j : NULL,
+                                              (int)HL_MIN(2 * MR, M - r0), (int)nr);
+                            continue;
+                        }
+#endif
+                        block_kn(&a, kn, A, Bj, strips ? pr->ldb : NR, strips ? NR : NR * a.K,
+                                 C + r0 * pr->ldc + j, pr->ldc,
+                                 pr->bias ? pr->bias + r0 : NULL,
+                                 R ? R + r0 * pr->ldc + j : NULL, mr, (int)nr);
                     }
                 }
             }

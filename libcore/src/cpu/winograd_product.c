@@ -14,7 +14,8 @@
  * it adds the bias and applies the conv's epilogue).
  *
  * Work is split over (entry, strip) pairs: 16 or 36 per strip, so batch 1 at 7x7 (one strip) still
- * keeps two threads busy (chunks of the thread pool, thread_pool.h). The AVX2 + FMA kernel runs where the CPU has both (hl_conv_avx2);
+ * keeps two threads busy (chunks of the thread pool, thread_pool.h). The AVX-512 kernel runs where
+ * hl_cpu_avx512() says so, the AVX2 + FMA one where the CPU has those (hl_conv_avx2);
  * elsewhere a portable loop computes the same sums in the same order (k ascending per
  * output), so both give the same bits up to FMA contraction.
  */
@@ -22,6 +23,7 @@
 #include "../packed_layouts.h"
 #include "conv.h"
 #include "conv_avx2.h"
+#include "conv_avx512.h"   /* hl_cpu_avx512 */
 #include "parallel.h"
 #include "thread_pool.h"
 
@@ -82,13 +84,60 @@ HL_AVX2 static void block_avx2(const float *A, const float *B, int64_t K, float 
 }
 #endif
 
+#if HL_HAVE_AVX512_KERNELS
+/* With 16 tiles a register, a strip's row is one load, and a panel's 6 x 16 block 6
+   accumulators (6 FMAs of 4 cycles' latency on two ports: the FMAs would wait on each other).
+   So two panels pass over the strip together, 12 x 16 in 12 accumulators, one load and 12
+   broadcasts a step (the strip is read from L1 half as often); a last odd or partial panel
+   alone. Each output is one FMA a step, k ascending, as in the AVX2 block: the same bits. */
+HL_AVX512_TARGET static inline __attribute__((always_inline)) void block512_rows(
+    const float *restrict A, const float *restrict A2, const float *restrict B, int64_t K,
+    float *restrict C, int64_t ldc, const int mr, const int mr2) {
+    __m512 c0 = _mm512_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, d0 = c0,
+           d1 = c0, d2 = c0, d3 = c0, d4 = c0, d5 = c0;
+#define ROW(r, acc, P, n)                                                                     \
+    if (n > r) acc = _mm512_fmadd_ps(_mm512_set1_ps(P[r]), b, acc);
+    for (int64_t k = 0; k < K; k++) {
+        const __m512 b = _mm512_loadu_ps(B);
+        ROW(0, c0, A, mr) ROW(1, c1, A, mr) ROW(2, c2, A, mr)
+        ROW(3, c3, A, mr) ROW(4, c4, A, mr) ROW(5, c5, A, mr)
+        ROW(0, d0, A2, mr2) ROW(1, d1, A2, mr2) ROW(2, d2, A2, mr2)
+        ROW(3, d3, A2, mr2) ROW(4, d4, A2, mr2) ROW(5, d5, A2, mr2)
+        A += mr;
+        A2 += mr2;
+        B += NR;
+    }
+#undef ROW
+    const __m512 acc[2 * MR] = {c0, c1, c2, c3, c4, c5, d0, d1, d2, d3, d4, d5};
+    for (int r = 0; r < mr; r++) _mm512_storeu_ps(C + r * ldc, acc[r]);
+    for (int r = 0; r < mr2; r++) _mm512_storeu_ps(C + (MR + r) * ldc, acc[MR + r]);
+}
+
+/* Panels p and p + 1 (whole) together, or panel p (mr rows) alone. */
+HL_AVX512_TARGET static void block12_avx512(const float *A, const float *B, int64_t K,
+                                            float *C, int64_t ldc) {
+    block512_rows(A, A + MR * K, B, K, C, ldc, MR, MR);
+}
+HL_AVX512_TARGET static void block6_avx512(const float *A, const float *B, int64_t K, float *C,
+                                           int64_t ldc, int mr) {
+    switch (mr) {
+    case 6: block512_rows(A, A, B, K, C, ldc, 6, 0); break;
+    case 5: block512_rows(A, A, B, K, C, ldc, 5, 0); break;
+    case 4: block512_rows(A, A, B, K, C, ldc, 4, 0); break;
+    case 3: block512_rows(A, A, B, K, C, ldc, 3, 0); break;
+    case 2: block512_rows(A, A, B, K, C, ldc, 2, 0); break;
+    default: block512_rows(A, A, B, K, C, ldc, 1, 0); break;
+    }
+}
+#endif
+
 /* What the chunks of one call share. */
 typedef struct {
     const float *U, *V;
     float *M;
     int64_t c_out, c_in, vs, strips, ms, ldm;
     int entries;
-    bool avx2;
+    bool avx2, avx512;
 } product;
 
 /* The (entry, strip) pairs [t0, t1): every panel of U[e] over strip s of V[e]. */
@@ -100,7 +149,20 @@ static void product_pairs(int64_t t0, int64_t t1, void *arg) {
         const float *B = q->V + e * q->vs + s * q->c_in * NR;
         const float *Ue = q->U + e * q->c_out * q->c_in;
         float *C = q->M + e * q->ms + s * NR;
-        for (int64_t p = 0; p < panels; p++) {
+        int64_t p = 0;
+#if HL_HAVE_AVX512_KERNELS
+        if (q->avx512) {
+            for (; p < panels; p++) {
+                const int mr = (int)HL_MIN(MR, q->c_out - p * MR);
+                const float *A = Ue + p * MR * q->c_in;
+                if (mr == MR && p + 1 < panels && q->c_out - (p + 1) * MR >= MR)
+                    block12_avx512(A, B, q->c_in, C + p * MR * q->ldm, q->ldm), p++;
+                else
+                    block6_avx512(A, B, q->c_in, C + p * MR * q->ldm, q->ldm, mr);
+            }
+        }
+#endif
+        for (; p < panels; p++) {
             const int mr = (int)HL_MIN(MR, q->c_out - p * MR);
             const float *A = Ue + p * MR * q->c_in;
 #if HL_CONV_HAVE_X86
@@ -119,7 +181,13 @@ void hl_winograd_product(const float *U, int entries, int64_t c_out, int64_t c_i
                          int64_t ldm) {
     const int64_t pairs = entries * strips;
     const double flops = 2.0 * entries * (double)c_out * (double)c_in * (double)(strips * NR);
-    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, entries, hl_conv_avx2()};
+    const bool avx2 = hl_conv_avx2();   /* HL_CONV_AVX2=0: the portable block (tests) */
+#if HL_HAVE_AVX512_KERNELS
+    const bool avx512 = avx2 && hl_cpu_avx512();
+#else
+    const bool avx512 = false;
+#endif
+    const product q = {U, V, M, c_out, c_in, vs, strips, ms, ldm, entries, avx2, avx512};
     /* one pair per chunk: a thread the host deschedules leaves the rest to the others */
     hl_parallel_for(pairs, flops > 1e6 ? 1 : pairs, product_pairs, (void *)&q);
 }
