@@ -83,8 +83,8 @@ def test_sixteen_lanes_give_the_bits_of_eight(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if _cpu_has_avx512():   # this process ran the sixteen-lane kernels
-        assert hl._core.cpu_kernels() == "avx512"
+    if _cpu_has_avx512() and os.environ.get("HL_CPU_AVX512") != "0":
+        assert hl._core.cpu_kernels() == "avx512"   # this process ran the sixteen lanes
     avx2 = np.load(saved)
     assert sorted(avx2.files) == sorted(here)
     for k, v in here.items():
