@@ -671,20 +671,23 @@ static void panel_rows512(const product *g, bool epi, const float *apack, int64_
     const float *next = nnext > 0 ? panel + W * kc * NR : NULL;
     const int64_t lines = nnext * kc;               /* 64-byte rows of the next panels */
     const int64_t j0 = p * NR;
-    const int64_t tiles = (mend - ic + TILE512_ROWS - 1) / TILE512_ROWS;
+    /* tiles of 2 MR rows while that many rows are left, then of at most MR (a 64- or
+       128-row block ends in 6 + 4 or 6 + 2 rows, not in a 12-row tile half of zeros) */
+    const int64_t rows = mend - ic,
+                  tiles = rows / TILE512_ROWS + (rows % TILE512_ROWS + MR - 1) / MR;
     const tile_epilogue te = {
         .bias = g->epi.bias ? (const float *)g->epi.bias + j0 : NULL,
         .res = NULL, .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
         .p1 = (float)g->epi.beta};
-    for (int64_t i = ic; i < mend; i += TILE512_ROWS) {
-        const int R = (int)HL_MIN(TILE512_ROWS, mend - i);
+    int R;
+    for (int64_t i = ic, t = 0; i < mend; i += R, t++) {
+        R = mend - i >= TILE512_ROWS ? TILE512_ROWS : (int)HL_MIN(MR, mend - i);
         if (last && g->epi.res)
             for (int r = 0; r < R; r++) {
                 const float *rr = (const float *)g->epi.res + (i + r) * g->epi.ldr + j0;
                 for (int w = 0; w < W; w++) __builtin_prefetch(rr + w * NR, 0, 3);
             }
         if (next && tiles > 1) {
-            const int64_t t = (i - ic) / TILE512_ROWS;
             for (int64_t k = t * lines / tiles; k < (t + 1) * lines / tiles; k++)
                 __builtin_prefetch(next + k * NR, 0, 3);
         }
