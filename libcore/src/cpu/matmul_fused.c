@@ -25,12 +25,18 @@
  * their store.
  *
  * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
- * build targets baseline x86-64); other CPUs get a portable one.
+ * build targets baseline x86-64); other CPUs get a portable one. Where hl_cpu_avx512()
+ * (cpu_features.h), AVX-512 kernels take the full panels instead, two at a time: tiles of
+ * 12 x 32 (24 zmm sums; two B loads and twelve broadcasts per k), summed in the AVX2
+ * kernel's order and finished by the same epilogue on 16 lanes, so that both paths give the
+ * same bits; the narrower last panel stays on the AVX2 kernel (its epilogue is the scalar
+ * one either way).
  */
 #include <cblas.h>
 #include <stdlib.h>
 
 #include "blas_layout.h"
+#include "cpu_features.h"
 #include "dtypes.h"
 #include "fast_math.h"
 #include "../matmul_fused_record.h"
@@ -340,6 +346,169 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
 }
 #endif
 
+#if HL_HAVE_AVX512_KERNELS
+#define HAVE_AVX512_KERNEL 1
+
+#define AVX512 HL_AVX512_TARGET __attribute__((always_inline)) static inline
+
+/* exp_v, keep_nan_v, erf_v and act_v on sixteen lanes: the same operations in the same order
+   (masks where AVX2 blends on compares), so that a tile's epilogue gives the AVX2 kernel's
+   bits (tests/ops/test_matmul_fused_avx512.py compares the two paths bit for bit). */
+AVX512 __m512 exp16(__m512 y) {                         /* y in [-87, 80] */
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(y, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693145751953125f), y);
+    r = _mm512_fnmadd_ps(k, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(
+        _mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+}
+AVX512 __m512 keep_nan16(__m512 y, __m512 x) {
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_EQ_OQ), x, y);
+}
+AVX512 __m512 erf16(__m512 x) {
+    const __m512 c = _mm512_min_ps(_mm512_set1_ps(HL_ERF_CLAMP),
+                                   _mm512_max_ps(_mm512_set1_ps(-HL_ERF_CLAMP), x));
+    const __m512 t = _mm512_mul_ps(c, c);
+    __m512 p = _mm512_set1_ps(HL_ERF_P6);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P5));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P4));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P3));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P2));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P1));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(HL_ERF_P0));
+    __m512 q = _mm512_set1_ps(HL_ERF_Q5);
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(HL_ERF_Q4));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(HL_ERF_Q3));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(HL_ERF_Q2));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(HL_ERF_Q1));
+    q = _mm512_fmadd_ps(q, t, _mm512_set1_ps(1.0f));
+    const __m512 y = _mm512_div_ps(_mm512_mul_ps(c, p), q), one = _mm512_set1_ps(1.0f);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __mmask16 sat = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, x),
+                                             _mm512_set1_ps(HL_ERF_CLAMP), _CMP_GE_OQ);
+    return _mm512_mask_blend_ps(sat, _mm512_min_ps(one, _mm512_max_ps(_mm512_set1_ps(-1.0f), y)),
+                                _mm512_or_ps(one, _mm512_and_ps(sign, x)));
+}
+AVX512 __m512 act16(__m512 x, int act, __m512 p0, __m512 p1) {
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f),
+                 half = _mm512_set1_ps(0.5f);
+    switch (act) {
+    case HL_CONV_ACT_RELU:  /* x > 0 or NaN: x; else +0 */
+        return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, zero, _CMP_NLE_UQ), x);
+    case HL_CONV_ACT_CLIP: {
+        const __m512 lo = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, p0, _CMP_LT_OQ), x, p0);
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(lo, p1, _CMP_GT_OQ), lo, p1);
+    }
+    case HL_CONV_ACT_LEAKY_RELU:
+        return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, zero, _CMP_GE_OQ),
+                                    _mm512_mul_ps(p0, x), x);
+    case HL_CONV_ACT_HARD_SIGMOID:
+        return keep_nan16(_mm512_max_ps(zero, _mm512_min_ps(one, _mm512_fmadd_ps(p0, x, p1))), x);
+    case HL_CONV_ACT_GELU:
+        return _mm512_mul_ps(_mm512_mul_ps(half, x),
+                             _mm512_add_ps(one, erf16(_mm512_mul_ps(x, _mm512_set1_ps(
+                                                    0.70710678118654752440f)))));
+    case HL_CONV_ACT_GELU_TANH: {  /* act_v's form: x / (1 + exp(-2u)) */
+        const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+        const __m512 m2u = _mm512_mul_ps(_mm512_set1_ps(-1.59576912160573071176f),
+                                         _mm512_fmadd_ps(_mm512_set1_ps(0.044715f), x3, x));
+        const __m512 e = exp16(_mm512_min_ps(_mm512_max_ps(m2u, _mm512_set1_ps(-87.0f)),
+                                             _mm512_set1_ps(80.0f)));
+        const __m512 y = _mm512_div_ps(x, _mm512_add_ps(one, e));
+        return _mm512_mask_blend_ps(
+            _mm512_cmp_ps_mask(x, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), y,
+            _mm512_set1_ps(NAN));
+    }
+    default:
+        return x;
+    }
+}
+
+/* One row of 16 sums into C at cr: + C (acc), then tile_avx2's epilogue (bias, residual res,
+   activation) in the same order. */
+AVX512 void store16(__m512 s, float *cr, int acc, const tile_epilogue *e, __m512 bias,
+                    const float *res, __m512 p0, __m512 p1) {
+    if (acc) s = _mm512_add_ps(s, _mm512_loadu_ps(cr));
+    if (e) {
+        s = _mm512_add_ps(s, bias);
+        if (res) s = _mm512_add_ps(s, _mm512_loadu_ps(res));
+        s = act16(s, e->act, p0, p1);
+    }
+    _mm512_storeu_ps(cr, s);
+}
+
+/* C[R x 16 W] (+)= A @ B, then the epilogue if e: W adjacent full panels of one KC block
+   (panel w's block at b + w * kc * NR), the rows in G groups of MR packed rows (group g at
+   a + g * MR * kc), ROWS of each group computed (6, or 4 or 2 for a short last tile), the
+   first R rows stored. Sixteen columns are one zmm register: G x ROWS x W accumulators
+   (at most 24 of the 32), the W B vectors loaded once per k for every row, each A value
+   broadcast once for the W panels. G, ROWS and W are constants in each instance below, so
+   that the arrays live in registers. */
+AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
+                    const float *a, const float *b, float *c, int64_t ldc, int acc,
+                    const tile_epilogue *e) {
+    __m512 s[2][MR][2];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < ROWS; r++)
+            for (int w = 0; w < W; w++) s[g][r][w] = _mm512_setzero_ps();
+    const int64_t bstep = kc * NR, astep = MR * kc;
+#pragma GCC unroll 2
+    for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
+        __m512 bv[2];
+        for (int w = 0; w < W; w++) bv[w] = _mm512_loadu_ps(b + w * bstep);
+        for (int g = 0; g < G; g++)
+            for (int r = 0; r < ROWS; r++) {
+                const __m512 av = _mm512_set1_ps(a[g * astep + r]);
+                for (int w = 0; w < W; w++) s[g][r][w] = _mm512_fmadd_ps(av, bv[w], s[g][r][w]);
+            }
+    }
+    __m512 bias[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}, p0 = bias[0], p1 = bias[0];
+    if (e) {
+        for (int w = 0; w < W; w++)
+            if (e->bias) bias[w] = _mm512_loadu_ps(e->bias + w * NR);
+        p0 = _mm512_set1_ps(e->p0);
+        p1 = _mm512_set1_ps(e->p1);
+    }
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < ROWS; r++) {
+            const int row = g * MR + r;
+            if (row >= R) break;
+            for (int w = 0; w < W; w++)
+                store16(s[g][r][w], c + row * ldc + w * NR, acc, e, bias[w],
+                        e && e->res ? e->res + row * e->ldr + w * NR : NULL, p0, p1);
+        }
+}
+
+typedef void (*tile512_fn)(int R, int64_t kc, const float *a, const float *b, float *c,
+                           int64_t ldc, int acc, const tile_epilogue *e);
+#define TILE512(G, ROWS, W)                                                                   \
+    HL_AVX512_TARGET static void tile512_##G##_##ROWS##_##W(                                  \
+        int R, int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,     \
+        const tile_epilogue *e) {                                                             \
+        tile512(G, ROWS, W, R, kc, a, b, c, ldc, acc, e);                                     \
+    }
+TILE512(2, 6, 2) TILE512(1, 6, 2) TILE512(1, 4, 2) TILE512(1, 2, 2)
+TILE512(2, 6, 1) TILE512(1, 6, 1) TILE512(1, 4, 1) TILE512(1, 2, 1)
+#undef TILE512
+
+/* The instance for a tile of R rows (at most 2 MR) of W panels: two row groups when R is
+   2 MR, else the rows of one group that R needs (tile_rows.h's 6 / 4 / 2). */
+static tile512_fn tile512_for(int R, int W) {
+    if (R > MR) return W == 2 ? tile512_2_6_2 : tile512_2_6_1;
+    if (R > 4) return W == 2 ? tile512_1_6_2 : tile512_1_6_1;
+    if (R > 2) return W == 2 ? tile512_1_4_2 : tile512_1_4_1;
+    return W == 2 ? tile512_1_2_2 : tile512_1_2_1;
+}
+#endif
+
 /* The portable micro-kernel (A packed as for tile_avx2). */
 static void tile_portable(int R, int64_t kc, const float *a, const float *b, float *c,
                           int64_t ldc, int acc) {
@@ -494,6 +663,49 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
     }
 }
 
+#ifdef HAVE_AVX512_KERNEL
+/* Rows [ic, mend) of W (1 or 2) adjacent full panels p.. for the KC block at pc, on the
+   AVX-512 kernels: tiles of TILE512_ROWS rows (two packed groups of MR). The prefetches are
+   panel_rows': each tile fetches its share of the next W panels (none in a block of one
+   tile) and, in the last KC block, its rows of the residual. (12 x 32 and 6 x 32 tiles ran
+   alike, ~180 GF/s with A and B in L1 against a measured 184 GF/s FMA peak of one core, and
+   155-162 GF/s on the transformers' products; 12 x 32 takes fewer loads per FMA.) */
+enum { TILE512_ROWS = 2 * MR };
+static void panel_rows512(const product *g, bool epi, const float *apack, int64_t p, int W,
+                          int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
+    const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
+    const int64_t nnext = HL_MIN(W, g->P - p - W);  /* panels after these in the block */
+    const float *next = nnext > 0 ? panel + W * kc * NR : NULL;
+    const int64_t lines = nnext * kc;               /* 64-byte rows of the next panels */
+    const int64_t j0 = p * NR;
+    /* tiles of 2 MR rows while that many rows are left, then of at most MR (a 64- or
+       128-row block ends in 6 + 4 or 6 + 2 rows, not in a 12-row tile half of zeros) */
+    const int64_t rows = mend - ic,
+                  tiles = rows / TILE512_ROWS + (rows % TILE512_ROWS + MR - 1) / MR;
+    const tile_epilogue te = {
+        .bias = g->epi.bias ? (const float *)g->epi.bias + j0 : NULL,
+        .res = NULL, .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
+        .p1 = (float)g->epi.beta};
+    int R;
+    for (int64_t i = ic, t = 0; i < mend; i += R, t++) {
+        R = mend - i >= TILE512_ROWS ? TILE512_ROWS : (int)HL_MIN(MR, mend - i);
+        if (last && g->epi.res)
+            for (int r = 0; r < R; r++) {
+                const float *rr = (const float *)g->epi.res + (i + r) * g->epi.ldr + j0;
+                for (int w = 0; w < W; w++) __builtin_prefetch(rr + w * NR, 0, 3);
+            }
+        if (next && tiles > 1) {
+            for (int64_t k = t * lines / tiles; k < (t + 1) * lines / tiles; k++)
+                __builtin_prefetch(next + k * NR, 0, 3);
+        }
+        tile_epilogue e = te;
+        if (g->epi.res) e.res = (const float *)g->epi.res + i * g->epi.ldr + j0;
+        tile512_for(R, W)(R, kc, apack + (i - ic) * kc, panel, g->c + i * g->ldc + j0, g->ldc,
+                          acc, last && epi ? &e : NULL);
+    }
+}
+#endif
+
 /* One item of the split: rows [r0, r1) (at most MC, one block of A) and panels [p0, p1) of C,
    finished. apack holds this thread's packed block of A: *held names the row block it holds
    (-1: none), so that a thread whose next item has the same rows does not pack them again. */
@@ -501,6 +713,9 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
                       int64_t p1, float *apack, int64_t *held) {
     if (p0 >= p1 || r0 >= r1) return;
     const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
+#ifdef HAVE_AVX512_KERNEL
+    const bool avx512 = hl_cpu_avx512();
+#endif
     const int64_t j0 = p0 * NR, j1 = HL_MIN(p1 * NR, g->N);
     if (g->K == 0) {
         for (int64_t i = r0; i < r1; i++)
@@ -519,9 +734,22 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
         const int64_t q1 = HL_MIN(p1, q0 + NC_PANELS);
         for (int64_t pc = 0; pc < g->K; pc += KC) {
             const int64_t kc = HL_MIN(KC, g->K - pc);
-            for (int64_t p = q0; p < q1; p++)
-                panel_rows(g, avx2, epi, apack + group * pc, p, pc, kc, pc > 0,
-                           pc + kc >= g->K, r0, r1);
+            const float *ablock = apack + group * pc;
+            const int acc = pc > 0, last = pc + kc >= g->K;
+            for (int64_t p = q0; p < q1;) {
+#ifdef HAVE_AVX512_KERNEL
+                /* full panels two at a time (one of 16 columns when it is the range's last);
+                   the narrower last panel of C through panel_rows, as on AVX2 */
+                if (avx512 && (p + 1) * NR <= g->N) {
+                    const int W = p + 1 < q1 && (p + 2) * NR <= g->N ? 2 : 1;
+                    panel_rows512(g, epi, ablock, p, W, pc, kc, acc, last, r0, r1);
+                    p += W;
+                    continue;
+                }
+#endif
+                panel_rows(g, avx2, epi, ablock, p, pc, kc, acc, last, r0, r1);
+                p++;
+            }
         }
     }
 }
@@ -575,7 +803,11 @@ static void split_product(product_split *s, int threads) {
         return;
     }
     if (threads < 2) return;
-    const int64_t want = (int64_t)threads * ITEMS_PER_THREAD;
+    /* The AVX-512 kernels finish a block twice as fast, and a smaller block re-reads all of
+       B once more from L3: there, two blocks a thread (GPT-2's 512 rows in 4 blocks of 128
+       rather than 8 of 64: 290-305 -> 318-335 GF/s on its products at two threads, quiet
+       host; BERT's 1024 rows keep 8 blocks of MC) */
+    const int64_t want = (int64_t)threads * (hl_cpu_avx512() ? 2 : ITEMS_PER_THREAD);
     if (s->tiles / MIN_BLOCK_TILES >= 2 * (int64_t)threads)
         s->blocks = HL_MAX(s->blocks, HL_MIN(want, s->tiles / MIN_BLOCK_TILES));
     else
