@@ -14,17 +14,13 @@ panels (1, 16, 32, 33, 48, 80); masks with -inf, NaN and +inf, inputs with NaN a
 nan_to_zero, merged heads, one and two threads. The default process's results are also held
 to test_attention.py's float64 reference and tolerances.
 """
-import os
-import subprocess
-import sys
-
 import numpy as np
 
 import hl
+from tests.ops import kernel_sets
 from tests.ops.test_attention import check, reference
 from tests.ops.test_matmul_fused_avx512 import _same_bits
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (B, H, Sq, Sk, D, Dv)
 SHAPES = [(1, 1, 1, 1, 1, 1), (1, 2, 2, 16, 9, 16), (2, 1, 3, 17, 4, 32), (1, 1, 4, 33, 8, 33),
@@ -89,25 +85,13 @@ def write_results(path):
 
 
 def _in_subprocess(path, avx512):
-    env = dict(os.environ)
-    if avx512:
-        env.pop("HL_CPU_AVX512", None)
-    else:
-        env["HL_CPU_AVX512"] = "0"
-    code = ("import sys; sys.path.insert(0, %r); "
-            "from tests.ops.test_attention_avx512 import write_results; write_results(%r)"
-            % (ROOT, str(path)))
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return np.load(path)
+    return kernel_sets.results(path, "tests.ops.test_attention_avx512", "write_results", avx512)
 
 
 def test_avx512_path_gives_the_avx2_paths_bits_and_matches_float64(tmp_path):
     fast = _in_subprocess(tmp_path / "default.npz", avx512=True)
     avx2 = _in_subprocess(tmp_path / "avx2.npz", avx512=False)
-    assert str(fast["kernels"]) == hl._core.cpu_kernels()
-    assert str(avx2["kernels"]) != "avx512"
+    kernel_sets.check_sides(fast, avx2)
     for case in _cases():
         key = _key(case)
         one = fast[f"t1_{key}"]

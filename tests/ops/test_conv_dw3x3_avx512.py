@@ -3,19 +3,16 @@ blocked kernel's cells of sixteen channels) give the bits of their eight-lane AV
 
 Both sum each output in the same order, and the epilogue computes the same activation lane
 for lane, so every output must be equal bit for bit. HL_CPU_AVX512=0 (read once per process,
-hence the subprocess) runs the AVX2 kernels; this process runs whatever the CPU has. On a CPU
-without AVX-512 both sides run AVX2 and the comparison still holds; the float64 checks of
-these shapes are in test_conv_packed.py and test_conv_dw3x3.py, which run the AVX-512 paths
-where the CPU has them.
+hence a process for each side: tests/ops/kernel_sets.py) runs the AVX2 kernels, the other
+side whatever the CPU has. On a CPU without AVX-512 both sides run AVX2 and the comparison
+still holds; the float64 checks of these shapes are in test_conv_packed.py and
+test_conv_dw3x3.py, which run the AVX-512 paths where the CPU has them.
 """
-import os
-import subprocess
-import sys
-
 import numpy as np
 
 import hl
 import hl._core
+from tests.ops import kernel_sets
 
 # (x shape, stride, padding): 112x112 and 56x56 planes (rows), widths around multiples of 16
 # (masked last vectors, rows narrower than a vector), odd row counts, asymmetric padding;
@@ -60,32 +57,16 @@ def outputs():
     return out
 
 
-def _cpu_has_avx512():
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next(l for l in f if l.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return False
-    return all(f in flags for f in ("avx512f", "avx512vl", "avx512dq", "avx512bw"))
+def write_results(path):
+    np.savez(path, kernels=np.array(hl._core.cpu_kernels()), **outputs())
 
 
 def test_sixteen_lanes_give_the_bits_of_eight(tmp_path):
-    prev = hl.get_num_threads()
-    try:
-        here = outputs()
-    finally:
-        hl.set_num_threads(prev)
-    saved = tmp_path / "avx2.npz"
-    code = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
-            f"import numpy as np, hl._core; from test_conv_dw3x3_avx512 import outputs; "
-            f"assert hl._core.cpu_kernels() != 'avx512'; np.savez({str(saved)!r}, **outputs())")
-    env = dict(os.environ, HL_CPU_AVX512="0")
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    if _cpu_has_avx512() and os.environ.get("HL_CPU_AVX512") != "0":
-        assert hl._core.cpu_kernels() == "avx512"   # this process ran the sixteen lanes
-    avx2 = np.load(saved)
-    assert sorted(avx2.files) == sorted(here)
-    for k, v in here.items():
-        np.testing.assert_array_equal(v, avx2[k], err_msg=k)
+    module = "tests.ops.test_conv_dw3x3_avx512"
+    fast = kernel_sets.results(tmp_path / "default.npz", module, "write_results", avx512=True)
+    avx2 = kernel_sets.results(tmp_path / "avx2.npz", module, "write_results", avx512=False)
+    kernel_sets.check_sides(fast, avx2)
+    assert sorted(fast.files) == sorted(avx2.files)
+    for k in fast.files:
+        if k != "kernels":
+            np.testing.assert_array_equal(fast[k], avx2[k], err_msg=k)

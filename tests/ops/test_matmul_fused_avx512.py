@@ -15,16 +15,12 @@ in every operand, large values through the GELUs' saturation, one and two thread
 default process's finite results are also held to float64 (2e-6 of sum |a||b| + 1, as in
 test_matmul_fused.py) and its NaN/inf placement to the unfused float64 reference's.
 """
-import os
-import subprocess
-import sys
-
 import numpy as np
 
 import hl
+from tests.ops import kernel_sets
 from tests.ops.test_matmul_fused import ACTS, _close, reference
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # (M, K, N): M = 12 q + 6/4/2-row tails, 144/150 (a second block of A), 300 (row blocks cut
 # between threads); N = 16 (one panel), 17 (one and a narrow one), 32 (a pair), 48 (a pair
@@ -92,18 +88,7 @@ def write_results(path):
 
 
 def _in_subprocess(path, avx512):
-    env = dict(os.environ)
-    if avx512:
-        env.pop("HL_CPU_AVX512", None)
-    else:
-        env["HL_CPU_AVX512"] = "0"
-    code = ("import sys; sys.path.insert(0, %r); "
-            "from tests.ops.test_matmul_fused_avx512 import write_results; write_results(%r)"
-            % (ROOT, str(path)))
-    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return np.load(path)
+    return kernel_sets.results(path, "tests.ops.test_matmul_fused_avx512", "write_results", avx512)
 
 
 def _same_bits(x, y):
@@ -120,8 +105,7 @@ def test_avx512_path_gives_the_avx2_paths_bits_and_matches_float64(tmp_path):
     fast = _in_subprocess(tmp_path / "default.npz", avx512=True)
     avx2 = _in_subprocess(tmp_path / "avx2.npz", avx512=False)
     # the default process runs this process's kernel set; the other never the AVX-512 one
-    assert str(fast["kernels"]) == hl._core.cpu_kernels()
-    assert str(avx2["kernels"]) != "avx512"
+    kernel_sets.check_sides(fast, avx2)
     for case in _cases():
         key = _key(case)
         one, two = fast[f"t1_{key}"], fast[f"t2_{key}"]
