@@ -48,3 +48,20 @@ def check_sides(fast, avx2):
         assert str(fast["kernels"]) == "avx512"
     else:
         assert str(fast["kernels"]) == str(avx2["kernels"])
+
+
+def save_cases(path, cases, key, run):
+    """Every case of ``cases()`` at one and two threads, ``run(case)`` under the name
+    ``t{threads}_{key(case)}``, into the npz at path with the kernel set that ran them."""
+    import hl
+    import hl._core
+    out = {"kernels": np.array(hl._core.cpu_kernels())}
+    before = hl.get_num_threads()
+    try:
+        for threads in (1, 2):
+            hl.set_num_threads(threads)
+            for case in cases():
+                out[f"t{threads}_{key(case)}"] = run(case)
+    finally:
+        hl.set_num_threads(before)
+    np.savez(path, **out)

@@ -75,16 +75,7 @@ def _run(case):
 
 def write_results(path):
     """Every case at one and two threads into the npz at path, with the kernel set used."""
-    out = {"kernels": np.array(hl._core.cpu_kernels())}
-    before = hl.get_num_threads()
-    try:
-        for threads in (1, 2):
-            hl.set_num_threads(threads)
-            for case in _cases():
-                out[f"t{threads}_{_key(case)}"] = _run(case)
-    finally:
-        hl.set_num_threads(before)
-    np.savez(path, **out)
+    kernel_sets.save_cases(path, _cases, _key, _run)
 
 
 def _in_subprocess(path, avx512):
