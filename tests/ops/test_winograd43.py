@@ -176,25 +176,34 @@ def test_weights_the_guard_refuses_are_packed_as_nan_and_run_unpacked(outlier):
         assert np.isfinite(ops.conv_pack(hl.tensor(w), 1, "winograd").numpy()).all()
 
 
-@pytest.mark.parametrize("xs,co", [((2, 40, 23, 21), 44), ((3, 128, 28, 28), 128)])
+@pytest.mark.parametrize("xs,co", [((2, 40, 23, 21), 44), ((3, 128, 28, 28), 128),
+                                   ((1, 64, 56, 56), 64), ((4, 24, 30, 30), 20)])
 def test_threads_agree_bitwise(xs, co):
-    """Each output is summed by one thread in a fixed order: 1 and 2 threads, and four Python
-    threads at once on one pack, give the same bits. The second shape has blocks of 128 tiles
-    over few tiles per row (each thread's output work then outgrows its input work: a buffer
-    sized for the input side alone let the threads overwrite each other's)."""
+    """Each output is summed by one thread in a fixed order: 1, 2 and 3 threads, and four
+    Python threads at once on one pack, give the same bits. The second shape has blocks of 128
+    tiles over few tiles per row (each thread's output work then outgrows its input work: a
+    buffer sized for the input side alone let the threads overwrite each other's). The last
+    two have small kernels and tiles enough that with 2 and 3 threads each block of tiles
+    goes through all three steps on one thread (winograd43.c, blocks_per_thread: 13 strips,
+    the last of 4 tiles; 64 strips in blocks that straddle samples); one thread runs the
+    steps one after another, split as the other shapes are."""
     x, w, b = _data(xs, co, seed=2)
+    r = np.random.default_rng(4).standard_normal((xs[0], co, xs[2], xs[3])).astype(np.float32)
     pk = ops.conv_pack(hl.tensor(w), 1, "winograd43")
     prev = hl.get_num_threads()
     try:
         hl.set_num_threads(1)
-        one = _run(x, w, b, 1, act="relu", pk=pk)
+        one = _run(x, w, b, 1, res=r, act="relu", pk=pk)
+        for n in (2, 3):
+            hl.set_num_threads(n)
+            np.testing.assert_array_equal(_run(x, w, b, 1, res=r, act="relu", pk=pk), one)
         hl.set_num_threads(2)
-        two = _run(x, w, b, 1, act="relu", pk=pk)
+        for o in run_threads(lambda i: _run(x, w, b, 1, res=r, act="relu", pk=pk), 4):
+            np.testing.assert_array_equal(o, one)
     finally:
         hl.set_num_threads(prev)
-    np.testing.assert_array_equal(one, two)
-    for o in run_threads(lambda i: _run(x, w, b, 1, act="relu", pk=pk), 4):
-        np.testing.assert_array_equal(o, one)
+    ref = _ref(x, w, b, 1, res=r, act="relu")
+    assert np.abs(one - ref).max() <= TOL43 * np.abs(_ref(x, w, b, 1, res=r)).max()
 
 
 def test_layout_errors_name_the_op_and_shapes():
