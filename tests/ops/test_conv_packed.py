@@ -276,6 +276,11 @@ THREAD_CASES = {
     # once for all of them (with a residual), and a 112x112-wide row stride (aliased in L1)
     "mobilenet_7x7_shared_columns": ((1, 960, 7, 7), (160, 960, 1, 1), 1, 0, 1),
     "aliased_rows_chunks": ((1, 16, 64, 64), (100, 16, 1, 1), 1, 0, 1),
+    # MobileNetV2's projections, strips read in place by tasks of at least 6 panels (its 28x28
+    # one: whole panels over 4 blocks; 14x14 ones: chunks of 6 and 5, of 6, 6 and 4 panels)
+    "mobilenet_28x28_projection": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
+    "mobilenet_14x14_projection": ((1, 384, 14, 14), (64, 384, 1, 1), 1, 0, 1),
+    "mobilenet_14x14_projection_96": ((1, 576, 14, 14), (96, 576, 1, 1), 1, 0, 1),
     # the stem's rows in groups of strips, and columns packed row by row, at batch 3
     "stem_rows_batch3": ((3, 3, 40, 300), (32, 3, 3, 3), 2, 1, 1),
     "aliased_64x64_batch3": CASES["aliased_64x64_batch3"],

@@ -60,6 +60,14 @@ enum { L1_BYTES = 20 << 10 };
    than the L1 TLB holds, where panel by panel over a packed block touches 6 rows at a time
    (16->96 at 112x112 1.4-1.9x faster packed, 24->144 at 56x56 1.2x; 7 alternating rounds). */
 enum { STRIPS_MAX_M = 96, STRIPS_MAX_N = 1024, L2_WEIGHTS = 256 << 10 };
+/* Panels a task takes at least where it reads strips of few output channels in place (at two
+   threads and more): each task reads its strips of the columns again, from L2 or from the
+   other core, and passes only its panels over each; in chunks of 3 panels MobileNetV2's
+   28x28 projections (32 channels: 6 panels, 4 blocks of positions) ran no faster on two
+   threads than on one. In whole panels there 30% faster, its 14x14 ones (64 and 96
+   channels: chunks of 6 instead of 3 and 4) 5%; the model at batch 1 2% (4 alternating
+   rounds, an Intel Xeon with AVX-512). */
+enum { STRIPS_MIN_PANELS = 6 };
 
 /* Rows ldb floats apart fall into how many of the L1 cache's 64 sets (64-byte lines, 8 ways,
    as on Zen and recent Intel cores): a strip read in place is one line of each of its K rows,
@@ -882,7 +890,9 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         if (count * ((N + nb2 - 1) / nb2) % threads == 0) nb = nb2;
         blocks = (N + nb - 1) / nb;
     }
-    const int64_t per_chunk = panels_per_chunk(panels, count * blocks, threads);
+    int64_t per_chunk = panels_per_chunk(panels, count * blocks, threads);
+    if (M <= STRIPS_MAX_M && reads_in_place(pr, per_chunk, kc))
+        per_chunk = HL_MAX(per_chunk, HL_MIN(panels, STRIPS_MIN_PANELS));
     const int64_t chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
     const kernels kn = kernels_here();
