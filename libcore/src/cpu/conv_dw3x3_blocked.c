@@ -1,7 +1,7 @@
 /*
- * conv_dw3x3_blocked.c - float32 depthwise 3x3 convolutions on small planes (28x28 and below:
- * MobileNetV2's later layers), eight channels at a time with the channels in a vector's lanes,
- * AVX2 + FMA.
+ * conv_dw3x3_blocked.c - float32 depthwise 3x3 convolutions on small planes (28x28 and below,
+ * 14x14 where the CPU has AVX-512: MobileNetV2's later layers), eight channels at a time with
+ * the channels in a vector's lanes, AVX2 + FMA.
  *
  * On a small plane the row kernel (conv_dw3x3.c) spends its time at the borders: a 7x7 or 14x14
  * row is one or two vectors, every one of them masked, and each pass pays its setup for a few
@@ -22,7 +22,8 @@
  * eight-lane one, so both widths give the same bits. Calls take groups of sixteen channels
  * first, then one of eight where eight or more remain (one thread, MobileNetV2's layers at
  * batch 1: 14x14 and 7x7 planes 12-16% faster, 28x28 ~5%; at 56x56 and above this kernel is
- * twice the row kernel's time at either width, so MAX_CELLS stays).
+ * twice the row kernel's time at either width, so MAX_CELLS stays; at 28x28 the sixteen-lane
+ * row kernel is the faster: MAX_CELLS_AVX512).
  */
 #include "../core.h"
 #include "conv.h"
@@ -33,8 +34,14 @@
 enum { LANES = 8, WIDE = 16 };   /* channels a cell holds: AVX2, AVX-512 */
 /* Padded planes of at most this many cells take this kernel: 28x28 at stride 1 (30 x 30) and
    below; a group's cells and outputs then stay within L1 and L2 (64 KiB at most). At 56x56
-   it measured as fast as the row kernel, at 112x112 slower (one thread, 7 alternating rounds). */
-enum { MAX_CELLS = 32 * 32 };
+   it measured as fast as the row kernel, at 112x112 slower (one thread, 7 alternating rounds).
+   Where the CPU has AVX-512 the row kernel has sixteen lanes too (conv_dw3x3_avx512.c), and
+   at 28x28 it is the faster: MobileNetV2's 192 channels 62 against 75 us at stride 1, 28.5
+   against 39 at stride 2 (one thread; two: 36 against 45, 18 against 24), while at 14x14
+   and 7x7 the blocked kernel stays ahead at one thread (51 against 58 us at 14x14, 576
+   channels). There it takes planes up to 14x14 at stride 1 (16 x 16 cells); the model at
+   batch 1 1.7% faster at one thread, 1.2% at two (4 alternating rounds, Intel Xeon). */
+enum { MAX_CELLS = 32 * 32, MAX_CELLS_AVX512 = 16 * 16 };
 /* Calls with at least this many outputs x taps run in parallel (as the row kernel). */
 enum { PAR_MIN = 1 << 15 };
 
@@ -48,7 +55,7 @@ bool hl_dw3x3_blocked_fits(const conv_geom *g) {
     if (g->cg_out != 1 || g->c_out < LANES || g->oh <= 0 || g->ow <= 0) return false;
     int64_t hp, wp;
     padded_dims(g, &hp, &wp);
-    return hp * wp <= MAX_CELLS;
+    return hp * wp <= (hl_cpu_avx512() ? MAX_CELLS_AVX512 : MAX_CELLS);
 }
 
 #if HL_CONV_HAVE_X86
