@@ -87,7 +87,7 @@ HL_AVX2 static inline __attribute__((always_inline)) void block_rows(
 HL_AVX2 static void block_avx2(const float *A, const float *B, int64_t K, float *C,
                                int64_t ldc, int mr, const float *next) {
     switch (mr) {
-    case 6:
+    case 6:   /* two copies: the one without a prefetch has no test in its loop */
         if (next) block_rows(A, B, K, C, ldc, 6, next);
         else block_rows(A, B, K, C, ldc, 6, NULL);
         break;
@@ -133,6 +133,7 @@ HL_AVX512_TARGET static inline __attribute__((always_inline)) void block512_rows
 /* Panels p and p + 1 (whole) together, or panel p (mr rows) alone. */
 HL_AVX512_TARGET static void block12_avx512(const float *A, const float *B, int64_t K,
                                             float *C, int64_t ldc, const float *next) {
+    /* two copies: the one without a prefetch has no test in its loop */
     if (next) block512_rows(A, A + MR * K, B, K, C, ldc, MR, MR, next);
     else block512_rows(A, A + MR * K, B, K, C, ldc, MR, MR, NULL);
 }
