@@ -198,6 +198,85 @@ def test_onnx_model_bitwise_at_one_and_two_threads(threads, model):
         assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
+# ---- recording the loops (hl_pool_trace_start, hl._pool_trace) ----------------------------
+
+def _consistent(r, threads):
+    """What every record must say of itself, whatever the timing: its chunks all ran, on the
+    loop's slots, inside its wall time."""
+    assert r["chunks_run"].sum() == r["chunks"], r
+    assert r["threads"] == threads, r
+    assert r["end_ns"] >= r["start_ns"] and r["fn"] != 0, r
+    assert (r["busy_ns"] >= 0).all()
+    assert r["busy_ns"].sum() <= (r["end_ns"] - r["start_ns"]) * threads, r
+    assert (r["chunks_run"][threads:] == 0).all(), r
+
+
+def test_recording_gives_one_record_a_loop(threads):
+    from hl import _pool_trace
+    threads(2)
+    with _pool_trace.recording() as rec:
+        probe(64, 1, spin_ns=20_000)
+        probe(1000, 100)
+    loops = rec[0]
+    assert len(loops) == 2
+    assert list(loops["items"]) == [64, 1000] and list(loops["chunks"]) == [8, 8]
+    for r in loops:
+        _consistent(r, 2)
+    assert loops[0]["busy_ns"].sum() >= 64 * 20_000   # the items' spins ran inside chunks
+    threads(1)
+    with _pool_trace.recording() as rec:
+        probe(10, 1)
+    (r,) = rec[0]
+    _consistent(r, 1)
+    assert r["busy_ns"][0] == r["end_ns"] - r["start_ns"]
+
+
+def test_recording_skips_nested_loops_and_stops_at_its_capacity(threads):
+    from hl import _pool_trace
+    threads(2)
+    with _pool_trace.recording() as rec:
+        probe(16, 1, nested=8)     # 16 nested loops run inline inside the chunks
+    assert len(rec[0]) == 1 and rec[0][0]["items"] == 16
+    with _pool_trace.recording(capacity=3) as rec:
+        for _ in range(10):
+            probe(100, 10)
+    assert len(rec[0]) == 3
+    with _pool_trace.recording():
+        with pytest.raises(hl.errors.ValueError, match="recording is on already"):
+            with _pool_trace.recording():
+                pass
+    assert lib.hl_pool_trace_stop() == 0   # off again: nothing to stop
+    with pytest.raises(hl.errors.ValueError, match="capacity"):
+        _core.check(lib.hl_pool_trace_start(ffi.NULL, 0))
+
+
+def test_recording_while_two_python_threads_use_the_pool(threads):
+    """One thread holds the pool, the other's loops run inline: each loop still gets one
+    record of its own, consistent with itself."""
+    from hl import _pool_trace
+    threads(2)
+    loops_each, failures = 40, []
+
+    def work():
+        try:
+            for _ in range(loops_each):
+                probe(32, 1, spin_ns=2_000)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failures.append(e)
+
+    with _pool_trace.recording() as rec:
+        workers = [threading.Thread(target=work) for _ in range(2)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    assert not failures, failures
+    assert len(rec[0]) == 2 * loops_each
+    for r in rec[0]:
+        _consistent(r, int(r["threads"]))
+        assert r["threads"] in (1, 2) and r["items"] == 32
+
+
 def test_the_pool_hands_over_jobs_without_a_data_race_under_thread_sanitizer():
     """libcore/tests/test_thread_pool.c, built from the pool's sources with -fsanitize=thread
     (`make test-tsan`, docs/sanitizers.md): loops at 1-8 threads, nested loops, failures,

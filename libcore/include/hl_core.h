@@ -106,6 +106,28 @@ int64_t hl_conv_direct_runs(int pass);
 hl_status hl_pool_probe(int64_t n, int64_t grain, int32_t *slot_of, int64_t fail_at,
                         int nested, int64_t spin_ns, int hold_workers);
 
+/* The pool's loops, recorded for profiling (bench/pool_profile.py): while recording is on,
+   every loop started outside a chunk (run by the pool, or inline on its caller) takes the
+   next record. busy_ns[s] is the time slot s spent inside the loop's chunks (slots past the
+   last in the last), so busy time beside end - start says whether threads waited or worked
+   slower. */
+enum { HL_POOL_TRACE_SLOTS = 4 };
+typedef struct {
+    int64_t start_ns, end_ns;     /* CLOCK_MONOTONIC */
+    uint64_t fn;                  /* the loop's chunk function (an address in libcore) */
+    int64_t items, chunks;
+    int64_t busy_ns[HL_POOL_TRACE_SLOTS];
+    int32_t chunks_run[HL_POOL_TRACE_SLOTS];
+    int32_t threads;              /* the threads that could take part: 1 for a loop inline */
+    int32_t pad;
+} hl_pool_region;
+/* Starts recording into regions[0 .. capacity), which the caller keeps until
+   hl_pool_trace_stop; HL_ERR_VALUE when recording is on already. */
+hl_status hl_pool_trace_start(hl_pool_region *regions, int64_t capacity);
+/* Stops recording, once every loop writing a record has finished: the records written (loops
+   past capacity are not recorded). 0 when recording was off. */
+int64_t hl_pool_trace_stop(void);
+
 /* CRC-32 as zip, gzip and zlib.crc32 compute it, continuing from crc (0 to start). Checkpoint
    archives check every member with it; carry-less multiplication where the CPU has it. */
 uint32_t hl_crc32(uint32_t crc, const void *data, size_t n);

@@ -2,8 +2,10 @@
  * test_thread_pool.c - libcore's thread pool (src/cpu/thread_pool.c) on its own, built with
  * ThreadSanitizer by `make test-tsan` (docs/sanitizers.md): loops at several thread counts,
  * more threads than CPUs, nested loops, failures, gangs whose items wait on one another, and
- * three threads starting loops at once. Every item must run exactly once, and TSan must find
- * no data race in the pool's hand-over of jobs (the claim word, the done count, the sleep).
+ * three threads starting loops at once, and all of that again while the loops are recorded
+ * (hl_pool_trace_start). Every item must run exactly once, every record add up, and TSan must
+ * find no data race in the pool's hand-over of jobs (the claim word, the done count, the
+ * sleep) or in the records (workers add their chunks' time to the caller's record).
  *
  * Built from the pool's sources alone, without OpenMP (whose runtime TSan cannot see into):
  * the pool then counts CPUs itself.
@@ -144,12 +146,34 @@ static void three_callers_at_once(void) {
     for (int i = 0; i < 3; i++) pthread_join(t[i], NULL);
 }
 
+/* The same loops recorded: one record a loop started outside a chunk, each with all its
+   chunks counted on the loop's slots. */
+static void recorded(void) {
+    enum { CAP = 4096 };
+    static hl_pool_region regions[CAP];
+    CHECK(hl_pool_trace_start(regions, CAP) == HL_OK);
+    CHECK(hl_pool_trace_start(regions, CAP) == HL_ERR_VALUE);   /* on already */
+    gangs_run_together();
+    three_callers_at_once();
+    loops_at_thread_counts();
+    const int64_t n = hl_pool_trace_stop();
+    CHECK(n > 0 && n <= CAP);
+    CHECK(hl_pool_trace_stop() == 0);
+    for (int64_t i = 0; i < n; i++) {
+        const hl_pool_region *r = &regions[i];
+        int64_t ran = 0;
+        for (int s = 0; s < HL_POOL_TRACE_SLOTS; s++) ran += r->chunks_run[s];
+        CHECK(ran == r->chunks && r->end_ns >= r->start_ns && r->threads >= 1);
+    }
+}
+
 int main(void) {
     loops_at_thread_counts();
     failures_come_back();
     held_workers_leave_it_to_the_caller();
     gangs_run_together();
     three_callers_at_once();
+    recorded();
     printf("test_thread_pool: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

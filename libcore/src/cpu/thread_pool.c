@@ -53,6 +53,7 @@ typedef struct {
     _Atomic int64_t done;
     atomic_int sleepers;
     atomic_flag busy;           /* some thread runs a job */
+    hl_pool_region *_Atomic trace;  /* the job's record while recording (hl_pool_trace_*) */
     pthread_mutex_t lock;       /* guards the sleep and worker creation */
     pthread_cond_t wake;
     int started;                /* workers running: slots 1 .. started */
@@ -138,6 +139,68 @@ void hl_pool_hold_workers(bool hold) { atomic_store(&workers_held, hold); }
 int hl_pool_slot(void) { return in_chunk ? my_slot : 0; }
 bool hl_pool_in_chunk(void) { return in_chunk; }
 
+/* ---- recording loops (hl_pool_trace_start) --------------------------------------------- */
+
+/* The caller's records, the next one to hand out, and the loops still writing one: stop waits
+   for them before the caller may free the records. */
+static hl_pool_region *_Atomic trace_regions;
+static int64_t trace_capacity;
+static _Atomic int64_t trace_next, trace_writing;
+
+hl_status hl_pool_trace_start(hl_pool_region *regions, int64_t capacity) {
+    if (!regions || capacity < 1)
+        return hl_fail(HL_ERR_VALUE, "pool_trace_start: expected records and a capacity >= 1, "
+                       "got capacity %lld", (long long)capacity);
+    hl_pool_region *none = NULL;
+    if (atomic_load(&trace_regions))
+        return hl_fail(HL_ERR_VALUE, "pool_trace_start: recording is on already");
+    trace_capacity = capacity;
+    atomic_store(&trace_next, 0);
+    if (!atomic_compare_exchange_strong(&trace_regions, &none, regions))
+        return hl_fail(HL_ERR_VALUE, "pool_trace_start: recording is on already");
+    return HL_OK;
+}
+
+int64_t hl_pool_trace_stop(void) {
+    if (!atomic_exchange(&trace_regions, NULL)) return 0;
+    while (atomic_load(&trace_writing) > 0) sched_yield();
+    const int64_t n = atomic_load(&trace_next);
+    return n < trace_capacity ? n : trace_capacity;
+}
+
+/* The next record for a loop of n items in `chunks` chunks, or NULL (recording off, or the
+   records full); a non-NULL record must be given back by trace_end. */
+static hl_pool_region *trace_begin(void *fn, int64_t n, int64_t chunks, int threads) {
+    if (!atomic_load_explicit(&trace_regions, memory_order_relaxed)) return NULL;
+    atomic_fetch_add(&trace_writing, 1);
+    hl_pool_region *regions = atomic_load(&trace_regions);
+    const int64_t i = regions ? atomic_fetch_add(&trace_next, 1) : 0;
+    if (!regions || i >= trace_capacity) {
+        atomic_fetch_sub(&trace_writing, 1);
+        return NULL;
+    }
+    hl_pool_region *r = &regions[i];
+    memset(r, 0, sizeof *r);
+    r->fn = (uint64_t)(uintptr_t)fn;
+    r->items = n;
+    r->chunks = chunks;
+    r->threads = threads;
+    r->start_ns = now_ns();
+    return r;
+}
+
+static void trace_end(hl_pool_region *r, int64_t end_ns) {
+    r->end_ns = end_ns;
+    atomic_fetch_sub(&trace_writing, 1);
+}
+
+/* A chunk's time on its slot's counters (workers and the caller add to one record). */
+static void trace_chunk(hl_pool_region *r, int64_t ns) {
+    const int s = my_slot < HL_POOL_TRACE_SLOTS ? my_slot : HL_POOL_TRACE_SLOTS - 1;
+    __atomic_fetch_add(&r->busy_ns[s], ns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&r->chunks_run[s], 1, __ATOMIC_RELAXED);
+}
+
 /* ---- running chunks -------------------------------------------------------------------- */
 
 /* Claims one chunk of generation gen for slot `slot`; its index, or -1 when none is left. */
@@ -163,6 +226,8 @@ static void record_failure(hl_status st) {
 
 /* Runs chunk c of the current job (or skips it once the job has failed), then counts it. */
 static void run_chunk(int64_t c) {
+    hl_pool_region *trace = atomic_load_explicit(&pool.trace, memory_order_relaxed);
+    const int64_t t0 = trace ? now_ns() : 0;
     if (pool.item) {
         pool.item((int)c, pool.ctx);
     } else if (!atomic_load_explicit(&pool.failed, memory_order_relaxed)) {
@@ -170,6 +235,7 @@ static void run_chunk(int64_t c) {
         hl_status st = pool.fn(begin, end, pool.ctx);
         if (st) record_failure(st);
     }
+    if (trace) trace_chunk(trace, now_ns() - t0);
     atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
 }
 
@@ -298,6 +364,18 @@ static int64_t chunk_len(int64_t n, int64_t grain, int threads) {
     return len < grain ? grain : len;
 }
 
+/* hl_parallel_for's loop as a hl_parallel_try one (run_plain, below). */
+typedef struct {
+    hl_range_fn fn;
+    void *ctx;
+} plain_range;
+static hl_status run_plain(int64_t begin, int64_t end, void *ctx);
+
+/* The function a record names: the caller's, not the wrapper hl_parallel_for puts around it. */
+static void *trace_fn(hl_range_try_fn fn, void *ctx) {
+    return fn == run_plain ? (void *)((const plain_range *)ctx)->fn : (void *)fn;
+}
+
 hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ctx) {
     if (n <= 0) return HL_OK;
     const int threads = hl_pool_threads();
@@ -315,8 +393,16 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
         const int was_slot = my_slot;
         in_chunk = true;
         my_slot = 0;
+        hl_pool_region *trace = was_in_chunk ? NULL : trace_begin(trace_fn(fn, ctx), n,
+                                                                    (n + len - 1) / len, 1);
         hl_status st = HL_OK;
         for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
+        if (trace) {   /* one thread ran every chunk: busy all along */
+            const int64_t end = now_ns();
+            trace->busy_ns[0] = end - trace->start_ns;
+            trace->chunks_run[0] = (int32_t)trace->chunks;
+            trace_end(trace, end);
+        }
         in_chunk = was_in_chunk;
         my_slot = was_slot;
         return st;
@@ -327,17 +413,16 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
     pool.item = NULL;
     pool.n = n;
     pool.len = len;
+    hl_pool_region *trace = trace_begin(trace_fn(fn, ctx), n, chunks, workers + 1);
+    atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
     run_job(workers, chunks, false);
+    atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
+    if (trace) trace_end(trace, now_ns());
     hl_status st = atomic_load(&pool.failed) ? pool.status : HL_OK;
     if (st) hl_fail(st, "%s", pool.message);
     atomic_flag_clear_explicit(&pool.busy, memory_order_release);
     return st;
 }
-
-typedef struct {
-    hl_range_fn fn;
-    void *ctx;
-} plain_range;
 
 static hl_status run_plain(int64_t begin, int64_t end, void *ctx) {
     const plain_range *p = ctx;
@@ -367,7 +452,11 @@ bool hl_pool_gang(int n, void (*item)(int i, void *ctx), void *ctx) {
     pool.fn = NULL;
     pool.item = item;
     pool.ctx = ctx;
+    hl_pool_region *trace = trace_begin((void *)item, n, n, n);
+    atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
     run_job(n - 1, n, true);
+    atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
+    if (trace) trace_end(trace, now_ns());
     atomic_flag_clear_explicit(&pool.busy, memory_order_release);
     return true;
 }

@@ -23,6 +23,8 @@
  *   1.. = workers, always below hl_pool_threads(); 0 throughout a loop run inline): a loop's
  *   per-thread scratch is indexed by it.
  * - After fork() the child starts a fresh pool at its first loop.
+ * - hl_pool_trace_start (hl_core.h) records each loop started outside a chunk: its time and
+ *   each slot's busy time (bench/pool_profile.py); off, a loop pays one load for it.
  */
 #ifndef HL_CPU_THREAD_POOL_H
 #define HL_CPU_THREAD_POOL_H
