@@ -23,6 +23,7 @@ PACKAGE = os.path.dirname(os.path.abspath(hl.__file__))
 LAYERS = [
     ("foundations", ["hl.errors", "hl.dtypes", "hl._grad_state", "hl._build", "hl._cuda_libs"]),
     ("the cffi binding of libcore", ["hl._core"]),
+    ("the thread pool's loop records, for profiling", ["hl._pool_trace"]),
     ("the CUDA library's NCCL glue, through ctypes", ["hl._nccl"]),
     ("devices", ["hl.devices"]),
     ("tensors", ["hl._tensor"]),

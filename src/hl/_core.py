@@ -128,6 +128,38 @@ def get_num_threads():
     return lib.hl_get_num_threads()
 
 
+# ---- the thread pool's loop records (hl._pool_trace, bench/pool_profile.py) ----------------
+
+_NUMPY_OF_C = {"int64_t": "i8", "uint64_t": "u8", "int32_t": "i4"}
+
+
+def pool_region_dtype():
+    """hl_pool_region (hl_core.h) as a numpy dtype, its names, offsets and sizes read from the
+    C declaration."""
+    names, formats, offsets = [], [], []
+    for name, field in ffi.typeof("hl_pool_region").fields:
+        t = field.type
+        formats.append((_NUMPY_OF_C[t.item.cname], t.length) if t.kind == "array"
+                       else _NUMPY_OF_C[t.cname])
+        names.append(name)
+        offsets.append(field.offset)
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                     "itemsize": ffi.sizeof("hl_pool_region")})
+
+
+def pool_trace_start(regions):
+    """Starts recording the pool's loops into `regions` (a contiguous numpy array of
+    pool_region_dtype()), which must live until pool_trace_stop."""
+    check(lib.hl_pool_trace_start(ffi.cast("hl_pool_region *", regions.ctypes.data),
+                                  len(regions)))
+
+
+def pool_trace_stop():
+    """Stops recording once the loops writing a record are done: how many records were
+    written (0 when recording was off)."""
+    return lib.hl_pool_trace_stop()
+
+
 def cpu_kernels():
     """The instruction set of the CPU kernels here: "avx512", "avx2" or "portable"."""
     return ffi.string(lib.hl_cpu_kernels()).decode()

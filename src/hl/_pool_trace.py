@@ -9,26 +9,7 @@ import numpy as np
 
 from . import _core
 
-_ffi, _lib = _core.ffi, _core.lib
-_NUMPY = {"int64_t": "i8", "uint64_t": "u8", "int32_t": "i4"}
-
-
-def _region_dtype():
-    """hl_pool_region as a numpy dtype, read from the C declaration (names, offsets, sizes)."""
-    names, formats, offsets = [], [], []
-    for name, field in _ffi.typeof("hl_pool_region").fields:
-        t = field.type
-        if t.kind == "array":
-            formats.append((_NUMPY[t.item.cname], t.length))
-        else:
-            formats.append(_NUMPY[t.cname])
-        names.append(name)
-        offsets.append(field.offset)
-    return np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                     "itemsize": _ffi.sizeof("hl_pool_region")})
-
-
-REGION = _region_dtype()
+REGION = _core.pool_region_dtype()
 
 
 @contextlib.contextmanager
@@ -37,10 +18,8 @@ def recording(capacity=1 << 16):
     numpy structured array (dtype REGION) of the records, in the order the loops started."""
     regions = np.zeros(capacity, dtype=REGION)
     out = []
-    _core.check(_lib.hl_pool_trace_start(_ffi.cast("hl_pool_region *", regions.ctypes.data),
-                                         capacity))
+    _core.pool_trace_start(regions)
     try:
         yield out
     finally:
-        n = _lib.hl_pool_trace_stop()
-        out.append(regions[:n].copy())
+        out.append(regions[:_core.pool_trace_stop()].copy())
