@@ -50,6 +50,15 @@ def check_sides(fast, avx2):
         assert str(fast["kernels"]) == str(avx2["kernels"])
 
 
+def both_sides(folder, module):
+    """(default side, AVX2 side): ``module.write_results`` run in a process of each kind, npz
+    files in folder, each side checked to have run the kernels it was meant to."""
+    fast = results(folder / "default.npz", module, "write_results", avx512=True)
+    avx2 = results(folder / "avx2.npz", module, "write_results", avx512=False)
+    check_sides(fast, avx2)
+    return fast, avx2
+
+
 def save_cases(path, cases, key, run):
     """Every case of ``cases()`` at one and two threads, ``run(case)`` under the name
     ``t{threads}_{key(case)}``, into the npz at path with the kernel set that ran them."""
@@ -65,3 +74,23 @@ def save_cases(path, cases, key, run):
     finally:
         hl.set_num_threads(before)
     np.savez(path, **out)
+
+
+def same_bits(x, y):
+    """The same bits, except that a NaN only has to be a NaN: which NaN operand an add or FMA
+    passes on (hence the result's sign and payload) depends on the operand order of the
+    instruction the compiler picked, which C does not fix (x + y and y + x are the same
+    expression), so NaN bits are not a property of the kernels' order of sums."""
+    nan = np.isnan(x)
+    return bool(np.array_equal(nan, np.isnan(y)) and
+                np.array_equal(x.view(np.uint32)[~nan], y.view(np.uint32)[~nan]))
+
+
+def one_result(fast, avx2, key):
+    """Case `key`'s result at one thread on the default side, after checking that two threads
+    there and one and two threads on the AVX2 side give the same bits (same_bits)."""
+    one = fast[f"t1_{key}"]
+    for got in (fast[f"t2_{key}"], avx2[f"t1_{key}"], avx2[f"t2_{key}"]):
+        assert got.shape == one.shape, key
+        assert same_bits(got, one), key
+    return one

@@ -19,7 +19,6 @@ import numpy as np
 import hl
 from tests.ops import kernel_sets
 from tests.ops.test_attention import check, reference
-from tests.ops.test_matmul_fused_avx512 import _same_bits
 
 
 # (B, H, Sq, Sk, D, Dv)
@@ -76,20 +75,11 @@ def write_results(path):
     kernel_sets.save_cases(path, _cases, _key, _run)
 
 
-def _in_subprocess(path, avx512):
-    return kernel_sets.results(path, "tests.ops.test_attention_avx512", "write_results", avx512)
-
-
 def test_avx512_path_gives_the_avx2_paths_bits_and_matches_float64(tmp_path):
-    fast = _in_subprocess(tmp_path / "default.npz", avx512=True)
-    avx2 = _in_subprocess(tmp_path / "avx2.npz", avx512=False)
-    kernel_sets.check_sides(fast, avx2)
+    fast, avx2 = kernel_sets.both_sides(tmp_path, "tests.ops.test_attention_avx512")
     for case in _cases():
         key = _key(case)
-        one = fast[f"t1_{key}"]
-        for got in (fast[f"t2_{key}"], avx2[f"t1_{key}"], avx2[f"t2_{key}"]):
-            assert got.shape == one.shape, key
-            assert _same_bits(got, one), key
+        one = kernel_sets.one_result(fast, avx2, key)
         shape, variant, masked, ntz, merge = case
         q, k, v, mask = _inputs(shape, variant)
         with np.errstate(all="ignore"):

@@ -62,10 +62,7 @@ def write_results(path):
 
 
 def test_sixteen_lanes_give_the_bits_of_eight(tmp_path):
-    module = "tests.ops.test_conv_dw3x3_avx512"
-    fast = kernel_sets.results(tmp_path / "default.npz", module, "write_results", avx512=True)
-    avx2 = kernel_sets.results(tmp_path / "avx2.npz", module, "write_results", avx512=False)
-    kernel_sets.check_sides(fast, avx2)
+    fast, avx2 = kernel_sets.both_sides(tmp_path, "tests.ops.test_conv_dw3x3_avx512")
     assert sorted(fast.files) == sorted(avx2.files)
     for k in fast.files:
         if k != "kernels":

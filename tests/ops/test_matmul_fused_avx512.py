@@ -7,7 +7,7 @@ each 256-row block of K, then the block added to C) and apply the epilogue with 
 operations (act16 is act_v on sixteen lanes), so the two paths give the same bits. The
 AVX2 path runs in a subprocess with HL_CPU_AVX512=0 (read once per process); on a CPU without
 AVX-512 both processes run AVX2 and the comparison still holds. (NaN results need only be
-NaN on both: see _same_bits.) Shapes reach every tile the
+NaN on both: see kernel_sets.same_bits.) Shapes reach every tile the
 driver picks: M across the 12-row tile and its 6/4/2-row tails and the 144-row block of A, N
 as one full panel, a pair, a pair and a lone panel, and with a narrower last panel, K across
 the 256-row blocks; every activation, with and without bias and residual, NaN and infinities
@@ -78,31 +78,11 @@ def write_results(path):
     kernel_sets.save_cases(path, _cases, _key, _run)
 
 
-def _in_subprocess(path, avx512):
-    return kernel_sets.results(path, "tests.ops.test_matmul_fused_avx512", "write_results", avx512)
-
-
-def _same_bits(x, y):
-    """The same bits, except that a NaN only has to be a NaN: which NaN operand an add or FMA
-    passes on (hence the result's sign and payload) depends on the operand order of the
-    instruction the compiler picked, which C does not fix (x + y and y + x are the same
-    expression), so NaN bits are not a property of the kernels' order of sums."""
-    nan = np.isnan(x)
-    return bool(np.array_equal(nan, np.isnan(y)) and
-                np.array_equal(x.view(np.uint32)[~nan], y.view(np.uint32)[~nan]))
-
-
 def test_avx512_path_gives_the_avx2_paths_bits_and_matches_float64(tmp_path):
-    fast = _in_subprocess(tmp_path / "default.npz", avx512=True)
-    avx2 = _in_subprocess(tmp_path / "avx2.npz", avx512=False)
-    # the default process runs this process's kernel set; the other never the AVX-512 one
-    kernel_sets.check_sides(fast, avx2)
+    fast, avx2 = kernel_sets.both_sides(tmp_path, "tests.ops.test_matmul_fused_avx512")
     for case in _cases():
         key = _key(case)
-        one, two = fast[f"t1_{key}"], fast[f"t2_{key}"]
-        for got in (two, avx2[f"t1_{key}"], avx2[f"t2_{key}"]):
-            assert got.shape == one.shape, key
-            assert _same_bits(got, one), key
+        one = kernel_sets.one_result(fast, avx2, key)
         m, k, n, variant, bias_on, res_on, act, alpha, beta = case
         a, b, bias, r = _inputs(m, k, n, variant)
         with np.errstate(all="ignore"):
