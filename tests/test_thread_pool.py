@@ -246,6 +246,12 @@ def test_recording_skips_nested_loops_and_stops_at_its_capacity(threads):
             with _pool_trace.recording():
                 pass
     assert lib.hl_pool_trace_stop() == 0   # off again: nothing to stop
+    # records the C side would write past: refused before it sees them
+    for bad in (np.zeros(8, dtype=np.int64), np.zeros((2, 4), dtype=_pool_trace.REGION),
+                np.zeros(8, dtype=_pool_trace.REGION)[::2], [0] * 8):
+        with pytest.raises(hl.errors.ValueError, match="pool_region_dtype"):
+            _core.pool_trace_start(bad)
+    assert lib.hl_pool_trace_stop() == 0
     with pytest.raises(hl.errors.ValueError, match="capacity"):
         _core.check(lib.hl_pool_trace_start(ffi.NULL, 0))
 

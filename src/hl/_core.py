@@ -150,6 +150,13 @@ def pool_region_dtype():
 def pool_trace_start(regions):
     """Starts recording the pool's loops into `regions` (a contiguous numpy array of
     pool_region_dtype()), which must live until pool_trace_stop."""
+    want = pool_region_dtype()
+    if not isinstance(regions, np.ndarray) or regions.dtype != want or regions.ndim != 1 or \
+            not regions.flags.c_contiguous or not regions.flags.writeable:
+        raise errors.ValueError(
+            f"pool_trace_start: expected a writeable 1-D contiguous numpy array of "
+            f"pool_region_dtype(), got {type(regions).__name__} "
+            f"{getattr(regions, 'dtype', None)} {getattr(regions, 'shape', None)}")
     check(lib.hl_pool_trace_start(ffi.cast("hl_pool_region *", regions.ctypes.data),
                                   len(regions)))
 
