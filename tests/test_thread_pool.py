@@ -36,6 +36,20 @@ def probe(n, grain=1, fail_at=-1, nested=0, spin_ns=0, hold_workers=False):
     return slots
 
 
+def probe_lanes(n, nested=0, spin_ns=0, hold_workers=False):
+    """probe's slots for a loop in lanes (hl_parallel_lanes)."""
+    slots = np.full(n, -7, dtype=np.int32)
+    ptr = ffi.cast("int32_t *", slots.ctypes.data) if n else ffi.NULL
+    _core.check(lib.hl_pool_probe_lanes(n, ptr, nested, spin_ns, int(hold_workers)))
+    return slots
+
+
+def lane_of(n, t):
+    """Which lane each of n items is in, for t threads: lane l holds [l n / t, (l + 1) n / t)."""
+    firsts = [n * lane // t for lane in range(t + 1)]
+    return np.searchsorted(firsts, np.arange(n), side="right") - 1
+
+
 def test_every_item_runs_once_on_a_thread_of_the_loop(threads):
     threads(2)
     for n, grain in [(1, 1), (2, 1), (7, 3), (1000, 1), (1000, 999), (100_000, 64)]:
@@ -60,6 +74,47 @@ def test_caller_finishes_alone_when_workers_claim_nothing(threads):
     slots = probe(256, 1, spin_ns=10_000, hold_workers=True)
     assert (slots == 0).all()
     assert set(np.unique(probe(64, 1, spin_ns=100_000))) <= {0, 1}  # the pool works after
+
+
+@pytest.mark.parametrize("t", [1, 2, 3, 4])
+def test_lanes_run_every_item_once(threads, t):
+    threads(t)
+    for n in (0, 1, 2, 3, 7, 64, 1000, 100_003):
+        slots = probe_lanes(n)
+        assert set(np.unique(slots)) <= set(range(t)), (n, np.unique(slots))
+
+
+def test_each_thread_starts_with_its_own_lane(threads):
+    """Slot l runs the first chunk of lane l (in lanes, threads take their own items first,
+    then the others' from the back): 4 chunks a lane of 0.4 ms each, so the worker is up
+    long before the caller could reach lane 1's first chunk."""
+    threads(2)
+    n = 64
+    lanes = lane_of(n, 2)
+    assert lanes[31] == 0 and lanes[32] == 1
+    for _ in range(5):  # retried: the host may be loaded
+        probe_lanes(n)  # the worker is awake
+        slots = probe_lanes(n, spin_ns=50_000)
+        if slots[0] == 0 and slots[32] == 1:
+            break
+    assert slots[0] == 0 and slots[32] == 1, slots
+    # most of each lane ran on its own thread (the other may take a chunk from its back)
+    for lane in (0, 1):
+        assert (slots[lanes == lane] == lane).mean() >= 0.5, slots
+
+
+def test_lanes_finish_on_the_caller_when_workers_claim_nothing(threads):
+    """A descheduled worker: the caller takes the worker's lane too, from its back."""
+    threads(2)
+    slots = probe_lanes(256, spin_ns=10_000, hold_workers=True)
+    assert (slots == 0).all()
+    assert set(np.unique(probe_lanes(64, spin_ns=50_000))) <= {0, 1}
+
+
+def test_nested_loops_in_lanes_run_inline(threads):
+    threads(2)
+    slots = probe_lanes(64, nested=16, spin_ns=20_000)
+    assert (slots >= 0).all(), slots
 
 
 def test_nested_loops_run_inline_on_their_thread(threads):

@@ -97,6 +97,9 @@ const char *hl_cpu_kernels(void);
    1 grad_input, 2 grad_weight) in this process: for tests, which cannot always tell from the
    bits which kernel ran. -1 for another pass number. */
 int64_t hl_conv_direct_runs(int pass);
+/* How many times a product against packed weights (cpu/conv_packed.c) took one of its ways
+   for few samples: 0 summed in two halves of K, 1 its panels in lanes. -1 for another. */
+int64_t hl_conv_packed_runs(int way);
 
 /* libcore's thread pool under test (tests/test_thread_pool.py): a loop over n items in chunks
    of at least grain items; item i writes to slot_of[i] the slot of the thread that ran it (0:
@@ -105,6 +108,10 @@ int64_t hl_conv_direct_runs(int pass);
    item first spins spin_ns; with hold_workers the workers claim nothing, as if descheduled. */
 hl_status hl_pool_probe(int64_t n, int64_t grain, int32_t *slot_of, int64_t fail_at,
                         int nested, int64_t spin_ns, int hold_workers);
+/* The same in lanes (the pool's hl_parallel_lanes: lane l of T threads holds items
+   [l n / T, (l + 1) n / T), which slot l runs first). */
+hl_status hl_pool_probe_lanes(int64_t n, int32_t *slot_of, int nested, int64_t spin_ns,
+                              int hold_workers);
 
 /* The pool's loops, recorded for profiling (bench/pool_profile.py): while recording is on,
    every loop started outside a chunk (run by the pool, or inline on its caller) takes the

@@ -1,7 +1,9 @@
 /*
  * test_thread_pool.c - libcore's thread pool (src/cpu/thread_pool.c) on its own, built with
  * ThreadSanitizer by `make test-tsan` (docs/sanitizers.md): loops at several thread counts,
- * more threads than CPUs, nested loops, failures, gangs whose items wait on one another, and
+ * in plain chunks and in lanes (hl_parallel_lanes: each thread its own lane's chunks, then
+ * the others'), more threads than CPUs, nested loops, failures, gangs whose items wait on one
+ * another, and
  * three threads starting loops at once, and all of that again while the loops are recorded
  * (hl_pool_trace_start). Every item must run exactly once, every record add up, and TSan must
  * find no data race in the pool's hand-over of jobs (the claim word, the done count, the
@@ -47,11 +49,19 @@ static hl_status count_items(int64_t begin, int64_t end, void *arg) {
     return HL_OK;
 }
 
-/* Runs n items in chunks of grain; every one must have run once (or, on failure, none
-   twice). */
+static void count_lane_items(int64_t begin, int64_t end, void *arg) {
+    (void)count_items(begin, end, arg);
+}
+
+/* Runs n items in chunks of grain (0: in lanes); every one must have run once (or, on
+   failure, none twice). */
 static hl_status run_and_check(counts *c, int64_t n, int64_t grain) {
     for (int64_t i = 0; i < n; i++) atomic_store(&c->ran[i], 0);
-    hl_status st = hl_parallel_try(n, grain, count_items, c);
+    hl_status st = HL_OK;
+    if (grain > 0)
+        st = hl_parallel_try(n, grain, count_items, c);
+    else
+        hl_parallel_lanes(n, count_lane_items, c);
     for (int64_t i = 0; i < n; i++) {
         int r = atomic_load(&c->ran[i]);
         if (r > 1 || (!st && r != 1)) {
@@ -66,7 +76,9 @@ static hl_status run_and_check(counts *c, int64_t n, int64_t grain) {
 static void loops_at_thread_counts(void) {
     static counts c;
     const int threads[] = {1, 2, 3, 4, 8};  /* 4 and 8: more than a small host's CPUs */
-    const int64_t sizes[][2] = {{1, 1}, {7, 3}, {1000, 1}, {MAX_ITEMS, 64}, {MAX_ITEMS, 1}};
+    const int64_t sizes[][2] = {{1, 1},    {7, 3},         {1000, 1}, {MAX_ITEMS, 64},
+                                {MAX_ITEMS, 1}, {1, 0}, {3, 0}, {7, 0},
+                                {1000, 0}, {MAX_ITEMS, 0}};
     for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
         hl_pool_set_threads(threads[t]);
         for (int rep = 0; rep < 6; rep++)
@@ -98,8 +110,10 @@ static void held_workers_leave_it_to_the_caller(void) {
     c.nested = 0;
     hl_pool_hold_workers(true);
     CHECK(run_and_check(&c, 5000, 1) == HL_OK);
+    CHECK(run_and_check(&c, 5000, 0) == HL_OK);   /* the caller takes the worker's lane */
     hl_pool_hold_workers(false);
     CHECK(run_and_check(&c, 5000, 1) == HL_OK);
+    CHECK(run_and_check(&c, 5000, 0) == HL_OK);
 }
 
 /* A gang's items wait for one another: they only finish if all run at once. */
@@ -130,7 +144,7 @@ static void *caller_thread(void *arg) {
     for (int rep = 0; rep < 30; rep++) {
         c->fail_at = -1;
         c->nested = rep % 5 == 0 ? 3 : 0;
-        if (run_and_check(c, 4000, 16) != HL_OK) {
+        if (run_and_check(c, 4000, rep % 2 ? 0 : 16) != HL_OK) {
             fprintf(stderr, "a caller's loop failed: %s\n", hl_last_error());
             exit(1);
         }

@@ -85,6 +85,13 @@ CASES = {
     # packed row by row: several blocks of positions a sample, batch 3, a partial last strip
     "aliased_64x64_batch3": ((3, 32, 64, 64), (16, 32, 1, 1), 1, 0, 1),
     "packed_rows_tail": ((2, 48, 30, 31), (130, 48, 1, 1), 1, 0, 1),
+    # one sample, few output channels from many inputs: summed in two halves of K (an odd
+    # K: halves of 129 and 128; 9 positions, one partial strip), and many output channels
+    # from few: panels in lanes at two threads and more (HALVES_*, conv_packed.c)
+    "halves_odd_k": ((1, 257, 3, 3), (40, 257, 1, 1), 1, 0, 1),
+    "halves_7x7_wide": ((1, 960, 7, 7), (320, 960, 1, 1), 1, 0, 1),
+    "lanes_14x14": ((1, 64, 14, 14), (384, 64, 1, 1), 1, 0, 1),
+    "lanes_7x7": ((1, 160, 7, 7), (970, 160, 1, 1), 1, 0, 1),
     "grouped": ((2, 8, 10, 10), (14, 4, 3, 3), 1, 1, 2),
     "conv1d": ((2, 4, 37), (5, 4, 3), 1, 1, 1),
 }
@@ -281,6 +288,11 @@ THREAD_CASES = {
     "mobilenet_28x28_projection": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
     "mobilenet_14x14_projection": ((1, 384, 14, 14), (64, 384, 1, 1), 1, 0, 1),
     "mobilenet_14x14_projection_96": ((1, 576, 14, 14), (96, 576, 1, 1), 1, 0, 1),
+    # the expansions before them: panels in lanes (the 7x7 one packs its columns, once a
+    # thread), and the 7x7 block's last projection in halves of K with 54 panels
+    "mobilenet_14x14_expansion": ((1, 96, 14, 14), (576, 96, 1, 1), 1, 0, 1),
+    "mobilenet_7x7_expansion": ((1, 160, 7, 7), (960, 160, 1, 1), 1, 0, 1),
+    "mobilenet_7x7_projection_320": ((1, 960, 7, 7), (320, 960, 1, 1), 1, 0, 1),
     # the stem's rows in groups of strips, and columns packed row by row, at batch 3
     "stem_rows_batch3": ((3, 3, 40, 300), (32, 3, 3, 3), 2, 1, 1),
     "aliased_64x64_batch3": CASES["aliased_64x64_batch3"],
@@ -318,6 +330,41 @@ def test_packed_threads_agree(case):
                                                act="relu", packed=pk).numpy(), 4)
     for o in outs:
         np.testing.assert_array_equal(o, one)
+
+
+# (case, way): hl_conv_packed_runs' 0, sums in two halves of K (at any thread count), or 1,
+# panels in lanes (at two threads and more)
+WAYS = [("mobilenet_14x14_projection", 0), ("mobilenet_7x7_projection_320", 0),
+        ("mobilenet_28x28_projection", 0), ("mobilenet_14x14_expansion", 1),
+        ("mobilenet_7x7_expansion", 1)]
+
+
+@pytest.mark.parametrize("case,way", WAYS)
+def test_packed_ways_for_one_sample(case, way):
+    """The ways a product of one sample takes to keep each thread on the channels it
+    computed before (halves of K, panels in lanes) run where expected, and give the same bits
+    at 1, 2 and 3 threads (the halves are summed alike whoever runs them), within the float64
+    bound, with a residual and an activation."""
+    xs, ws, stride, padding, groups = THREAD_CASES[case]
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) * 0.1).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    r = rng.standard_normal((xs[0], ws[0], *xs[2:])).astype(np.float32)
+    prev, outs = hl.get_num_threads(), []
+    try:
+        for t in (1, 2, 3):
+            hl.set_num_threads(t)
+            before = hl._core.lib.hl_conv_packed_runs(way)
+            outs.append(_packed(x, w, b, r, stride, padding, groups, "clip", 0.0, 6.0))
+            ran = hl._core.lib.hl_conv_packed_runs(way) - before
+            assert ran == (1 if way == 0 or t > 1 else 0), (case, t, ran)
+    finally:
+        hl.set_num_threads(prev)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    ref, bound = _reference(x, w, b, r, stride, padding, groups, "clip", 0.0, 6.0)
+    assert (np.abs(outs[0] - ref) <= bound + 1e-30).all()
 
 
 def test_packed_refusals():

@@ -368,8 +368,6 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     while (c0 < chunks && !cm[c0].interior) c0++;
     for (c1 = c0; c1 < chunks && cm[c1].interior;) c1++;
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
-    /* claimed in chunks of planes: a thread that the host deschedules leaves its planes to
-       the others */
     float *zero_row = NULL;
     if (standard_rows(g, chunks, c0, c1)) {
         zero_row = (float *)(cm + chunks);
@@ -378,7 +376,10 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
     const bool tail = zero_row && tail_reach > 0 && c1 == last;
     const dw_planes q = {g, cm, c0, c1, zero_row, tail ? tail_reach : 0,
                          x + g->n * g->c_in * g->h * g->w, done, rest, x, w, bias, epi, y};
-    hl_parallel_for(planes, parallel ? 4 : planes, run_planes, (void *)&q);
+    if (parallel)   /* in lanes, as the AVX-512 kernel (conv_dw3x3_avx512.c) */
+        hl_parallel_lanes(planes, run_planes, (void *)&q);
+    else
+        hl_parallel_for(planes, planes, run_planes, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }

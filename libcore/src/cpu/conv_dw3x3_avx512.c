@@ -193,8 +193,12 @@ hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
     fill_chunks(g, cm, chunks);
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
     const planes16 q = {g, cm, done, rest, x, w, bias, epi, y};
-    /* claimed in chunks of planes: a thread the host deschedules leaves its planes to others */
-    hl_parallel_for(planes, parallel ? 4 : planes, run_planes16, (void *)&q);
+    /* planes in lanes (hl_parallel_lanes): each thread takes the channels it computed in the
+       layer before; a thread the host deschedules leaves its planes to others */
+    if (parallel)
+        hl_parallel_lanes(planes, run_planes16, (void *)&q);
+    else
+        hl_parallel_for(planes, planes, run_planes16, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }

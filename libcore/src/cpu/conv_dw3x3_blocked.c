@@ -343,8 +343,13 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
     const blocked_args a = {g, wp, nborder, cell_of, border, epi};
     const group_tasks q = {&a, x, w, bias, epi ? (const float *)epi->res : NULL, y, mine0,
                            per_sample, wide, per_thread, ncells};
-    /* one group a chunk, claimed as threads come free */
-    hl_parallel_for(tasks, parallel ? 1 : tasks, run_groups, (void *)&q);
+    /* groups in lanes: each thread takes the channels it computed in the layer before (an
+       expansion's panels in lanes, conv_packed.c) and that the projection after takes from
+       it (its halves of K) */
+    if (parallel)
+        hl_parallel_lanes(tasks, run_groups, (void *)&q);
+    else
+        hl_parallel_for(tasks, tasks, run_groups, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }

@@ -27,6 +27,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core.h"
 #include "conv.h"
@@ -785,7 +786,42 @@ typedef struct {
     int64_t panels, kc, nb, blocks, chunks, per_chunk, per_thread, kblocks;
     float *packed_b;         /* per thread: one block of columns */
     const float *shared_b;   /* or every block's, packed before the products (prepack) */
+    unsigned char *packed_once;  /* or NULL; else per thread: its block is packed already */
 } product_tasks;
+
+/* A product summed in two halves of K (sums_in_halves): each half's sums start from 0, the
+   first half's in C, the second's in `part` (M x N); add_halves adds them, then the bias and
+   the epilogue. */
+typedef struct {
+    const conv_packed_problem *pr;
+    kernels kn;
+    int64_t kc, khalf, panels, blocks, nb;
+    float *part;
+} halves_tasks;
+
+/* Few output channels from many input channels (MobileNetV2's projections: 384->64 and
+   576->96 at 14x14, 960->160 at 7x7) are summed in two halves of K, one a thread at two
+   threads, and the halves added. In lanes (hl_parallel_lanes), each thread then reads the
+   input channels that it computed itself in the depthwise layer before (and that layer those
+   of the expansion before it): at two threads the data stays in each core's cache, where a
+   split by positions read half of every input from the other core (docs/design-notes.md).
+   Chosen by shape alone, so that any thread count gives the same bits (the halves' sums are
+   added in the same order at one thread). */
+enum { HALVES_MAX_M = 320, HALVES_MIN_K = 128 };
+#define HALVES_AT(K) (((K) + 1) / 2)
+static bool sums_in_halves(const conv_packed_problem *pr) {
+    return pr->count == 1 && !pr->b_rows && !pr->b_cols && pr->m <= HALVES_MAX_M &&
+           pr->k >= HALVES_MIN_K && pr->k >= 2 * pr->m && pr->n <= STRIPS_MAX_N &&
+           l1_sets_of_stride(pr->ldb) > ALIASED_SETS;
+}
+static hl_status product_in_halves(const conv_packed_problem *pr, int64_t kc);
+static void run_panel_lanes(int64_t p0, int64_t p1, void *arg);
+
+/* The times each way ran (hl_conv_packed_runs): tests cannot tell the lanes from the bits. */
+static int64_t ways_run[2];
+int64_t hl_conv_packed_runs(int way) {
+    return way >= 0 && way < 2 ? __atomic_load_n(&ways_run[way], __ATOMIC_RELAXED) : -1;
+}
 static void run_tasks(int64_t t0, int64_t t1, void *arg);
 
 /* Gathered columns (b_rows) that several chunks of panels read are packed once for all of
@@ -879,7 +915,34 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     const int64_t panels = (M + MR - 1) / MR;
     int64_t kc, nb, nb_max;
     blocking(K, N, &kc, &nb, &nb_max);
+    if (sums_in_halves(pr)) {
+        __atomic_add_fetch(&ways_run[0], 1, __ATOMIC_RELAXED);
+        return product_in_halves(pr, kc);
+    }
     const int threads = hl_pool_threads();
+    const kernels kn = kernels_here();
+    if (threads > 1 && count == 1 && M > STRIPS_MAX_M && K <= KC && N <= nb_max &&
+        !pr->b_rows && !pr->b_cols) {
+        /* Many output channels from few (MobileNetV2's expansions at 28x28 to 7x7): the
+           panels in lanes (hl_parallel_lanes), each chunk over all positions, so that each
+           thread computes the same channels as the depthwise layer after it reads, and
+           packs the columns once for its chunks. The same sums as any other split. */
+        const int64_t per_thread = thread_work(N, K);
+        scratch sb = {NULL};
+        float *packed_b;
+        const size_t floats = (size_t)(per_thread * threads);
+        hl_status st = scratch_get("conv", &sb, floats * sizeof(float) + (size_t)threads,
+                                   (void **)&packed_b);
+        if (st) return st;
+        __atomic_add_fetch(&ways_run[1], 1, __ATOMIC_RELAXED);
+        unsigned char *once = (unsigned char *)(packed_b + floats);
+        memset(once, 0, (size_t)threads);
+        product_tasks q = {pr, kn, panels, kc, (N + NR - 1) / NR * NR, 1, panels, 1,
+                           per_thread, 1, packed_b, NULL, once};
+        hl_parallel_lanes(panels, run_panel_lanes, (void *)&q);
+        scratch_put(&sb);
+        return HL_OK;
+    }
     int64_t blocks = (N + nb - 1) / nb;
     /* Few blocks of positions that the threads cannot share evenly (9 at 112x112 and batch
        1: 5 on one thread, 4 on the other) are cut smaller, to a multiple of the threads */
@@ -895,7 +958,6 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         per_chunk = HL_MAX(per_chunk, HL_MIN(panels, STRIPS_MIN_PANELS));
     const int64_t chunks = (panels + per_chunk - 1) / per_chunk;
     const int64_t tasks = count * blocks * chunks;
-    const kernels kn = kernels_here();
     const double flops = 2.0 * (double)M * (double)N * (double)K * (double)count;
     const bool parallel = threads > 1 && tasks > 1 && flops > 1e6;
     const int64_t kblocks = K > 0 ? (K + kc - 1) / kc : 0, slots = count * blocks * kblocks;
@@ -912,7 +974,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         if (st) return st;
     }
     product_tasks q = {pr, kn, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
-                       kblocks, packed_b, NULL};
+                       kblocks, packed_b, NULL, NULL};
     if (shared) {
         q.shared_b = packed_b;
         hl_parallel_for(slots, parallel ? 1 : slots, prepack_items, (void *)&q);
@@ -922,70 +984,150 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     return HL_OK;
 }
 
+/* Panels [p0, p1) over columns [j0, j1) for one block of K (a.K steps from k0) into C (rows
+   ldc apart; R likewise, or NULL): B's columns read in place (strips: B the product's columns,
+   rows ldb apart) or from `packed` (the block's columns, packed from column j0). */
+static void panel_products(const conv_packed_problem *pr, kernels kn, block_args a, int64_t k0,
+                           const float *B, const float *packed, bool strips, int64_t p0,
+                           int64_t p1, int64_t j0, int64_t j1, float *C, int64_t ldc,
+                           const float *R, const float *bias) {
+    const int64_t M = pr->m, K = pr->k;
+    const int64_t jstep = !strips ? j1 - j0 : kn == KERNELS_AVX512 ? 2 * NR : NR;
+    for (int64_t js = j0; js < j1; js += jstep) {
+        const int64_t je = HL_MIN(j1, js + jstep);
+        for (int64_t p = p0; p < p1; p++) {
+            /* the first panel over a strip read in place fetches the next one's rows (K
+               lines, each a row apart: 5% on MobileNetV2's projections, up to 18% at
+               112x112, where the rows come from L3) */
+            a.prefetch = strips && p == p0;
+            const float *A = pr->a + p * K * MR + k0 * MR;
+            const int64_t r0 = p * MR;
+            const int mr = (int)HL_MIN(MR, M - r0);
+            for (int64_t j = js, nr; j < je; j += nr) {
+                nr = cols_step(kn, je - j);
+                if (pairs_panels(kn, nr) && (p - p0) % 2) continue;   /* the pair's */
+                /* a packed block's first strip fetches the next panel's weights (from
+                   memory, where a model's other layers evicted them) */
+                a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
+                const float *Bj = strips ? B + k0 * pr->ldb + j : packed + (j - j0) * a.K;
+#if HL_HAVE_AVX512_KERNELS
+                if (pairs_panels(kn, nr) && p + 1 < p1) {
+                    block12x16_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
+                                      C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
+                                      R ? R + r0 * ldc + j : NULL,
+                                      (int)HL_MIN(2 * MR, M - r0), (int)nr);
+                    continue;
+                }
+#endif
+                block_kn(&a, kn, A, Bj, strips ? pr->ldb : NR, strips ? NR : NR * a.K,
+                         C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
+                         R ? R + r0 * ldc + j : NULL, mr, (int)nr);
+            }
+        }
+    }
+}
+
+/* One task: panels [p0, p1) of sample s over block bl of positions, all of K. */
+static void run_task(const product_tasks *q, int64_t s, int64_t bl, int64_t p0, int64_t p1) {
+    const conv_packed_problem *pr = q->pr;
+    const int64_t N = pr->n, K = pr->k, kc = q->kc, nb = q->nb;
+    const float *B = pr->b + s * pr->b_step;
+    float *C = pr->c + s * pr->c_step;
+    const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
+    const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
+    float *mine = q->packed_b + hl_thread_num() * q->per_thread;
+    const float *slot = q->shared_b ? q->shared_b + (s * q->blocks + bl) * q->kblocks * kc * nb
+                                    : NULL;
+    for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
+        block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false, NULL};
+        const bool strips = reads_in_place(pr, p1 - p0, a.K);
+        const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
+        if (!strips && K > 0 && !slot) {
+            /* tasks in lanes (one block of positions and of K) pack it once a thread */
+            unsigned char *once = q->packed_once ? q->packed_once + hl_thread_num() : NULL;
+            if (!once || !*once)
+                pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
+                             pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
+                             mine);
+            if (once) *once = 1;
+        }
+        panel_products(pr, q->kn, a, k0, B, packed, strips, p0, p1, j0, j1, C, pr->ldc, R,
+                       pr->bias);
+        if (K == 0) break;
+    }
+}
+
 /* Tasks [t0, t1): (sample, block of positions, chunk of panels), each written by one thread;
    which thread claims a task never changes a result. */
 static void run_tasks(int64_t t0, int64_t t1, void *arg) {
     const product_tasks *q = arg;
-    const conv_packed_problem *pr = q->pr;
-    const int64_t M = pr->m, N = pr->n, K = pr->k, panels = q->panels, kc = q->kc;
-    const int64_t nb = q->nb, blocks = q->blocks, chunks = q->chunks, per_chunk = q->per_chunk;
-    const kernels kn = q->kn;
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t s = t / (blocks * chunks), rem = t % (blocks * chunks);
-        const int64_t bl = rem / chunks, ch = rem % chunks;
-        const float *B = pr->b + s * pr->b_step;
-        float *C = pr->c + s * pr->c_step;
-        const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
-        const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
-        const int64_t p0 = ch * per_chunk, p1 = HL_MIN(panels, p0 + per_chunk);
-        float *mine = q->packed_b + hl_thread_num() * q->per_thread;
-        const float *slot = q->shared_b ? q->shared_b + (s * blocks + bl) * q->kblocks * kc * nb
-                                        : NULL;
-        for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
-            block_args a = {HL_MIN(kc, K - k0), pr->epi, k0 == 0, k0 + kc >= K, false, NULL};
-            const bool strips = reads_in_place(pr, p1 - p0, a.K);
-            const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
-            if (!strips && K > 0 && !slot)
-                pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
-                             pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
-                             mine);
-            const int64_t jstep = !strips ? j1 - j0 : kn == KERNELS_AVX512 ? 2 * NR : NR;
-            for (int64_t js = j0; js < j1; js += jstep) {
-                const int64_t je = HL_MIN(j1, js + jstep);
-                for (int64_t p = p0; p < p1; p++) {
-                    /* the first panel over a strip read in place fetches the next one's rows
-                       (K lines, each a row apart: 5% on MobileNetV2's projections, up to 18%
-                       at 112x112, where the rows come from L3) */
-                    a.prefetch = strips && p == p0;
-                    const float *A = pr->a + p * K * MR + k0 * MR;
-                    const int64_t r0 = p * MR;
-                    const int mr = (int)HL_MIN(MR, M - r0);
-                    for (int64_t j = js, nr; j < je; j += nr) {
-                        nr = cols_step(kn, je - j);
-                        if (pairs_panels(kn, nr) && (p - p0) % 2) continue;   /* the pair's */
-                        /* a packed block's first strip fetches the next panel's weights
-                           (from memory, where a model's other layers evicted them) */
-                        a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
-                        const float *Bj = strips ? B + k0 * pr->ldb + j
-                                                 : packed + (j - j0) * a.K;
-#if HL_HAVE_AVX512_KERNELS
-                        if (pairs_panels(kn, nr) && p + 1 < p1) {
-                            block12x16_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
-                                              C + r0 * pr->ldc + j, pr->ldc,
-                                              pr->bias ? pr->bias + r0 : NULL,
-                                              R ? R + r0 * pr->ldc + j : NULL,
-                                              (int)HL_MIN(2 * MR, M - r0), (int)nr);
-                            continue;
-                        }
-#endif
-                        block_kn(&a, kn, A, Bj, strips ? pr->ldb : NR, strips ? NR : NR * a.K,
-                                 C + r0 * pr->ldc + j, pr->ldc,
-                                 pr->bias ? pr->bias + r0 : NULL,
-                                 R ? R + r0 * pr->ldc + j : NULL, mr, (int)nr);
-                    }
-                }
-            }
-            if (K == 0) break;
+        const int64_t s = t / (q->blocks * q->chunks), rem = t % (q->blocks * q->chunks);
+        const int64_t bl = rem / q->chunks, ch = rem % q->chunks;
+        const int64_t p0 = ch * q->per_chunk;
+        run_task(q, s, bl, p0, HL_MIN(q->panels, p0 + q->per_chunk));
+    }
+}
+
+/* Panels [p0, p1) over all positions: one task (hl_parallel_lanes' chunks). */
+static void run_panel_lanes(int64_t p0, int64_t p1, void *arg) {
+    run_task(arg, 0, 0, p0, p1);
+}
+
+/* ---- K in halves ---- */
+
+/* Items [i0, i1) of a product in halves of K: (half h, block bl of positions), the half's
+   sums from 0 into C (h = 0) or into its partial rows (h = 1), no bias or epilogue yet. */
+static void run_halves(int64_t i0, int64_t i1, void *arg) {
+    const halves_tasks *q = arg;
+    const conv_packed_problem *pr = q->pr;
+    const int64_t N = pr->n, K = pr->k;
+    for (int64_t i = i0; i < i1; i++) {
+        const int64_t h = i / q->blocks, bl = i % q->blocks;
+        const int64_t kb0 = h ? q->khalf : 0, kb1 = h ? K : q->khalf;
+        const int64_t j0 = bl * q->nb, j1 = HL_MIN(N, j0 + q->nb);
+        float *C = h ? q->part : pr->c;
+        const int64_t ldc = h ? N : pr->ldc;
+        for (int64_t k0 = kb0; k0 < kb1; k0 += q->kc) {
+            const block_args a = {HL_MIN(q->kc, kb1 - k0), NULL, k0 == kb0, false, false, NULL};
+            panel_products(pr, q->kn, a, k0, pr->b, NULL, true, 0, q->panels, j0, j1, C, ldc,
+                           NULL, NULL);
         }
     }
+}
+
+/* Output rows [r0, r1): the halves' sums added, then the bias, the residual and the
+   activation (what the blocks' last step of K applies). */
+static void add_halves(int64_t r0, int64_t r1, void *arg) {
+    const halves_tasks *q = arg;
+    const conv_packed_problem *pr = q->pr;
+    const int64_t N = pr->n;
+    for (int64_t r = r0; r < r1; r++) {
+        float *y = pr->c + r * pr->ldc;
+        const float *other = q->part + r * N;
+        const float bias = pr->bias ? pr->bias[r] : 0.0f;
+        for (int64_t j = 0; j < N; j++) y[j] = (y[j] + other[j]) + bias;
+        if (pr->epi) conv_epilogue_run_f32(pr->epi, y, pr->res ? pr->res + r * pr->ldc : NULL, N);
+    }
+}
+
+static hl_status product_in_halves(const conv_packed_problem *pr, int64_t kc) {
+    const int64_t M = pr->m, N = pr->n;
+    /* positions in up to 4 blocks of whole strips: a thread's lane is one half of K */
+    const int64_t strips = (N + NR - 1) / NR, blocks = HL_MIN(4, strips);
+    const int64_t nb = (strips + blocks - 1) / blocks * NR;
+    scratch sb;
+    float *part;
+    hl_status st = scratch_get("conv", &sb, (size_t)(M * N) * sizeof(float), (void **)&part);
+    if (st) return st;
+    const halves_tasks q = {pr, kernels_here(), kc, HALVES_AT(pr->k), (M + MR - 1) / MR,
+                            (N + nb - 1) / nb, nb, part};
+    const double flops = 2.0 * (double)M * (double)N * (double)pr->k;
+    if (flops > 1e6)
+        hl_parallel_lanes(2 * q.blocks, run_halves, (void *)&q);
+    else
+        hl_parallel_for(2 * q.blocks, 2 * q.blocks, run_halves, (void *)&q);
+    hl_parallel_for(M, flops > 1e6 ? 1 : M, add_halves, (void *)&q);
+    scratch_put(&sb);
+    return HL_OK;
 }

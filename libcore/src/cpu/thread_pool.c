@@ -12,6 +12,12 @@
  * that chunk before it returns. `done` counts finished chunks; the caller waits for it to reach
  * the chunk count, which is waiting only for chunks some thread is running.
  *
+ * A job in lanes (hl_parallel_lanes) leaves `claim` at zero and hands out its chunks from one
+ * word per lane instead, on a cache line of its own: bits 63..40 the generation, 39..20 the
+ * next chunk from the front, 19..0 one past the last from the back. Slot s takes lane s's
+ * chunks from the front; a thread whose lane is empty takes other lanes' chunks from the back,
+ * so a descheduled thread still delays a job by one chunk at most.
+ *
  * Workers watch `gen`. They spin on it for SPIN_NS after their last chunk (loops follow one
  * another within microseconds in a model), yielding the core now and then, and then sleep on a
  * condition variable; the caller signals it only when some worker sleeps.
@@ -32,6 +38,7 @@
 
 enum {
     MAX_WORKERS = 255,       /* slots fit 8 bits of the claim word */
+    MAX_LANES = 64,          /* hl_parallel_lanes with more threads runs in plain chunks */
     CHUNKS_PER_THREAD = 4,   /* spare chunks let the threads that run take over the work */
     SPIN_NS = 200 * 1000,    /* how long an idle worker watches for the next job */
     OVER_SPIN_NS = 10 * 1000, /* the same with more threads than CPUs (see spin_ns) */
@@ -44,6 +51,8 @@ typedef struct {
     void *ctx;
     void (*item)(int, void *);  /* a gang job's item function (fn is NULL then) */
     int64_t n, len, chunks;
+    atomic_int lanes;           /* a job in lanes: their count (0: plain chunks); written
+                                   before `gen`, read after it */
     atomic_int failed;
     hl_status status;
     char message[1024];
@@ -65,6 +74,12 @@ static pool_state pool = {.busy = ATOMIC_FLAG_INIT,
 static atomic_int want_threads;  /* 0: not set yet */
 static atomic_bool workers_held; /* tests: workers claim nothing, as if descheduled */
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+/* A lanes job's claim words (see the top of this file), each on its own cache line. */
+typedef struct {
+    _Alignas(64) _Atomic uint64_t word;
+} lane_claim;
+static lane_claim lane_claims[MAX_LANES];
 
 static _Thread_local int my_slot;
 static _Thread_local bool in_chunk;
@@ -216,6 +231,70 @@ static int64_t claim_chunk(uint32_t gen, int slot) {
     }
 }
 
+/* ---- jobs in lanes (hl_parallel_lanes) ---- */
+
+/* Lane l of `lanes` over n items: [first, first + count), cut into lane_chunks(count) chunks
+   of lane_len(count) items (the last the rest). Chunk c of the job is lane c / CHUNKS_PER_THREAD's
+   chunk c % CHUNKS_PER_THREAD. */
+static inline int64_t lane_first(int64_t n, int lanes, int l) { return n * l / lanes; }
+static inline int64_t lane_chunks(int64_t count) {
+    return count < CHUNKS_PER_THREAD ? count : CHUNKS_PER_THREAD;
+}
+static inline int64_t lane_len(int64_t count) {
+    const int64_t c = lane_chunks(count);
+    return c ? (count + c - 1) / c : 0;
+}
+/* The items of job chunk c (lane_chunks' numbering); false when the lane has no such chunk. */
+static bool lane_chunk_items(int64_t n, int lanes, int64_t c, int64_t *begin, int64_t *end) {
+    const int l = (int)(c / CHUNKS_PER_THREAD);
+    const int64_t k = c % CHUNKS_PER_THREAD, first = lane_first(n, lanes, l);
+    const int64_t count = lane_first(n, lanes, l + 1) - first, len = lane_len(count);
+    if (k >= lane_chunks(count)) return false;
+    *begin = first + k * len;
+    *end = HL_MIN(first + count, *begin + len);
+    return true;
+}
+
+static inline uint64_t lane_word(uint32_t gen, uint64_t front, uint64_t back) {
+    return (uint64_t)(gen & 0xffffff) << 40 | front << 20 | back;
+}
+
+/* Takes one chunk of lane l for generation gen: from the front (the lane's own slot) or the
+   back (another); its job chunk number, or -1 when the lane has none left. */
+static int64_t claim_in_lane(uint32_t gen, int l, bool front) {
+    _Atomic uint64_t *word = &lane_claims[l].word;
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
+    for (;;) {
+        const uint64_t f = w >> 20 & 0xfffff, b = w & 0xfffff;
+        if ((w >> 40) != (gen & 0xffffff) || f >= b) return -1;
+        const uint64_t next = front ? lane_word(gen, f + 1, b) : lane_word(gen, f, b - 1);
+        if (atomic_compare_exchange_weak_explicit(word, &w, next, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return (int64_t)l * CHUNKS_PER_THREAD + (int64_t)(front ? f : b - 1);
+    }
+}
+
+/* The next chunk for `slot` in a lanes job: its own lane's, then the others' (the next lanes
+   first). */
+static int64_t claim_lane_chunk(uint32_t gen, int slot, int lanes) {
+    int64_t c = slot < lanes ? claim_in_lane(gen, slot, true) : -1;
+    for (int i = 1; c < 0 && i <= lanes; i++) {
+        const int l = (slot + i) % lanes;
+        if (l != slot) c = claim_in_lane(gen, l, false);
+    }
+    return c;
+}
+
+/* The next chunk of the job of generation gen for `slot`, plain or in lanes (where the claim
+   word still names the job's highest slot). */
+static int64_t claim_next(uint32_t gen, int slot) {
+    const int lanes = atomic_load_explicit(&pool.lanes, memory_order_relaxed);
+    if (!lanes) return claim_chunk(gen, slot);
+    const uint64_t w = atomic_load_explicit(&pool.claim, memory_order_acquire);
+    if ((w >> 40) != (gen & 0xffffff) || slot > (int)(w >> 32 & 0xff)) return -1;
+    return claim_lane_chunk(gen, slot, lanes);
+}
+
 static void record_failure(hl_status st) {
     if (!atomic_exchange(&pool.failed, 1)) {
         pool.status = st;
@@ -232,6 +311,8 @@ static void run_chunk(int64_t c) {
         pool.item((int)c, pool.ctx);
     } else if (!atomic_load_explicit(&pool.failed, memory_order_relaxed)) {
         int64_t begin = c * pool.len, end = HL_MIN(pool.n, begin + pool.len);
+        const int lanes = atomic_load_explicit(&pool.lanes, memory_order_relaxed);
+        if (lanes) lane_chunk_items(pool.n, lanes, c, &begin, &end);
         hl_status st = pool.fn(begin, end, pool.ctx);
         if (st) record_failure(st);
     }
@@ -279,7 +360,7 @@ static void *worker_main(void *arg) {
         if (atomic_load_explicit(&workers_held, memory_order_relaxed)) continue;
         int64_t c;
         in_chunk = true;
-        while ((c = claim_chunk(seen, my_slot)) >= 0) {
+        while ((c = claim_next(seen, my_slot)) >= 0) {
             bool gang = pool.item != NULL;
             run_chunk(c);
             if (gang) break;  /* one item per thread: the items wait on one another */
@@ -324,13 +405,20 @@ static int ensure_workers(int want, uint32_t gen) {
 
 /* Publishes a job of `chunks` chunks for slots 1 .. workers, runs chunks on the caller (all
    of them it can claim, or only item 0 of a gang), and waits for the rest to finish. */
-static void run_job(int workers, int64_t chunks, bool gang) {
+static void run_job(int workers, int64_t chunks, bool gang, int lanes) {
     uint32_t gen = atomic_load_explicit(&pool.gen, memory_order_relaxed) + 1;
     pool.chunks = chunks;
+    atomic_store_explicit(&pool.lanes, lanes, memory_order_relaxed);
     atomic_store_explicit(&pool.failed, 0, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
-    /* a gang's item 0 is the caller's; the claims hand out 1 .. chunks - 1 */
-    atomic_store_explicit(&pool.claim, claim_word(gen, workers, gang ? chunks - 1 : chunks),
+    for (int l = 0; l < lanes; l++) {
+        const int64_t count = lane_first(pool.n, lanes, l + 1) - lane_first(pool.n, lanes, l);
+        atomic_store_explicit(&lane_claims[l].word, lane_word(gen, 0, (uint64_t)lane_chunks(count)),
+                              memory_order_release);
+    }
+    /* a gang's item 0 is the caller's; the claims hand out 1 .. chunks - 1 (none: lanes) */
+    atomic_store_explicit(&pool.claim,
+                          claim_word(gen, workers, lanes ? 0 : gang ? chunks - 1 : chunks),
                           memory_order_release);
     atomic_store(&pool.gen, gen);
     if (atomic_load(&pool.sleepers) > 0) {
@@ -344,7 +432,8 @@ static void run_job(int workers, int64_t chunks, bool gang) {
         run_chunk(0);
     } else {
         int64_t c;
-        while ((c = claim_chunk(gen, 0)) >= 0) run_chunk(c);
+        while ((c = lanes ? claim_lane_chunk(gen, 0, lanes) : claim_chunk(gen, 0)) >= 0)
+            run_chunk(c);
     }
     in_chunk = false;
     /* a worker mid-chunk may need this core: yield now and then, or at once when the threads
@@ -415,7 +504,7 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
     pool.len = len;
     hl_pool_region *trace = trace_begin(trace_fn(fn, ctx), n, chunks, workers + 1);
     atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
-    run_job(workers, chunks, false);
+    run_job(workers, chunks, false, 0);
     atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
     if (trace) trace_end(trace, now_ns());
     hl_status st = atomic_load(&pool.failed) ? pool.status : HL_OK;
@@ -433,6 +522,57 @@ static hl_status run_plain(int64_t begin, int64_t end, void *ctx) {
 void hl_parallel_for(int64_t n, int64_t grain, hl_range_fn fn, void *ctx) {
     plain_range p = {fn, ctx};
     hl_parallel_try(n, grain, run_plain, &p);
+}
+
+void hl_parallel_lanes(int64_t n, hl_range_fn fn, void *ctx) {
+    if (n <= 0) return;
+    const int threads = hl_pool_threads();
+    if (threads > MAX_LANES) {
+        hl_parallel_for(n, 1, fn, ctx);
+        return;
+    }
+    int64_t chunks = 0;
+    for (int l = 0; l < threads; l++)
+        chunks += lane_chunks(lane_first(n, threads, l + 1) - lane_first(n, threads, l));
+    bool inline_run = chunks < 2 || threads < 2 || in_chunk;
+#ifdef _OPENMP
+    inline_run = inline_run || omp_in_parallel();
+#endif
+    if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
+        inline_run = true;
+    if (inline_run) {   /* the same chunks, lane after lane (as hl_parallel_try's inline run) */
+        const bool was_in_chunk = in_chunk;
+        const int was_slot = my_slot;
+        in_chunk = true;
+        my_slot = 0;
+        hl_pool_region *trace = was_in_chunk ? NULL : trace_begin((void *)fn, n, chunks, 1);
+        for (int64_t c = 0; c < (int64_t)threads * CHUNKS_PER_THREAD; c++) {
+            int64_t begin, end;
+            if (lane_chunk_items(n, threads, c, &begin, &end)) fn(begin, end, ctx);
+        }
+        if (trace) {
+            const int64_t end = now_ns();
+            trace->busy_ns[0] = end - trace->start_ns;
+            trace->chunks_run[0] = (int32_t)trace->chunks;
+            trace_end(trace, end);
+        }
+        in_chunk = was_in_chunk;
+        my_slot = was_slot;
+        return;
+    }
+    const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
+    plain_range p = {fn, ctx};
+    pool.fn = run_plain;
+    pool.ctx = &p;
+    pool.item = NULL;
+    pool.n = n;
+    pool.len = 0;
+    hl_pool_region *trace = trace_begin((void *)fn, n, chunks, workers + 1);
+    atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
+    run_job(workers, chunks, false, threads);
+    atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
+    if (trace) trace_end(trace, now_ns());
+    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
 }
 
 bool hl_pool_gang(int n, void (*item)(int i, void *ctx), void *ctx) {
@@ -454,7 +594,7 @@ bool hl_pool_gang(int n, void (*item)(int i, void *ctx), void *ctx) {
     pool.ctx = ctx;
     hl_pool_region *trace = trace_begin((void *)item, n, n, n);
     atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
-    run_job(n - 1, n, true);
+    run_job(n - 1, n, true, 0);
     atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
     if (trace) trace_end(trace, now_ns());
     atomic_flag_clear_explicit(&pool.busy, memory_order_release);

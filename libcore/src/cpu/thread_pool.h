@@ -44,6 +44,16 @@ typedef hl_status (*hl_range_try_fn)(int64_t begin, int64_t end, void *ctx);
 void hl_parallel_for(int64_t n, int64_t grain, hl_range_fn fn, void *ctx);
 hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ctx);
 
+/* Runs fn over [0, n) in lanes: lane l of the thread count T holds items [l n / T,
+   (l + 1) n / T), cut into up to 4 chunks. Thread slot l runs its own lane's chunks first, in
+   order, then takes chunks left at the back of the others'. Successive loops cut alike (the
+   same n, or n in the same proportion to the data: channels in panels of 6, in groups of
+   16, in steps of K) then mostly give each thread the data it wrote itself in the loop
+   before, in its own core's cache, where plain chunks go to whichever thread comes first
+   (MobileNetV2's 14x14 layers: docs/design-notes.md). Chunk boundaries depend only on n and
+   the thread count; who runs a chunk never changes a result. */
+void hl_parallel_lanes(int64_t n, hl_range_fn fn, void *ctx);
+
 /* Runs items 0 .. n-1 each on its own thread at the same time (OpenBLAS's work items, which
    wait on one another): item 0 on the caller, the rest on n - 1 workers. Returns false,
    having run nothing, when that many workers are not to be had (nested, the pool busy, n

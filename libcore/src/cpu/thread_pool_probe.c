@@ -61,3 +61,20 @@ hl_status hl_pool_probe(int64_t n, int64_t grain, int32_t *slot_of, int64_t fail
     if (hold_workers) hl_pool_hold_workers(false);
     return st;
 }
+
+/* The same items in lanes (hl_parallel_lanes): no failure to report there. */
+static void probe_lane_items(int64_t begin, int64_t end, void *arg) {
+    (void)probe_items(begin, end, arg);
+}
+
+hl_status hl_pool_probe_lanes(int64_t n, int32_t *slot_of, int nested, int64_t spin_ns,
+                              int hold_workers) {
+    if (n < 0 || (n > 0 && !slot_of))
+        return hl_fail(HL_ERR_VALUE, "pool_probe_lanes: n %lld: expected n >= 0 and an output "
+                       "of n items", (long long)n);
+    probe q = {slot_of, -1, spin_ns, nested};
+    if (hold_workers) hl_pool_hold_workers(true);
+    hl_parallel_lanes(n, probe_lane_items, &q);
+    if (hold_workers) hl_pool_hold_workers(false);
+    return HL_OK;
+}
