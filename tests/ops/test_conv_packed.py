@@ -336,7 +336,7 @@ def test_packed_threads_agree(case):
 # panels in lanes (at two threads and more)
 WAYS = [("mobilenet_14x14_projection", 0), ("mobilenet_7x7_projection_320", 0),
         ("mobilenet_28x28_projection", 0), ("mobilenet_14x14_expansion", 1),
-        ("mobilenet_7x7_expansion", 1)]
+        ("mobilenet_7x7_expansion", 1), ("pointwise_wide", 1)]   # the last: 56x56, 2 blocks
 
 
 @pytest.mark.parametrize("case,way", WAYS)

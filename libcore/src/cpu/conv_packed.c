@@ -808,6 +808,9 @@ typedef struct {
    Chosen by shape alone, so that any thread count gives the same bits (the halves' sums are
    added in the same order at one thread). */
 enum { HALVES_MAX_M = 320, HALVES_MIN_K = 128 };
+/* Expansions in lanes pack all their columns, once a thread, up to this many bytes (twice a
+   block's: MobileNetV2's 56x56 one, 24 x 3136 floats, 294 KiB). */
+enum { LANES_B_BYTES = 2 * BLOCK_BYTES };
 #define HALVES_AT(K) (((K) + 1) / 2)
 static bool sums_in_halves(const conv_packed_problem *pr) {
     return pr->count == 1 && !pr->b_rows && !pr->b_cols && pr->m <= HALVES_MAX_M &&
@@ -921,13 +924,14 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     }
     const int threads = hl_pool_threads();
     const kernels kn = kernels_here();
-    if (threads > 1 && count == 1 && M > STRIPS_MAX_M && K <= KC && N <= nb_max &&
-        !pr->b_rows && !pr->b_cols) {
-        /* Many output channels from few (MobileNetV2's expansions at 28x28 to 7x7): the
+    const int64_t n_strips = (N + NR - 1) / NR * NR;
+    if (threads > 1 && count == 1 && M > STRIPS_MAX_M && K <= KC &&
+        K * n_strips * (int64_t)sizeof(float) <= LANES_B_BYTES && !pr->b_rows && !pr->b_cols) {
+        /* Many output channels from few (MobileNetV2's expansions at 56x56 to 7x7): the
            panels in lanes (hl_parallel_lanes), each chunk over all positions, so that each
            thread computes the same channels as the depthwise layer after it reads, and
            packs the columns once for its chunks. The same sums as any other split. */
-        const int64_t per_thread = thread_work(N, K);
+        const int64_t per_thread = K * n_strips;   /* all the columns, packed once a thread */
         scratch sb = {NULL};
         float *packed_b;
         const size_t floats = (size_t)(per_thread * threads);
@@ -937,8 +941,8 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         __atomic_add_fetch(&ways_run[1], 1, __ATOMIC_RELAXED);
         unsigned char *once = (unsigned char *)(packed_b + floats);
         memset(once, 0, (size_t)threads);
-        product_tasks q = {pr, kn, panels, kc, (N + NR - 1) / NR * NR, 1, panels, 1,
-                           per_thread, 1, packed_b, NULL, once};
+        product_tasks q = {pr, kn, panels, kc, n_strips, 1, panels, 1, per_thread, 1,
+                           packed_b, NULL, once};
         hl_parallel_lanes(panels, run_panel_lanes, (void *)&q);
         scratch_put(&sb);
         return HL_OK;
