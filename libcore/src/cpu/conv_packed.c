@@ -979,11 +979,18 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     }
     product_tasks q = {pr, kn, panels, kc, nb, blocks, chunks, per_chunk, per_thread,
                        kblocks, packed_b, NULL, NULL};
+    /* Several samples a thread: the tasks in lanes (numbered sample by sample), so that each
+       thread keeps to the same samples from layer to layer, in its own core's cache, as the
+       depthwise layers' groups do (MobileNetV2 at batch 8, two threads: 3% faster, ResNet-18
+       2-4%). */
+    const bool lanes = parallel && count >= threads;
     if (shared) {
         q.shared_b = packed_b;
-        hl_parallel_for(slots, parallel ? 1 : slots, prepack_items, (void *)&q);
+        if (lanes) hl_parallel_lanes(slots, prepack_items, (void *)&q);
+        else hl_parallel_for(slots, parallel ? 1 : slots, prepack_items, (void *)&q);
     }
-    hl_parallel_for(tasks, parallel ? 1 : tasks, run_tasks, (void *)&q);
+    if (lanes) hl_parallel_lanes(tasks, run_tasks, (void *)&q);
+    else hl_parallel_for(tasks, parallel ? 1 : tasks, run_tasks, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }
