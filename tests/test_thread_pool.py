@@ -150,6 +150,12 @@ def test_set_num_threads_bounds_the_slots(threads):
     assert set(np.unique(slots)) <= {0, 1, 2} and len(np.unique(slots)) > 1
     threads(2)
     assert set(np.unique(probe(200, 1, spin_ns=20_000))) <= {0, 1}
+    # the third worker, idle now, takes no chunk of a loop in lanes either (it once stole
+    # from the others' lanes)
+    for _ in range(3):
+        assert set(np.unique(probe_lanes(200, spin_ns=20_000))) <= {0, 1}
+    threads(1)
+    assert (probe_lanes(64, spin_ns=10_000) == 0).all()
 
 
 def test_two_python_threads_use_the_pool_at_once(threads):
