@@ -453,6 +453,33 @@ static int64_t chunk_len(int64_t n, int64_t grain, int threads) {
     return len < grain ? grain : len;
 }
 
+/* A loop run inline on its caller, as slot 0 of that loop (its per-thread buffers are its
+   own), then back to the enclosing chunk's slot; recorded unless nested. */
+typedef struct {
+    bool was_in_chunk;
+    int was_slot;
+    hl_pool_region *trace;
+} inline_scope;
+
+static inline_scope inline_begin(void *fn, int64_t n, int64_t chunks) {
+    inline_scope s = {in_chunk, my_slot, NULL};
+    in_chunk = true;
+    my_slot = 0;
+    if (!s.was_in_chunk) s.trace = trace_begin(fn, n, chunks, 1);
+    return s;
+}
+
+static void inline_end(inline_scope s) {
+    if (s.trace) {   /* one thread ran every chunk: busy all along */
+        const int64_t end = now_ns();
+        s.trace->busy_ns[0] = end - s.trace->start_ns;
+        s.trace->chunks_run[0] = (int32_t)s.trace->chunks;
+        trace_end(s.trace, end);
+    }
+    in_chunk = s.was_in_chunk;
+    my_slot = s.was_slot;
+}
+
 /* hl_parallel_for's loop as a hl_parallel_try one (run_plain, below). */
 typedef struct {
     hl_range_fn fn;
@@ -476,24 +503,10 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
     if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
         inline_run = true;  /* another thread's job: this one runs here, in the same chunks */
     if (inline_run) {
-        /* slot 0 of this loop (its per-thread buffers are its own), then back to the
-           enclosing chunk's */
-        const bool was_in_chunk = in_chunk;
-        const int was_slot = my_slot;
-        in_chunk = true;
-        my_slot = 0;
-        hl_pool_region *trace = was_in_chunk ? NULL : trace_begin(trace_fn(fn, ctx), n,
-                                                                    (n + len - 1) / len, 1);
+        inline_scope scope = inline_begin(trace_fn(fn, ctx), n, (n + len - 1) / len);
         hl_status st = HL_OK;
         for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
-        if (trace) {   /* one thread ran every chunk: busy all along */
-            const int64_t end = now_ns();
-            trace->busy_ns[0] = end - trace->start_ns;
-            trace->chunks_run[0] = (int32_t)trace->chunks;
-            trace_end(trace, end);
-        }
-        in_chunk = was_in_chunk;
-        my_slot = was_slot;
+        inline_end(scope);
         return st;
     }
     const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
@@ -540,24 +553,13 @@ void hl_parallel_lanes(int64_t n, hl_range_fn fn, void *ctx) {
 #endif
     if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
         inline_run = true;
-    if (inline_run) {   /* the same chunks, lane after lane (as hl_parallel_try's inline run) */
-        const bool was_in_chunk = in_chunk;
-        const int was_slot = my_slot;
-        in_chunk = true;
-        my_slot = 0;
-        hl_pool_region *trace = was_in_chunk ? NULL : trace_begin((void *)fn, n, chunks, 1);
+    if (inline_run) {   /* the same chunks, lane after lane */
+        inline_scope scope = inline_begin((void *)fn, n, chunks);
         for (int64_t c = 0; c < (int64_t)threads * CHUNKS_PER_THREAD; c++) {
             int64_t begin, end;
             if (lane_chunk_items(n, threads, c, &begin, &end)) fn(begin, end, ctx);
         }
-        if (trace) {
-            const int64_t end = now_ns();
-            trace->busy_ns[0] = end - trace->start_ns;
-            trace->chunks_run[0] = (int32_t)trace->chunks;
-            trace_end(trace, end);
-        }
-        in_chunk = was_in_chunk;
-        my_slot = was_slot;
+        inline_end(scope);
         return;
     }
     const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
