@@ -811,7 +811,6 @@ enum { HALVES_MAX_M = 320, HALVES_MIN_K = 128 };
 /* Expansions in lanes pack all their columns, once a thread, up to this many bytes (twice a
    block's: MobileNetV2's 56x56 one, 24 x 3136 floats, 294 KiB). */
 enum { LANES_B_BYTES = 2 * BLOCK_BYTES };
-#define HALVES_AT(K) (((K) + 1) / 2)
 static bool sums_in_halves(const conv_packed_problem *pr) {
     return pr->count == 1 && !pr->b_rows && !pr->b_cols && pr->m <= HALVES_MAX_M &&
            pr->k >= HALVES_MIN_K && pr->k >= 2 * pr->m && pr->n <= STRIPS_MAX_N &&
@@ -941,8 +940,10 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
         __atomic_add_fetch(&ways_run[1], 1, __ATOMIC_RELAXED);
         unsigned char *once = (unsigned char *)(packed_b + floats);
         memset(once, 0, (size_t)threads);
-        product_tasks q = {pr, kn, panels, kc, n_strips, 1, panels, 1, per_thread, 1,
-                           packed_b, NULL, once};
+        product_tasks q = {.pr = pr, .kn = kn, .panels = panels, .kc = kc, .nb = n_strips,
+                           .blocks = 1, .chunks = panels, .per_chunk = 1,
+                           .per_thread = per_thread, .kblocks = 1, .packed_b = packed_b,
+                           .packed_once = once};
         hl_parallel_lanes(panels, run_panel_lanes, (void *)&q);
         scratch_put(&sb);
         return HL_OK;
@@ -1116,8 +1117,12 @@ static void add_halves(int64_t r0, int64_t r1, void *arg) {
     for (int64_t r = r0; r < r1; r++) {
         float *y = pr->c + r * pr->ldc;
         const float *other = q->part + r * N;
-        const float bias = pr->bias ? pr->bias[r] : 0.0f;
-        for (int64_t j = 0; j < N; j++) y[j] = (y[j] + other[j]) + bias;
+        if (pr->bias) {
+            const float bias = pr->bias[r];
+            for (int64_t j = 0; j < N; j++) y[j] = (y[j] + other[j]) + bias;
+        } else {   /* no bias added, as the blocks add none (a -0 sum stays -0) */
+            for (int64_t j = 0; j < N; j++) y[j] += other[j];
+        }
         if (pr->epi) conv_epilogue_run_f32(pr->epi, y, pr->res ? pr->res + r * pr->ldc : NULL, N);
     }
 }
@@ -1125,20 +1130,20 @@ static void add_halves(int64_t r0, int64_t r1, void *arg) {
 static hl_status product_in_halves(const conv_packed_problem *pr, int64_t kc) {
     const int64_t M = pr->m, N = pr->n;
     /* positions in up to 4 blocks of whole strips: a thread's lane is one half of K */
-    const int64_t strips = (N + NR - 1) / NR, blocks = HL_MIN(4, strips);
-    const int64_t nb = (strips + blocks - 1) / blocks * NR;
+    const int64_t nb = ((N + NR - 1) / NR + 3) / 4 * NR;
     scratch sb;
     float *part;
     hl_status st = scratch_get("conv", &sb, (size_t)(M * N) * sizeof(float), (void **)&part);
     if (st) return st;
-    const halves_tasks q = {pr, kernels_here(), kc, HALVES_AT(pr->k), (M + MR - 1) / MR,
-                            (N + nb - 1) / nb, nb, part};
-    const double flops = 2.0 * (double)M * (double)N * (double)pr->k;
-    if (flops > 1e6)
+    const halves_tasks q = {.pr = pr, .kn = kernels_here(), .kc = kc, .khalf = (pr->k + 1) / 2,
+                            .panels = (M + MR - 1) / MR, .blocks = (N + nb - 1) / nb, .nb = nb,
+                            .part = part};
+    const bool parallel = 2.0 * (double)M * (double)N * (double)pr->k > 1e6;
+    if (parallel)
         hl_parallel_lanes(2 * q.blocks, run_halves, (void *)&q);
     else
         hl_parallel_for(2 * q.blocks, 2 * q.blocks, run_halves, (void *)&q);
-    hl_parallel_for(M, flops > 1e6 ? 1 : M, add_halves, (void *)&q);
+    hl_parallel_for(M, parallel ? 1 : M, add_halves, (void *)&q);
     scratch_put(&sb);
     return HL_OK;
 }

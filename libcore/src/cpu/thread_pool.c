@@ -492,23 +492,21 @@ static void *trace_fn(hl_range_try_fn fn, void *ctx) {
     return fn == run_plain ? (void *)((const plain_range *)ctx)->fn : (void *)fn;
 }
 
-hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ctx) {
-    if (n <= 0) return HL_OK;
-    const int threads = hl_pool_threads();
-    const int64_t len = chunk_len(n, grain, threads), chunks = (n + len - 1) / len;
+/* Whether a loop of `chunks` chunks goes to the pool, which it then holds; else it runs inline
+   on its caller (one chunk or one thread, nested in a chunk or an OpenMP region, or another
+   thread's job holding the pool: this one runs here, in the same chunks). */
+static bool takes_pool(int64_t chunks, int threads) {
     bool inline_run = chunks < 2 || threads < 2 || in_chunk;
 #ifdef _OPENMP
     inline_run = inline_run || omp_in_parallel();
 #endif
-    if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
-        inline_run = true;  /* another thread's job: this one runs here, in the same chunks */
-    if (inline_run) {
-        inline_scope scope = inline_begin(trace_fn(fn, ctx), n, (n + len - 1) / len);
-        hl_status st = HL_OK;
-        for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
-        inline_end(scope);
-        return st;
-    }
+    return !inline_run && !atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire);
+}
+
+/* Runs fn over n items on the pool that takes_pool gave this caller, in `lanes` lanes or (0)
+   in plain chunks of len, records it, gives the pool back; the first failure's status. */
+static hl_status run_on_pool(hl_range_try_fn fn, void *ctx, int64_t n, int64_t len,
+                             int64_t chunks, int threads, int lanes) {
     const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
     pool.fn = fn;
     pool.ctx = ctx;
@@ -517,12 +515,24 @@ hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ct
     pool.len = len;
     hl_pool_region *trace = trace_begin(trace_fn(fn, ctx), n, chunks, workers + 1);
     atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
-    run_job(workers, chunks, false, 0);
+    run_job(workers, chunks, false, lanes);
     atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
     if (trace) trace_end(trace, now_ns());
     hl_status st = atomic_load(&pool.failed) ? pool.status : HL_OK;
     if (st) hl_fail(st, "%s", pool.message);
     atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    return st;
+}
+
+hl_status hl_parallel_try(int64_t n, int64_t grain, hl_range_try_fn fn, void *ctx) {
+    if (n <= 0) return HL_OK;
+    const int threads = hl_pool_threads();
+    const int64_t len = chunk_len(n, grain, threads), chunks = (n + len - 1) / len;
+    if (takes_pool(chunks, threads)) return run_on_pool(fn, ctx, n, len, chunks, threads, 0);
+    inline_scope scope = inline_begin(trace_fn(fn, ctx), n, chunks);
+    hl_status st = HL_OK;
+    for (int64_t b = 0; b < n && !st; b += len) st = fn(b, HL_MIN(n, b + len), ctx);
+    inline_end(scope);
     return st;
 }
 
@@ -547,34 +557,17 @@ void hl_parallel_lanes(int64_t n, hl_range_fn fn, void *ctx) {
     int64_t chunks = 0;
     for (int l = 0; l < threads; l++)
         chunks += lane_chunks(lane_first(n, threads, l + 1) - lane_first(n, threads, l));
-    bool inline_run = chunks < 2 || threads < 2 || in_chunk;
-#ifdef _OPENMP
-    inline_run = inline_run || omp_in_parallel();
-#endif
-    if (!inline_run && atomic_flag_test_and_set_explicit(&pool.busy, memory_order_acquire))
-        inline_run = true;
-    if (inline_run) {   /* the same chunks, lane after lane */
-        inline_scope scope = inline_begin((void *)fn, n, chunks);
-        for (int64_t c = 0; c < (int64_t)threads * CHUNKS_PER_THREAD; c++) {
-            int64_t begin, end;
-            if (lane_chunk_items(n, threads, c, &begin, &end)) fn(begin, end, ctx);
-        }
-        inline_end(scope);
+    if (takes_pool(chunks, threads)) {
+        plain_range p = {fn, ctx};
+        run_on_pool(run_plain, &p, n, 0, chunks, threads, threads);
         return;
     }
-    const int workers = ensure_workers(threads - 1, atomic_load(&pool.gen));
-    plain_range p = {fn, ctx};
-    pool.fn = run_plain;
-    pool.ctx = &p;
-    pool.item = NULL;
-    pool.n = n;
-    pool.len = 0;
-    hl_pool_region *trace = trace_begin((void *)fn, n, chunks, workers + 1);
-    atomic_store_explicit(&pool.trace, trace, memory_order_relaxed);
-    run_job(workers, chunks, false, threads);
-    atomic_store_explicit(&pool.trace, NULL, memory_order_relaxed);
-    if (trace) trace_end(trace, now_ns());
-    atomic_flag_clear_explicit(&pool.busy, memory_order_release);
+    inline_scope scope = inline_begin((void *)fn, n, chunks);   /* lane after lane */
+    for (int64_t c = 0; c < (int64_t)threads * CHUNKS_PER_THREAD; c++) {
+        int64_t begin, end;
+        if (lane_chunk_items(n, threads, c, &begin, &end)) fn(begin, end, ctx);
+    }
+    inline_end(scope);
 }
 
 bool hl_pool_gang(int n, void (*item)(int i, void *ctx), void *ctx) {
