@@ -366,3 +366,56 @@ def test_the_pool_hands_over_jobs_without_a_data_race_under_thread_sanitizer():
         pytest.fail(f"make test-tsan failed:\n{e.stdout[-4000:]}")
     assert "WARNING: ThreadSanitizer" not in out, out[-4000:]
     assert re.search(r"test_thread_pool: \d+ checks, 0 failed", out), out[-4000:]
+
+
+# ---- the native libraries' own threads stay idle ----
+
+_IDLE_PROBE = r"""
+import os, sys, time
+import numpy  # its own OpenBLAS: loaded, and its threads asleep, before hl comes
+time.sleep(0.4)
+def cpu_by_thread():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        out[tid] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return out
+before = cpu_by_thread()
+import hl
+leaked = [k for k in ("GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT") if k in os.environ
+          and os.environ[k] != os.environ.get("HL_TEST_KEEP_" + k)]
+time.sleep(float(sys.argv[1]))
+new = {t: s for t, s in cpu_by_thread().items() if t not in before}
+print(len(new), sum(new.values()), ",".join(leaked))
+"""
+
+
+def _threads_started_by_import(wait_s, **env):
+    """(threads `import hl` started, their CPU seconds over wait_s, variables it left set)."""
+    import subprocess
+    import sys
+    full = {k: v for k, v in os.environ.items()
+            if k not in ("GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT")}
+    full.update(env)
+    full.update({"HL_TEST_KEEP_" + k: v for k, v in env.items()})
+    out = subprocess.run([sys.executable, "-c", _IDLE_PROBE, str(wait_s)], env=full, text=True,
+                         check=True, stdout=subprocess.PIPE).stdout.split()
+    return int(out[0]), float(out[1]), out[2] if len(out) > 2 else ""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task") or (os.cpu_count() or 1) < 2,
+                    reason="reads threads' CPU time from /proc (Linux); OpenBLAS starts "
+                           "server threads only with two or more CPUs")
+def test_import_leaves_no_native_thread_spinning():
+    """OpenBLAS's server threads, which hl never wakes (its work runs on libcore's pool), sleep
+    at once instead of spinning ~0.1 s on the cores the first products need; the variable that
+    tells them so is not left set. A user's own OPENBLAS_THREAD_TIMEOUT wins: 2^30 cycles
+    (~0.4 s) of spin shows up as CPU time, which is what makes the first check able to fail."""
+    count, cpu, leaked = _threads_started_by_import(0.5)
+    assert count >= 1, "OpenBLAS started no thread: the check below would prove nothing"
+    assert cpu < 0.05, f"threads started by `import hl` spun {cpu:.3f} s of CPU while idle"
+    assert leaked == ""
+    count, cpu, leaked = _threads_started_by_import(0.5, OPENBLAS_THREAD_TIMEOUT="30")
+    assert cpu > 0.1, f"the user's OPENBLAS_THREAD_TIMEOUT=30 was not kept (spun {cpu:.3f} s)"
+    assert leaked == ""

@@ -9,24 +9,34 @@ import os
 import threading
 
 import numpy as np
-import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
 
 from . import errors
 
-# libgomp reads its spin count once, when it loads (with the extension, just below). Its idle
-# threads spin for up to 300,000 rounds after each OpenMP region by default (milliseconds),
-# holding a core that libcore's own pool (cpu/thread_pool.c), which runs most parallel loops,
-# needs next: at 2 threads on a loaded host, MobileNetV2 batch 1 took 148-152 ms with the
-# default against 40-84 ms with 10,000, ResNet-18 470-516 against 267-269 (docs/performance.md).
-# A user's own setting wins; the variable is not left set for subprocesses.
-_SPIN_SET = not ({"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"} & set(os.environ))
-if _SPIN_SET:
-    os.environ["GOMP_SPINCOUNT"] = "10000"
+# Settings the native libraries read once, when they load (just below), each for threads that
+# would otherwise spin on a core libcore's own pool (cpu/thread_pool.c) needs next:
+# - libgomp's idle threads spin for up to 300,000 rounds after each OpenMP region by default
+#   (milliseconds): at 2 threads on a loaded host, MobileNetV2 batch 1 took 148-152 ms with
+#   the default against 40-84 ms with 10,000, ResNet-18 470-516 against 267-269
+#   (docs/performance.md).
+# - OpenBLAS starts its own server threads when it loads, and they spin for 2^28 cycles
+#   (~0.1 s) before they sleep, although hl hands OpenBLAS's parallel work to libcore's pool
+#   (cpu/blas_threads.c) and never wakes them: every product in the first ~0.1 s after
+#   `import hl` ran at half speed on two cores (a 64 x 768 x 768 product 445 us against 232).
+#   2^4 cycles lets them sleep at once.
+# A user's own setting wins; the variables are not left set for subprocesses.
+_LOAD_ENV = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "4"}
+_USER_SET = {"GOMP_SPINCOUNT": {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"},
+             "OPENBLAS_THREAD_TIMEOUT": {"OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT"}}
+_SET_HERE = [k for k in _LOAD_ENV if not (_USER_SET[k] & set(os.environ))]
+for _k in _SET_HERE:
+    os.environ[_k] = _LOAD_ENV[_k]
 try:
+    import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
+
     from ._hl_core import ffi, lib
 finally:
-    if _SPIN_SET:
-        del os.environ["GOMP_SPINCOUNT"]
+    for _k in _SET_HERE:
+        del os.environ[_k]
 
 _release = lib.hl_tensor_release
 _gc = ffi.gc

@@ -19,9 +19,12 @@
  * C (MC x 256) stays in L2 across the KC steps. Each tile of a panel prefetches its share of
  * the next panel (B streams from memory, which otherwise stalls the kernel: 78 -> 83 GF/s at
  * 60 x 256 x 4096 when the first tile fetched it all; spread over the tiles, GPT-2's
- * 512 x 768 x 50257 logits went 89 -> 92 GF/s), and in the last KC block its rows of the
- * residual (rows ldr apart, one line each, which the hardware prefetchers do not guess:
- * 2-4% on the residual products). Tiles of the last KC block get the epilogue right after
+ * 512 x 768 x 50257 logits went 89 -> 92 GF/s), one line a step of its k loop (issued all
+ * before the tile, a 64-row block's 85 a tile filled the core's line-fill buffers and stalled
+ * it there: 14% of a 64 x 768 x 3072 product, 152 -> 174 GF/s at one thread once spread, and
+ * GPT-2's batch-1 logits 19.3 -> 16.7 ms at two threads), and in the last KC block its rows
+ * of the residual (rows ldr apart, one line each, which the hardware prefetchers do not
+ * guess: 2-4% on the residual products). Tiles of the last KC block get the epilogue right after
  * their store.
  *
  * The AVX2/FMA micro-kernel is compiled for that target and chosen at run time (the default
@@ -291,10 +294,12 @@ typedef struct {
 } tile_epilogue;
 
 /* A is packed: MR values per k (rows past R are zeros, their sums dropped). Named
-   accumulators, which GCC keeps in registers (an array indexed by a row count it spills). */
+   accumulators, which GCC keeps in registers (an array indexed by a row count it spills).
+   The first npf steps of k each fetch a line of pf. */
 __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, const float *a,
                                                        const float *b, float *c, int64_t ldc,
-                                                       int acc, const tile_epilogue *e) {
+                                                       int acc, const tile_epilogue *e,
+                                                       const float *pf, int64_t npf) {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
            c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 #define ROW(r)                                                                                 \
@@ -305,6 +310,7 @@ __attribute__((target("avx2,fma"))) static void tile_avx2(int R, int64_t kc, con
 #define K_LOOP(...)                                                                            \
     _Pragma("GCC unroll 4")                                                                    \
     for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {                                       \
+        if (k < npf) __builtin_prefetch(pf + k * NR, 0, 3);                                    \
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);                     \
         __m256 av;                                                                             \
         __VA_ARGS__                                                                            \
@@ -451,10 +457,10 @@ AVX512 void store16(__m512 s, float *cr, int acc, const tile_epilogue *e, __m512
    first R rows stored. Sixteen columns are one zmm register: G x ROWS x W accumulators
    (at most 24 of the 32), the W B vectors loaded once per k for every row, each A value
    broadcast once for the W panels. G, ROWS and W are constants in each instance below, so
-   that the arrays live in registers. */
+   that the arrays live in registers. The first npf steps of k each fetch a line of pf. */
 AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
                     const float *a, const float *b, float *c, int64_t ldc, int acc,
-                    const tile_epilogue *e) {
+                    const tile_epilogue *e, const float *pf, int64_t npf) {
     __m512 s[2][MR][2];
     for (int g = 0; g < G; g++)
         for (int r = 0; r < ROWS; r++)
@@ -462,6 +468,7 @@ AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
     const int64_t bstep = kc * NR, astep = MR * kc;
 #pragma GCC unroll 2
     for (int64_t k = 0; k < kc; k++, b += NR, a += MR) {
+        if (k < npf) __builtin_prefetch(pf + k * NR, 0, 3);
         __m512 bv[2];
         for (int w = 0; w < W; w++) bv[w] = _mm512_loadu_ps(b + w * bstep);
         for (int g = 0; g < G; g++)
@@ -488,12 +495,13 @@ AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
 }
 
 typedef void (*tile512_fn)(int R, int64_t kc, const float *a, const float *b, float *c,
-                           int64_t ldc, int acc, const tile_epilogue *e);
+                           int64_t ldc, int acc, const tile_epilogue *e, const float *pf,
+                           int64_t npf);
 #define TILE512(G, ROWS, W)                                                                   \
     HL_AVX512_TARGET static void tile512_##G##_##ROWS##_##W(                                  \
         int R, int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,     \
-        const tile_epilogue *e) {                                                             \
-        tile512(G, ROWS, W, R, kc, a, b, c, ldc, acc, e);                                     \
+        const tile_epilogue *e, const float *pf, int64_t npf) {                               \
+        tile512(G, ROWS, W, R, kc, a, b, c, ldc, acc, e, pf, npf);                            \
     }
 TILE512(2, 6, 2) TILE512(1, 6, 2) TILE512(1, 4, 2) TILE512(1, 2, 2)
 TILE512(2, 6, 1) TILE512(1, 6, 1) TILE512(1, 4, 1) TILE512(1, 2, 1)
@@ -532,15 +540,18 @@ static bool use_avx2(void) {
 
 /* Returns whether the tile got its epilogue (only the AVX2 kernel applies it, from e). */
 static inline bool run_tile(bool avx2, int R, int64_t kc, const float *a, const float *b,
-                            float *c, int64_t ldc, int acc, const tile_epilogue *e) {
+                            float *c, int64_t ldc, int acc, const tile_epilogue *e,
+                            const float *pf, int64_t npf) {
 #ifdef HAVE_AVX2_KERNEL
     if (avx2) {
-        tile_avx2(R, kc, a, b, c, ldc, acc, e);
+        tile_avx2(R, kc, a, b, c, ldc, acc, e, pf, npf);
         return e != NULL;
     }
 #endif
     (void)avx2;
     (void)e;
+    (void)pf;
+    (void)npf;
     tile_portable(R, kc, a, b, c, ldc, acc);
     return false;
 }
@@ -609,6 +620,22 @@ static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t 
 
 /* ---- the driver ---- */
 
+/* What a tile prefetches: n 64-byte lines from at, one a step of its k loop. */
+typedef struct {
+    const float *at;
+    int64_t n;
+} fetch_share;
+
+/* Tile t of a block of `tiles`: its share of the `lines` lines of the next panels (at next),
+   or none (no next panel, or a block of one tile, see panel_rows). At most kc lines for
+   lines <= 2 kc and tiles >= 2, one a step of k. */
+static inline fetch_share share_of_next(const float *next, int64_t lines, int64_t tiles,
+                                        int64_t t) {
+    if (!next || tiles < 2) return (fetch_share){NULL, 0};
+    const int64_t l0 = t * lines / tiles;
+    return (fetch_share){next + l0 * NR, (t + 1) * lines / tiles - l0};
+}
+
 typedef struct {
     int64_t M, N, K, P;
     const float *a;        /* M x K, rows lda apart */
@@ -633,16 +660,12 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
         if (nv == NR && last && g->epi.res)  /* this tile's rows of the residual */
             for (int r = 0; r < R; r++)
                 __builtin_prefetch((const float *)g->epi.res + (i + r) * g->epi.ldr + j0, 0, 3);
-        /* this tile's share of the next panel: one 64-byte row of it per k. Not for a block
+        /* this tile's share of the next panel (share_of_next). Not for a block
            of one tile (M <= 6: a batch-1 classifier): its k loop is bound by loads, and the
            whole panel's prefetches at its head took as many load slots as the loop itself
            (1 x 1280 x 1000, B in cache: 140 -> 110 us; MobileNetV2's classifier 320 -> 275 us
            in the model, one thread) */
-        if (next && tiles > 1) {
-            const int64_t t = (i - ic) / MR;
-            for (int64_t k = t * kc / tiles; k < (t + 1) * kc / tiles; k++)
-                __builtin_prefetch(next + k * NR, 0, 3);
-        }
+        const fetch_share f = share_of_next(next, kc, tiles, (i - ic) / MR);
         float *c = g->c + i * g->ldc + j0;
         bool done = false;
         if (nv == NR) {
@@ -651,11 +674,12 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
                 .res = g->epi.res ? (const float *)g->epi.res + i * g->epi.ldr + j0 : NULL,
                 .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
                 .p1 = (float)g->epi.beta};
-            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, last && epi ? &te : NULL);
+            done = run_tile(avx2, R, kc, a, panel, c, g->ldc, acc, last && epi ? &te : NULL,
+                            f.at, f.n);
         } else {  /* the last, narrower panel: through a full-width tile */
             for (int r = 0; r < R && acc; r++)
                 memcpy(tmp + r * NR, c + r * g->ldc, sizeof(float) * (size_t)nv);
-            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL);
+            run_tile(avx2, R, kc, a, panel, tmp, NR, acc, NULL, f.at, f.n);
             for (int r = 0; r < R; r++)
                 memcpy(c + r * g->ldc, tmp + r * NR, sizeof(float) * (size_t)nv);
         }
@@ -694,14 +718,11 @@ static void panel_rows512(const product *g, bool epi, const float *apack, int64_
                 const float *rr = (const float *)g->epi.res + (i + r) * g->epi.ldr + j0;
                 for (int w = 0; w < W; w++) __builtin_prefetch(rr + w * NR, 0, 3);
             }
-        if (next && tiles > 1) {
-            for (int64_t k = t * lines / tiles; k < (t + 1) * lines / tiles; k++)
-                __builtin_prefetch(next + k * NR, 0, 3);
-        }
+        const fetch_share f = share_of_next(next, lines, tiles, t);
         tile_epilogue e = te;
         if (g->epi.res) e.res = (const float *)g->epi.res + i * g->epi.ldr + j0;
         tile512_for(R, W)(R, kc, apack + (i - ic) * kc, panel, g->c + i * g->ldc + j0, g->ldc,
-                          acc, last && epi ? &e : NULL);
+                          acc, last && epi ? &e : NULL, f.at, f.n);
     }
 }
 #endif
