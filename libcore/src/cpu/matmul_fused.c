@@ -620,20 +620,21 @@ static void pack_a(const float *a, int64_t lda, int64_t i0, int64_t i1, int64_t 
 
 /* ---- the driver ---- */
 
-/* What a tile prefetches: n 64-byte lines from at, one a step of its k loop. */
+/* n 64-byte lines from at: the packed panels a call of the tiles runs next (next_panels), or
+   a tile's share of them, which its kernel fetches one a step of its k loop. */
 typedef struct {
     const float *at;
     int64_t n;
-} fetch_share;
+} fetch_lines;
 
-/* Tile t of a block of `tiles`: its share of the `lines` lines of the next panels (at next),
-   or none (no next panel, or a block of one tile, see panel_rows). At most kc lines for
-   lines <= 2 kc and tiles >= 2, one a step of k. */
-static inline fetch_share share_of_next(const float *next, int64_t lines, int64_t tiles,
-                                        int64_t t) {
-    if (!next || tiles < 2) return (fetch_share){NULL, 0};
-    const int64_t l0 = t * lines / tiles;
-    return (fetch_share){next + l0 * NR, (t + 1) * lines / tiles - l0};
+/* Tile t of a block of `tiles`: its share of the next panels' lines, or none for a block of
+   one tile (see panel_rows). At most kc lines for next.n <= 2 kc and tiles >= 2, one a step
+   of k (a share past the tile's kc, where a short last KC block comes before a full one, is
+   left to the hardware). */
+static inline fetch_lines share_of_next(fetch_lines next, int64_t tiles, int64_t t) {
+    if (!next.at || tiles < 2) return (fetch_lines){NULL, 0};
+    const int64_t l0 = t * next.n / tiles;
+    return (fetch_lines){next.at + l0 * NR, (t + 1) * next.n / tiles - l0};
 }
 
 typedef struct {
@@ -646,11 +647,12 @@ typedef struct {
     epilogue epi;
 } product;
 
-/* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack). */
+/* Rows [ic, mend) of panel p for the KC block at pc (A's block packed in apack); the tiles
+   fetch `next`, the panels that follow these. */
 static void panel_rows(const product *g, bool avx2, bool epi, const float *apack, int64_t p,
-                       int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
+                       int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend,
+                       fetch_lines next) {
     const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
-    const float *next = p + 1 < g->P ? panel + kc * NR : NULL;  /* the tiles fetch it */
     const int64_t j0 = p * NR, nv = HL_MIN(NR, g->N - j0);
     float tmp[MR * NR];
     const int64_t tiles = (mend - ic + MR - 1) / MR;
@@ -665,7 +667,7 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
            whole panel's prefetches at its head took as many load slots as the loop itself
            (1 x 1280 x 1000, B in cache: 140 -> 110 us; MobileNetV2's classifier 320 -> 275 us
            in the model, one thread) */
-        const fetch_share f = share_of_next(next, kc, tiles, (i - ic) / MR);
+        const fetch_lines f = share_of_next(next, tiles, (i - ic) / MR);
         float *c = g->c + i * g->ldc + j0;
         bool done = false;
         if (nv == NR) {
@@ -690,17 +692,15 @@ static void panel_rows(const product *g, bool avx2, bool epi, const float *apack
 #ifdef HAVE_AVX512_KERNEL
 /* Rows [ic, mend) of W (1 or 2) adjacent full panels p.. for the KC block at pc, on the
    AVX-512 kernels: tiles of TILE512_ROWS rows (two packed groups of MR). The prefetches are
-   panel_rows': each tile fetches its share of the next W panels (none in a block of one
+   panel_rows': each tile fetches its share of the next panels (none in a block of one
    tile) and, in the last KC block, its rows of the residual. (12 x 32 and 6 x 32 tiles ran
    alike, ~180 GF/s with A and B in L1 against a measured 184 GF/s FMA peak of one core, and
    155-162 GF/s on the transformers' products; 12 x 32 takes fewer loads per FMA.) */
 enum { TILE512_ROWS = 2 * MR };
 static void panel_rows512(const product *g, bool epi, const float *apack, int64_t p, int W,
-                          int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend) {
+                          int64_t pc, int64_t kc, int acc, int last, int64_t ic, int64_t mend,
+                          fetch_lines next) {
     const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
-    const int64_t nnext = HL_MIN(W, g->P - p - W);  /* panels after these in the block */
-    const float *next = nnext > 0 ? panel + W * kc * NR : NULL;
-    const int64_t lines = nnext * kc;               /* 64-byte rows of the next panels */
     const int64_t j0 = p * NR;
     /* tiles of 2 MR rows while that many rows are left, then of at most MR (a 64- or
        128-row block ends in 6 + 4 or 6 + 2 rows, not in a 12-row tile half of zeros) */
@@ -718,7 +718,7 @@ static void panel_rows512(const product *g, bool epi, const float *apack, int64_
                 const float *rr = (const float *)g->epi.res + (i + r) * g->epi.ldr + j0;
                 for (int w = 0; w < W; w++) __builtin_prefetch(rr + w * NR, 0, 3);
             }
-        const fetch_share f = share_of_next(next, lines, tiles, t);
+        const fetch_lines f = share_of_next(next, tiles, t);
         tile_epilogue e = te;
         if (g->epi.res) e.res = (const float *)g->epi.res + i * g->epi.ldr + j0;
         tile512_for(R, W)(R, kc, apack + (i - ic) * kc, panel, g->c + i * g->ldc + j0, g->ldc,
@@ -726,6 +726,39 @@ static void panel_rows512(const product *g, bool epi, const float *apack, int64_
     }
 }
 #endif
+
+/* How many panels from p (< q1, the end of the range) one call of the tiles takes: on the
+   AVX-512 kernels full panels two at a time (one of 16 columns when it is the range's last);
+   the narrower last panel of C, and every panel elsewhere, one at a time (panel_rows). */
+static int panels_at(const product *g, bool avx512, int64_t p, int64_t q1) {
+    if (!avx512 || (p + 1) * NR > g->N) return 1;
+    return p + 1 < q1 && (p + 2) * NR <= g->N ? 2 : 1;
+}
+
+/* The packed panels run_block's next call of the tiles reads, after those of KC block pc that
+   end before panel e, in the range [q0, q1) of the item's panels [.., p1): the rest of this
+   KC block's range, else the range's first panels in the next KC block, else the next
+   range's in the first; none at the item's end. Each is W panels' kc x NR floats in a row
+   (packed_at). Fetched during the calls before, the first panels of a KC block or a range
+   wait less on memory when B is cold (a model's weights, read once a run: 128 x 3072 x 768
+   at one thread over 40 such weights in turn 3.79-3.84 -> 3.72-3.77 ms, the fastest of 240
+   calls, CPU time; the tiles fetched the panels after these in the same KC block before,
+   another thread's at a range's end). */
+static fetch_lines next_panels(const product *g, bool avx512, int64_t e, int64_t pc,
+                               int64_t q0, int64_t q1, int64_t p1) {
+    if (e >= q1) {
+        e = q0;
+        pc += KC;
+        if (pc >= g->K) {
+            e = q1;
+            pc = 0;
+            if (e >= p1) return (fetch_lines){NULL, 0};
+            q1 = HL_MIN(p1, e + NC_PANELS);
+        }
+    }
+    const int64_t kc = HL_MIN(KC, g->K - pc);
+    return (fetch_lines){g->bp + packed_at(g->K, g->P, e, pc), panels_at(g, avx512, e, q1) * kc};
+}
 
 /* One item of the split: rows [r0, r1) (at most MC, one block of A) and panels [p0, p1) of C,
    finished. apack holds this thread's packed block of A: *held names the row block it holds
@@ -736,6 +769,8 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
     const bool avx2 = use_avx2(), epi = epilogue_needed(&g->epi);
 #ifdef HAVE_AVX512_KERNEL
     const bool avx512 = hl_cpu_avx512();
+#else
+    const bool avx512 = false;
 #endif
     const int64_t j0 = p0 * NR, j1 = HL_MIN(p1 * NR, g->N);
     if (g->K == 0) {
@@ -758,17 +793,16 @@ static void run_block(const product *g, int64_t rb, int64_t r0, int64_t r1, int6
             const float *ablock = apack + group * pc;
             const int acc = pc > 0, last = pc + kc >= g->K;
             for (int64_t p = q0; p < q1;) {
+                const int W = panels_at(g, avx512, p, q1);
+                const fetch_lines next = next_panels(g, avx512, p + W, pc, q0, q1, p1);
 #ifdef HAVE_AVX512_KERNEL
-                /* full panels two at a time (one of 16 columns when it is the range's last);
-                   the narrower last panel of C through panel_rows, as on AVX2 */
                 if (avx512 && (p + 1) * NR <= g->N) {
-                    const int W = p + 1 < q1 && (p + 2) * NR <= g->N ? 2 : 1;
-                    panel_rows512(g, epi, ablock, p, W, pc, kc, acc, last, r0, r1);
+                    panel_rows512(g, epi, ablock, p, W, pc, kc, acc, last, r0, r1, next);
                     p += W;
                     continue;
                 }
 #endif
-                panel_rows(g, avx2, epi, ablock, p, pc, kc, acc, last, r0, r1);
+                panel_rows(g, avx2, epi, ablock, p, pc, kc, acc, last, r0, r1, next);
                 p++;
             }
         }
