@@ -1,6 +1,6 @@
 """matmul_fused's AVX-512 path (libcore/src/cpu/matmul_fused.c: 12 x 32 tiles over two adjacent
-16-column panels, 6/4/2-row tiles for a block's last rows, one-panel tiles for a lone full
-panel, the epilogue on 16 lanes) against its AVX2 path and against float64.
+16-column panels, one tile of 6 + 6/4/2 or of 6/4/2 rows for a block's last rows, one-panel
+tiles for a lone full panel, the epilogue on 16 lanes) against its AVX2 path and against float64.
 
 The AVX-512 kernels sum each output in the AVX2 kernel's order (k ascending from zero within
 each 256-row block of K, then the block added to C) and apply the epilogue with the same
@@ -22,7 +22,7 @@ from tests.ops import kernel_sets
 from tests.ops.test_matmul_fused import ACTS, _close, reference
 
 
-# (M, K, N): M = 12 q + 6/4/2-row tails, 144/150 (a second block of A), 300 (row blocks cut
+# (M, K, N): M = 12 q + the rows left (7: 6 + 2, 11: 6 + 6, 130: 6 + 4; 13, 25: 2), 144/150 (a second block of A), 300 (row blocks cut
 # between threads); N = 16 (one panel), 17 (one and a narrow one), 32 (a pair), 48 (a pair
 # and a lone panel), 100 (three pairs and a narrow panel), 257; K = 1, 255-257, 600.
 SHAPES = [(1, 1, 16), (2, 7, 32), (5, 256, 17), (6, 255, 48), (7, 257, 33), (11, 40, 100),

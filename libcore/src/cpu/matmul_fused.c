@@ -452,18 +452,20 @@ AVX512 void store16(__m512 s, float *cr, int acc, const tile_epilogue *e, __m512
 }
 
 /* C[R x 16 W] (+)= A @ B, then the epilogue if e: W adjacent full panels of one KC block
-   (panel w's block at b + w * kc * NR), the rows in G groups of MR packed rows (group g at
-   a + g * MR * kc), ROWS of each group computed (6, or 4 or 2 for a short last tile), the
-   first R rows stored. Sixteen columns are one zmm register: G x ROWS x W accumulators
-   (at most 24 of the 32), the W B vectors loaded once per k for every row, each A value
-   broadcast once for the W panels. G, ROWS and W are constants in each instance below, so
-   that the arrays live in registers. The first npf steps of k each fetch a line of pf. */
-AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
+   (panel w's block at b + w * kc * NR), the rows in one or two groups of MR packed rows
+   (group g at a + g * MR * kc), ROWS0 rows of the first computed and ROWS1 of the second
+   (6, 4 or 2, or 0: no second group), the first R rows stored. Sixteen columns are one zmm
+   register: (ROWS0 + ROWS1) x W accumulators (at most 24 of the 32), the W B vectors loaded
+   once per k for every row, each A value broadcast once for the W panels. ROWS0, ROWS1 and
+   W are constants in each instance below, so that the arrays live in registers. The first
+   npf steps of k each fetch a line of pf. */
+AVX512 void tile512(const int ROWS0, const int ROWS1, const int W, int R, int64_t kc,
                     const float *a, const float *b, float *c, int64_t ldc, int acc,
                     const tile_epilogue *e, const float *pf, int64_t npf) {
+    const int rows[2] = {ROWS0, ROWS1};
     __m512 s[2][MR][2];
-    for (int g = 0; g < G; g++)
-        for (int r = 0; r < ROWS; r++)
+    for (int g = 0; g < 2; g++)
+        for (int r = 0; r < rows[g]; r++)
             for (int w = 0; w < W; w++) s[g][r][w] = _mm512_setzero_ps();
     const int64_t bstep = kc * NR, astep = MR * kc;
 #pragma GCC unroll 2
@@ -471,8 +473,8 @@ AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
         if (k < npf) __builtin_prefetch(pf + k * NR, 0, 3);
         __m512 bv[2];
         for (int w = 0; w < W; w++) bv[w] = _mm512_loadu_ps(b + w * bstep);
-        for (int g = 0; g < G; g++)
-            for (int r = 0; r < ROWS; r++) {
+        for (int g = 0; g < 2; g++)
+            for (int r = 0; r < rows[g]; r++) {
                 const __m512 av = _mm512_set1_ps(a[g * astep + r]);
                 for (int w = 0; w < W; w++) s[g][r][w] = _mm512_fmadd_ps(av, bv[w], s[g][r][w]);
             }
@@ -484,8 +486,8 @@ AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
         p0 = _mm512_set1_ps(e->p0);
         p1 = _mm512_set1_ps(e->p1);
     }
-    for (int g = 0; g < G; g++)
-        for (int r = 0; r < ROWS; r++) {
+    for (int g = 0; g < 2; g++)
+        for (int r = 0; r < rows[g]; r++) {
             const int row = g * MR + r;
             if (row >= R) break;
             for (int w = 0; w < W; w++)
@@ -497,23 +499,27 @@ AVX512 void tile512(const int G, const int ROWS, const int W, int R, int64_t kc,
 typedef void (*tile512_fn)(int R, int64_t kc, const float *a, const float *b, float *c,
                            int64_t ldc, int acc, const tile_epilogue *e, const float *pf,
                            int64_t npf);
-#define TILE512(G, ROWS, W)                                                                   \
-    HL_AVX512_TARGET static void tile512_##G##_##ROWS##_##W(                                  \
+#define TILE512(ROWS0, ROWS1, W)                                                              \
+    HL_AVX512_TARGET static void tile512_##ROWS0##_##ROWS1##_##W(                             \
         int R, int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int acc,     \
         const tile_epilogue *e, const float *pf, int64_t npf) {                               \
-        tile512(G, ROWS, W, R, kc, a, b, c, ldc, acc, e, pf, npf);                            \
+        tile512(ROWS0, ROWS1, W, R, kc, a, b, c, ldc, acc, e, pf, npf);                       \
     }
-TILE512(2, 6, 2) TILE512(1, 6, 2) TILE512(1, 4, 2) TILE512(1, 2, 2)
-TILE512(2, 6, 1) TILE512(1, 6, 1) TILE512(1, 4, 1) TILE512(1, 2, 1)
+TILE512(6, 6, 2) TILE512(6, 4, 2) TILE512(6, 2, 2) TILE512(6, 0, 2) TILE512(4, 0, 2)
+TILE512(2, 0, 2)
+TILE512(6, 6, 1) TILE512(6, 4, 1) TILE512(6, 2, 1) TILE512(6, 0, 1) TILE512(4, 0, 1)
+TILE512(2, 0, 1)
 #undef TILE512
 
-/* The instance for a tile of R rows (at most 2 MR) of W panels: two row groups when R is
-   2 MR, else the rows of one group that R needs (tile_rows.h's 6 / 4 / 2). */
+/* The instance for a tile of R rows (at most 2 MR) of W panels: the rows of each group that
+   R needs, 6, 4 or 2 (tile_rows.h's steps). */
 static tile512_fn tile512_for(int R, int W) {
-    if (R > MR) return W == 2 ? tile512_2_6_2 : tile512_2_6_1;
-    if (R > 4) return W == 2 ? tile512_1_6_2 : tile512_1_6_1;
-    if (R > 2) return W == 2 ? tile512_1_4_2 : tile512_1_4_1;
-    return W == 2 ? tile512_1_2_2 : tile512_1_2_1;
+    static const tile512_fn by_rows[2][6] = {
+        {tile512_2_0_1, tile512_4_0_1, tile512_6_0_1, tile512_6_2_1, tile512_6_4_1,
+         tile512_6_6_1},
+        {tile512_2_0_2, tile512_4_0_2, tile512_6_0_2, tile512_6_2_2, tile512_6_4_2,
+         tile512_6_6_2}};
+    return by_rows[W - 1][(R + 1) / 2 - 1];   /* R = 1-2, 3-4, ..., 11-12 */
 }
 #endif
 
@@ -702,17 +708,20 @@ static void panel_rows512(const product *g, bool epi, const float *apack, int64_
                           fetch_lines next) {
     const float *panel = g->bp + packed_at(g->K, g->P, p, pc);
     const int64_t j0 = p * NR;
-    /* tiles of 2 MR rows while that many rows are left, then of at most MR (a 64- or
-       128-row block ends in 6 + 4 or 6 + 2 rows, not in a 12-row tile half of zeros) */
+    /* tiles of 2 MR rows while that many rows are left, then one of the rows left, each
+       group of it computing the rows it needs: a 128-row block ends in a tile of 6 + 2 rows
+       (16 sums, 8 a B vector: the tiles of 6 and then of 2 it took before held the FMAs'
+       latency with 4 sums; BERT-base's batch-1 products 1-2% faster, one thread), a 64-row
+       one in a tile of 4 */
     const int64_t rows = mend - ic,
-                  tiles = rows / TILE512_ROWS + (rows % TILE512_ROWS + MR - 1) / MR;
+                  tiles = rows / TILE512_ROWS + (rows % TILE512_ROWS > 0);
     const tile_epilogue te = {
         .bias = g->epi.bias ? (const float *)g->epi.bias + j0 : NULL,
         .res = NULL, .ldr = g->epi.ldr, .act = g->epi.act, .p0 = (float)g->epi.alpha,
         .p1 = (float)g->epi.beta};
     int R;
     for (int64_t i = ic, t = 0; i < mend; i += R, t++) {
-        R = mend - i >= TILE512_ROWS ? TILE512_ROWS : (int)HL_MIN(MR, mend - i);
+        R = (int)HL_MIN(TILE512_ROWS, mend - i);
         if (last && g->epi.res)
             for (int r = 0; r < R; r++) {
                 const float *rr = (const float *)g->epi.res + (i + r) * g->epi.ldr + j0;
