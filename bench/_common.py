@@ -1,6 +1,9 @@
 """What every benchmark script does first."""
 import os
 import sys
+import time
+
+_STARTED = time.monotonic()  # about when the process started: scripts import this first
 
 
 def setup(threads):
@@ -34,11 +37,19 @@ def run_worker(script, args, what):
     return json.loads(out.stdout.split("RESULT ", 1)[1])
 
 
+def settle():
+    """Waits until the native libraries' start-up spin is over: numpy's bundled OpenBLAS
+    starts its threads when numpy is imported, and they spin 2^28 cycles (~0.1 s) before they
+    sleep, on the cores a run timed then would need (hl's own copy is told not to, hl/_core.py;
+    numpy's is the user's). Timed runs start at least 0.3 s into the process."""
+    time.sleep(max(0.0, _STARTED + 0.3 - time.monotonic()))
+
+
 def time_steps(step, steps, warmup, clock="wall"):
     """Runs step() warmup times untimed, then steps times; the wall time of each timed run,
     or with clock "cpu" the process's CPU time (on a loaded host the wall clock mostly
     measures the wait for a core; CPU time with one thread does not)."""
-    import time
+    settle()
     now = time.process_time if clock == "cpu" else time.perf_counter
     for _ in range(warmup):
         step()

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 
-from _common import machine_line, report, run_worker, setup
+from _common import machine_line, report, run_worker, settle, setup
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ZOO = os.environ.get("HL_ONNX_ZOO") or os.path.join(REPO, "..", "shared", "onnx-zoo")
@@ -260,6 +260,7 @@ def worker(lib, path, name, batch, repeat, warmup, threads, save, profile=False,
     outs = run()
     if save:
         np.savez(save, *[np.asarray(o) for o in outs])
+    settle()
     for _ in range(warmup - 1):
         run()
     now = time.process_time if clock == "cpu" else time.perf_counter

@@ -7,8 +7,10 @@ the same constant weight (MLAS, which also packs it once, at session creation).
 
 Shapes: GPT-2 small at batch 8 x 64 tokens (M = 512) and BERT-base at batch 8 x 128 tokens
 (M = 1024): QKV (768 -> 2304), the attention's output projection (768 -> 768, + residual), the
-MLP's FC1 (768 -> 3072, + GELU) and FC2 (3072 -> 768, + residual); gpt2_head is GPT-2's
-768 -> 50257 logits (0.4 s a call at one thread: only with --only). Both sides add the bias;
+MLP's FC1 (768 -> 3072, + GELU) and FC2 (3072 -> 768, + residual); the same at batch 1
+(`_b1`: M = 64 and 128; BERT-base's Q, K and V are three 768 -> 768 products there);
+gpt2_head and gpt2_head_b1 are GPT-2's 768 -> 50257 logits (0.4 s and 33 ms a call at one
+thread: only with --only). Both sides add the bias;
 hl's row also applies the model's epilogue (GELU, residual) inside the product, which
 onnxruntime runs as separate nodes, so hl's figure includes more work than the peer's.
 
@@ -37,8 +39,17 @@ SHAPES = {
     "bert_fc1": (1024, 768, 3072, "bias+gelu"),
     "bert_fc2": (1024, 3072, 768, "bias+res"),
     "gpt2_head": (512, 768, 50257, "none"),
+    "gpt2_qkv_b1": (64, 768, 2304, "bias"),
+    "gpt2_proj_b1": (64, 768, 768, "bias+res"),
+    "gpt2_fc1_b1": (64, 768, 3072, "bias+gelu_tanh"),
+    "gpt2_fc2_b1": (64, 3072, 768, "bias+res"),
+    "bert_qkv_b1": (128, 768, 768, "bias"),
+    "bert_proj_b1": (128, 768, 768, "bias+res"),
+    "bert_fc1_b1": (128, 768, 3072, "bias+gelu"),
+    "bert_fc2_b1": (128, 3072, 768, "bias+res"),
+    "gpt2_head_b1": (64, 768, 50257, "none"),
 }
-DEFAULT = [k for k in SHAPES if k != "gpt2_head"]
+DEFAULT = [k for k in SHAPES if not k.startswith("gpt2_head")]
 
 
 def _data(m, k, n):
