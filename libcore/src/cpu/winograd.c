@@ -249,9 +249,13 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
         y10[j] = s1[0] + s1[1] + s1[2] + b;
         y11[j] = s1[1] - s1[2] - s1[3] + b;
     }
-    /* tiles whose two columns both lie inside the plane, then a last half tile */
-    const int64_t full = HL_MIN(len, g->ow / 2 - tx0);
-    for (int r = 0; r < 2; r++) {
+    /* tiles whose two columns both lie inside the plane, then a last half tile; the
+       epilogue row by row, or once where the run spans whole rows (as winograd43.c's) */
+    const int64_t full = HL_MIN(len, g->ow / 2 - tx0), width = 2 * full + (full < len);
+    const bool whole_rows = tx0 == 0 && width == g->ow;
+    const int64_t first = 2 * ty * g->ow;
+    int rows = 0;
+    for (int r = 0; r < 2; r++, rows++) {
         const int64_t oy = 2 * ty + r;
         if (oy >= g->oh) break;
         float *restrict out = plane + oy * g->ow + 2 * tx0;
@@ -261,10 +265,12 @@ static void output_run(const float *restrict m, int64_t ms, int64_t len, const w
             out[2 * j + 1] = c[j];
         }
         if (full < len) out[2 * full] = a[full];
-        if (epi)  /* the fused epilogue, while the row is in cache */
+        if (epi && !whole_rows)  /* the fused epilogue, while the row is in cache */
             conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + 2 * tx0 : NULL,
-                                  2 * full + (full < len));
+                                  width);
     }
+    if (epi && whole_rows)
+        conv_epilogue_run_f32(epi, plane + first, rplane ? rplane + first : NULL, rows * width);
 }
 
 /* The outputs of the tiles [t0, t0 + count) for every output channel, from M[e][co][j]

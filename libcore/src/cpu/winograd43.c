@@ -261,14 +261,18 @@ static void output_tiles(const float *restrict m, int64_t ms, int64_t len, float
 #undef HL_AT
 
 /* The outputs of a run of len tiles (y from output_tiles, ys apart) into its rows of the
-   plane, where they lie inside it, each row then through the fused epilogue while it is in
-   cache. */
+   plane, where they lie inside it, then through the fused epilogue while they are in cache:
+   row by row, or where the run spans whole rows (they lie end to end) all of them in one
+   call, which runs whole vectors where a row of 7, 14 or 28 left most in the remainder. */
 HL_CLONES
 static void output_store(const float *restrict y, int64_t ys, int64_t len, const wgeom *g,
                          int64_t ty, int64_t tx0, float *restrict plane,
                          const conv_epilogue *epi, const float *rplane) {
     const int64_t ox0 = 4 * tx0, width = HL_MIN(4 * len, g->ow - ox0), full = width / 4;
-    for (int a = 0; a < 4; a++) {
+    const bool whole_rows = ox0 == 0 && width == g->ow;
+    const int64_t first = 4 * ty * g->ow;   /* the run's first row, at ox0 == 0 */
+    int rows = 0;
+    for (int a = 0; a < 4; a++, rows++) {
         const int64_t oy = 4 * ty + a;
         if (oy >= g->oh) break;
         float *restrict out = plane + oy * g->ow + ox0;
@@ -280,9 +284,11 @@ static void output_store(const float *restrict y, int64_t ys, int64_t len, const
             out[4 * j + 3] = y3[j];
         }
         for (int64_t x = 4 * full; x < width; x++) out[x] = y0[(x & 3) * ys + full];
-        if (epi)
+        if (epi && !whole_rows)
             conv_epilogue_run_f32(epi, out, rplane ? rplane + oy * g->ow + ox0 : NULL, width);
     }
+    if (epi && whole_rows)
+        conv_epilogue_run_f32(epi, plane + first, rplane ? rplane + first : NULL, rows * width);
 }
 
 static void output_channels(int64_t c0, int64_t c1, void *arg) {
