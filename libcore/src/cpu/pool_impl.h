@@ -190,11 +190,15 @@ static void FN(row_window_max)(const pool_geom *g, const T *restrict plane, int6
    112x112: 0.73 -> 0.32 ms, one thread).
    A NaN tap still wins and a window of padding alone gives -inf; among equal values (+0 and
    -0) another one may be kept than above, since the taps are visited in another order.
+   With stride 2 the column maxima are split by parity first (one de-interleave, which GCC
+   vectorises), so that each tap reads its columns contiguously: the taps at stride 2 ran
+   element by element (ResNet-18's pool at batch 1: 369-374 -> 280 us at one thread, 206-210
+   -> 167-168 at two).
    Rows up to POOL_ROW_MAX long (its row of column maxima is on the stack). */
 HL_CLONES
 static void FN(max_pool_plane_separable)(const pool_geom *g, const T *restrict plane,
                                          T *restrict yp) {
-    T col[POOL_ROW_MAX];
+    T col[POOL_ROW_MAX], even[POOL_ROW_MAX / 2], odd[POOL_ROW_MAX / 2];
     const int64_t W = g->w;
     for (int64_t oy = 0; oy < g->oh; oy++) {
         T *restrict yr = yp + oy * g->ow;
@@ -210,6 +214,13 @@ static void FN(max_pool_plane_separable)(const pool_geom *g, const T *restrict p
                 col[i] = (v > col[i] || v != v) ? v : col[i];
             }
         }
+        if (g->sw == 2) {   /* even[i] = col[2 i], odd[i] = col[2 i + 1] */
+            for (int64_t i = 0; i < W / 2; i++) {
+                even[i] = col[2 * i];
+                odd[i] = col[2 * i + 1];
+            }
+            if (W % 2) even[W / 2] = col[W - 1];
+        }
         for (int64_t tx = 0; tx < g->kw; tx++) {   /* tap by tap, as max_pool_plane_values */
             const int64_t offx = tx - g->pl;
             int64_t lo, hi;
@@ -220,12 +231,14 @@ static void FN(max_pool_plane_separable)(const pool_geom *g, const T *restrict p
                     const T v = c[ox];
                     yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
                 }
-            else if (g->sw == 2)
+            else if (g->sw == 2) {   /* col[2 ox + offx], offx = 2 m + parity */
+                const int64_t parity = offx & 1, m = (offx - parity) / 2;
+                const T *restrict h = (parity ? odd : even) + m;
                 for (int64_t ox = lo; ox < hi; ox++) {
-                    const T v = c[2 * ox];
+                    const T v = h[ox];
                     yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
                 }
-            else
+            } else
                 for (int64_t ox = lo; ox < hi; ox++) {
                     const T v = c[ox * g->sw];
                     yr[ox] = (v > yr[ox] || v != v) ? v : yr[ox];
