@@ -24,12 +24,13 @@ from . import errors
 #   `import hl` ran at half speed on two cores (a 64 x 768 x 768 product 445 us against 232).
 #   2^4 cycles lets them sleep at once.
 # A user's own setting wins; the variables are not left set for subprocesses.
-_LOAD_ENV = {"GOMP_SPINCOUNT": "10000", "OPENBLAS_THREAD_TIMEOUT": "4"}
-_USER_SET = {"GOMP_SPINCOUNT": {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"},
-             "OPENBLAS_THREAD_TIMEOUT": {"OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT"}}
-_SET_HERE = [k for k in _LOAD_ENV if not (_USER_SET[k] & set(os.environ))]
+_LOAD_ENV = {  # variable: (hl's value, the variables through which a user's setting wins)
+    "GOMP_SPINCOUNT": ("10000", {"GOMP_SPINCOUNT", "OMP_WAIT_POLICY"}),
+    "OPENBLAS_THREAD_TIMEOUT": ("4", {"OPENBLAS_THREAD_TIMEOUT", "GOTO_THREAD_TIMEOUT"}),
+}
+_SET_HERE = [k for k, (_, user) in _LOAD_ENV.items() if not user & os.environ.keys()]
 for _k in _SET_HERE:
-    os.environ[_k] = _LOAD_ENV[_k]
+    os.environ[_k] = _LOAD_ENV[_k][0]
 try:
     import scipy_openblas32  # noqa: F401  loads libscipy_openblas, which the extension links to
 

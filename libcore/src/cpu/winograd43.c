@@ -37,7 +37,7 @@
 
 #include "../core.h"
 #include "conv.h"
-#include "cpu_features.h"
+#include "conv_avx512.h"   /* hl_cpu_avx512, hl_conv_mask16 */
 #include "parallel.h"
 #include "../packed_layouts.h"
 #include "winograd_tiles.h"
@@ -162,13 +162,6 @@ static void bt_lines(const float *restrict d0, const float *restrict d1,
 }
 
 #if HL_HAVE_AVX512_KERNELS
-#include <immintrin.h>
-
-/* The first n of 16 lanes (none for n <= 0, all for n >= 16). */
-static inline __mmask16 first_lanes(int64_t n) {
-    return n >= 16 ? (__mmask16)0xFFFF : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
-}
-
 /* bt_lines sixteen lines a step, the last step's loads masked to the n lines there are and its
    stores to the n_out >= n lines wanted: lines [n, n_out) get B^T of zeros, zeros. The same
    operations in the same order on each lane (HL_BT on vectors; no contraction into FMAs,
@@ -179,7 +172,7 @@ HL_AVX512_TARGET static void bt_lines512(const float *d0, const float *d1, const
                                          float *u0, float *u1, float *u2, float *u3, float *u4,
                                          float *u5, int64_t n, int64_t n_out) {
     for (int64_t j = 0; j < n_out; j += 16) {
-        const __mmask16 in = first_lanes(n - j), out = first_lanes(n_out - j);
+        const __mmask16 in = hl_conv_mask16(n - j), out = hl_conv_mask16(n_out - j);
         const __m512 a0 = _mm512_maskz_loadu_ps(in, d0 + j), a1 = _mm512_maskz_loadu_ps(in, d1 + j),
                      a2 = _mm512_maskz_loadu_ps(in, d2 + j), a3 = _mm512_maskz_loadu_ps(in, d3 + j),
                      a4 = _mm512_maskz_loadu_ps(in, d4 + j), a5 = _mm512_maskz_loadu_ps(in, d5 + j);
@@ -324,7 +317,7 @@ HL_AVX512_TARGET static void output_tiles512(const float *m, int64_t ms, int64_t
                                              float *y) {
     const __m512 bv = _mm512_set1_ps(b);
     for (int64_t j = 0; j < len; j += 16) {
-        const __mmask16 in = first_lanes(len - j);
+        const __mmask16 in = hl_conv_mask16(len - j);
         __m512 sv[4][6];
         for (int k = 0; k < 6; k++) {
             const float *mk = m + k * ms + j;
