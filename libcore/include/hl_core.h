@@ -643,6 +643,7 @@ typedef struct {
     int64_t pool_fusions;      /* max-pool gradients that took the following relu_grad in */
     int64_t sliced_runs;       /* runs of convolutions replayed a batch slice at a time */
     int64_t sliced_calls;      /* the convolutions in them */
+    int64_t expand_dw;         /* pointwise expansions that took their depthwise layer in */
 } hl_plan_info;
 hl_status hl_plan_stats(const hl_plan *plan, hl_plan_info *info);
 /* Profiling (SINGA's dev.PrintTimeProfiling, hl.graph.profile). Switched on, every replay after

@@ -103,7 +103,15 @@ typedef struct hl_call {
      a ReLU's output and in[5] that output z; dy is relu_grad's (z > 0 ? in[0] : 0).
    - max_pool_grad (HL_POOL_GRAD_FROM_INPUT) with i[HL_POOL_GRAD_EPILOGUE] = HL_POOL_GRAD_RELU:
      the pooled input in[1] is a ReLU's output z, and out[0] is relu_grad(dx, z), z > 0 ? dx : 0
-     (the relu_grad that followed is gone). */
+     (the relu_grad that followed is gone).
+   and that plan/fuse.c makes (CPU only):
+   - conv_fused with i[HL_CONV_DW] = 1: a pointwise expansion (packed weights, no residual)
+     and the depthwise 3x3 conv that alone read its output, as one call (cpu/conv_expand_dw.c):
+     after the expansion's inputs come the depthwise weight (C, 1, 3, 3) and, with
+     i[HL_CONV_DW + 5], its bias; i[HL_CONV_DW + 1] its stride, i[HL_CONV_DW + 2 ..
+     HL_CONV_DW + 3] its pads at the top and left, i[HL_CONV_DW + 4] its activation, f[2..3]
+     that activation's alpha and beta; out[0] is the depthwise layer's output. */
+enum { HL_CONV_DW = 13 };
 enum { HL_BN_GIVEN_STATS = 1, HL_POOL_GRAD_MODE = 11, HL_POOL_GRAD_FROM_INPUT = 1 };
 enum { HL_POOL_GRAD_EPILOGUE = 12, HL_POOL_GRAD_RELU = 1 };
 enum { HL_BN_EPILOGUE = 2, HL_BN_EPI_NONE = 0, HL_BN_EPI_RELU = 1, HL_BN_EPI_ADD_RELU = 2,
@@ -272,6 +280,9 @@ typedef struct {
 
 /* 1 when the CPU has a row function for element-wise op in dtype d. */
 int hl_cpu_fusible(int op, hl_dtype d);
+/* Whether conv_fused call `expand` and conv call `dw` (reading its output) may run as one
+   (cpu/conv.c, HL_CONV_DW above). */
+bool hl_cpu_expand_dw_fusible(const hl_call *expand, const hl_call *dw);
 hl_status hl_cpu_fused_run(const hl_fused *f);
 
 /* ---- numbers ---- */

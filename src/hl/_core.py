@@ -726,7 +726,7 @@ _PLAN_INFO_FIELDS = ("calls", "inputs", "prepared", "memory_planned", "arena_byt
                      "planned_bytes", "in_place", "fused_groups", "fused_calls",
                      "conv_epilogues", "norm_fusions", "pool_fusions", "outer_updates",
                      "recomputed", "graphs", "graph_calls", "graph_launches",
-                     "uncaptured_calls", "sliced_runs", "sliced_calls")
+                     "uncaptured_calls", "sliced_runs", "sliced_calls", "expand_dw")
 
 
 def plan_stats(plan):

@@ -173,8 +173,73 @@ static hl_status conv_forward_packed(const conv_geom *g, const float *x, const f
     return HL_OK;
 }
 
+/* ---- a pointwise expansion and its depthwise layer as one call (plan/fuse.c) ---- */
+
+/* The depthwise layer's geometry for expanded tensor t's shape (n, c, h, w) and output
+   (oh, ow), from the fused record's HL_CONV_DW fields (core.h). */
+static void dw_geom(const int64_t *t_shape, const hl_tensor *y, const hl_call *c, conv_geom *g) {
+    *g = (conv_geom){.n = t_shape[0], .c_in = t_shape[1], .h = t_shape[2], .w = t_shape[3],
+                     .c_out = t_shape[1], .oh = y->shape[2], .ow = y->shape[3], .kh = 3,
+                     .kw = 3, .groups = t_shape[1], .cg_in = 1, .cg_out = 1,
+                     .sh = c->i[HL_CONV_DW + 1], .sw = c->i[HL_CONV_DW + 1], .dh = 1, .dw = 1,
+                     .pt = c->i[HL_CONV_DW + 2], .pl = c->i[HL_CONV_DW + 3], .K = 9};
+    g->P = g->oh * g->ow;
+}
+
+bool hl_cpu_expand_dw_fusible(const hl_call *c, const hl_call *d) {
+    if (c->op != HL_OP_CONV_FUSED || c->in_many || d->in_many || c->n_out != 1 ||
+        d->n_out != 1 || c->i[HL_CONV_DW] || c->i[11] || c->i[12] != 1 + HL_CONV_PACK_PANELS ||
+        c->n_in != 3 + (c->i[10] != 0) || c->i[0] != 1)
+        return false;
+    const hl_tensor *x = c->in[0], *w = c->in[1], *t = c->out[0];
+    if (d->in[0] != t || x->dtype != HL_F32 || t->dtype != HL_F32 || x->ndim != 4) return false;
+    bool bias;
+    if (d->op == HL_OP_CONV) {
+        bias = d->n_in == 3;
+        if (d->n_in != 2 && !bias) return false;
+    } else if (d->op == HL_OP_CONV_FUSED) {
+        bias = d->i[10] != 0;
+        if (d->i[HL_CONV_DW] || d->i[11] || d->i[12] || d->n_in != 2 + bias) return false;
+    } else {
+        return false;
+    }
+    const hl_tensor *w2 = d->in[1], *y = d->out[0];
+    if (y->dtype != HL_F32 || w2->dtype != HL_F32 || w2->ndim != 4 || y->ndim != 4 ||
+        d->i[0] != t->shape[1] || d->i[1] != d->i[2] || d->i[3] != 1 || d->i[4] != 1 ||
+        d->i[5] != d->i[7] || d->i[6] != d->i[8])
+        return false;
+    conv_geom g1, g2;
+    geom_from(c, x, t, w->shape, &g1);
+    geom_from(d, t, y, w2->shape, &g2);
+    return hl_conv_expand_dw_fits(&g1, &g2);
+}
+
+static hl_status expand_dw(const hl_call *c) {
+    const hl_tensor *x = c->in[0], *w = c->in[1], *b1 = NULL, *b2 = NULL;
+    int k = 2;
+    if (c->i[10]) b1 = c->in[k++];
+    const hl_tensor *packed = c->in[k++], *w2 = c->in[k++];
+    if (c->i[HL_CONV_DW + 5]) b2 = c->in[k++];
+    hl_tensor *y = c->out[0];
+    const int64_t t_shape[4] = {x->shape[0], w->shape[0], x->shape[2], x->shape[3]};
+    conv_geom g1, g2;
+    g1 = (conv_geom){.n = t_shape[0], .c_in = x->shape[1], .h = t_shape[2], .w = t_shape[3],
+                     .c_out = t_shape[1], .oh = t_shape[2], .ow = t_shape[3], .kh = 1, .kw = 1,
+                     .groups = 1, .cg_in = x->shape[1], .cg_out = t_shape[1], .sh = 1, .sw = 1,
+                     .dh = 1, .dw = 1, .K = x->shape[1], .P = t_shape[2] * t_shape[3]};
+    dw_geom(t_shape, y, c, &g2);
+    const conv_epilogue e1 = {(int)c->i[9], c->f[0], c->f[1], NULL};
+    const conv_epilogue e2 = {(int)c->i[HL_CONV_DW + 4], c->f[2], c->f[3], NULL};
+    return hl_conv_expand_dw_forward(
+        &g1, (const float *)hl_ptr(x), (const float *)hl_ptr(packed),
+        b1 ? (const float *)hl_ptr(b1) : NULL, conv_epilogue_active(&e1) ? &e1 : NULL, &g2,
+        (const float *)hl_ptr(w2), b2 ? (const float *)hl_ptr(b2) : NULL,
+        conv_epilogue_active(&e2) ? &e2 : NULL, (float *)hl_ptr(y));
+}
+
 /* conv and conv_fused (whose record says which optional inputs it has, api/conv.c). */
 hl_status hl_cpu_conv(const hl_call *c) {
+    if (c->op == HL_OP_CONV_FUSED && c->i[HL_CONV_DW]) return expand_dw(c);
     const hl_tensor *x = c->in[0], *w = c->in[1], *b = NULL, *packed = NULL;
     conv_epilogue epi = {HL_CONV_ACT_NONE, 0, 0, NULL};
     if (c->op == HL_OP_CONV_FUSED) {

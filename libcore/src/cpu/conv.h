@@ -69,6 +69,25 @@ void hl_conv_packed_strips(const float *packed, int64_t m, int64_t k, const floa
                            int64_t n, float *c, int64_t ldc, const float *bias, const float *res,
                            const conv_epilogue *epi);
 
+/* One thread's share of a product, for a fused caller (conv_expand_dw.c): panels [p0, p1) of
+   pr's one sample over all its n columns, by the blocks hl_conv_packed_product runs (the same
+   bits), the columns packed into `cols` (hl_conv_packed_lane_floats(n, k) floats) unless
+   *cols_packed says they are already (it is set once they are; panels that read the columns
+   in place leave it). Only for k <= the product's block of K (hl_conv_packed_lane_fits). */
+bool hl_conv_packed_lane_fits(int64_t k);
+int64_t hl_conv_packed_lane_floats(int64_t n, int64_t k);
+void hl_conv_packed_lane(const conv_packed_problem *pr, int64_t p0, int64_t p1, float *cols,
+                         unsigned char *cols_packed);
+
+/* A pointwise expansion (g1, packed weights) and the depthwise 3x3 layer after it (g2) as one
+   pass, the expanded planes kept in a thread's buffer (conv_expand_dw.c): whether the two fit,
+   and the pass. */
+bool hl_conv_expand_dw_fits(const conv_geom *g1, const conv_geom *g2);
+hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const float *packed,
+                                    const float *b1, const conv_epilogue *e1,
+                                    const conv_geom *g2, const float *w2, const float *b2,
+                                    const conv_epilogue *e2, float *y);
+
 /* Small-C_in 3x3 convolutions (RGB stems; conv_stem.c) against packed panels: the columns of
    one row of 16 outputs built in L1 and multiplied there, no im2col buffer. */
 bool hl_conv_stem_fits(const conv_geom *g);
@@ -106,6 +125,13 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
 hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
                                const float *w, const float *bias, const conv_epilogue *epi,
                                float *y);
+/* The same kernel for one sample's channels [c0, c1) on the calling thread, their input
+   planes one after another from xp (a fused caller's buffer, conv_expand_dw.c); no residual.
+   Rows of at most 16 * HL_DW3X3_PLANES_MAX_CHUNKS outputs. */
+enum { HL_DW3X3_PLANES_MAX_CHUNKS = 64 };
+hl_status hl_dw3x3_planes_avx512(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
+                                 const float *w, const float *bias, const conv_epilogue *epi,
+                                 float *y);
 
 /* Stride-1 convolutions with 5x5-class kernels (one group, no dilation) on small planes,
    straight from the planes by AVX2 + FMA (conv_direct.c): whether each pass fits (the CPU

@@ -203,4 +203,22 @@ hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
     return HL_OK;
 }
 
+/* One sample's output channels [c0, c1) on the calling thread, channel c's input plane at
+   xp + (c - c0) * h * w (conv_expand_dw.c's planes, just computed), weights at w + 9 c, its
+   output plane at y + c * P: plane16 as above, so the same bits. */
+hl_status hl_dw3x3_planes_avx512(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
+                                 const float *w, const float *bias, const conv_epilogue *epi,
+                                 float *y) {
+    const int64_t chunks = (g->ow + 15) / 16;
+    chunk16 cm[HL_DW3X3_PLANES_MAX_CHUNKS];
+    if (chunks > HL_DW3X3_PLANES_MAX_CHUNKS)
+        return hl_fail(HL_ERR_UNSUPPORTED, "conv: %lld outputs a row, more than the fused "
+                       "depthwise kernel takes", (long long)g->ow);
+    fill_chunks(g, cm, chunks);
+    for (int64_t c = c0; c < c1; c++)
+        plane16(g, cm, xp + (c - c0) * g->h * g->w, w + c * 9, bias ? bias[c] : 0.0f, epi,
+                NULL, y + c * g->P);
+    return HL_OK;
+}
+
 #endif

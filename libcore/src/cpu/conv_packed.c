@@ -1047,7 +1047,9 @@ static void run_task(const product_tasks *q, int64_t s, int64_t bl, int64_t p0, 
     float *C = pr->c + s * pr->c_step;
     const float *R = pr->res ? pr->res + s * pr->c_step : NULL;
     const int64_t j0 = bl * nb, j1 = HL_MIN(N, j0 + nb);
-    float *mine = q->packed_b + hl_thread_num() * q->per_thread;
+    /* per_thread 0: one buffer (and flag) for whichever thread runs it (hl_conv_packed_lane) */
+    const int64_t me = q->per_thread ? hl_thread_num() : 0;
+    float *mine = q->packed_b + me * q->per_thread;
     const float *slot = q->shared_b ? q->shared_b + (s * q->blocks + bl) * q->kblocks * kc * nb
                                     : NULL;
     for (int64_t k0 = 0; k0 < K || k0 == 0; k0 += kc) {
@@ -1056,7 +1058,7 @@ static void run_task(const product_tasks *q, int64_t s, int64_t bl, int64_t p0, 
         const float *packed = slot ? slot + k0 / kc * kc * nb : mine;
         if (!strips && K > 0 && !slot) {
             /* tasks in lanes (one block of positions and of K) pack it once a thread */
-            unsigned char *once = q->packed_once ? q->packed_once + hl_thread_num() : NULL;
+            unsigned char *once = q->packed_once ? q->packed_once + me : NULL;
             if (!once || !*once)
                 pack_columns(pr->b_rows ? B : B + k0 * pr->ldb, pr->ldb,
                              pr->b_rows ? pr->b_rows + k0 : NULL, pr->b_cols, a.K, j0, j1,
@@ -1084,6 +1086,24 @@ static void run_tasks(int64_t t0, int64_t t1, void *arg) {
 /* Panels [p0, p1) over all positions: one task (hl_parallel_lanes' chunks). */
 static void run_panel_lanes(int64_t p0, int64_t p1, void *arg) {
     run_task(arg, 0, 0, p0, p1);
+}
+
+/* ---- one thread's panels, for fused callers ---- */
+
+bool hl_conv_packed_lane_fits(int64_t k) { return k > 0 && k <= KC; }
+
+int64_t hl_conv_packed_lane_floats(int64_t n, int64_t k) { return k * ((n + NR - 1) / NR * NR); }
+
+/* The lanes path's task (run_panel_lanes) for one caller's piece: the same blocks, so the same
+   sums and bits as any hl_conv_packed_product of these rows. per_thread 0: the caller's one
+   buffer and flag, whichever pool slot runs it. */
+void hl_conv_packed_lane(const conv_packed_problem *pr, int64_t p0, int64_t p1, float *cols,
+                         unsigned char *cols_packed) {
+    const product_tasks q = {.pr = pr, .kn = kernels_here(), .panels = (pr->m + MR - 1) / MR,
+                             .kc = pr->k, .nb = (pr->n + NR - 1) / NR * NR, .blocks = 1,
+                             .chunks = 1, .per_chunk = 1, .per_thread = 0, .kblocks = 1,
+                             .packed_b = cols, .packed_once = cols_packed};
+    run_task(&q, 0, 0, p0, p1);
 }
 
 /* ---- K in halves ---- */

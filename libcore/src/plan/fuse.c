@@ -249,9 +249,63 @@ static void fuse_conv_relu(hl_plan *p) {
     }
 }
 
+/* A pointwise expansion (conv_fused, packed weights) whose output t only a depthwise 3x3
+   convolution reads: one call (core.h's HL_CONV_DW record) that writes the depthwise layer's
+   output y and never t (cpu/conv_expand_dw.c), where the CPU's kernels take the pair
+   (hl_cpu_expand_dw_fusible). The depthwise call's weight and bias references move to the
+   expansion's call, as its output's does. */
+static void fuse_expand_dw(hl_plan *p) {
+    for (int64_t i = 0; i + 1 < p->n; i++) {
+        hl_call *c = &p->calls[i];
+        if (c->op != HL_OP_CONV_FUSED || c->in_many || c->n_out != 1 ||
+            hl_plan_call_device(c).kind != HL_DEVICE_CPU)
+            continue;
+        hl_tensor *t = c->out[0];
+        const int64_t j = hl_plan_next_use(p, t->storage, i);
+        if (j < 0) continue;
+        hl_call *d = &p->calls[j];
+        if (!hl_cpu_expand_dw_fusible(c, d) || c->n_in + d->n_in - 1 > HL_CALL_MAX_IN) continue;
+        hl_tensor *y = d->out[0];
+        if (y->storage == t->storage || !hl_covers_storage(t) ||
+            __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) != 2 ||
+            __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) != 1 ||
+            hl_plan_other_call_uses(p, t->storage, i, j))
+            continue;
+        /* y's write moves to i, and the depthwise weights are read there: no call between may
+           touch y or write those */
+        bool clash = false;
+        for (int64_t k = i + 1; k < j && !clash; k++) {
+            const hl_call *m = &p->calls[k];
+            for (int a = 0; a < m->n_in + m->n_out && !clash; a++) {
+                const hl_tensor *u = hl_call_tensor(m, a);
+                clash = u && u->storage == y->storage;
+            }
+            for (int a = 1; a < d->n_in && !clash; a++)
+                clash = hl_call_writes(m, d->in[a]->storage);
+        }
+        if (clash) continue;
+        const bool fused_dw = d->op == HL_OP_CONV_FUSED;
+        for (int a = 1; a < d->n_in; a++) c->in[c->n_in++] = d->in[a];
+        c->i[HL_CONV_DW] = 1;
+        c->i[HL_CONV_DW + 1] = d->i[1];   /* stride */
+        c->i[HL_CONV_DW + 2] = d->i[5];   /* pads at the top and left */
+        c->i[HL_CONV_DW + 3] = d->i[6];
+        c->i[HL_CONV_DW + 4] = fused_dw ? d->i[9] : HL_CONV_ACT_NONE;
+        c->i[HL_CONV_DW + 5] = fused_dw ? d->i[10] : d->n_in > 2;
+        c->f[2] = fused_dw ? d->f[0] : 0;
+        c->f[3] = fused_dw ? d->f[1] : 0;
+        c->out[0] = y;            /* the depthwise call's reference to y moves here */
+        hl_tensor_release(t);     /* the expansion's */
+        hl_tensor_release(t);     /* the depthwise call's */
+        hl_plan_drop_call(p, j);
+        p->expand_dw++;
+    }
+}
+
 hl_status hl_plan_fuse(hl_plan *p) {
     if (!(p->options & HL_PLAN_NO_NORM_FUSION)) hl_plan_fuse_norms(p);
     fuse_conv_relu(p);
+    fuse_expand_dw(p);
     hl_plan_fuse_outer_updates(p);
     p->group_of = malloc(sizeof *p->group_of * (p->n ? p->n : 1));
     if (!p->group_of) return hl_fail(HL_ERR_MEMORY, "plan: out of memory fusing");

@@ -60,6 +60,7 @@ struct hl_plan {
     int64_t conv_epilogues;  /* convolutions that took the following ReLU in (fuse.c) */
     int64_t norm_fusions;    /* batch norms that took a ReLU (+ add) or relu_grad in */
     int64_t pool_fusions;    /* max-pool gradients that took the following relu_grad in */
+    int64_t expand_dw;       /* pointwise expansions that took their depthwise layer in */
     int64_t outer_updates;   /* batch-1 weight gradients formed inside their update */
     int64_t recomputed;      /* tensors made again instead of kept (recompute.c) */
     /* slice.c: per call, the index of its sliced run or -1 (NULL: no run) */

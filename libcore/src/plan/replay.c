@@ -157,6 +157,7 @@ hl_status hl_plan_stats(const hl_plan *p, hl_plan_info *info) {
     info->conv_epilogues = p->conv_epilogues;
     info->norm_fusions = p->norm_fusions;
     info->pool_fusions = p->pool_fusions;
+    info->expand_dw = p->expand_dw;
     info->outer_updates = p->outer_updates;
     info->recomputed = p->recomputed;
     info->sliced_runs = p->n_slice_runs;

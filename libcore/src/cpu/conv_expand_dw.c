@@ -1,0 +1,133 @@
+/*
+ * conv_expand_dw.c - a pointwise expansion and the depthwise 3x3 convolution after it as one
+ * pass: MobileNetV2's inverted residual blocks, 1x1 conv (16 -> 96 channels at 112x112) then
+ * depthwise 3x3. Layer by layer the expansion writes its whole output (4.8 MB at 112x112, more
+ * than a core's L2) and the depthwise layer reads it back from L3 or memory. Here each task
+ * computes a group of GROUP expanded channels into a buffer of its thread (12 planes of
+ * 112x112: 588 KiB, in L2) and runs the depthwise kernel over those planes at once: the
+ * expanded tensor never reaches memory.
+ *
+ * Only graph mode makes these calls (plan/fuse.c's fuse_expand_dw: a conv_fused with packed
+ * 1x1 weights whose output only a depthwise conv reads, on the CPU); the record keeps the
+ * expansion's layout with the depthwise layer's operands and attributes after it (core.h,
+ * HL_CONV_DW_*). The expansion runs the packed product's own blocks (hl_conv_packed_lane) and
+ * the depthwise planes the sixteen-lane kernel's plane16 (hl_dw3x3_planes_avx512), so a fused
+ * replay is bit for bit the two calls it replaced (tests/plan/test_plan_expand_dw.py).
+ */
+#include <stdlib.h>
+
+#include "../core.h"
+#include "conv.h"
+#include "conv_avx2.h"
+#include "conv_avx512.h"
+#include "cpu_features.h"
+#include "parallel.h"
+
+enum {
+    /* Expanded channels a task: two panels (the product's AVX-512 blocks pair panels). 6, 24
+       and 48 ran as fast (MobileNetV2's three fused pairs at one thread, within 2-6%). */
+    GROUP = 2 * HL_CONV_PACK_ROWS,
+    /* Fused where one sample's expanded tensor takes at least this many bytes: MobileNetV2's
+       112x112 (4.8 MB) and 56x56 (1.8 MB) layers. Smaller ones stay in each core's L2 from
+       one layer to the next already (the products and the depthwise planes run in lanes):
+       fusing its 28x28 ones too changed nothing measurable. */
+    FUSE_MIN_BYTES = 1 << 20,
+};
+
+bool hl_conv_expand_dw_fits(const conv_geom *g1, const conv_geom *g2) {
+#if HL_HAVE_AVX512_KERNELS
+    const char *env = getenv("HL_CONV_EXPAND_DW");   /* 0: never (for comparisons) */
+    if (env && env[0] == '0') return false;
+    return hl_conv_avx2() && hl_cpu_avx512() && g1->groups == 1 && g1->kh == 1 &&
+           g1->kw == 1 && g1->sh == 1 && g1->sw == 1 && g1->pt == 0 && g1->pl == 0 &&
+           g1->oh == g1->h && g1->ow == g1->w && hl_conv_packed_lane_fits(g1->K) &&
+           hl_dw3x3_fits(g2) && g2->c_in == g1->c_out && g2->c_out == g2->c_in &&
+           g2->h == g1->oh && g2->w == g1->ow && g2->n == g1->n &&
+           !hl_dw3x3_blocked_fits(g2) &&
+           (g2->ow + 15) / 16 <= HL_DW3X3_PLANES_MAX_CHUNKS &&
+           g1->c_out * g1->P * (int64_t)sizeof(float) >= FUSE_MIN_BYTES;
+#else
+    (void)g1, (void)g2;
+    return false;
+#endif
+}
+
+#if HL_HAVE_AVX512_KERNELS
+
+typedef struct {
+    const conv_geom *g1, *g2;
+    const float *x, *packed, *b1, *w2, *b2;
+    const conv_epilogue *e1, *e2;
+    float *y;
+    int64_t groups;          /* tasks a sample */
+    int64_t thread_floats;   /* each thread's buffer: GROUP planes, then its packed columns */
+    float *work;
+    int64_t *cols_of;        /* per thread: the sample whose columns its buffer holds, or -1 */
+    hl_status *failed;
+} expand_dw;
+
+static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
+    const expand_dw *q = arg;
+    const conv_geom *g1 = q->g1, *g2 = q->g2;
+    const int slot = hl_thread_num();
+    float *planes = q->work + slot * q->thread_floats, *cols = planes + GROUP * g1->P;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t s = t / q->groups, c0 = t % q->groups * GROUP;
+        const int64_t c1 = HL_MIN(g1->c_out, c0 + GROUP);
+        unsigned char cols_packed = q->cols_of[slot] == s;
+        const conv_packed_problem pr = {
+            .m = c1 - c0, .n = g1->P, .k = g1->K, .count = 1,
+            .a = q->packed + c0 / HL_CONV_PACK_ROWS * g1->K * HL_CONV_PACK_ROWS,
+            .b = q->x + s * g1->c_in * g1->P, .ldb = g1->P, .c = planes, .ldc = g1->P,
+            .bias = q->b1 ? q->b1 + c0 : NULL, .epi = q->e1};
+        hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS, cols,
+                            &cols_packed);
+        q->cols_of[slot] = cols_packed ? s : -1;
+        hl_status st = hl_dw3x3_planes_avx512(g2, planes, c0, c1, q->w2, q->b2, q->e2,
+                                              q->y + s * g2->c_out * g2->P);
+        if (st) __atomic_store_n(q->failed, st, __ATOMIC_RELAXED);
+    }
+}
+
+hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const float *packed,
+                                    const float *b1, const conv_epilogue *e1,
+                                    const conv_geom *g2, const float *w2, const float *b2,
+                                    const conv_epilogue *e2, float *y) {
+    if (g1->n == 0 || g1->c_out == 0 || g2->P == 0) return HL_OK;
+    const int threads = hl_pool_threads();
+    const int64_t groups = (g1->c_out + GROUP - 1) / GROUP, tasks = g1->n * groups;
+    /* each thread's buffer whole cache lines (16 floats), then one int64 a thread */
+    const int64_t thread_floats =
+        (GROUP * g1->P + hl_conv_packed_lane_floats(g1->P, g1->K) + 15) / 16 * 16;
+    scratch sb;
+    float *work;
+    hl_status st = scratch_get("conv", &sb, ((size_t)thread_floats * sizeof(float) +
+                                             sizeof(int64_t)) * (size_t)threads,
+                               (void **)&work);
+    if (st) return st;
+    int64_t *cols_of = (int64_t *)(work + thread_floats * threads);
+    for (int i = 0; i < threads; i++) cols_of[i] = -1;
+    hl_status failed = HL_OK;
+    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, groups, thread_floats, work,
+                         cols_of, &failed};
+    if (threads > 1 && tasks > 1)
+        hl_parallel_lanes(tasks, run_expand_dw, (void *)&q);
+    else
+        hl_parallel_for(tasks, tasks, run_expand_dw, (void *)&q);
+    scratch_put(&sb);
+    return failed ? hl_fail(failed, "conv: the fused expansion and depthwise layer failed")
+                  : HL_OK;
+}
+
+#else
+
+hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const float *packed,
+                                    const float *b1, const conv_epilogue *e1,
+                                    const conv_geom *g2, const float *w2, const float *b2,
+                                    const conv_epilogue *e2, float *y) {
+    (void)g1, (void)x, (void)packed, (void)b1, (void)e1, (void)g2, (void)w2, (void)b2;
+    (void)e2, (void)y;
+    return hl_fail(HL_ERR_UNSUPPORTED, "conv: the fused expansion kernel is not built here");
+}
+
+#endif
