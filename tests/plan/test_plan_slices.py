@@ -15,6 +15,14 @@ from hl.ops.conv import conv_fused_forward, conv_pack
 from .replaying import replay
 
 
+@pytest.fixture(autouse=True)
+def three_calls(monkeypatch):
+    """The blocks' expansion and depthwise layer stay two calls (on AVX-512 CPUs a plan fuses
+    them, plan/fuse.c's fuse_expand_dw): these tests count and time the sliced calls.
+    test_plan_expand_dw.py slices fused blocks."""
+    monkeypatch.setenv("HL_CONV_EXPAND_DW", "0")
+
+
 def _block(rng, cin=16, mid=96, stride=1):
     """An inverted residual block's weights (1x1 expand, 3x3 depthwise, 1x1 project) as numpy
     arrays, and as hl tensors under "hl" with the 1x1 weights packed (before recording, as

@@ -1,0 +1,176 @@
+"""A pointwise expansion whose output only a depthwise 3x3 convolution reads runs, in a plan, as
+one call that never writes the expanded tensor (libcore cpu/conv_expand_dw.c, plan/fuse.c's
+fuse_expand_dw): on CPUs with the AVX-512 kernels, where one sample's expanded tensor takes at
+least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks). The replay must equal the unfused one
+(HL_CONV_EXPAND_DW=0) bit for bit, NaN and infinities included, at any thread count;
+onnxruntime on the same ONNX model is the reference for the values (rtol = atol = 1e-4, as
+the other planned-inference tests: float32 sums of up to 9 + K terms in other orders)."""
+import threading
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import hl
+from hl import _core
+from hl import onnx as hl_onnx
+
+FUSES_HERE = _core.cpu_kernels() == "avx512"
+
+
+def _block(rng, cin, cexp, stride, expand_act="Clip", dw_act="Clip", dw_bias=True,
+           expand_bias=True, project=False):
+    """Conv 1x1 (cin -> cexp) [+ act], depthwise 3x3 Conv (pads 1, stride) [+ act] [+ a 1x1
+    projection back to cin], as ONNX."""
+    def init(name, *shape):
+        a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) if len(shape) > 1 else 4)
+        return numpy_helper.from_array(a.astype(np.float32), name)
+    inits = [init("w1", cexp, cin, 1, 1), init("wd", cexp, 1, 3, 3),
+             numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+             numpy_helper.from_array(np.array(6.0, np.float32), "hi")]
+    inits += [init("b1", cexp)] if expand_bias else []
+    inits += [init("bd", cexp)] if dw_bias else []
+    nodes = [helper.make_node("Conv", ["x", "w1"] + (["b1"] if expand_bias else []), ["e"])]
+    e = "e"
+    if expand_act == "Clip":
+        nodes.append(helper.make_node("Clip", ["e", "lo", "hi"], ["e6"]))
+        e = "e6"
+    elif expand_act == "Relu":
+        nodes.append(helper.make_node("Relu", ["e"], ["e6"]))
+        e = "e6"
+    nodes.append(helper.make_node("Conv", [e, "wd"] + (["bd"] if dw_bias else []), ["d"],
+                                  group=cexp, kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                  strides=[stride, stride]))
+    out = "d"
+    if dw_act == "Clip":
+        nodes.append(helper.make_node("Clip", ["d", "lo", "hi"], ["d6"]))
+        out = "d6"
+    if project:
+        inits.append(init("w2", cin, cexp, 1, 1))
+        nodes.append(helper.make_node("Conv", [out, "w2"], ["p"]))
+        out = "p"
+    graph = helper.make_graph(
+        nodes, "block", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", cin, "H", "W"])],
+        [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["N", None, None, None])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _last_stats(rep):
+    plans = [e for e in rep.model.program.plans.entries.values() if e is not None]
+    return _core.plan_stats(plans[-1].plan)
+
+
+def _runs(model, xs, threads, monkeypatch, fuse):
+    """Each input's output from the plan (the third run of a signature replays it), and the
+    last plan's statistics."""
+    monkeypatch.setenv("HL_CONV_EXPAND_DW", "1" if fuse else "0")
+    prev = hl.get_num_threads()
+    hl.set_num_threads(threads)
+    try:
+        rep = hl_onnx.prepare(model)
+        outs = []
+        for x in xs:
+            for _ in range(3):
+                y = rep.run([x])[0]
+            outs.append(np.array(y))
+        return outs, _last_stats(rep), rep
+    finally:
+        hl.set_num_threads(prev)
+
+
+CASES = {  # name: (cin, cexp, H, W, stride, block options)
+    "mobilenet_56x56": (24, 144, 56, 56, 1, {}),
+    "mobilenet_112x112_s2": (16, 96, 112, 112, 2, {}),
+    # odd sizes, channels not a multiple of the 12 a task takes (the last group 4), K odd,
+    # no expansion bias, the depthwise layer without bias or activation (a plain conv)
+    "odd_s2": (7, 100, 57, 57, 2, dict(expand_bias=False, dw_bias=False, dw_act=None)),
+    "odd_s1_relu": (5, 100, 53, 51, 1, dict(expand_act="Relu", project=True)),
+    "no_expand_act": (3, 64, 60, 70, 1, dict(expand_act=None)),
+    "wide_rows": (8, 96, 8, 600, 2, {}),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("case", list(CASES))
+def test_fused_expansion_equals_the_unfused_calls_and_onnxruntime(rng, monkeypatch, case,
+                                                                   threads):
+    cin, cexp, h, w, stride, opts = CASES[case]
+    model = _block(rng, cin, cexp, stride, **opts)
+    xs = [rng.standard_normal((n, cin, h, w)).astype(np.float32) for n in (1, 3)]
+    fused, stats, _ = _runs(model, xs, threads, monkeypatch, fuse=True)
+    plain, plain_stats, _ = _runs(model, xs, threads, monkeypatch, fuse=False)
+    assert stats["expand_dw"] == (1 if FUSES_HERE else 0), stats
+    assert plain_stats["expand_dw"] == 0
+    assert stats["calls"] == plain_stats["calls"] - stats["expand_dw"]
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for x, f, p in zip(xs, fused, plain):
+        np.testing.assert_array_equal(f, p)
+        np.testing.assert_allclose(f, sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_nan_and_infinities_take_the_unfused_bits(rng, monkeypatch):
+    # no activations, which would clip the infinities
+    cin, cexp, h, w = 7, 100, 57, 57
+    model = _block(rng, cin, cexp, 2, expand_act=None, dw_act=None)
+    x = rng.standard_normal((2, cin, h, w)).astype(np.float32)
+    x[0, 0, 3, :5] = np.nan
+    x[0, 1, 10, 7] = np.inf
+    x[1, 2, 0, 0] = -np.inf
+    x[1, 3] *= 1e30  # large values: inf after the expansion's sums
+    (fused,), stats, _ = _runs(model, [x], 2, monkeypatch, fuse=True)
+    (plain,), _, _ = _runs(model, [x], 2, monkeypatch, fuse=False)
+    assert stats["expand_dw"] == (1 if FUSES_HERE else 0)
+    assert np.isnan(fused).any() and np.isinf(fused).any()
+    np.testing.assert_array_equal(fused, plain)
+
+
+def test_nothing_fuses_where_the_kernel_does_not_take_the_pair(rng, monkeypatch):
+    # rows of 1100 outputs (more than the fused depthwise kernel's 64 vectors), and a block
+    # whose expanded tensor (32 x 28 x 28, 100 KB) stays in cache anyway
+    for cin, cexp, h, w in ((8, 64, 4, 1100), (8, 32, 28, 28)):
+        model = _block(rng, cin, cexp, 1)
+        x = rng.standard_normal((1, cin, h, w)).astype(np.float32)
+        (y,), stats, _ = _runs(model, [x], 2, monkeypatch, fuse=True)
+        assert stats["expand_dw"] == 0, (h, w)
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(y, sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
+
+
+def test_threads_sharing_a_fused_model_get_one_thread_answers(rng, monkeypatch):
+    cin, cexp, h, w, stride, opts = CASES["mobilenet_56x56"]
+    model = _block(rng, cin, cexp, stride, **opts)
+    xs = [rng.standard_normal((1, cin, h, w)).astype(np.float32) for _ in range(2)]
+    want, stats, rep = _runs(model, xs, 2, monkeypatch, fuse=True)
+    assert stats["expand_dw"] == (1 if FUSES_HERE else 0)
+    got, errors = {}, []
+
+    def work(k):
+        try:
+            for _ in range(5):
+                got[k] = np.array(rep.run([xs[k]])[0])
+                np.testing.assert_array_equal(got[k], want[k])
+        except Exception as e:  # noqa: BLE001  reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in (0, 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+def test_fused_blocks_are_sliced_as_the_unfused_ones(rng, monkeypatch):
+    # batch 4 at 96x96: the block's tensors outgrow the cache, so the plan replays it a sample
+    # at a time (plan/slice.c), the fused call among the sliced ones
+    model = _block(rng, 16, 96, 1, project=True)
+    x = rng.standard_normal((4, 16, 96, 96)).astype(np.float32)
+    (fused,), stats, _ = _runs(model, [x], 2, monkeypatch, fuse=True)
+    (plain,), plain_stats, _ = _runs(model, [x], 2, monkeypatch, fuse=False)
+    assert stats["sliced_runs"] == plain_stats["sliced_runs"] == 1, (stats, plain_stats)
+    assert stats["sliced_calls"] == 3 - stats["expand_dw"], stats
+    np.testing.assert_array_equal(fused, plain)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(fused, sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
