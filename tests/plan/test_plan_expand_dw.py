@@ -1,10 +1,11 @@
 """A pointwise expansion whose output only a depthwise 3x3 convolution reads runs, in a plan, as
 one call that never writes the expanded tensor (libcore cpu/conv_expand_dw.c, plan/fuse.c's
-fuse_expand_dw): on CPUs with the AVX-512 kernels, where one sample's expanded tensor takes at
+fuse_expand_dw): on CPUs with the AVX2 or AVX-512 kernels, where one sample's expanded tensor takes at
 least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks). The replay must equal the unfused one
 (HL_CONV_EXPAND_DW=0) bit for bit, NaN and infinities included, at any thread count;
 onnxruntime on the same ONNX model is the reference for the values (rtol = atol = 1e-4, as
 the other planned-inference tests: float32 sums of up to 9 + K terms in other orders)."""
+import os
 import threading
 
 import numpy as np
@@ -16,7 +17,8 @@ import hl
 from hl import _core
 from hl import onnx as hl_onnx
 
-FUSES_HERE = _core.cpu_kernels() == "avx512"
+# the fused kernel runs the AVX2 or AVX-512 kernels (HL_CONV_AVX2=0 turns both off)
+FUSES_HERE = _core.cpu_kernels() != "portable" and os.environ.get("HL_CONV_AVX2", "") != "0"
 
 
 def _block(rng, cin, cexp, stride, expand_act="Clip", dw_act="Clip", dw_bias=True,

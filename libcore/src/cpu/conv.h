@@ -114,6 +114,13 @@ hl_status hl_conv_phases_forward(const conv_geom *g, const float *x, const float
 bool hl_dw3x3_fits(const conv_geom *g);
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y);
+/* One sample's output channels [c0, c1) on the calling thread, their input planes one after
+   another from xp (a fused caller's buffer, conv_expand_dw.c), no residual, by the kernel
+   hl_dw3x3_forward runs on planes too large for the blocked one: the same bits. Rows of at
+   most 16 * HL_DW3X3_PLANES_MAX_CHUNKS outputs. */
+hl_status hl_dw3x3_planes(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
+                          const float *w, const float *bias, const conv_epilogue *epi,
+                          float *y);
 /* The same on small planes, eight channels at a time in the lanes (conv_dw3x3_blocked.c; one
    output channel per input channel): whether a call's planes are small enough, and the forward
    pass of each sample's first c_out / 8 * 8 channels (hl_dw3x3_forward runs the rest). */
@@ -125,9 +132,7 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
 hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
                                const float *w, const float *bias, const conv_epilogue *epi,
                                float *y);
-/* The same kernel for one sample's channels [c0, c1) on the calling thread, their input
-   planes one after another from xp (a fused caller's buffer, conv_expand_dw.c); no residual.
-   Rows of at most 16 * HL_DW3X3_PLANES_MAX_CHUNKS outputs. */
+/* hl_dw3x3_planes on this kernel. */
 enum { HL_DW3X3_PLANES_MAX_CHUNKS = 64 };
 hl_status hl_dw3x3_planes_avx512(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
                                  const float *w, const float *bias, const conv_epilogue *epi,

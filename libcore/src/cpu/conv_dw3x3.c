@@ -336,6 +336,37 @@ typedef struct {
 } dw_planes;
 static void run_planes(int64_t begin, int64_t end, void *arg);
 
+/* A TAIL last chunk's reach past a row's start (0: none): a partial last chunk of a standard
+   plane (below) whose outputs read inside the row; its loads reach q + 10 (stride 1) or
+   q + 18 (stride 2), past the row. */
+static int64_t tail_reach_of(const conv_geom *g) {
+    const int64_t s = g->sw, last = (g->ow + 7) / 8 - 1;
+    return g->ow % 8 && (g->ow - 1) * s - g->pl + 2 <= g->w - 1
+               ? last * 8 * s - g->pl + (s == 1 ? 10 : 18) : 0;
+}
+
+/* Floats of the row of zeros that q's standard rows read (at most). */
+static int64_t zero_floats(const conv_geom *g) { return HL_MAX(g->w, tail_reach_of(g)); }
+
+/* q's masks (into cm: (ow + 7) / 8 of them), interior run, row of zeros (into zeros:
+   zero_floats(g) floats) and TAIL reach for g's planes. */
+static void prepare_planes(const conv_geom *g, chunk_masks *cm, float *zeros, dw_planes *q) {
+    const int64_t chunks = (g->ow + 7) / 8, tail_reach = tail_reach_of(g);
+    fill_masks(g, cm, chunks);
+    /* the interior chunks are one run [c0, c1) (a chunk's loads move right with it) */
+    int64_t c0 = 0, c1 = 0;
+    while (c0 < chunks && !cm[c0].interior) c0++;
+    for (c1 = c0; c1 < chunks && cm[c1].interior;) c1++;
+    float *zero_row = NULL;
+    if (standard_rows(g, chunks, c0, c1)) {
+        zero_row = zeros;
+        for (int64_t i = 0; i < zero_floats(g); i++) zero_row[i] = 0.0f;
+    }
+    const bool tail = zero_row && tail_reach > 0 && c1 == chunks - 1;
+    q->g = g, q->cm = cm, q->c0 = c0, q->c1 = c1, q->zero_row = zero_row;
+    q->tail_reach = tail ? tail_reach : 0;
+}
+
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
     if (g->n * g->c_out == 0 || g->P == 0) return HL_OK;
@@ -351,36 +382,49 @@ hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
 #endif
     const int64_t rest = g->c_out - done, planes = g->n * rest, chunks = (g->ow + 7) / 8;
     if (planes == 0) return HL_OK;
-    /* a partial last chunk of a standard plane (below) whose outputs read inside the row:
-       its loads reach q + 10 (stride 1) or q + 18 (stride 2), past the row */
-    const int64_t s = g->sw, last = chunks - 1;
-    const int64_t tail_reach = g->ow % 8 && (g->ow - 1) * s - g->pl + 2 <= g->w - 1
-                                   ? last * 8 * s - g->pl + (s == 1 ? 10 : 18) : 0;
     scratch sb;
     chunk_masks *cm;
     hl_status st = scratch_get("conv", &sb, (size_t)chunks * sizeof(chunk_masks) +
-                                   (size_t)HL_MAX(g->w, tail_reach) * sizeof(float),
-                               (void **)&cm);
+                                   (size_t)zero_floats(g) * sizeof(float), (void **)&cm);
     if (st) return st;
-    fill_masks(g, cm, chunks);
-    /* the interior chunks are one run [c0, c1) (a chunk's loads move right with it) */
-    int64_t c0 = 0, c1 = 0;
-    while (c0 < chunks && !cm[c0].interior) c0++;
-    for (c1 = c0; c1 < chunks && cm[c1].interior;) c1++;
+    dw_planes q = {.x_end = x + g->n * g->c_in * g->h * g->w, .done = done, .rest = rest,
+                   .x = x, .w = w, .bias = bias, .epi = epi, .y = y};
+    prepare_planes(g, cm, (float *)(cm + chunks), &q);
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
-    float *zero_row = NULL;
-    if (standard_rows(g, chunks, c0, c1)) {
-        zero_row = (float *)(cm + chunks);
-        for (int64_t i = 0; i < HL_MAX(g->w, tail_reach); i++) zero_row[i] = 0.0f;
-    }
-    const bool tail = zero_row && tail_reach > 0 && c1 == last;
-    const dw_planes q = {g, cm, c0, c1, zero_row, tail ? tail_reach : 0,
-                         x + g->n * g->c_in * g->h * g->w, done, rest, x, w, bias, epi, y};
     if (parallel)   /* in lanes, as the AVX-512 kernel (conv_dw3x3_avx512.c) */
         hl_parallel_lanes(planes, run_planes, (void *)&q);
     else
         hl_parallel_for(planes, planes, run_planes, (void *)&q);
     scratch_put(&sb);
+    return HL_OK;
+}
+
+/* One sample's channels [c0, c1) on the calling thread from planes one after another at xp
+   (conv_expand_dw.c): the AVX-512 kernel where the CPU has it, else plane() as
+   hl_dw3x3_forward runs it (the same bits either way as the unfused call's). */
+hl_status hl_dw3x3_planes(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
+                          const float *w, const float *bias, const conv_epilogue *epi,
+                          float *y) {
+#if HL_HAVE_AVX512_KERNELS
+    if (hl_cpu_avx512()) return hl_dw3x3_planes_avx512(g, xp, c0, c1, w, bias, epi, y);
+#endif
+    enum { MAX_CHUNKS = 2 * HL_DW3X3_PLANES_MAX_CHUNKS, MAX_ZEROS = 32 * MAX_CHUNKS + 64 };
+    chunk_masks cm[MAX_CHUNKS];
+    float zeros[MAX_ZEROS];
+    if ((g->ow + 7) / 8 > MAX_CHUNKS || zero_floats(g) > MAX_ZEROS)
+        return hl_fail(HL_ERR_UNSUPPORTED, "conv: %lld outputs a row, more than the fused "
+                       "depthwise kernel takes", (long long)g->ow);
+    const int64_t planes = c1 - c0;
+    dw_planes q = {.x_end = xp + planes * g->h * g->w, .done = 0, .rest = planes, .x = xp,
+                   .w = w + c0 * 9, .bias = bias ? bias + c0 : NULL, .epi = epi,
+                   .y = y + c0 * g->P};
+    prepare_planes(g, cm, zeros, &q);
+    /* run_planes reads plane p of q's one sample at x + p h w and writes y + p P; a conv_geom
+       of those planes' count (the masks depend on the plane's size alone) */
+    conv_geom gp = *g;
+    gp.n = 1, gp.c_in = gp.c_out = gp.groups = planes;
+    q.g = &gp;
+    run_planes(0, planes, (void *)&q);
     return HL_OK;
 }
 
@@ -408,6 +452,13 @@ static void run_planes(int64_t begin, int64_t end, void *arg) {
 hl_status hl_dw3x3_forward(const conv_geom *g, const float *x, const float *w,
                            const float *bias, const conv_epilogue *epi, float *y) {
     (void)g, (void)x, (void)w, (void)bias, (void)epi, (void)y;
+    return hl_fail(HL_ERR_UNSUPPORTED, "conv: the AVX2 depthwise kernel is not built here");
+}
+
+hl_status hl_dw3x3_planes(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
+                          const float *w, const float *bias, const conv_epilogue *epi,
+                          float *y) {
+    (void)g, (void)xp, (void)c0, (void)c1, (void)w, (void)bias, (void)epi, (void)y;
     return hl_fail(HL_ERR_UNSUPPORTED, "conv: the AVX2 depthwise kernel is not built here");
 }
 

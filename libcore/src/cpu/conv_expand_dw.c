@@ -10,9 +10,10 @@
  * Only graph mode makes these calls (plan/fuse.c's fuse_expand_dw: a conv_fused with packed
  * 1x1 weights whose output only a depthwise conv reads, on the CPU); the record keeps the
  * expansion's layout with the depthwise layer's operands and attributes after it (core.h,
- * HL_CONV_DW_*). The expansion runs the packed product's own blocks (hl_conv_packed_lane) and
- * the depthwise planes the sixteen-lane kernel's plane16 (hl_dw3x3_planes_avx512), so a fused
- * replay is bit for bit the two calls it replaced (tests/plan/test_plan_expand_dw.py).
+ * HL_CONV_DW). The expansion runs the packed product's own blocks (hl_conv_packed_lane) and
+ * the planes the depthwise kernel the unfused call would take (hl_dw3x3_planes: AVX-512's
+ * sixteen lanes or AVX2's eight), so a fused replay is bit for bit the two calls it replaced
+ * (tests/plan/test_plan_expand_dw.py, also under HL_CPU_AVX512=0).
  */
 #include <stdlib.h>
 
@@ -35,10 +36,10 @@ enum {
 };
 
 bool hl_conv_expand_dw_fits(const conv_geom *g1, const conv_geom *g2) {
-#if HL_HAVE_AVX512_KERNELS
+#if HL_CONV_HAVE_X86
     const char *env = getenv("HL_CONV_EXPAND_DW");   /* 0: never (for comparisons) */
     if (env && env[0] == '0') return false;
-    return hl_conv_avx2() && hl_cpu_avx512() && g1->groups == 1 && g1->kh == 1 &&
+    return hl_conv_avx2() && g1->groups == 1 && g1->kh == 1 &&
            g1->kw == 1 && g1->sh == 1 && g1->sw == 1 && g1->pt == 0 && g1->pl == 0 &&
            g1->oh == g1->h && g1->ow == g1->w && hl_conv_packed_lane_fits(g1->K) &&
            hl_dw3x3_fits(g2) && g2->c_in == g1->c_out && g2->c_out == g2->c_in &&
@@ -52,7 +53,7 @@ bool hl_conv_expand_dw_fits(const conv_geom *g1, const conv_geom *g2) {
 #endif
 }
 
-#if HL_HAVE_AVX512_KERNELS
+#if HL_CONV_HAVE_X86
 
 typedef struct {
     const conv_geom *g1, *g2;
@@ -83,7 +84,7 @@ static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
         hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS, cols,
                             &cols_packed);
         q->cols_of[slot] = cols_packed ? s : -1;
-        hl_status st = hl_dw3x3_planes_avx512(g2, planes, c0, c1, q->w2, q->b2, q->e2,
+        hl_status st = hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2,
                                               q->y + s * g2->c_out * g2->P);
         if (st) __atomic_store_n(q->failed, st, __ATOMIC_RELAXED);
     }
