@@ -70,14 +70,10 @@ void hl_conv_packed_strips(const float *packed, int64_t m, int64_t k, const floa
                            const conv_epilogue *epi);
 
 /* One thread's share of a product, for a fused caller (conv_expand_dw.c): panels [p0, p1) of
-   pr's one sample over all its n columns, by the blocks hl_conv_packed_product runs (the same
-   bits), the columns packed into `cols` (hl_conv_packed_lane_floats(n, k) floats) unless
-   *cols_packed says they are already (it is set once they are; panels that read the columns
-   in place leave it). Only for k <= the product's block of K (hl_conv_packed_lane_fits). */
+   pr's one sample over all its n columns, read in place, by the blocks hl_conv_packed_product
+   runs (the same bits). Only for k <= the product's block of K (hl_conv_packed_lane_fits). */
 bool hl_conv_packed_lane_fits(int64_t k);
-int64_t hl_conv_packed_lane_floats(int64_t n, int64_t k);
-void hl_conv_packed_lane(const conv_packed_problem *pr, int64_t p0, int64_t p1, float *cols,
-                         unsigned char *cols_packed);
+void hl_conv_packed_lane(const conv_packed_problem *pr, int64_t p0, int64_t p1);
 
 /* A pointwise expansion (g1, packed weights) and the depthwise 3x3 layer after it (g2) as one
    pass, the expanded planes kept in a thread's buffer (conv_expand_dw.c): whether the two fit,

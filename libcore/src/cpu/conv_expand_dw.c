@@ -10,7 +10,8 @@
  * Only graph mode makes these calls (plan/fuse.c's fuse_expand_dw: a conv_fused with packed
  * 1x1 weights whose output only a depthwise conv reads, on the CPU); the record keeps the
  * expansion's layout with the depthwise layer's operands and attributes after it (core.h,
- * HL_CONV_DW). The expansion runs the packed product's own blocks (hl_conv_packed_lane) and
+ * HL_CONV_DW). The expansion runs the packed product's own blocks on the input read in place
+ * (hl_conv_packed_lane: no pass to pack it, which at 112x112 cost 15%) and
  * the planes the depthwise kernel the unfused call would take (hl_dw3x3_planes: AVX-512's
  * sixteen lanes or AVX2's eight), so a fused replay is bit for bit the two calls it replaced
  * (tests/plan/test_plan_expand_dw.py, also under HL_CPU_AVX512=0).
@@ -61,31 +62,26 @@ typedef struct {
     const conv_epilogue *e1, *e2;
     float *y;
     int64_t groups;          /* tasks a sample */
-    int64_t thread_floats;   /* each thread's buffer: GROUP planes, then its packed columns */
-    float *work;
-    int64_t *cols_of;        /* per thread: the sample whose columns its buffer holds, or -1 */
+    float *planes;           /* per thread: GROUP expanded planes, thread_floats apart */
+    int64_t thread_floats;
     hl_status *failed;
 } expand_dw;
 
 static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
     const expand_dw *q = arg;
     const conv_geom *g1 = q->g1, *g2 = q->g2;
-    const int slot = hl_thread_num();
-    float *planes = q->work + slot * q->thread_floats, *cols = planes + GROUP * g1->P;
+    float *planes = q->planes + hl_thread_num() * q->thread_floats;
     for (int64_t t = t0; t < t1; t++) {
         const int64_t s = t / q->groups, c0 = t % q->groups * GROUP;
         const int64_t c1 = HL_MIN(g1->c_out, c0 + GROUP);
-        unsigned char cols_packed = q->cols_of[slot] == s;
         const conv_packed_problem pr = {
             .m = c1 - c0, .n = g1->P, .k = g1->K, .count = 1,
             .a = q->packed + c0 / HL_CONV_PACK_ROWS * g1->K * HL_CONV_PACK_ROWS,
             .b = q->x + s * g1->c_in * g1->P, .ldb = g1->P, .c = planes, .ldc = g1->P,
             .bias = q->b1 ? q->b1 + c0 : NULL, .epi = q->e1};
-        hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS, cols,
-                            &cols_packed);
-        q->cols_of[slot] = cols_packed ? s : -1;
+        hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS);
         hl_status st = hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2,
-                                              q->y + s * g2->c_out * g2->P);
+                                       q->y + s * g2->c_out * g2->P);
         if (st) __atomic_store_n(q->failed, st, __ATOMIC_RELAXED);
     }
 }
@@ -97,20 +93,15 @@ hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const f
     if (g1->n == 0 || g1->c_out == 0 || g2->P == 0) return HL_OK;
     const int threads = hl_pool_threads();
     const int64_t groups = (g1->c_out + GROUP - 1) / GROUP, tasks = g1->n * groups;
-    /* each thread's buffer whole cache lines (16 floats), then one int64 a thread */
-    const int64_t thread_floats =
-        (GROUP * g1->P + hl_conv_packed_lane_floats(g1->P, g1->K) + 15) / 16 * 16;
+    const int64_t thread_floats = (GROUP * g1->P + 15) / 16 * 16;   /* whole cache lines */
     scratch sb;
-    float *work;
-    hl_status st = scratch_get("conv", &sb, ((size_t)thread_floats * sizeof(float) +
-                                             sizeof(int64_t)) * (size_t)threads,
-                               (void **)&work);
+    float *planes;
+    hl_status st = scratch_get("conv", &sb, (size_t)(thread_floats * threads) * sizeof(float),
+                               (void **)&planes);
     if (st) return st;
-    int64_t *cols_of = (int64_t *)(work + thread_floats * threads);
-    for (int i = 0; i < threads; i++) cols_of[i] = -1;
     hl_status failed = HL_OK;
-    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, groups, thread_floats, work,
-                         cols_of, &failed};
+    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, groups, planes,
+                         thread_floats, &failed};
     if (threads > 1 && tasks > 1)
         hl_parallel_lanes(tasks, run_expand_dw, (void *)&q);
     else
