@@ -21,8 +21,6 @@
 #include "../core.h"
 #include "conv.h"
 #include "conv_avx2.h"
-#include "conv_avx512.h"
-#include "cpu_features.h"
 #include "parallel.h"
 
 enum {
