@@ -27,16 +27,16 @@
 #include "conv.h"
 #include "out_range.h"
 
-/* The geometry of a call record (layout in api/conv.c). */
-static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
-                      const int64_t *wshape, conv_geom *g) {
+/* The geometry of a call record (layout in api/conv.c) whose output has shape yshape. */
+static void geom_of(const hl_call *c, const hl_tensor *x, const int64_t *yshape,
+                    const int64_t *wshape, conv_geom *g) {
     g->n = x->shape[0];
     g->c_in = x->shape[1];
     g->h = x->shape[2];
     g->w = x->shape[3];
-    g->c_out = y->shape[1];
-    g->oh = y->shape[2];
-    g->ow = y->shape[3];
+    g->c_out = yshape[1];
+    g->oh = yshape[2];
+    g->ow = yshape[3];
     g->kh = wshape[2];
     g->kw = wshape[3];
     g->groups = c->i[0];
@@ -50,6 +50,11 @@ static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
     g->pl = c->i[6];
     g->K = g->cg_in * g->kh * g->kw;
     g->P = g->oh * g->ow;
+}
+
+static void geom_from(const hl_call *c, const hl_tensor *x, const hl_tensor *y,
+                      const int64_t *wshape, conv_geom *g) {
+    geom_of(c, x, y->shape, wshape, g);
 }
 
 /* A 1x1 kernel at stride 1 without padding: the input block is the column matrix. */
@@ -189,7 +194,7 @@ static void dw_geom(const int64_t *t_shape, const hl_tensor *y, const hl_call *c
 bool hl_cpu_expand_dw_fusible(const hl_call *c, const hl_call *d) {
     if (c->op != HL_OP_CONV_FUSED || c->in_many || d->in_many || c->n_out != 1 ||
         d->n_out != 1 || c->i[HL_CONV_DW] || c->i[11] || c->i[12] != 1 + HL_CONV_PACK_PANELS ||
-        c->n_in != 3 + (c->i[10] != 0) || c->i[0] != 1)
+        c->n_in != 3 + (c->i[10] != 0))
         return false;
     const hl_tensor *x = c->in[0], *w = c->in[1], *t = c->out[0];
     if (d->in[0] != t || x->dtype != HL_F32 || t->dtype != HL_F32 || x->ndim != 4) return false;
@@ -205,8 +210,7 @@ bool hl_cpu_expand_dw_fusible(const hl_call *c, const hl_call *d) {
     }
     const hl_tensor *w2 = d->in[1], *y = d->out[0];
     if (y->dtype != HL_F32 || w2->dtype != HL_F32 || w2->ndim != 4 || y->ndim != 4 ||
-        d->i[0] != t->shape[1] || d->i[1] != d->i[2] || d->i[3] != 1 || d->i[4] != 1 ||
-        d->i[5] != d->i[7] || d->i[6] != d->i[8])
+        d->i[0] != t->shape[1] || d->i[5] != d->i[7] || d->i[6] != d->i[8])
         return false;
     conv_geom g1, g2;
     geom_from(c, x, t, w->shape, &g1);
@@ -221,12 +225,10 @@ static hl_status expand_dw(const hl_call *c) {
     const hl_tensor *packed = c->in[k++], *w2 = c->in[k++];
     if (c->i[HL_CONV_DW + 5]) b2 = c->in[k++];
     hl_tensor *y = c->out[0];
+    /* the expanded tensor's shape: the record's attributes up to i[12] are the expansion's */
     const int64_t t_shape[4] = {x->shape[0], w->shape[0], x->shape[2], x->shape[3]};
     conv_geom g1, g2;
-    g1 = (conv_geom){.n = t_shape[0], .c_in = x->shape[1], .h = t_shape[2], .w = t_shape[3],
-                     .c_out = t_shape[1], .oh = t_shape[2], .ow = t_shape[3], .kh = 1, .kw = 1,
-                     .groups = 1, .cg_in = x->shape[1], .cg_out = t_shape[1], .sh = 1, .sw = 1,
-                     .dh = 1, .dw = 1, .K = x->shape[1], .P = t_shape[2] * t_shape[3]};
+    geom_of(c, x, t_shape, w->shape, &g1);
     dw_geom(t_shape, y, c, &g2);
     const conv_epilogue e1 = {(int)c->i[9], c->f[0], c->f[1], NULL};
     const conv_epilogue e2 = {(int)c->i[HL_CONV_DW + 4], c->f[2], c->f[3], NULL};

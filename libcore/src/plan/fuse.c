@@ -201,6 +201,24 @@ bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip
     return false;
 }
 
+bool hl_plan_touched_between(const hl_plan *p, int64_t from, int64_t to, const hl_storage *s,
+                             bool written_only) {
+    for (int64_t k = from + 1; k < to; k++) {
+        const hl_call *c = &p->calls[k];
+        if (hl_call_writes(c, s)) return true;
+        if (written_only) continue;
+        for (int a = 0; a < c->n_in; a++)
+            if (hl_call_in(c, a) && hl_call_in(c, a)->storage == s) return true;
+    }
+    return false;
+}
+
+bool hl_plan_private_between(const hl_plan *p, const hl_tensor *t, int64_t i, int64_t j) {
+    return hl_covers_storage(t) && __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) == 2 &&
+           __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) == 1 &&
+           !hl_plan_other_call_uses(p, t->storage, i, j);
+}
+
 /* A convolution whose output only a ReLU reads (training's Conv -> ReLU: the ReLU's backward
    reads the ReLU's output, the convolution's backward neither) becomes one conv_fused call
    with the ReLU as its epilogue, writing the ReLU's output: the convolution's output never
@@ -266,23 +284,12 @@ static void fuse_expand_dw(hl_plan *p) {
         hl_call *d = &p->calls[j];
         if (!hl_cpu_expand_dw_fusible(c, d) || c->n_in + d->n_in - 1 > HL_CALL_MAX_IN) continue;
         hl_tensor *y = d->out[0];
-        if (y->storage == t->storage || !hl_covers_storage(t) ||
-            __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) != 2 ||
-            __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) != 1 ||
-            hl_plan_other_call_uses(p, t->storage, i, j))
-            continue;
+        if (y->storage == t->storage || !hl_plan_private_between(p, t, i, j)) continue;
         /* y's write moves to i, and the depthwise weights are read there: no call between may
            touch y or write those */
-        bool clash = false;
-        for (int64_t k = i + 1; k < j && !clash; k++) {
-            const hl_call *m = &p->calls[k];
-            for (int a = 0; a < m->n_in + m->n_out && !clash; a++) {
-                const hl_tensor *u = hl_call_tensor(m, a);
-                clash = u && u->storage == y->storage;
-            }
-            for (int a = 1; a < d->n_in && !clash; a++)
-                clash = hl_call_writes(m, d->in[a]->storage);
-        }
+        bool clash = hl_plan_touched_between(p, i, j, y->storage, false);
+        for (int a = 1; a < d->n_in && !clash; a++)
+            clash = hl_plan_touched_between(p, i, j, d->in[a]->storage, true);
         if (clash) continue;
         const bool fused_dw = d->op == HL_OP_CONV_FUSED;
         for (int a = 1; a < d->n_in; a++) c->in[c->n_in++] = d->in[a];

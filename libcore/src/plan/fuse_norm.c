@@ -29,31 +29,10 @@
  */
 #include "plan.h"
 
-/* Whether any call in (from, to) views storage s (written_only: writes it). */
-static bool touched_between(const hl_plan *p, int64_t from, int64_t to, const hl_storage *s,
-                            bool written_only) {
-    for (int64_t k = from + 1; k < to; k++) {
-        const hl_call *c = &p->calls[k];
-        if (hl_call_writes(c, s)) return true;
-        if (written_only) continue;
-        for (int a = 0; a < c->n_in; a++)
-            if (hl_call_in(c, a) && hl_call_in(c, a)->storage == s) return true;
-    }
-    return false;
-}
-
 /* t can stand where `like` stood in a fused kernel: same dtype and shape, contiguous, CPU. */
 static bool same_layout(const hl_tensor *t, const hl_tensor *like) {
     return t && t->dtype == like->dtype && t->ndim == like->ndim && hl_same_shape(t, like) &&
            hl_tensor_is_contiguous(t) && t->storage->device.kind == HL_DEVICE_CPU;
-}
-
-/* Intermediate t, written by call i and read by call j alone: nothing outside the plan holds
-   it and no other call sees its storage. */
-static bool private_between(const hl_plan *p, const hl_tensor *t, int64_t i, int64_t j) {
-    return hl_covers_storage(t) && __atomic_load_n(&t->refcount, __ATOMIC_ACQUIRE) == 2 &&
-           __atomic_load_n(&t->storage->refcount, __ATOMIC_ACQUIRE) == 1 &&
-           !hl_plan_other_call_uses(p, t->storage, i, j);
 }
 
 /* The unary relu call j reading t as its only input, else NULL. */
@@ -73,7 +52,8 @@ static bool fuse_relu_epilogue(hl_plan *p, int64_t i) {
     hl_tensor *y = c->out[0];
     int64_t j = hl_plan_next_use(p, y->storage, i);
     hl_call *r = relu_of(p, j, y);
-    if (!r || !private_between(p, y, i, j) || touched_between(p, i, j, r->out[0]->storage, false))
+    if (!r || !hl_plan_private_between(p, y, i, j) ||
+        hl_plan_touched_between(p, i, j, r->out[0]->storage, false))
         return false;
     c->out[0] = r->out[0];  /* the relu's reference moves here */
     c->i[HL_BN_EPILOGUE] = HL_BN_EPI_RELU;
@@ -98,16 +78,16 @@ static bool fuse_add_relu_epilogue(hl_plan *p, int64_t i) {
     const hl_tensor *res = a->in[y_first ? 1 : 0];
     hl_tensor *sum = a->out[0];
     if (!same_layout(res, y) || !same_layout(sum, y) || res->storage == y->storage ||
-        sum->storage == y->storage || !private_between(p, y, i, j))
+        sum->storage == y->storage || !hl_plan_private_between(p, y, i, j))
         return false;
     int64_t k = hl_plan_next_use(p, sum->storage, j);
     hl_call *r = relu_of(p, k, sum);
-    if (!r || !private_between(p, sum, j, k)) return false;
+    if (!r || !hl_plan_private_between(p, sum, j, k)) return false;
     hl_tensor *z = r->out[0];
     /* r is read at i now (no call before the add may write it); z is written at i (no call
        before the relu may see it) */
-    if (z->storage == res->storage || touched_between(p, i, j, res->storage, true) ||
-        touched_between(p, i, k, z->storage, false))
+    if (z->storage == res->storage || hl_plan_touched_between(p, i, j, res->storage, true) ||
+        hl_plan_touched_between(p, i, k, z->storage, false))
         return false;
     c->in[5] = res;          /* the add's reference to r moves here */
     c->n_in = 6;
@@ -135,7 +115,7 @@ static bool fuse_relu_grad_prologue(hl_plan *p, int64_t i) {
     if (j < 0) return false;
     hl_call *g = &p->calls[j];
     if (g->op != HL_OP_BATCH_NORM_GRAD || g->in_many || g->n_in != 5 || g->in[0] != dy ||
-        g->i[HL_BN_GRAD_PROLOGUE] || !private_between(p, dy, i, j))
+        g->i[HL_BN_GRAD_PROLOGUE] || !hl_plan_private_between(p, dy, i, j))
         return false;
     for (int k = 1; k < g->n_in; k++)
         if (g->in[k] && g->in[k]->storage == dy->storage) return false;
@@ -173,13 +153,13 @@ static bool fuse_pool_relu_grad(hl_plan *p, int64_t i) {
         return false;
     hl_tensor *out = r->out[0];
     if (!same_layout(out, dx) || out->storage == dx->storage || out->storage == z->storage ||
-        out->storage == c->in[0]->storage || !private_between(p, dx, i, j))
+        out->storage == c->in[0]->storage || !hl_plan_private_between(p, dx, i, j))
         return false;
     int64_t k = hl_plan_next_use(p, out->storage, j);
     if (k >= 0 && p->calls[k].op == HL_OP_BATCH_NORM_GRAD) return false;
     /* out is written at i now: no call up to the relu_grad may see it; z, read at j, must
        hold at i what it held there */
-    if (touched_between(p, i, j, out->storage, false) || touched_between(p, i, j, z->storage, true))
+    if (hl_plan_touched_between(p, i, j, out->storage, false) || hl_plan_touched_between(p, i, j, z->storage, true))
         return false;
     c->out[0] = out;         /* the relu_grad's reference moves here */
     c->i[HL_POOL_GRAD_EPILOGUE] = HL_POOL_GRAD_RELU;

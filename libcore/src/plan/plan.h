@@ -148,6 +148,13 @@ void hl_plan_drop_call(hl_plan *p, int64_t i);
 /* fuse.c: whether a call other than calls skip_a and skip_b views storage s. */
 bool hl_plan_other_call_uses(const hl_plan *p, const hl_storage *s, int64_t skip_a,
                              int64_t skip_b);
+/* fuse.c: whether any call in (from, to) views storage s (written_only: writes it). */
+bool hl_plan_touched_between(const hl_plan *p, int64_t from, int64_t to, const hl_storage *s,
+                             bool written_only);
+/* fuse.c: intermediate t, written by call i and read by call j alone: nothing outside the plan
+   holds it (its tensor is referenced by the two calls, its storage by it alone) and no other
+   call sees its storage. */
+bool hl_plan_private_between(const hl_plan *p, const hl_tensor *t, int64_t i, int64_t j);
 /* fuse_update.c: outer-product weight gradients read only by their optimiser update are
    formed inside the update (the gemm's call goes). */
 void hl_plan_fuse_outer_updates(hl_plan *p);
