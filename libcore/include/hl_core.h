@@ -175,6 +175,13 @@ hl_status hl_tensor_empty(hl_dtype dtype, hl_device device, int ndim, const int6
    slot is bound again). data must be aligned to the dtype's size; nbytes must cover shape. */
 hl_status hl_tensor_borrow_host(void *data, size_t nbytes, hl_dtype dtype, int ndim,
                                 const int64_t *shape, hl_tensor **out);
+/* Asks that the memory of t's storage, not yet touched, come in ordinary pages rather than
+   the transparent huge pages the CPU backend asks for large blocks: for bytes written once
+   from a file and then read a few times (weights before packing). Such a block is freed,
+   not cached, when released. A no-op off the CPU, for blocks the backend did not ask huge
+   pages for, and for a view that does not start its storage. Call it before the first
+   write. */
+void hl_tensor_plain_pages(hl_tensor *t);
 hl_tensor *hl_tensor_retain(hl_tensor *t);
 void hl_tensor_release(hl_tensor *t);
 

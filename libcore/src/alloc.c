@@ -121,6 +121,7 @@ static hl_status storage_new(hl_device device, size_t nbytes, bool exact, hl_sto
     s->written_by = 0;
     s->arena_owner = NULL;
     s->borrowed = false;
+    s->plain_pages = false;
     *out = s;
     return HL_OK;
 }
@@ -177,7 +178,7 @@ static void give_back_block(hl_storage *s) {
     pthread_mutex_lock(&pool->lock);
     pool->in_use -= (int64_t)s->block_bytes;
 #ifndef HL_NO_CACHE
-    if (cls >= 0 && block == s->block_bytes &&
+    if (cls >= 0 && block == s->block_bytes && !s->plain_pages &&
         pool->cached + (int64_t)block <= pool->cache_limit) {
         s->next_free = pool->lists[cls];
         pool->lists[cls] = s;

@@ -31,6 +31,9 @@ typedef struct hl_storage {
     /* Set for memory hl does not own (hl_tensor_borrow_host: a caller's numpy buffer): the
        last release frees the record only, never the bytes, and the allocator never sees it. */
     bool borrowed;
+    /* Set by hl_tensor_plain_pages: the block's pages are ordinary ones, so it is freed, not
+       cached, when released (the next tensor of its size class did not ask for them). */
+    bool plain_pages;
 } hl_storage;
 
 struct hl_tensor {
@@ -176,6 +179,9 @@ hl_status hl_backend_register(const hl_backend *be);
 /* The backend serving device d (its index checked against device_count), or NULL. */
 const hl_backend *hl_backend_for(hl_device device);
 extern const hl_backend hl_cpu_backend, hl_meta_backend;
+/* Takes back the huge-page advice cpu_alloc gave a block of block_bytes at p (see
+   hl_tensor_plain_pages) and returns true; false, doing nothing, for blocks it gave none. */
+bool hl_cpu_plain_pages(void *p, size_t block_bytes);
 /* "cpu", "cuda:1", "meta": a device for messages (from a ring of thread-local buffers). */
 const char *hl_device_str(hl_device d);
 

@@ -226,6 +226,12 @@ def empty(shape, dtype_code, kind=0, index=0):
     return _own(p[0])
 
 
+def plain_pages(h):
+    """Ordinary pages, not huge ones, for the untouched memory of h's block (memory a file
+    read fills once: hl_tensor_plain_pages)."""
+    lib.hl_tensor_plain_pages(h)
+
+
 def borrow_host(array, dtype_code):
     """A CPU tensor handle over a C-contiguous, aligned numpy array's memory: no copy. The
     caller keeps the array alive and unchanged for as long as anything may read the tensor."""

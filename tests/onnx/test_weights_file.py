@@ -58,6 +58,34 @@ def test_large_initializers_come_from_the_file_and_match_onnx(tmp_path):
     assert proto.opset_import == model.opset_import
 
 
+def _vm_flags(address):
+    """The VmFlags of the mapping that holds ``address`` (/proc/self/smaps)."""
+    with open("/proc/self/smaps") as fh:
+        inside = False
+        for line in fh:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(v, 16) for v in head.split("-"))
+                inside = lo <= address < hi
+            elif inside and head == "VmFlags:":
+                return set(line.split()[1:])
+    raise AssertionError(f"no mapping holds {address:#x}")
+
+
+@pytest.mark.parametrize("for_training", [False, True])
+def test_weights_read_for_inference_take_ordinary_pages(tmp_path, for_training):
+    """Weights read once for inference are not given huge pages (hl_tensor_plain_pages:
+    fresh huge pages are slow to come by on a VM); weights read to be trained keep the
+    huge-page advice the CPU backend gives large blocks. Blocks from 4 MiB up get advice."""
+    model, (w1, _, _) = _mlp_model(k=1024, n=2048)  # w1: 8 MiB
+    path = _save(model, tmp_path)
+    _, weights = weights_file.read(path, for_training=for_training)
+    x = weights["w1"].numpy()
+    np.testing.assert_array_equal(x, w1)
+    flags = _vm_flags(x.ctypes.data)
+    assert ("nh" in flags) is not for_training and ("hg" in flags) is for_training, flags
+
+
 def test_prepare_from_a_path_agrees_with_onnxruntime_and_with_a_modelproto(tmp_path):
     model, _ = _mlp_model()
     path = _save(model, tmp_path)

@@ -29,18 +29,19 @@ def onnx_errors(where):
                                f"{str(e)[:300]})") from None
 
 
-def load_model_and_weights(model, check=True, direct=True):
+def load_model_and_weights(model, check=True, direct=True, for_training=False):
     """(a checked ModelProto with its external data loaded, {initializer name: hl tensor},
     its skeleton).
     From a path with ``direct``, the large initializers are read from the file straight into
     CPU hl tensors (weights_file.py) and the ModelProto holds no data for them; otherwise the
-    dict is empty and the ModelProto holds every initializer's data."""
+    dict is empty and the ModelProto holds every initializer's data. ``for_training``: the
+    tensors read will be trained (weights_file.read)."""
     path, weights = None, {}
     if isinstance(model, (str, bytes, os.PathLike)) and not isinstance(model, bytes):
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise errors.ONNXError(f"ONNX model file {path!r} does not exist")
-        read = weights_file.read(path) if direct else None
+        read = weights_file.read(path, for_training) if direct else None
         if read is not None:
             model, weights = read
         else:

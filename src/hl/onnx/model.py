@@ -42,7 +42,8 @@ class ONNXModel(Module):
         super().__init__(name)
         where = onnx_model if isinstance(onnx_model, str) else "ONNXModel"
         with onnx_errors(repr(where)):
-            model, weights, sk = load_model_and_weights(onnx_model, check)
+            model, weights, sk = load_model_and_weights(onnx_model, check,
+                                                        for_training=trainable)
             self._build(model, device, trainable, weights)
         known = {v.name for v in self._onnx_meta.graph.value_info}
         self._onnx_meta.graph.value_info.extend(
