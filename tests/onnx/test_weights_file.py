@@ -124,6 +124,34 @@ def test_prepare_from_two_threads_at_once(tmp_path):
         np.testing.assert_array_equal(g, want)
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+def test_weights_read_on_one_or_two_threads(tmp_path, monkeypatch, parallel):
+    """Large models' weights are read on hl's threads (weights_file.PARALLEL_MIN_BYTES, here
+    lowered to 0 so that this small model takes that path too): the same values, and a file
+    that ends while it is read (preadv returning nothing) still names the initializer."""
+    import os
+    model, (w1, _, w2) = _mlp_model()
+    path = _save(model, tmp_path)
+    prev = hl.get_num_threads()
+    hl.set_num_threads(2)
+    try:
+        if parallel:
+            monkeypatch.setattr(weights_file, "PARALLEL_MIN_BYTES", 0)
+        _, weights = weights_file.read(path)
+        np.testing.assert_array_equal(weights["w1"].numpy(), w1)
+        np.testing.assert_array_equal(weights["w2"].numpy(), w2)
+        w2_offset = open(path, "rb").read().index(w2.tobytes()[:64])
+        real = os.preadv
+
+        def short(fd, buffers, offset):
+            return 0 if offset >= w2_offset else real(fd, buffers, offset)
+        monkeypatch.setattr(os, "preadv", short)
+        with pytest.raises(errors.ONNXError, match="initializer 'w2' ends early"):
+            weights_file.read(path)
+    finally:
+        hl.set_num_threads(prev)
+
+
 def test_raw_data_that_does_not_fit_its_dims_is_an_onnx_error(tmp_path):
     model, _ = _mlp_model()
     model.graph.initializer[0].dims[1] = 255  # 128 x 255 floats, 128 x 256 stored

@@ -36,6 +36,9 @@ MODEL_GRAPH, GRAPH_INITIALIZER = 7, 5
 TENSOR_RAW_DATA, TENSOR_EXTERNAL_DATA, TENSOR_DATA_LOCATION = 9, 13, 14
 # Initializers smaller than this stay in the parsed message (not worth a read of their own).
 MIN_BYTES = 1 << 16
+# Weights read on several threads from this many bytes in all (below, starting the threads
+# cost more than they saved: MobileNetV2's 14 MB read in 5.4-7.4 ms on one, 6.5-10.7 on two).
+PARALLEL_MIN_BYTES = 64 << 20
 # Element types whose bytes hl keeps as they are (the others are converted on the way in).
 DIRECT = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.DOUBLE: np.float64,
           onnx.TensorProto.INT32: np.int32, onnx.TensorProto.INT64: np.int64,
@@ -234,8 +237,9 @@ def _new_tensor(t, length, for_training):
 
 def _read_all(fd, jobs, path):
     """Reads each (tensor, name, (offset, length)) of ``jobs`` from fd, on as many threads
-    as hl computes with: the time goes to the kernel's page faults on the new memory, which
-    two cores take at nearly twice the rate of one (GPT-2's 600 MB: 0.21 s against 0.36)."""
+    as hl computes with where they hold PARALLEL_MIN_BYTES or more: the time goes to the
+    kernel's page faults on the new memory, which two cores take at nearly twice the rate of
+    one (GPT-2's 600 MB: 0.21 s against 0.36)."""
     def read_one(job):
         x, name, (offset, length) = job
         view = memoryview(x.numpy().reshape(-1).view(np.uint8))
@@ -248,7 +252,7 @@ def _read_all(fd, jobs, path):
             got += n
 
     threads = min(_core.get_num_threads(), len(jobs))
-    if threads <= 1:
+    if threads <= 1 or sum(length for _, _, (_, length) in jobs) < PARALLEL_MIN_BYTES:
         for job in jobs:
             read_one(job)
         return
