@@ -295,23 +295,6 @@ def test_recording_gives_one_record_a_loop(threads):
     assert r["busy_ns"][0] == r["end_ns"] - r["start_ns"]
 
 
-@pytest.mark.parametrize("n", [9, 10, 14, 20, 64, 1000])
-def test_few_items_are_cut_so_that_the_threads_share_them_evenly(threads, n):
-    """Chunks are at most CHUNKS_PER_THREAD a thread, but shorter where that shares the items
-    out more evenly: 10 items at two threads once went in 5 chunks of 2 (6 items on one
-    thread, 4 on the other); the busiest thread's share is now the ideal ceil(n / 2)."""
-    from hl import _pool_trace
-    threads(2)
-    with _pool_trace.recording() as rec:
-        probe(n, 1)
-    (r,) = rec[0]
-    _consistent(r, 2)
-    chunks = int(r["chunks"])
-    length = -(-n // chunks)
-    assert -(-chunks // 2) * length == -(-n // 2), (n, chunks)
-    assert chunks <= 2 * 8, (n, chunks)  # at most twice the chunks of CHUNKS_PER_THREAD
-
-
 def test_recording_skips_nested_loops_and_stops_at_its_capacity(threads):
     from hl import _pool_trace
     threads(2)

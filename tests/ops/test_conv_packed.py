@@ -288,6 +288,10 @@ THREAD_CASES = {
     "mobilenet_28x28_projection": ((1, 192, 28, 28), (32, 192, 1, 1), 1, 0, 1),
     "mobilenet_14x14_projection": ((1, 384, 14, 14), (64, 384, 1, 1), 1, 0, 1),
     "mobilenet_14x14_projection_96": ((1, 576, 14, 14), (96, 576, 1, 1), 1, 0, 1),
+    # batch 1's few tasks that two threads share evenly run in lanes (MobileNetV2's 112x112
+    # projection, its blocks of positions cut to 10, and the 56x56 one's 10 tasks)
+    "mobilenet_112x112_projection": ((1, 32, 112, 112), (16, 32, 1, 1), 1, 0, 1),
+    "mobilenet_56x56_projection": ((1, 144, 56, 56), (24, 144, 1, 1), 1, 0, 1),
     # the expansions before them: panels in lanes (the 7x7 one packs its columns, once a
     # thread), and the 7x7 block's last projection in halves of K with 54 panels
     "mobilenet_14x14_expansion": ((1, 96, 14, 14), (576, 96, 1, 1), 1, 0, 1),

@@ -984,8 +984,12 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     /* Several samples a thread: the tasks in lanes (numbered sample by sample), so that each
        thread keeps to the same samples from layer to layer, in its own core's cache, as the
        depthwise layers' groups do (MobileNetV2 at batch 8, two threads: 3% faster, ResNet-18
-       2-4%). */
-    const bool lanes = parallel && count >= threads;
+       2-4%). Few tasks that the threads can share evenly go in lanes too: the pool's plain
+       chunks of them may not be even (10 tasks at two threads: 5 chunks of 2, 6 tasks on
+       one thread and 4 on the other; MobileNetV2 b1's 112x112 and 56x56 projections, 22 and
+       33 us of one thread's waiting a replay). */
+    const bool lanes = parallel && (count >= threads ||
+                                    (tasks % threads == 0 && tasks < 8 * threads));
     if (shared) {
         q.shared_b = packed_b;
         if (lanes) hl_parallel_lanes(slots, prepack_items, (void *)&q);

@@ -445,28 +445,12 @@ static void run_job(int workers, int64_t chunks, bool gang, int lanes) {
     }
 }
 
-/* The items the busiest thread runs when n items go in chunks of len, the chunks shared
-   out evenly. */
-static int64_t busiest(int64_t n, int64_t len, int threads) {
-    const int64_t chunks = (n + len - 1) / len;
-    return (chunks + threads - 1) / threads * len;
-}
-
-/* The chunk length for n items: at least grain, at most CHUNKS_PER_THREAD chunks a thread,
-   except where shorter chunks share the items out more evenly: 10 items at two threads went
-   in 5 chunks of 2, 6 items on one thread and 4 on the other (MobileNetV2's 112x112 and
-   56x56 projections at batch 1, cut into 10 blocks so that two threads share them evenly:
-   22 and 33 us of one thread's waiting a replay); chunks of 1 share them 5 and 5. */
+/* The chunk length for n items: at least grain, at most CHUNKS_PER_THREAD chunks a thread. */
 static int64_t chunk_len(int64_t n, int64_t grain, int threads) {
     if (grain < 1) grain = 1;
     int64_t most = (int64_t)threads * CHUNKS_PER_THREAD;
     int64_t len = (n + most - 1) / most;
-    if (len < grain) return grain;
-    /* a few shorter lengths: a minimum further down would mean many more chunks */
-    int64_t best = len;
-    for (int64_t l = len - 1; l >= grain && l >= len / 2; l--)
-        if (busiest(n, l, threads) < busiest(n, best, threads)) best = l;
-    return best;
+    return len < grain ? grain : len;
 }
 
 /* A loop run inline on its caller, as slot 0 of that loop (its per-thread buffers are its
