@@ -179,9 +179,6 @@ hl_status hl_backend_register(const hl_backend *be);
 /* The backend serving device d (its index checked against device_count), or NULL. */
 const hl_backend *hl_backend_for(hl_device device);
 extern const hl_backend hl_cpu_backend, hl_meta_backend;
-/* Takes back the huge-page advice cpu_alloc gave a block of block_bytes at p (see
-   hl_tensor_plain_pages) and returns true; false, doing nothing, for blocks it gave none. */
-bool hl_cpu_plain_pages(void *p, size_t block_bytes);
 /* "cpu", "cuda:1", "meta": a device for messages (from a ring of thread-local buffers). */
 const char *hl_device_str(hl_device d);
 

@@ -106,13 +106,6 @@ hl_status hl_tensor_borrow_host(void *data, size_t nbytes, hl_dtype dtype, int n
     return st;
 }
 
-void hl_tensor_plain_pages(hl_tensor *t) {
-    if (!t || t->offset != 0 || t->storage->device.kind != HL_DEVICE_CPU) return;
-    if (t->storage->borrowed || t->storage->arena_owner) return;  /* not a block cpu_alloc gave */
-    if (hl_cpu_plain_pages(t->storage->data, t->storage->block_bytes))
-        t->storage->plain_pages = true;
-}
-
 hl_tensor *hl_tensor_retain(hl_tensor *t) {
     if (t) __atomic_add_fetch(&t->refcount, 1, __ATOMIC_RELAXED);
     return t;

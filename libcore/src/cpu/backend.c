@@ -41,17 +41,16 @@ static void *cpu_alloc(size_t nbytes, int index) {
    against a steady 0.30-0.45 s into ordinary ones (2-vCPU Firecracker guest, THP on
    madvise). The advice only counts for pages not touched yet; such a block is freed, not
    cached, when released (alloc.c), so no other tensor inherits its ordinary pages. */
-bool hl_cpu_plain_pages(void *p, size_t block_bytes) {
+void hl_tensor_plain_pages(hl_tensor *t) {
+    if (!t || t->offset != 0 || t->storage->device.kind != HL_DEVICE_CPU) return;
+    hl_storage *s = t->storage;
+    if (s->borrowed || s->arena_owner || !s->data || s->block_bytes < HUGE_MIN)
+        return;  /* not a block cpu_alloc gave the advice */
 #if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
-    if (p && block_bytes >= HUGE_MIN) {
-        size_t rounded = (block_bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
-        madvise(p, rounded, MADV_NOHUGEPAGE);  /* advice only, as in cpu_alloc */
-        return true;
-    }
+    size_t rounded = (s->block_bytes + HUGE_PAGE - 1) & ~(size_t)(HUGE_PAGE - 1);
+    madvise(s->data, rounded, MADV_NOHUGEPAGE);  /* advice only, as in cpu_alloc */
+    s->plain_pages = true;
 #endif
-    (void)p;
-    (void)block_bytes;
-    return false;
 }
 
 static void cpu_free(void *p, int index) {

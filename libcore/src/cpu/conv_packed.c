@@ -809,6 +809,9 @@ typedef struct {
    Chosen by shape alone, so that any thread count gives the same bits (the halves' sums are
    added in the same order at one thread). */
 enum { HALVES_MAX_M = 320, HALVES_MIN_K = 128 };
+/* Under this many blocks of positions (tasks) a thread, a product's blocks are few: cut to a
+   multiple of the threads, and run in lanes so that each thread gets its share. */
+enum { FEW_PER_THREAD = 8 };
 /* Expansions in lanes pack all their columns, once a thread, up to this many bytes (twice a
    block's: MobileNetV2's 56x56 one, 24 x 3136 floats, 294 KiB). */
 enum { LANES_B_BYTES = 2 * BLOCK_BYTES };
@@ -952,7 +955,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
     int64_t blocks = (N + nb - 1) / nb;
     /* Few blocks of positions that the threads cannot share evenly (9 at 112x112 and batch
        1: 5 on one thread, 4 on the other) are cut smaller, to a multiple of the threads */
-    if (threads > 1 && count * blocks % threads && count * blocks < 8 * threads) {
+    if (threads > 1 && count * blocks % threads && count * blocks < FEW_PER_THREAD * threads) {
         int64_t want = blocks;
         while (count * want % threads) want++;
         const int64_t nb2 = ((N + want - 1) / want + NR - 1) / NR * NR;
@@ -989,7 +992,7 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr) {
        one thread and 4 on the other; MobileNetV2 b1's 112x112 and 56x56 projections, 22 and
        33 us of one thread's waiting a replay). */
     const bool lanes = parallel && (count >= threads ||
-                                    (tasks % threads == 0 && tasks < 8 * threads));
+                                    (tasks % threads == 0 && tasks < FEW_PER_THREAD * threads));
     if (shared) {
         q.shared_b = packed_b;
         if (lanes) hl_parallel_lanes(slots, prepack_items, (void *)&q);
