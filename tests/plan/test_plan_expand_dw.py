@@ -1,7 +1,9 @@
 """A pointwise expansion whose output only a depthwise 3x3 convolution reads runs, in a plan, as
 one call that never writes the expanded tensor (libcore cpu/conv_expand_dw.c, plan/fuse.c's
 fuse_expand_dw): on CPUs with the AVX2 or AVX-512 kernels, where one sample's expanded tensor takes at
-least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks). The replay must equal the unfused one
+least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks), and where the depthwise layer takes the
+blocked kernel on all its channels (small planes: MobileNetV2's 14x14 and 7x7 blocks; a channel
+count that is a multiple of 8). The replay must equal the unfused one
 (HL_CONV_EXPAND_DW=0) bit for bit, NaN and infinities included, at any thread count;
 onnxruntime on the same ONNX model is the reference for the values (rtol = atol = 1e-4, as
 the other planned-inference tests: float32 sums of up to 9 + K terms in other orders)."""
@@ -90,6 +92,13 @@ CASES = {  # name: (cin, cexp, H, W, stride, block options)
     "odd_s1_relu": (5, 100, 53, 51, 1, dict(expand_act="Relu", project=True)),
     "no_expand_act": (3, 64, 60, 70, 1, dict(expand_act=None)),
     "wide_rows": (8, 96, 8, 600, 2, {}),
+    # small planes, the blocked depthwise kernel (groups of 48 channels a task)
+    "mobilenet_14x14": (64, 384, 14, 14, 1, dict(project=True)),
+    "mobilenet_14x14_s2": (96, 576, 14, 14, 2, {}),
+    "mobilenet_7x7": (160, 960, 7, 7, 1, {}),
+    # 104 channels: two groups of 48, then one of 8 (the eight-lane cells); odd planes, K odd
+    "blocked_odd": (11, 104, 9, 11, 1, dict(expand_act="Relu", dw_bias=False)),
+    "blocked_8_s2": (3, 8, 5, 6, 2, dict(dw_act=None, expand_bias=False)),
 }
 
 
@@ -111,9 +120,9 @@ def test_fused_expansion_equals_the_unfused_calls_and_onnxruntime(rng, monkeypat
         np.testing.assert_allclose(f, sess.run(None, {"x": x})[0], rtol=1e-4, atol=1e-4)
 
 
-def test_nan_and_infinities_take_the_unfused_bits(rng, monkeypatch):
-    # no activations, which would clip the infinities
-    cin, cexp, h, w = 7, 100, 57, 57
+@pytest.mark.parametrize("cin, cexp, h, w", [(7, 100, 57, 57), (7, 112, 13, 13)])
+def test_nan_and_infinities_take_the_unfused_bits(rng, monkeypatch, cin, cexp, h, w):
+    # no activations, which would clip the infinities; the planes kernel, then the blocked one
     model = _block(rng, cin, cexp, 2, expand_act=None, dw_act=None)
     x = rng.standard_normal((2, cin, h, w)).astype(np.float32)
     x[0, 0, 3, :5] = np.nan
@@ -128,9 +137,11 @@ def test_nan_and_infinities_take_the_unfused_bits(rng, monkeypatch):
 
 
 def test_nothing_fuses_where_the_kernel_does_not_take_the_pair(rng, monkeypatch):
-    # rows of 1100 outputs (more than the fused depthwise kernel's 64 vectors), and a block
-    # whose expanded tensor (32 x 28 x 28, 100 KB) stays in cache anyway
-    for cin, cexp, h, w in ((8, 64, 4, 1100), (8, 32, 28, 28)):
+    # rows of 1100 outputs (more than the fused depthwise kernel's 64 vectors); a block whose
+    # expanded tensor (36 x 28 x 28, 110 KB) stays in cache anyway, on planes too large for the
+    # blocked kernel with AVX-512 and, with AVX2 alone, of channels not a multiple of 8 (the
+    # blocked kernel's groups); and 100 channels on small planes
+    for cin, cexp, h, w in ((8, 64, 4, 1100), (8, 36, 28, 28), (8, 100, 14, 14)):
         model = _block(rng, cin, cexp, 1)
         x = rng.standard_normal((1, cin, h, w)).astype(np.float32)
         (y,), stats, _ = _runs(model, [x], 2, monkeypatch, fuse=True)

@@ -123,6 +123,26 @@ hl_status hl_dw3x3_planes(const conv_geom *g, const float *xp, int64_t c0, int64
 bool hl_dw3x3_blocked_fits(const conv_geom *g);
 hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
                                    const float *bias, const conv_epilogue *epi, float *y);
+/* What every group of channels of a blocked call shares: the geometry, the padded block's
+   width and cells, where each input position lands in it (cell_of, -1: read by no output),
+   the cells no input lands on (border), the epilogue (NULL: none). */
+typedef struct {
+    const conv_geom *g;
+    int64_t wp, ncells, nborder;
+    const int32_t *cell_of, *border;
+    const conv_epilogue *epi;
+} dw3x3_blocked;
+/* The blocked kernel for a fused caller (conv_expand_dw.c), on the calling thread: the bytes of
+   a call's tables and of a thread's work buffer (cells and outputs); the tables filled once a
+   call; one sample's channels [c0, c1) (c0 a multiple of 16, c1 - c0 of 8) from xp (their
+   planes one after another) into y (the sample's output), no residual: the bits
+   hl_dw3x3_blocked_forward gives them. */
+size_t hl_dw3x3_blocked_table_bytes(const conv_geom *g);
+size_t hl_dw3x3_blocked_work_bytes(const conv_geom *g);
+void hl_dw3x3_blocked_setup(const conv_geom *g, const conv_epilogue *epi, void *tables,
+                            dw3x3_blocked *b);
+void hl_dw3x3_blocked_planes(const dw3x3_blocked *b, float *work, const float *xp, int64_t c0,
+                             int64_t c1, const float *w, const float *bias, float *y);
 /* The row kernel on sixteen lanes (conv_dw3x3_avx512.c; hl_dw3x3_forward takes it where
    hl_cpu_avx512()): channels [done, c_out) of every sample. */
 hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,

@@ -79,14 +79,20 @@ HL_AVX2 static inline __attribute__((always_inline)) void transpose8(__m256 r[8]
     }
 }
 
-/* What every group of a call shares: the geometry, where each input position lands in the
-   padded block (cell_of, -1: read by no output) and the cells no input lands on (border). */
-typedef struct {
-    const conv_geom *g;
-    int64_t wp, nborder;
-    const int32_t *cell_of, *border;
-    const conv_epilogue *epi;
-} blocked_args;
+/* What every group of a call shares (conv.h's dw3x3_blocked). */
+typedef dw3x3_blocked blocked_args;
+
+/* The lines of a group's outputs fetched for writing (PREFETCHW) before it starts, so that
+   their ownership arrives while it computes: at two threads a plane's lines were often last
+   written by the other core (the plan's arena hands one block of memory to tensors written by
+   either thread), and each store then waited for the line to be taken from that core's cache
+   (the turn out took 1.5-2.4x its one-thread time; after this at par; MobileNetV2's blocked
+   loops at batch 1 ~30 us faster a replay at two threads). A CPU without the instruction
+   takes it as a no-op. */
+__attribute__((target("prfchw"))) static void fetch_for_write(const float *p, int64_t floats) {
+    const char *b = (const char *)p, *end = (const char *)(p + floats);
+    for (; b < end; b += 64) __builtin_prefetch(b, 1, 3);
+}
 
 /* Channels c..c+7 of one sample: xg, yg and resg (or NULL) their first planes, wg their 9
    weights each, bg their biases (or NULL); cells and out this thread's work. s and act are
@@ -273,64 +279,58 @@ HL_AVX512_TARGET static void group16(const blocked_args *a, const float *xg, con
 }
 #endif
 
-/* What each chunk of groups needs; run_groups runs them. */
-typedef struct {
-    const blocked_args *a;
-    const float *x, *w, *bias, *res;
-    float *y, *work;
-    int64_t per_sample, wide, per_thread, ncells;
-} group_tasks;
-
-/* Groups [t0, t1): sample t / per_sample, its group t % per_sample: the first `wide` groups of
-   sixteen channels (AVX-512), then groups of eight, in this thread's cells and outputs. */
-static void run_groups(int64_t t0, int64_t t1, void *arg) {
-    const group_tasks *q = arg;
-    const conv_geom *g = q->a->g;
-    const int64_t pin = g->h * g->w;
-    float *cells = q->work + hl_thread_num() * q->per_thread;
-    for (int64_t t = t0; t < t1; t++) {
-        const int64_t n = t / q->per_sample, k = t % q->per_sample;
-        const bool wide = k < q->wide;
-        const int64_t c = wide ? k * WIDE : q->wide * WIDE + (k - q->wide) * LANES;
-        const int64_t plane0 = n * g->c_out + c;
-        const float *xg = q->x + plane0 * pin, *wg = q->w + c * 9;
-        const float *bg = q->bias ? q->bias + c : NULL;
-        const float *resg = q->res ? q->res + plane0 * g->P : NULL;
-        float *yg = q->y + plane0 * g->P;
+/* Channels [c0, c1) of one sample (c0 a multiple of WIDE where the CPU has AVX-512, c1 - c0
+   of LANES): groups of sixteen first (AVX-512), then of eight. xs, ys and rs (or NULL) are
+   channel c0's planes; work is this thread's cells, then its outputs. Each channel's bits are
+   the same whichever width runs it. */
+static void run_channels(const blocked_args *a, const float *xs, const float *w,
+                         const float *bias, const float *rs, float *ys, int64_t c0, int64_t c1,
+                         float *work) {
+    const conv_geom *g = a->g;
+    const int64_t ncells = a->ncells;
+    const int64_t pin = g->h * g->w, P = g->P;
+    for (int64_t c = c0; c < c1;) {
+        const int64_t at = c - c0;
+        const float *bg = bias ? bias + c : NULL, *resg = rs ? rs + at * P : NULL;
 #if HL_HAVE_AVX512_KERNELS
-        if (wide) {
-            group16(q->a, xg, wg, bg, resg, yg, cells, cells + q->ncells * WIDE);
+        if (hl_cpu_avx512() && c + WIDE <= c1) {
+            fetch_for_write(ys + at * P, WIDE * P);
+            group16(a, xs + at * pin, w + c * 9, bg, resg, ys + at * P, work,
+                    work + ncells * WIDE);
+            c += WIDE;
             continue;
         }
 #endif
-        group(q->a, xg, wg, bg, resg, yg, cells, cells + q->ncells * LANES);
+        fetch_for_write(ys + at * P, LANES * P);
+        group(a, xs + at * pin, w + c * 9, bg, resg, ys + at * P, work, work + ncells * LANES);
+        c += LANES;
     }
 }
 
-hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
-                                   const float *bias, const conv_epilogue *epi, float *y) {
-    /* groups of sixteen channels where the CPU has AVX-512, then (at most one) of eight */
-    const int64_t wide = hl_cpu_avx512() ? g->c_out / WIDE : 0;
-    const int64_t per_sample = wide + (g->c_out - wide * WIDE) / LANES, tasks = g->n * per_sample;
-    const int lanes = wide ? WIDE : LANES;   /* the widest cell */
-    if (tasks == 0 || g->P == 0) return HL_OK;
+/* The tables every group reads (hl_dw3x3_blocked_tables): int32s, rounded up to 16 (64 bytes). */
+static int64_t table_ints(const conv_geom *g) {
     int64_t hp, wp;
     padded_dims(g, &hp, &wp);
-    const int64_t pin = g->h * g->w, ncells = hp * wp, outs = (g->P + 7) / 8 * 8;
-    /* the tables (int32, rounded up to 16 of them: 64 bytes), then each thread's cells and
-       outputs */
-    const int64_t table = (pin + ncells + 15) / 16 * 16;
-    const int64_t per_thread = (ncells + outs) * lanes;
-    const int threads = hl_pool_threads();
-    const bool parallel = threads > 1 && tasks > 1 &&
-                          g->n * (g->c_out / LANES * LANES) * g->P * 9 > PAR_MIN;
-    scratch sb;
-    void *work;
-    hl_status st = scratch_get("conv", &sb,
-                               (size_t)table * 4 + (size_t)(per_thread * threads) * 4, &work);
-    if (st) return st;
-    int32_t *cell_of = (int32_t *)work, *border = cell_of + pin;
-    float *mine0 = (float *)(cell_of + table);
+    return (g->h * g->w + hp * wp + 15) / 16 * 16;
+}
+
+size_t hl_dw3x3_blocked_table_bytes(const conv_geom *g) {
+    return (size_t)table_ints(g) * sizeof(int32_t);
+}
+
+size_t hl_dw3x3_blocked_work_bytes(const conv_geom *g) {
+    int64_t hp, wp;
+    padded_dims(g, &hp, &wp);
+    const int lanes = hl_cpu_avx512() ? WIDE : LANES;   /* the widest cell */
+    return (size_t)((hp * wp + (g->P + 7) / 8 * 8) * lanes) * sizeof(float);
+}
+
+void hl_dw3x3_blocked_setup(const conv_geom *g, const conv_epilogue *epi, void *tables,
+                            dw3x3_blocked *a) {
+    int64_t hp, wp;
+    padded_dims(g, &hp, &wp);
+    const int64_t pin = g->h * g->w;
+    int32_t *cell_of = tables, *border = cell_of + pin;
     for (int64_t p = 0; p < pin; p++) {
         const int64_t cy = p / g->w + g->pt, cx = p % g->w + g->pl;
         cell_of[p] = cy < hp && cx < wp ? (int32_t)(cy * wp + cx) : -1;
@@ -340,9 +340,60 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
         for (int64_t cx = 0; cx < wp; cx++)
             if (cy < g->pt || cy >= g->pt + g->h || cx < g->pl || cx >= g->pl + g->w)
                 border[nborder++] = (int32_t)(cy * wp + cx);
-    const blocked_args a = {g, wp, nborder, cell_of, border, epi};
-    const group_tasks q = {&a, x, w, bias, epi ? (const float *)epi->res : NULL, y, mine0,
-                           per_sample, wide, per_thread, ncells};
+    *a = (dw3x3_blocked){g, wp, hp * wp, nborder, cell_of, border, epi};
+}
+
+void hl_dw3x3_blocked_planes(const dw3x3_blocked *a, float *work, const float *xp, int64_t c0,
+                             int64_t c1, const float *w, const float *bias, float *y) {
+    run_channels(a, xp, w, bias, NULL, y + c0 * a->g->P, c0, c1, work);
+}
+
+/* What each chunk of groups needs; run_groups runs them. */
+typedef struct {
+    const blocked_args *a;
+    const float *x, *w, *bias, *res;
+    float *y, *work;
+    int64_t per_sample, wide, per_thread;
+} group_tasks;
+
+/* Groups [t0, t1): sample t / per_sample, its group t % per_sample: the first `wide` groups of
+   sixteen channels (AVX-512), then groups of eight, in this thread's cells and outputs. */
+static void run_groups(int64_t t0, int64_t t1, void *arg) {
+    const group_tasks *q = arg;
+    const conv_geom *g = q->a->g;
+    const int64_t pin = g->h * g->w;
+    float *work = q->work + hl_thread_num() * q->per_thread;
+    for (int64_t t = t0; t < t1; t++) {
+        const int64_t n = t / q->per_sample, k = t % q->per_sample;
+        const bool wide = k < q->wide;
+        const int64_t c = wide ? k * WIDE : q->wide * WIDE + (k - q->wide) * LANES;
+        const int64_t plane0 = n * g->c_out + c;
+        run_channels(q->a, q->x + plane0 * pin, q->w, q->bias,
+                     q->res ? q->res + plane0 * g->P : NULL, q->y + plane0 * g->P, c,
+                     c + (wide ? WIDE : LANES), work);
+    }
+}
+
+hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const float *w,
+                                   const float *bias, const conv_epilogue *epi, float *y) {
+    /* groups of sixteen channels where the CPU has AVX-512, then (at most one) of eight */
+    const int64_t wide = hl_cpu_avx512() ? g->c_out / WIDE : 0;
+    const int64_t per_sample = wide + (g->c_out - wide * WIDE) / LANES, tasks = g->n * per_sample;
+    if (tasks == 0 || g->P == 0) return HL_OK;
+    /* the tables, then each thread's cells and outputs */
+    const size_t table = hl_dw3x3_blocked_table_bytes(g), per_thread = hl_dw3x3_blocked_work_bytes(g);
+    const int threads = hl_pool_threads();
+    const bool parallel = threads > 1 && tasks > 1 &&
+                          g->n * (g->c_out / LANES * LANES) * g->P * 9 > PAR_MIN;
+    scratch sb;
+    void *work;
+    hl_status st = scratch_get("conv", &sb, table + per_thread * (size_t)threads, &work);
+    if (st) return st;
+    blocked_args a;
+    hl_dw3x3_blocked_setup(g, epi, work, &a);
+    const group_tasks q = {&a, x, w, bias, epi ? (const float *)epi->res : NULL, y,
+                           (float *)((char *)work + table), per_sample, wide,
+                           (int64_t)(per_thread / sizeof(float))};
     /* groups in lanes: each thread takes the channels it computed in the layer before (an
        expansion's panels in lanes, conv_packed.c) and that the projection after takes from
        it (its halves of K) */

@@ -17,6 +17,7 @@
  * (tests/plan/test_plan_expand_dw.py, also under HL_CPU_AVX512=0).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "../core.h"
 #include "conv.h"
@@ -27,6 +28,9 @@ enum {
     /* Expanded channels a task: two panels (the product's AVX-512 blocks pair panels). 6, 24
        and 48 ran as fast (MobileNetV2's three fused pairs at one thread, within 2-6%). */
     GROUP = 2 * HL_CONV_PACK_ROWS,
+    /* The same where the depthwise layer takes the blocked kernel: whole panels and whole
+       groups of sixteen channels (the blocked kernel's AVX-512 cells). */
+    GROUP_BLOCKED = 8 * HL_CONV_PACK_ROWS,
     /* Fused where one sample's expanded tensor takes at least this many bytes: MobileNetV2's
        112x112 (4.8 MB) and 56x56 (1.8 MB) layers. Smaller ones stay in each core's L2 from
        one layer to the next already (the products and the depthwise planes run in lanes):
@@ -34,17 +38,29 @@ enum {
     FUSE_MIN_BYTES = 1 << 20,
 };
 
+/* Pairs whose depthwise layer takes the blocked kernel (14x14 and 7x7 planes with AVX-512)
+   fuse too, for another reason: at two threads, layer by layer, each thread's expansion
+   output went to memory the other core wrote last, the depthwise loop read it back, and
+   the two loops each paid a fork and a join; fused, the expanded planes stay in one thread's
+   buffer and the pair is one loop. HL_CONV_EXPAND_DW=large keeps them apart (comparisons). */
+static bool blocked_pairs_fuse(void) {
+    const char *env = getenv("HL_CONV_EXPAND_DW");
+    return !(env && strcmp(env, "large") == 0);
+}
+
 bool hl_conv_expand_dw_fits(const conv_geom *g1, const conv_geom *g2) {
 #if HL_CONV_HAVE_X86
     const char *env = getenv("HL_CONV_EXPAND_DW");   /* 0: never (for comparisons) */
     if (env && env[0] == '0') return false;
-    return hl_conv_avx2() && g1->groups == 1 && g1->kh == 1 &&
+    const bool pair = hl_conv_avx2() && g1->groups == 1 && g1->kh == 1 &&
            g1->kw == 1 && g1->sh == 1 && g1->sw == 1 && g1->pt == 0 && g1->pl == 0 &&
            g1->oh == g1->h && g1->ow == g1->w && hl_conv_packed_lane_fits(g1->K) &&
            hl_dw3x3_fits(g2) && g2->c_in == g1->c_out && g2->c_out == g2->c_in &&
-           g2->h == g1->oh && g2->w == g1->ow && g2->n == g1->n &&
-           !hl_dw3x3_blocked_fits(g2) &&
-           (g2->ow + 15) / 16 <= HL_DW3X3_PLANES_MAX_CHUNKS &&
+           g2->h == g1->oh && g2->w == g1->ow && g2->n == g1->n;
+    if (!pair) return false;
+    if (hl_dw3x3_blocked_fits(g2))   /* small planes: every channel in the blocked kernel */
+        return blocked_pairs_fuse() && g2->c_out % 8 == 0;
+    return (g2->ow + 15) / 16 <= HL_DW3X3_PLANES_MAX_CHUNKS &&
            g1->c_out * g1->P * (int64_t)sizeof(float) >= FUSE_MIN_BYTES;
 #else
     (void)g1, (void)g2;
@@ -59,9 +75,10 @@ typedef struct {
     const float *x, *packed, *b1, *w2, *b2;
     const conv_epilogue *e1, *e2;
     float *y;
-    int64_t groups;          /* tasks a sample */
-    float *planes;           /* per thread: GROUP expanded planes, thread_floats apart */
-    int64_t thread_floats;
+    int64_t group, groups;   /* expanded channels a task, tasks a sample */
+    float *planes;           /* per thread: `group` expanded planes, thread_floats apart, */
+    int64_t thread_floats;   /* then (blocked) the depthwise kernel's cells and outputs */
+    const dw3x3_blocked *blocked;   /* or NULL: the planes kernel */
     hl_status *failed;
 } expand_dw;
 
@@ -70,16 +87,21 @@ static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
     const conv_geom *g1 = q->g1, *g2 = q->g2;
     float *planes = q->planes + hl_thread_num() * q->thread_floats;
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t s = t / q->groups, c0 = t % q->groups * GROUP;
-        const int64_t c1 = HL_MIN(g1->c_out, c0 + GROUP);
+        const int64_t s = t / q->groups, c0 = t % q->groups * q->group;
+        const int64_t c1 = HL_MIN(g1->c_out, c0 + q->group);
         const conv_packed_problem pr = {
             .m = c1 - c0, .n = g1->P, .k = g1->K, .count = 1,
             .a = q->packed + c0 / HL_CONV_PACK_ROWS * g1->K * HL_CONV_PACK_ROWS,
             .b = q->x + s * g1->c_in * g1->P, .ldb = g1->P, .c = planes, .ldc = g1->P,
             .bias = q->b1 ? q->b1 + c0 : NULL, .epi = q->e1};
         hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS);
-        hl_status st = hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2,
-                                       q->y + s * g2->c_out * g2->P);
+        float *y = q->y + s * g2->c_out * g2->P;
+        if (q->blocked) {
+            hl_dw3x3_blocked_planes(q->blocked, planes + q->group * g1->P, planes, c0, c1, q->w2,
+                                    q->b2, y);
+            continue;
+        }
+        hl_status st = hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2, y);
         if (st) __atomic_store_n(q->failed, st, __ATOMIC_RELAXED);
     }
 }
@@ -90,16 +112,25 @@ hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const f
                                     const conv_epilogue *e2, float *y) {
     if (g1->n == 0 || g1->c_out == 0 || g2->P == 0) return HL_OK;
     const int threads = hl_pool_threads();
-    const int64_t groups = (g1->c_out + GROUP - 1) / GROUP, tasks = g1->n * groups;
-    const int64_t thread_floats = (GROUP * g1->P + 15) / 16 * 16;   /* whole cache lines */
+    const bool blocked = hl_dw3x3_blocked_fits(g2);
+    const int64_t group = blocked ? GROUP_BLOCKED : GROUP;
+    const int64_t groups = (g1->c_out + group - 1) / group, tasks = g1->n * groups;
+    /* a thread's planes (and the blocked kernel's work) in whole cache lines; the blocked
+       kernel's tables after the threads' buffers */
+    const int64_t dw_work = blocked ? (int64_t)hl_dw3x3_blocked_work_bytes(g2) / 4 : 0;
+    const int64_t thread_floats = (group * g1->P + dw_work + 15) / 16 * 16;
+    const size_t tables = blocked ? hl_dw3x3_blocked_table_bytes(g2) : 0;
     scratch sb;
     float *planes;
-    hl_status st = scratch_get("conv", &sb, (size_t)(thread_floats * threads) * sizeof(float),
+    hl_status st = scratch_get("conv", &sb,
+                               (size_t)(thread_floats * threads) * sizeof(float) + tables,
                                (void **)&planes);
     if (st) return st;
+    dw3x3_blocked dw;
+    if (blocked) hl_dw3x3_blocked_setup(g2, e2, planes + thread_floats * threads, &dw);
     hl_status failed = HL_OK;
-    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, groups, planes,
-                         thread_floats, &failed};
+    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, group, groups, planes,
+                         thread_floats, blocked ? &dw : NULL, &failed};
     if (threads > 1 && tasks > 1)
         hl_parallel_lanes(tasks, run_expand_dw, (void *)&q);
     else
