@@ -331,10 +331,11 @@ void hl_dw3x3_blocked_setup(const conv_geom *g, const conv_epilogue *epi, void *
     padded_dims(g, &hp, &wp);
     const int64_t pin = g->h * g->w;
     int32_t *cell_of = tables, *border = cell_of + pin;
-    for (int64_t p = 0; p < pin; p++) {
-        const int64_t cy = p / g->w + g->pt, cx = p % g->w + g->pl;
-        cell_of[p] = cy < hp && cx < wp ? (int32_t)(cy * wp + cx) : -1;
-    }
+    for (int64_t iy = 0, p = 0; iy < g->h; iy++)
+        for (int64_t ix = 0; ix < g->w; ix++, p++) {
+            const int64_t cy = iy + g->pt, cx = ix + g->pl;
+            cell_of[p] = cy < hp && cx < wp ? (int32_t)(cy * wp + cx) : -1;
+        }
     int64_t nborder = 0;
     for (int64_t cy = 0; cy < hp; cy++)
         for (int64_t cx = 0; cx < wp; cx++)
