@@ -90,11 +90,14 @@ def test_standard_planes_multiply_their_padding(xs, stride):
 
 
 @pytest.mark.parametrize("stride", [1, 2])
-def test_standard_planes_threads_agree(stride):
+@pytest.mark.parametrize("shape", [(2, 24, 48, 48), (1, 24, 112, 112), (1, 8, 113, 61)])
+def test_standard_planes_threads_agree(stride, shape):
+    # 3 or 6 chunks a row; one sample's large planes (at two threads with AVX-512, each cut
+    # into two bands of rows, one a thread), odd sizes
     rng = np.random.default_rng(23)
-    x = rng.standard_normal((2, 24, 48, 48)).astype(np.float32)   # 3 or 6 chunks a row
-    w = rng.standard_normal((24, 1, 3, 3)).astype(np.float32)
-    b = rng.standard_normal(24).astype(np.float32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal((shape[1], 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(shape[1]).astype(np.float32)
     prev = hl.get_num_threads()
     try:
         hl.set_num_threads(1)

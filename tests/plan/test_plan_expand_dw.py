@@ -92,6 +92,13 @@ CASES = {  # name: (cin, cexp, H, W, stride, block options)
     "odd_s1_relu": (5, 100, 53, 51, 1, dict(expand_act="Relu", project=True)),
     "no_expand_act": (3, 64, 60, 70, 1, dict(expand_act=None)),
     "wide_rows": (8, 96, 8, 600, 2, {}),
+    # one sample at two threads on large planes (AVX-512): each plane in two bands of rows,
+    # each band's expansion also computing the input rows its band's border reads; odd sizes
+    "bands_odd": (5, 64, 65, 67, 1, dict(project=True)),
+    "bands_odd_s2": (6, 36, 119, 113, 2, dict(expand_act="Relu")),
+    # bands whose expansions would end on a strip of 2 positions (the tail kernel, other
+    # sums): whole planes instead
+    "bands_refused": (4, 96, 56, 58, 1, {}),
     # small planes, the blocked depthwise kernel (groups of 48 channels a task)
     "mobilenet_14x14": (64, 384, 14, 14, 1, dict(project=True)),
     "mobilenet_14x14_s2": (96, 576, 14, 14, 2, {}),

@@ -65,6 +65,10 @@ hl_status hl_conv_packed_product(const conv_packed_problem *pr);
    and activation applied. Panel by panel over all the strips: each of a panel's output rows
    is stored as one run of n floats (not 16 at a time, alternating between all m rows). */
 enum { HL_CONV_STRIP_COLS = 16 };
+/* A row of positions' last strip of at most this many columns runs the tail kernel, whose
+   sums go in another order than the blocks' (conv_packed.c, block_tail_cols): where a product's
+   positions are cut changes those positions' bits. */
+enum { HL_CONV_TAIL_COLS = 2 };
 void hl_conv_packed_strips(const float *packed, int64_t m, int64_t k, const float *strips,
                            int64_t n, float *c, int64_t ldc, const float *bias, const float *res,
                            const conv_epilogue *epi);
@@ -153,6 +157,18 @@ enum { HL_DW3X3_PLANES_MAX_CHUNKS = 64 };
 hl_status hl_dw3x3_planes_avx512(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
                                  const float *w, const float *bias, const conv_epilogue *epi,
                                  float *y);
+/* Rows of a plane: the input rows a buffer holds, [row0, row1), and the output rows a call
+   computes, [oy0, oy1). */
+typedef struct {
+    int64_t row0, row1, oy0, oy1;
+} dw3x3_rows;
+/* The same for output rows r.oy0 .. r.oy1 - 1 of each plane, channel c's input rows r.row0 ..
+   r.row1 - 1 at xp + (c - c0) * (r.row1 - r.row0) * w: each output's bits as above. */
+hl_status hl_dw3x3_plane_rows_avx512(const conv_geom *g, const float *xp, dw3x3_rows r,
+                                     int64_t c0, int64_t c1, const float *w, const float *bias,
+                                     const conv_epilogue *epi, float *y);
+/* The bands of rows each plane of a call is cut into for the threads (1: whole planes). */
+int64_t hl_dw3x3_bands(const conv_geom *g);
 
 /* Stride-1 convolutions with 5x5-class kernels (one group, no dilation) on small planes,
    straight from the planes by AVX2 + FMA (conv_direct.c): whether each pass fits (the CPU

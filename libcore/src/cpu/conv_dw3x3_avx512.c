@@ -86,12 +86,14 @@ HL_AVX512_INLINE void finish16(__m512 acc, const float *res, float *y, __mmask16
     _mm512_mask_storeu_ps(y, n, acc);
 }
 
-/* One output plane (xp its input plane, wk its 9 weights, b its bias, res its residual plane
-   or NULL), two output rows a pass: they share their input rows (4 at stride 1, 5 at 2). s and
-   act are constants where inlined. */
+/* Output rows [r.oy0, r.oy1) of one plane (xp its input rows from row r.row0 on, wk its 9
+   weights, b its bias, res its residual plane or NULL, yp its output plane), two output rows a
+   pass: they share their input rows (4 at stride 1, 5 at 2). Each output's sums are the same
+   whichever rows a call takes. s and act are constants where inlined. */
 HL_AVX512_INLINE void plane16_s(const conv_geom *g_call, const chunk16 *cm, const float *xp,
-                                const float *wk, float b, const conv_epilogue *epi,
-                                const float *res, float *yp, const int s, const int act) {
+                                dw3x3_rows r, const float *wk, float b,
+                                const conv_epilogue *epi, const float *res, float *yp,
+                                const int s, const int act) {
     const conv_geom g_local = *g_call, *g = &g_local;   /* not aliased by the stores */
     const int64_t ow = g->ow, W = g->w, chunks = (ow + 15) / 16;
     __m512 w[3][3];
@@ -99,12 +101,13 @@ HL_AVX512_INLINE void plane16_s(const conv_geom *g_call, const chunk16 *cm, cons
     const __m512 bv = _mm512_set1_ps(b), zero = _mm512_setzero_ps();
     const conv_act16_params ap = hl_conv_act16_params(epi);
     const __mmask16 last = hl_conv_mask16(ow - (chunks - 1) * 16);
-    for (int64_t oy = 0; oy < g->oh; oy += 2) {
-        const bool two = oy + 1 < g->oh;
+    for (int64_t oy = r.oy0; oy < r.oy1; oy += 2) {
+        const bool two = oy + 1 < r.oy1;
         const float *rows[5];
         for (int k = 0; k < 5; k++) {
             const int64_t iy = oy * s - g->pt + k;
-            rows[k] = iy >= 0 && iy < g->h && k < (two ? s + 3 : 3) ? xp + iy * W : NULL;
+            rows[k] = iy >= 0 && iy < g->h && k < (two ? s + 3 : 3) ? xp + (iy - r.row0) * W
+                                                                      : NULL;
         }
         for (int64_t c = 0; c < chunks; c++) {
             const int64_t ox = c * 16, q = ox * s - g->pl;
@@ -142,15 +145,15 @@ HL_AVX512_INLINE void plane16_s(const conv_geom *g_call, const chunk16 *cm, cons
 /* plane16_s for this call's stride and activation, each a constant in its own copy (the
    common activations; the others read theirs at run time). */
 HL_AVX512_TARGET static void plane16(const conv_geom *g, const chunk16 *cm, const float *xp,
-                                     const float *wk, float b, const conv_epilogue *epi,
-                                     const float *res, float *yp) {
+                                     dw3x3_rows r, const float *wk, float b,
+                                     const conv_epilogue *epi, const float *res, float *yp) {
     const int act = epi ? epi->act : HL_CONV_ACT_NONE;
 #define PLANE_ACT(S)                                                                          \
     switch (act) {                                                                            \
-    case HL_CONV_ACT_NONE: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
-    case HL_CONV_ACT_RELU: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
-    case HL_CONV_ACT_CLIP: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
-    default: plane16_s(g, cm, xp, wk, b, epi, res, yp, S, act); break;                       \
+    case HL_CONV_ACT_NONE: plane16_s(g, cm, xp, r, wk, b, epi, res, yp, S, HL_CONV_ACT_NONE); break; \
+    case HL_CONV_ACT_RELU: plane16_s(g, cm, xp, r, wk, b, epi, res, yp, S, HL_CONV_ACT_RELU); break; \
+    case HL_CONV_ACT_CLIP: plane16_s(g, cm, xp, r, wk, b, epi, res, yp, S, HL_CONV_ACT_CLIP); break; \
+    default: plane16_s(g, cm, xp, r, wk, b, epi, res, yp, S, act); break;                    \
     }
     if (g->sw == 1) {
         PLANE_ACT(1)
@@ -164,6 +167,7 @@ typedef struct {
     const conv_geom *g;
     const chunk16 *cm;
     int64_t done, rest;   /* per sample: the channels already done, those left */
+    int64_t bands;        /* each plane's rows in this many bands, band-major items */
     const float *x, *w, *bias;
     const conv_epilogue *epi;
     float *y;
@@ -173,12 +177,29 @@ static void run_planes16(int64_t begin, int64_t end, void *arg) {
     const planes16 *q = arg;
     const conv_geom *g = q->g;
     const float *res = q->epi ? (const float *)q->epi->res : NULL;
-    for (int64_t pl = begin; pl < end; pl++) {
+    const int64_t planes = g->n * q->rest;
+    for (int64_t it = begin; it < end; it++) {
+        const int64_t band = it / planes, pl = it % planes;
         const int64_t n = pl / q->rest, co = q->done + pl % q->rest, ci = co / g->cg_out;
         const int64_t at = (n * g->c_out + co) * g->P;
-        plane16(g, q->cm, q->x + (n * g->c_in + ci) * g->h * g->w, q->w + co * 9,
+        const dw3x3_rows r = {0, g->h, g->oh * band / q->bands, g->oh * (band + 1) / q->bands};
+        plane16(g, q->cm, q->x + (n * g->c_in + ci) * g->h * g->w, r, q->w + co * 9,
                 q->bias ? q->bias[co] : 0.0f, q->epi, res ? res + at : NULL, q->y + at);
     }
+}
+
+/* Planes of at least this many outputs are cut into bands of rows, one a thread, where there
+   are fewer samples than threads (batch 1's 112x112 and 56x56 planes): the layers around them
+   (the stem's rows, the products' blocks of positions) split their planes by positions too,
+   so each thread reads the rows it wrote, where whole planes a thread read half of every
+   plane from the other core's cache (MobileNetV2 b1 at two threads: 112x112's depthwise layer
+   and the projection after it ~N us faster). */
+enum { BANDS_MIN_P = 56 * 56 };
+
+int64_t hl_dw3x3_bands(const conv_geom *g) {
+    const int threads = hl_pool_threads();
+    return threads > 1 && g->n < threads && g->P >= BANDS_MIN_P && g->oh >= 4 * threads
+               ? threads : 1;
 }
 
 hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
@@ -192,14 +213,32 @@ hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
     if (st) return st;
     fill_chunks(g, cm, chunks);
     const bool parallel = hl_pool_threads() > 1 && planes > 1 && planes * g->P * 9 > DW_PAR_MIN;
-    const planes16 q = {g, cm, done, rest, x, w, bias, epi, y};
-    /* planes in lanes (hl_parallel_lanes): each thread takes the channels it computed in the
-       layer before; a thread the host deschedules leaves its planes to others */
+    const int64_t bands = parallel ? hl_dw3x3_bands(g) : 1;
+    const planes16 q = {g, cm, done, rest, bands, x, w, bias, epi, y};
+    /* planes (or bands of them) in lanes (hl_parallel_lanes): each thread takes the channels
+       (or the rows) it computed in the layer before; a thread the host deschedules leaves its
+       planes to others */
     if (parallel)
-        hl_parallel_lanes(planes, run_planes16, (void *)&q);
+        hl_parallel_lanes(bands * planes, run_planes16, (void *)&q);
     else
         hl_parallel_for(planes, planes, run_planes16, (void *)&q);
     scratch_put(&sb);
+    return HL_OK;
+}
+
+hl_status hl_dw3x3_plane_rows_avx512(const conv_geom *g, const float *xp, dw3x3_rows r,
+                                     int64_t c0, int64_t c1, const float *w, const float *bias,
+                                     const conv_epilogue *epi, float *y) {
+    const int64_t chunks = (g->ow + 15) / 16;
+    chunk16 cm[HL_DW3X3_PLANES_MAX_CHUNKS];
+    if (chunks > HL_DW3X3_PLANES_MAX_CHUNKS)
+        return hl_fail(HL_ERR_UNSUPPORTED, "conv: %lld outputs a row, more than the fused "
+                       "depthwise kernel takes", (long long)g->ow);
+    fill_chunks(g, cm, chunks);
+    const int64_t held = r.row1 - r.row0;
+    for (int64_t c = c0; c < c1; c++)
+        plane16(g, cm, xp + (c - c0) * held * g->w, r, w + c * 9, bias ? bias[c] : 0.0f, epi,
+                NULL, y + c * g->P);
     return HL_OK;
 }
 
@@ -209,16 +248,8 @@ hl_status hl_dw3x3_rows_avx512(const conv_geom *g, int64_t done, const float *x,
 hl_status hl_dw3x3_planes_avx512(const conv_geom *g, const float *xp, int64_t c0, int64_t c1,
                                  const float *w, const float *bias, const conv_epilogue *epi,
                                  float *y) {
-    const int64_t chunks = (g->ow + 15) / 16;
-    chunk16 cm[HL_DW3X3_PLANES_MAX_CHUNKS];
-    if (chunks > HL_DW3X3_PLANES_MAX_CHUNKS)
-        return hl_fail(HL_ERR_UNSUPPORTED, "conv: %lld outputs a row, more than the fused "
-                       "depthwise kernel takes", (long long)g->ow);
-    fill_chunks(g, cm, chunks);
-    for (int64_t c = c0; c < c1; c++)
-        plane16(g, cm, xp + (c - c0) * g->h * g->w, w + c * 9, bias ? bias[c] : 0.0f, epi,
-                NULL, y + c * g->P);
-    return HL_OK;
+    const dw3x3_rows all = {0, g->h, 0, g->oh};
+    return hl_dw3x3_plane_rows_avx512(g, xp, all, c0, c1, w, bias, epi, y);
 }
 
 #endif

@@ -22,6 +22,7 @@
 #include "../core.h"
 #include "conv.h"
 #include "conv_avx2.h"
+#include "cpu_features.h"
 #include "parallel.h"
 
 enum {
@@ -75,25 +76,57 @@ typedef struct {
     const float *x, *packed, *b1, *w2, *b2;
     const conv_epilogue *e1, *e2;
     float *y;
-    int64_t group, groups;   /* expanded channels a task, tasks a sample */
+    int64_t group, groups;   /* expanded channels a task, tasks a sample and band */
+    int64_t bands;           /* each plane's output rows in this many bands (band-major) */
     float *planes;           /* per thread: `group` expanded planes, thread_floats apart, */
     int64_t thread_floats;   /* then (blocked) the depthwise kernel's cells and outputs */
     const dw3x3_blocked *blocked;   /* or NULL: the planes kernel */
     hl_status *failed;
 } expand_dw;
 
+/* Band b of `bands` of a plane: its output rows, and the input rows they read (the padding
+   rows excluded), which the band's expansion computes. */
+static dw3x3_rows band_rows(const conv_geom *g2, int64_t b, int64_t bands) {
+    const int64_t oy0 = g2->oh * b / bands, oy1 = g2->oh * (b + 1) / bands;
+    return (dw3x3_rows){HL_MAX(0, oy0 * g2->sh - g2->pt),
+                        HL_MIN(g2->h, (oy1 - 1) * g2->sh - g2->pt + 3), oy0, oy1};
+}
+
+/* Bands of rows for the threads (one sample, large planes: hl_dw3x3_bands) where the CPU has
+   AVX-512 (the kernel that takes rows), and where every band's expansion gives each position
+   the bits the whole plane's does: the product's last strip of 1 or 2 positions runs the
+   tail kernel, whose sums go in another order, so no band may end with one unless the plane
+   does (and then only there). With bands the stem, the depthwise layers and the products of
+   batch 1's large planes all split the positions alike, and each thread reads the rows it
+   wrote (the expansion's input) and writes those the projection after it reads. */
+static int64_t bands_of(const conv_geom *g1, const conv_geom *g2) {
+    const int64_t bands = hl_cpu_avx512() ? hl_dw3x3_bands(g2) : 1;
+    const int64_t tail = g1->P % HL_CONV_STRIP_COLS;
+    for (int64_t b = 0; b < bands; b++) {
+        const dw3x3_rows r = band_rows(g2, b, bands);
+        const int64_t left = (r.row1 - r.row0) * g1->w % HL_CONV_STRIP_COLS;
+        if (left >= 1 && left <= HL_CONV_TAIL_COLS && !(r.row1 == g2->h && left == tail))
+            return 1;
+    }
+    return bands;
+}
+
 static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
     const expand_dw *q = arg;
     const conv_geom *g1 = q->g1, *g2 = q->g2;
     float *planes = q->planes + hl_thread_num() * q->thread_floats;
+    const int64_t per_band = g1->n * q->groups;
     for (int64_t t = t0; t < t1; t++) {
-        const int64_t s = t / q->groups, c0 = t % q->groups * q->group;
+        const int64_t band = t / per_band, rem = t % per_band;
+        const int64_t s = rem / q->groups, c0 = rem % q->groups * q->group;
         const int64_t c1 = HL_MIN(g1->c_out, c0 + q->group);
+        const dw3x3_rows r = band_rows(g2, band, q->bands);
+        const int64_t n = (r.row1 - r.row0) * g1->w;   /* the expanded positions */
         const conv_packed_problem pr = {
-            .m = c1 - c0, .n = g1->P, .k = g1->K, .count = 1,
+            .m = c1 - c0, .n = n, .k = g1->K, .count = 1,
             .a = q->packed + c0 / HL_CONV_PACK_ROWS * g1->K * HL_CONV_PACK_ROWS,
-            .b = q->x + s * g1->c_in * g1->P, .ldb = g1->P, .c = planes, .ldc = g1->P,
-            .bias = q->b1 ? q->b1 + c0 : NULL, .epi = q->e1};
+            .b = q->x + s * g1->c_in * g1->P + r.row0 * g1->w, .ldb = g1->P, .c = planes,
+            .ldc = n, .bias = q->b1 ? q->b1 + c0 : NULL, .epi = q->e1};
         hl_conv_packed_lane(&pr, 0, (c1 - c0 + HL_CONV_PACK_ROWS - 1) / HL_CONV_PACK_ROWS);
         float *y = q->y + s * g2->c_out * g2->P;
         if (q->blocked) {
@@ -101,7 +134,9 @@ static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
                                     q->b2, y);
             continue;
         }
-        hl_status st = hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2, y);
+        hl_status st = q->bands > 1 ? hl_dw3x3_plane_rows_avx512(g2, planes, r, c0, c1, q->w2,
+                                                                 q->b2, q->e2, y)
+                                    : hl_dw3x3_planes(g2, planes, c0, c1, q->w2, q->b2, q->e2, y);
         if (st) __atomic_store_n(q->failed, st, __ATOMIC_RELAXED);
     }
 }
@@ -114,7 +149,8 @@ hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const f
     const int threads = hl_pool_threads();
     const bool blocked = hl_dw3x3_blocked_fits(g2);
     const int64_t group = blocked ? GROUP_BLOCKED : GROUP;
-    const int64_t groups = (g1->c_out + group - 1) / group, tasks = g1->n * groups;
+    const int64_t bands = blocked || threads < 2 ? 1 : bands_of(g1, g2);
+    const int64_t groups = (g1->c_out + group - 1) / group, tasks = bands * g1->n * groups;
     /* a thread's planes (and the blocked kernel's work) in whole cache lines; the blocked
        kernel's tables after the threads' buffers */
     const int64_t dw_work = blocked ? (int64_t)hl_dw3x3_blocked_work_bytes(g2) / 4 : 0;
@@ -129,8 +165,8 @@ hl_status hl_conv_expand_dw_forward(const conv_geom *g1, const float *x, const f
     dw3x3_blocked dw;
     if (blocked) hl_dw3x3_blocked_setup(g2, e2, planes + thread_floats * threads, &dw);
     hl_status failed = HL_OK;
-    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, group, groups, planes,
-                         thread_floats, blocked ? &dw : NULL, &failed};
+    const expand_dw q = {g1, g2, x, packed, b1, w2, b2, e1, e2, y, group, groups, bands,
+                         planes, thread_floats, blocked ? &dw : NULL, &failed};
     if (threads > 1 && tasks > 1)
         hl_parallel_lanes(tasks, run_expand_dw, (void *)&q);
     else

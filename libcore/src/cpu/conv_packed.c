@@ -358,7 +358,7 @@ AVX2 static void block8_avx2(const block_args *a, const float *restrict A, const
    fifth of its product). A k's weights are loaded as 8 lanes, the last two the next k's (not
    kept), except at the block's last k, whose load stops at MR lanes (the panel's end may be
    the buffer's). */
-enum { TAIL_COLS = 2 };   /* measured: 1 column 3-6% faster than block8, 4 columns 2-3% slower */
+enum { TAIL_COLS = HL_CONV_TAIL_COLS };   /* measured: 1 column 3-6% faster than block8, 4 columns 2-3% slower */
 
 AVX2 static inline __attribute__((always_inline)) void block_tail_cols(
     const block_args *a, const float *restrict A, const float *B, int64_t ldb, float *C,

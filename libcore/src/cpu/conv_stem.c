@@ -128,8 +128,13 @@ hl_status hl_conv_stem_forward(const conv_geom *g, const float *x, const float *
     const bool parallel = hl_pool_threads() > 1 && rows > 1 &&
                           g->c_out * g->P * g->K * g->n > PAR_MIN;
     const stem_rows q = {g, x, packed, bias, epi, y};
-    /* one output row a chunk, claimed as threads come free */
-    hl_parallel_for(rows, parallel ? 1 : rows, run_rows, (void *)&q);
+    /* rows in lanes (hl_parallel_lanes): each thread the band of rows (or the samples) that
+       the layer after reads on it (the depthwise kernel's bands of rows, the products' blocks
+       of positions), a thread the host deschedules leaving its rows to the other */
+    if (parallel)
+        hl_parallel_lanes(rows, run_rows, (void *)&q);
+    else
+        hl_parallel_for(rows, rows, run_rows, (void *)&q);
     return HL_OK;
 }
 
