@@ -9,8 +9,9 @@
  * the generation, so a worker that wakes up late, after its job has ended and perhaps after the
  * next one has begun writing its parameters, claims nothing: it sees a count of zero or another
  * generation. Once a claim succeeds the job's parameters are stable, since its caller waits for
- * that chunk before it returns. `done` counts finished chunks; the caller waits for it to reach
- * the chunk count, which is waiting only for chunks some thread is running.
+ * that chunk before it returns. `done` counts the workers' finished chunks, each worker adding
+ * its count once it claims no more; the caller waits for it to reach the chunks it did not run
+ * itself, which is waiting only for chunks some thread is running.
  *
  * A job in lanes (hl_parallel_lanes) leaves `claim` at zero and hands out its chunks from one
  * word per lane instead, on a cache line of its own: bits 63..40 the generation, 39..20 the
@@ -46,7 +47,7 @@ enum {
 };
 
 typedef struct {
-    /* the job, written by its caller before `claim` is published */
+    /* the job, written by its caller before `claim` is published, read by every thread */
     hl_range_try_fn fn;
     void *ctx;
     void (*item)(int, void *);  /* a gang job's item function (fn is NULL then) */
@@ -54,15 +55,19 @@ typedef struct {
     atomic_int lanes;           /* a job in lanes: their count (0: plain chunks); written
                                    before `gen`, read after it */
     atomic_int failed;
+    hl_pool_region *_Atomic trace;  /* the job's record while recording (hl_pool_trace_*) */
+    /* The state, each word that threads write during a job on a cache line of its own:
+       workers spin on `gen`, the caller on `done`, every thread that ran chunks adds to
+       `done`, and all read the job's line at each chunk; sharing lines, each add took the
+       others' lines away from the threads reading them (a loop's fork and join cost ~1 us
+       more at two threads). */
+    _Alignas(64) _Atomic uint64_t claim;
+    _Alignas(64) _Atomic uint32_t gen;
+    _Alignas(64) _Atomic int64_t done;   /* chunks finished: each thread adds its count once */
+    _Alignas(64) atomic_int sleepers;
+    atomic_flag busy;           /* some thread runs a job */
     hl_status status;
     char message[1024];
-    /* the state */
-    _Atomic uint64_t claim;
-    _Atomic uint32_t gen;
-    _Atomic int64_t done;
-    atomic_int sleepers;
-    atomic_flag busy;           /* some thread runs a job */
-    hl_pool_region *_Atomic trace;  /* the job's record while recording (hl_pool_trace_*) */
     pthread_mutex_t lock;       /* guards the sleep and worker creation */
     pthread_cond_t wake;
     int started;                /* workers running: slots 1 .. started */
@@ -303,7 +308,8 @@ static void record_failure(hl_status st) {
     }
 }
 
-/* Runs chunk c of the current job (or skips it once the job has failed), then counts it. */
+/* Runs chunk c of the current job (or skips it once the job has failed); its thread counts
+   it in `done` with the others it ran (done_by). */
 static void run_chunk(int64_t c) {
     hl_pool_region *trace = atomic_load_explicit(&pool.trace, memory_order_relaxed);
     const int64_t t0 = trace ? now_ns() : 0;
@@ -317,7 +323,11 @@ static void run_chunk(int64_t c) {
         if (st) record_failure(st);
     }
     if (trace) trace_chunk(trace, now_ns() - t0);
-    atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
+}
+
+/* A thread's chunks of the job counted as finished, once it claims no more. */
+static void done_by(int64_t ran) {
+    if (ran) atomic_fetch_add_explicit(&pool.done, ran, memory_order_release);
 }
 
 /* ---- workers --------------------------------------------------------------------------- */
@@ -358,14 +368,16 @@ static void *worker_main(void *arg) {
         seen = wait_for_job(seen, active);
         active = my_slot < hl_pool_threads();
         if (atomic_load_explicit(&workers_held, memory_order_relaxed)) continue;
-        int64_t c;
+        int64_t c, ran = 0;
         in_chunk = true;
         while ((c = claim_next(seen, my_slot)) >= 0) {
             bool gang = pool.item != NULL;
             run_chunk(c);
+            ran++;
             if (gang) break;  /* one item per thread: the items wait on one another */
         }
         in_chunk = false;
+        done_by(ran);
     }
     return NULL;
 }
@@ -428,18 +440,23 @@ static void run_job(int workers, int64_t chunks, bool gang, int lanes) {
     }
     my_slot = 0;
     in_chunk = true;
+    int64_t mine = 0;   /* the caller's chunks: it waits for the others' */
     if (gang) {
         run_chunk(0);
+        mine = 1;
     } else {
         int64_t c;
-        while ((c = lanes ? claim_lane_chunk(gen, 0, lanes) : claim_chunk(gen, 0)) >= 0)
+        while ((c = lanes ? claim_lane_chunk(gen, 0, lanes) : claim_chunk(gen, 0)) >= 0) {
             run_chunk(c);
+            mine++;
+        }
     }
     in_chunk = false;
     /* a worker mid-chunk may need this core: yield now and then, or at once when the threads
        outnumber the CPUs */
     const unsigned yield_every = oversubscribed() ? 1 : YIELD_EVERY;
-    for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks; i++) {
+    for (unsigned i = 1; atomic_load_explicit(&pool.done, memory_order_acquire) < chunks - mine;
+         i++) {
         cpu_relax();
         if (i % yield_every == 0) sched_yield();
     }
