@@ -608,6 +608,13 @@ hl_status hl_plan_take_output(hl_plan *plan, hl_tensor *t, hl_tensor **out, int 
    the first failure (the outputs before it are taken; out[j] is NULL from it on). */
 hl_status hl_plan_take_outputs(hl_plan *plan, int64_t n, hl_tensor *const *ts, hl_tensor **out,
                                int *handed_over);
+/* hl_plan_run, then each output ts[i]'s values (a contiguous CPU tensor of nbytes[i] bytes)
+   copied to dst[i]: for small outputs, which the caller's new arrays (made before the call)
+   receive right after the replay, with nothing run in between (a language binding's steps
+   after a replay run from cold caches). Before the replay each tensor is checked; a wrong one
+   fails naming its index and both sizes, and nothing runs. */
+hl_status hl_plan_run_copy(hl_plan *plan, int64_t n, hl_tensor *const *ts, void *const *dst,
+                           const size_t *nbytes);
 /* Makes `later` (a plan recorded after `plan`, reading some of its input slots' tensors: the
    backward of a step whose forward is `plan`) follow plan's binds: each later bind of plan's
    slots retargets later's reads of them too. Call it before the first bind. Both plans keep

@@ -326,13 +326,21 @@ class _AdoptingView:
             lib.hl_tensor_release(self._raw)
 
 
+# Outputs of at most this many bytes in all are copied out of a plan's memory by the replay's
+# call (PlanOutputs.run_copy), not handed over: copying a few KB takes ~1 us where arrays()
+# and take() cost ~25 us of Python and C around each replay (MobileNetV2 b1's 4 KB output:
+# the Python around a replay 54 -> N us). Past this size a copy costs more than the take.
+COPY_OUTPUTS_MAX = 64 << 10
+
+
 class PlanOutputs:
-    """A plan's CPU outputs as numpy arrays without a copy and with little Python after the
-    replay (which leaves Python's data in cold caches: each step then costs 2-3x): arrays()
-    makes, before the replay, arrays over the memory it will write; take() after it hands
-    each array that memory (hl_plan_take_outputs: the plan writes fresh memory next time),
-    or replaces it by an array over a copy where the plan cannot hand the memory over.
-    handles: the output tensors; layouts: their numpy views' __array_interface__s."""
+    """A plan's CPU outputs as numpy arrays with little Python after the replay (which
+    leaves Python's data in cold caches: each step then costs 2-3x). Small ones (`copies`)
+    are copied out by the replay's own call (run_copy). Otherwise, without a copy: arrays() makes, before the
+    replay, arrays over the memory it will write; take() after it hands each array that
+    memory (hl_plan_take_outputs: the plan writes fresh memory next time), or replaces it by
+    an array over a copy where the plan cannot hand the memory over. handles: the output
+    tensors; layouts: their numpy views' __array_interface__s."""
 
     def __init__(self, plan, handles, layouts):
         self._plan, self._handles, self._layouts = plan, list(handles), layouts
@@ -341,6 +349,27 @@ class PlanOutputs:
         self._out = ffi.new("hl_tensor *[]", n)
         self._handed = ffi.new("int[]", n)
         self._views = ()
+        # small contiguous outputs are copied out by the replay's own call (run_copy)
+        sizes = [lib.hl_tensor_numel(h) * np.dtype(layout["typestr"]).itemsize
+                 for h, layout in zip(self._handles, layouts)]
+        self.copies = sum(sizes) <= COPY_OUTPUTS_MAX and all(
+            lib.hl_tensor_is_contiguous(h) for h in self._handles)
+        self._nbytes = ffi.new("size_t[]", sizes)
+        self._dst = ffi.new("void *[]", n)
+        self._specs = [(layout["shape"], np.dtype(layout["typestr"])) for layout in layouts]
+
+    def run_copy(self):
+        """Replays the plan and returns new arrays with its outputs' values, copied into them
+        by the replay's own C call (hl_plan_run_copy): the arrays are made before it, while
+        Python's data is in cache, and nothing runs in Python between the replay and the
+        copy. The plan keeps its memory and writes it again next time."""
+        arrays = [np.empty(shape, dtype) for shape, dtype in self._specs]
+        for i, a in enumerate(arrays):
+            self._dst[i] = ffi.from_buffer(a)
+        status = lib.hl_plan_run_copy(self._plan, len(arrays), self._ts, self._dst, self._nbytes)
+        if status:   # (no call on success: each step after a replay runs from cold caches)
+            raise_status(status)
+        return arrays
 
     def arrays(self):
         """Arrays over the memory the next replay writes: its outputs once take() returns."""

@@ -38,6 +38,17 @@ def _cnn(rng):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
+def _conv_relu(rng):
+    """Conv -> Relu: an output as large as the input planes (N x 4 x H x W)."""
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3, "w")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "conv", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, "H", "W"])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def test_prepared_model_replays_a_plan_and_matches_onnxruntime():
     rng = np.random.default_rng(8)
     model = _cnn(rng)
@@ -104,17 +115,20 @@ def test_a_data_dependent_node_falls_back_once_with_a_warning():
         assert rep.run([x])[0].tolist() == [[0, 1, 3, 4]]  # this run's values
 
 
-def test_replays_read_numpy_inputs_in_place_and_hand_over_their_outputs():
+@pytest.mark.parametrize("hw", [8, 72])
+def test_replays_read_numpy_inputs_in_place_and_hand_over_their_outputs(hw):
     """From the third run the plan reads the caller's array itself (no copy) and gives each
-    run's output its own memory; arrays that cannot be read in place (misaligned, strided)
-    are copied. Every result against onnxruntime, every input left unchanged."""
+    run's output its own memory: a copy made by the replay's call for small outputs (8x8),
+    the plan's memory handed over for large ones (a 2 x 4 x 72 x 72 output: over 64 KiB);
+    arrays that cannot be read in place (misaligned, strided) are copied. Every result
+    against onnxruntime, every input left unchanged."""
     rng = np.random.default_rng(10)
-    model = _cnn(rng)
+    model = _cnn(rng) if hw == 8 else _conv_relu(rng)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     rep = hl_onnx.prepare(model)
-    raw = np.zeros(2 * 3 * 8 * 8 * 4 + 1, np.uint8)
-    misaligned = np.frombuffer(raw.data, np.float32, 2 * 3 * 8 * 8, 1).reshape(2, 3, 8, 8)
-    wide = rng.standard_normal((2, 3, 8, 16)).astype(np.float32)
+    raw = np.zeros(2 * 3 * hw * hw * 4 + 1, np.uint8)
+    misaligned = np.frombuffer(raw.data, np.float32, 2 * 3 * hw * hw, 1).reshape(2, 3, hw, hw)
+    wide = rng.standard_normal((2, 3, hw, 2 * hw)).astype(np.float32)
     kept = []
     for k in range(8):
         if k == 5:
@@ -123,7 +137,7 @@ def test_replays_read_numpy_inputs_in_place_and_hand_over_their_outputs():
         elif k == 6:
             x = wide[..., ::2]  # strided: check_feeds makes it contiguous
         else:
-            x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+            x = rng.standard_normal((2, 3, hw, hw)).astype(np.float32)
         before = x.copy()
         (y,) = rep.run([x])
         want = sess.run(None, {"x": before})[0]
@@ -137,6 +151,7 @@ def test_replays_read_numpy_inputs_in_place_and_hand_over_their_outputs():
         np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
     (entry,) = [e for e in rep.model.program.plans.entries.values() if e is not None]
     assert not entry.shared
+    assert entry.arrays.copies == (hw == 8)
 
 
 def test_outputs_sharing_memory_are_each_the_right_values():

@@ -142,3 +142,51 @@ def test_plan_outputs_fill_arrays_made_before_the_replay():
     for (out_y, out_z), a in kept:
         np.testing.assert_allclose(out_y, _step_numpy(a), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(out_z, np.exp(a), rtol=1e-6)
+
+
+def test_small_outputs_are_copied_out_by_the_replays_call():
+    """PlanOutputs.run_copy (hl_plan_run_copy): each replay's outputs in new arrays, copied
+    right after the replay; earlier arrays keep their values, and an output whose memory a
+    take moved in between is read where it now is."""
+    x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
+    plan, (slot,), (y, z) = record(lambda: (_step(x), hl.exp(x)), x)
+    layouts = [_core.array_layout(t._h, np.dtype(np.float32)) for t in (y, z)]
+    outputs = _core.PlanOutputs(plan, [y._h, z._h], layouts)
+    assert outputs.copies
+    kept = []
+    for k in range(4):
+        a = RNG.standard_normal((5, 6), dtype=np.float32)
+        _core.plan_bind(plan, slot, hl.tensor(a)._h)
+        if k == 2:  # the Tensor path took y's memory: the plan writes fresh memory after it
+            _core.plan_run(plan)
+            taken, handed = _core.plan_take_output(plan, y._h)
+            assert handed
+            np.testing.assert_allclose(_view(taken), _step_numpy(a), rtol=1e-5, atol=1e-6)
+        out_y, out_z = outputs.run_copy()
+        assert out_y.shape == (5, 4) and out_z.shape == (5, 6)
+        assert not np.shares_memory(out_y, _view(y._h)) and not np.shares_memory(out_z, _view(z._h))
+        kept.append((out_y, out_z, a))
+    for out_y, out_z, a in kept:
+        np.testing.assert_allclose(out_y, _step_numpy(a), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out_z, np.exp(a), rtol=1e-6)
+
+
+def test_run_copy_refuses_a_wrong_size_or_a_strided_output_before_running():
+    x = hl.tensor(RNG.standard_normal((5, 6), dtype=np.float32))
+    plan, (slot,), (y, t) = record(lambda: (_step(x), hl.exp(x).transpose(1, 0)), x)
+    dst = np.empty(64, np.float32)
+    ts = _core.ffi.new("hl_tensor *[]", [y._h])
+    ptrs = _core.ffi.new("void *[]", [_core.ffi.from_buffer(dst)])
+    with pytest.raises(errors.HLError, match=r"plan_run_copy: output 0: expected a contiguous "
+                                             r"CPU tensor of 64 bytes, got a tensor of 80"):
+        _core.check(_core.lib.hl_plan_run_copy(plan, 1, ts, ptrs,
+                                               _core.ffi.new("size_t[]", [64])))
+    ts = _core.ffi.new("hl_tensor *[]", [t._h])
+    with pytest.raises(errors.HLError, match="output 0: .* got a strided tensor of 120 bytes"):
+        _core.check(_core.lib.hl_plan_run_copy(plan, 1, ts, ptrs,
+                                               _core.ffi.new("size_t[]", [120])))
+    with pytest.raises(errors.HLError, match="an array is NULL"):
+        _core.check(_core.lib.hl_plan_run_copy(plan, 1, _core.ffi.NULL, ptrs,
+                                               _core.ffi.new("size_t[]", [120])))
+    with pytest.raises(errors.ValueError, match="has not run yet"):  # nothing ran
+        _core.plan_take_output(plan, y._h)

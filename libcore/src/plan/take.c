@@ -164,3 +164,26 @@ hl_status hl_plan_take_outputs(hl_plan *p, int64_t n, hl_tensor *const *ts, hl_t
     }
     return HL_OK;
 }
+
+hl_status hl_plan_run_copy(hl_plan *p, int64_t n, hl_tensor *const *ts, void *const *dst,
+                           const size_t *nbytes) {
+    if (n > 0 && (!ts || !dst || !nbytes))
+        return hl_fail(HL_ERR_VALUE, "plan_run_copy: an array is NULL");
+    for (int64_t i = 0; i < n; i++) {
+        const hl_tensor *t = ts[i];
+        if (!t || !dst[i])
+            return hl_fail(HL_ERR_VALUE, "plan_run_copy: output %lld or its destination is NULL",
+                           (long long)i);
+        const size_t have = (size_t)hl_tensor_numel(t) * hl_dtype_size(t->dtype);
+        if (t->storage->device.kind != HL_DEVICE_CPU || !hl_tensor_is_contiguous(t) ||
+            have != nbytes[i])
+            return hl_fail(HL_ERR_VALUE, "plan_run_copy: output %lld: expected a contiguous CPU "
+                           "tensor of %zu bytes, got %s%s of %zu bytes", (long long)i, nbytes[i],
+                           t->storage->device.kind == HL_DEVICE_CPU ? "a" : "a non-CPU",
+                           hl_tensor_is_contiguous(t) ? " tensor" : " strided tensor", have);
+    }
+    hl_status st = hl_plan_run(p);
+    if (st) return st;
+    for (int64_t i = 0; i < n; i++) memcpy(dst[i], hl_tensor_data(ts[i]), nbytes[i]);
+    return HL_OK;
+}

@@ -54,6 +54,8 @@ class BackendRep(onnx.backend.base.BackendRep):
 def _own_memory(arrays):
     """arrays, each in memory of its own (as onnxruntime returns them): an output that is
     another's value (Identity) is copied, so writing one never changes the other."""
+    if len(arrays) < 2:
+        return arrays
     for i, a in enumerate(arrays):
         if any(np.may_share_memory(a, b) for b in arrays[:i]):
             arrays[i] = a.copy()

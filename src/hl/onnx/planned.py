@@ -114,6 +114,8 @@ class PlanCache:
             return None
         try:
             self._bind(entry, feeds)
+            if as_arrays and entry.arrays is not None and entry.arrays.copies:
+                return entry.arrays.run_copy()
             if as_arrays and entry.arrays is not None:
                 arrays = entry.arrays.arrays()
                 _core.plan_run(entry.plan)
