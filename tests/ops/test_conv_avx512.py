@@ -2,7 +2,8 @@
 of 6 x 32 and 6 x 16; winograd_product.c: two panels over a strip, 12 x 16) give the AVX2
 kernels' bits: each output is still one FMA a step of K, k ascending from zero, then the
 bias, the residual and the activation (conv_avx512.h's, lane for lane the AVX2 one's), and
-a last strip of 1 or 2 columns still takes the AVX2 tail kernel, so nothing may differ.
+a last strip of 1 or 2 columns still sums as the AVX2 tail kernel does (four accumulators,
+k mod 4; over two panels at once with AVX-512), so nothing may differ.
 
 The same function (write_results) runs in two processes (tests/ops/kernel_sets.py), one with
 HL_CPU_AVX512=0 (the AVX2 kernels; the switch is read once per process), one with the
@@ -14,7 +15,8 @@ for Winograd), so that two equal wrong answers cannot pass.
 The cases: every case of test_conv_packed (1x1, the stem, stride-2 phases, gathered 1x1,
 grouped, 1-D; tails of rows and columns; K in several blocks) with every activation, with
 and without a residual; 1x1 layers over every count of columns from 1 to 70 (each remainder
-of the 32-column blocks, the 1- and 2-column tails after them); NaN and infinities; both
+of the 32-column blocks, the 1- and 2-column tails after them, which the AVX-512 kernels run
+over two panels at once); NaN and infinities; both
 Winograd layouts with 1 to 5 panels (odd, even, a short last one) and partial strips; one and
 two threads.
 """
@@ -53,18 +55,19 @@ def write_results(path):
                                             beta)
                 check(f"{case}/{i}/{res is None}", got, ref, bound)
 
-    # 1x1 layers over 1..70 columns: 13 output channels (two whole panels and a row), K in one
-    # block (40) and in two (300: the second block adds to the stored sums), with a residual
+    # 1x1 layers over 1..70 columns: 13 output channels (two whole panels and a row) or 10 (a
+    # pair of panels whose second has 4 rows: the two-panel tail's partial lanes), K in one
+    # block (40, 7) and in two (300: the second block adds to the stored sums), a residual
     rng = np.random.default_rng(2)
-    for k in (40, 300):
-        w = (rng.standard_normal((13, k, 1, 1)) * 0.2).astype(np.float32)
-        b = rng.standard_normal(13).astype(np.float32)
+    for m, k in ((13, 40), (13, 300), (10, 7), (10, 300)):
+        w = (rng.standard_normal((m, k, 1, 1)) * 0.2).astype(np.float32)
+        b = rng.standard_normal(m).astype(np.float32)
         for n in range(1, 71):
             x = rng.standard_normal((1, k, 1, n)).astype(np.float32)
-            r = rng.standard_normal((1, 13, 1, n)).astype(np.float32)
+            r = rng.standard_normal((1, m, 1, n)).astype(np.float32)
             got = tcp._packed(x, w, b, r, 1, 0, 1, "leaky_relu", 0.1, 0.0)
             ref, bound = tcp._reference(x, w, b, r, 1, 0, 1, "leaky_relu", 0.1, 0.0)
-            check(f"cols/{k}/{n}", got, ref, bound)
+            check(f"cols/{m}/{k}/{n}", got, ref, bound)
 
     # NaN and infinities in the input and the residual (float64 puts them where float32 does
     # here: no weight overflows)

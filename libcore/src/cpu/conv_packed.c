@@ -526,6 +526,76 @@ AVX512 static inline __attribute__((always_inline)) void block_rows512(
 #undef BLOCK_LOOP512
 #undef FMA_ROW512
 
+/* The tail kernel's one or two columns (block_tail_cols) for two panels at once: lanes 0-5
+   the first panel's rows, 8-13 the second's (A + a2), one 16-lane FMA a step of K where the
+   eight-lane kernel runs one per panel, each waiting on its four accumulators (a 7x7 plane's
+   last column cost a tenth of its product's time). Each row's sums, their order and the
+   epilogue are block_tail_cols's, lane for lane: the same bits. */
+AVX512 static inline __attribute__((always_inline)) void block_tail2_cols(
+    const block_args *a, const float *restrict A, int64_t a2, const float *B, int64_t ldb,
+    float *C, int64_t ldc, const float *bias, const float *res, int mr, const int NCOL) {
+    __m512 acc[TAIL_COLS][4];
+    for (int j = 0; j < TAIL_COLS; j++)
+        for (int u = 0; u < 4; u++) acc[j][u] = _mm512_setzero_ps();
+    const int64_t K = a->K;
+    int64_t k = 0;
+#define TWO_PANELS(lo, hi) _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1)
+    for (; k + 4 < K; k += 4)   /* k + 3 is not the block's last k: unmasked loads */
+        for (int u = 0; u < 4; u++) {
+            const __m512 w = TWO_PANELS(_mm256_loadu_ps(A + (k + u) * MR),
+                                        _mm256_loadu_ps(A + a2 + (k + u) * MR));
+            const float *b = B + (k + u) * ldb;
+            for (int j = 0; j < NCOL; j++)
+                acc[j][u] = _mm512_fmadd_ps(w, _mm512_set1_ps(b[j]), acc[j][u]);
+        }
+    const __mmask8 rows = (1u << MR) - 1;   /* a k's MR weights; the load stops there */
+    for (; k < K; k++) {
+        const __m512 w = k + 1 < K ? TWO_PANELS(_mm256_loadu_ps(A + k * MR),
+                                                _mm256_loadu_ps(A + a2 + k * MR))
+                                   : TWO_PANELS(_mm256_maskz_loadu_ps(rows, A + k * MR),
+                                                _mm256_maskz_loadu_ps(rows, A + a2 + k * MR));
+        for (int j = 0; j < NCOL; j++)
+            acc[j][0] = _mm512_fmadd_ps(w, _mm512_set1_ps(B[k * ldb + j]), acc[j][0]);
+    }
+#undef TWO_PANELS
+    /* output row r in lane r (first panel) or r + 2 (second) */
+    int lane[2 * MR];
+    for (int r = 0; r < 2 * MR; r++) lane[r] = r < MR ? r : r + 8 - MR;
+    const bool last = a->last;
+    float t[16] = {0};
+    __m512 bv = _mm512_setzero_ps();
+    if (bias && last) {
+        for (int r = 0; r < mr; r++) t[lane[r]] = bias[r];
+        bv = _mm512_loadu_ps(t);
+    }
+    const conv_act16_params ap = hl_conv_act16_params(a->epi);
+    for (int j = 0; j < NCOL; j++) {
+        __m512 v = _mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
+                                 _mm512_add_ps(acc[j][2], acc[j][3]));
+        if (!a->first) {
+            for (int r = 0; r < mr; r++) t[lane[r]] = C[r * ldc + j];
+            v = _mm512_add_ps(_mm512_loadu_ps(t), v);
+        }
+        v = _mm512_add_ps(v, bv);
+        if (a->epi && last) {
+            if (res) {
+                for (int r = 0; r < mr; r++) t[lane[r]] = res[r * ldc + j];
+                v = _mm512_add_ps(v, _mm512_loadu_ps(t));
+            }
+            v = hl_conv_act16_with(a->epi->act, ap, v);
+        }
+        _mm512_storeu_ps(t, v);
+        for (int r = 0; r < mr; r++) C[r * ldc + j] = t[lane[r]];
+    }
+}
+
+AVX512 static void block_tail2_avx512(const block_args *a, const float *restrict A, int64_t a2,
+                                      const float *B, int64_t ldb, float *C, int64_t ldc,
+                                      const float *bias, const float *res, int mr, int nr) {
+    if (nr == 1) block_tail2_cols(a, A, a2, B, ldb, C, ldc, bias, res, mr, 1);
+    else block_tail2_cols(a, A, a2, B, ldb, C, ldc, bias, res, mr, 2);
+}
+
 /* block_rows512 for up to 2 NR columns (COLS 2) or NR (COLS 1), a whole panel or the last
    panel's 4 or 2 rows; and for two panels over NR columns (a whole one, then 1..6 rows). */
 #define BLOCK512(name, ROWS, COLS)                                                            \
@@ -616,6 +686,10 @@ static inline void block(const block_args *a, bool avx2, const float *A, const f
    pair, the odd one skips it. */
 static inline bool pairs_panels(kernels kn, int64_t nr) {
     return kn == KERNELS_AVX512 && nr <= NR && nr > TAIL_COLS;
+}
+/* Whether they run a row's last 1 or 2 columns over two panels at once (block_tail2_avx512). */
+static inline bool pairs_tail(kernels kn, int64_t nr) {
+    return kn == KERNELS_AVX512 && nr <= TAIL_COLS;
 }
 
 /* A block of mr x nr outputs (nr <= cols_step's), by the kernels kn; the columns past NR at
@@ -1025,7 +1099,8 @@ static void panel_products(const conv_packed_problem *pr, kernels kn, block_args
             const int mr = (int)HL_MIN(MR, M - r0);
             for (int64_t j = js, nr; j < je; j += nr) {
                 nr = cols_step(kn, je - j);
-                if (pairs_panels(kn, nr) && (p - p0) % 2) continue;   /* the pair's */
+                if ((pairs_panels(kn, nr) || pairs_tail(kn, nr)) && (p - p0) % 2)
+                    continue;   /* the pair's */
                 /* a packed block's first strip fetches the next panel's weights (from
                    memory, where a model's other layers evicted them) */
                 a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
@@ -1036,6 +1111,13 @@ static void panel_products(const conv_packed_problem *pr, kernels kn, block_args
                                       C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
                                       R ? R + r0 * ldc + j : NULL,
                                       (int)HL_MIN(2 * MR, M - r0), (int)nr);
+                    continue;
+                }
+                if (pairs_tail(kn, nr) && p + 1 < p1) {
+                    block_tail2_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
+                                       C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
+                                       R ? R + r0 * ldc + j : NULL,
+                                       (int)HL_MIN(2 * MR, M - r0), (int)nr);
                     continue;
                 }
 #endif
