@@ -1106,18 +1106,11 @@ static void panel_products(const conv_packed_problem *pr, kernels kn, block_args
                 a.next_a = !strips && j == js && p + 1 < p1 ? A + K * MR : NULL;
                 const float *Bj = strips ? B + k0 * pr->ldb + j : packed + (j - j0) * a.K;
 #if HL_HAVE_AVX512_KERNELS
-                if (pairs_panels(kn, nr) && p + 1 < p1) {
-                    block12x16_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
-                                      C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
-                                      R ? R + r0 * ldc + j : NULL,
-                                      (int)HL_MIN(2 * MR, M - r0), (int)nr);
-                    continue;
-                }
-                if (pairs_tail(kn, nr) && p + 1 < p1) {
-                    block_tail2_avx512(&a, A, K * MR, Bj, strips ? pr->ldb : NR,
-                                       C + r0 * ldc + j, ldc, bias ? bias + r0 : NULL,
-                                       R ? R + r0 * ldc + j : NULL,
-                                       (int)HL_MIN(2 * MR, M - r0), (int)nr);
+                if ((pairs_panels(kn, nr) || pairs_tail(kn, nr)) && p + 1 < p1) {
+                    (nr > TAIL_COLS ? block12x16_avx512 : block_tail2_avx512)(
+                        &a, A, K * MR, Bj, strips ? pr->ldb : NR, C + r0 * ldc + j, ldc,
+                        bias ? bias + r0 : NULL, R ? R + r0 * ldc + j : NULL,
+                        (int)HL_MIN(2 * MR, M - r0), (int)nr);
                     continue;
                 }
 #endif
