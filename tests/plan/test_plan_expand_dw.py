@@ -24,9 +24,9 @@ FUSES_HERE = _core.cpu_kernels() != "portable" and os.environ.get("HL_CONV_AVX2"
 
 
 def _block(rng, cin, cexp, stride, expand_act="Clip", dw_act="Clip", dw_bias=True,
-           expand_bias=True, project=False):
-    """Conv 1x1 (cin -> cexp) [+ act], depthwise 3x3 Conv (pads 1, stride) [+ act] [+ a 1x1
-    projection back to cin], as ONNX."""
+           expand_bias=True, project=False, pad=1):
+    """Conv 1x1 (cin -> cexp) [+ act], depthwise 3x3 Conv (pads `pad`, stride) [+ act] [+ a
+    1x1 projection back to cin], as ONNX."""
     def init(name, *shape):
         a = rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) if len(shape) > 1 else 4)
         return numpy_helper.from_array(a.astype(np.float32), name)
@@ -44,7 +44,7 @@ def _block(rng, cin, cexp, stride, expand_act="Clip", dw_act="Clip", dw_bias=Tru
         nodes.append(helper.make_node("Relu", ["e"], ["e6"]))
         e = "e6"
     nodes.append(helper.make_node("Conv", [e, "wd"] + (["bd"] if dw_bias else []), ["d"],
-                                  group=cexp, kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                  group=cexp, kernel_shape=[3, 3], pads=[pad] * 4,
                                   strides=[stride, stride]))
     out = "d"
     if dw_act == "Clip":
@@ -99,6 +99,11 @@ CASES = {  # name: (cin, cexp, H, W, stride, block options)
     # bands whose expansions would end on a strip of 2 positions (the tail kernel, other
     # sums): whole planes instead
     "bands_refused": (4, 96, 56, 58, 1, {}),
+    # no padding at stride 2 on an even plane: the last input row is read by no output (the
+    # expansion computes only the rows the outputs read, whole planes or bands)
+    "valid_s2_even": (8, 96, 58, 58, 2, dict(pad=0)),
+    "valid_s2_even_small": (8, 64, 14, 14, 2, dict(pad=0)),
+    "valid_s2_even_bands": (8, 64, 114, 114, 2, dict(pad=0)),
     # small planes, the blocked depthwise kernel (groups of 48 channels a task)
     "mobilenet_14x14": (64, 384, 14, 14, 1, dict(project=True)),
     "mobilenet_14x14_s2": (96, 576, 14, 14, 2, {}),

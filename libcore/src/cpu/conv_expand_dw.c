@@ -120,7 +120,9 @@ static void run_expand_dw(int64_t t0, int64_t t1, void *arg) {
         const int64_t band = t / per_band, rem = t % per_band;
         const int64_t s = rem / q->groups, c0 = rem % q->groups * q->group;
         const int64_t c1 = HL_MIN(g1->c_out, c0 + q->group);
-        const dw3x3_rows r = band_rows(g2, band, q->bands);
+        /* whole planes, or a band's rows (only those its outputs read) */
+        const dw3x3_rows r = q->bands > 1 ? band_rows(g2, band, q->bands)
+                                          : (dw3x3_rows){0, g2->h, 0, g2->oh};
         const int64_t n = (r.row1 - r.row0) * g1->w;   /* the expanded positions */
         const conv_packed_problem pr = {
             .m = c1 - c0, .n = n, .k = g1->K, .count = 1,
