@@ -307,7 +307,7 @@ static void run_channels(const blocked_args *a, const float *xs, const float *w,
     }
 }
 
-/* The tables every group reads (hl_dw3x3_blocked_tables): int32s, rounded up to 16 (64 bytes). */
+/* The tables every group reads (hl_dw3x3_blocked_setup): int32s, rounded up to 16 (64 bytes). */
 static int64_t table_ints(const conv_geom *g) {
     int64_t hp, wp;
     padded_dims(g, &hp, &wp);
