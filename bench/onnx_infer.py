@@ -16,8 +16,8 @@ onnxruntime through an InferenceSession with its default graph optimisations and
 intra_op_num_threads = --threads, inter_op_num_threads = 1; hl with hl.set_num_threads. Each
 (library, model, batch) runs in a process of its own (another library's idle threads would
 otherwise spin on the cores, see docs/performance.md), twice round the libraries (hl, ort, torch,
-hl, ort, torch); the figure is the median latency over both processes' timed runs, after warm-up runs.
-Each process times --repeat runs, and more until they add up to --min-time seconds (0.5 by
+hl, ort, torch); the figure is the median latency over both processes' timed runs, after warm-up
+runs. Each process times --repeat runs, and more until they add up to --min-time seconds (0.5 by
 default, at most 1000 runs): a 3 ms model's median over 6 runs moved by a third when the host
 took a core for a moment (stop 40); the slow models' counts stay at --repeat.
 The first run's outputs of each side are compared: the "max err" column is the largest

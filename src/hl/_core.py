@@ -329,18 +329,19 @@ class _AdoptingView:
 # Outputs of at most this many bytes in all are copied out of a plan's memory by the replay's
 # call (PlanOutputs.run_copy), not handed over: copying a few KB takes ~1 us where arrays()
 # and take() cost ~25 us of Python and C around each replay (MobileNetV2 b1's 4 KB output:
-# the Python around a replay 54 -> N us). Past this size a copy costs more than the take.
+# Python after the replay's last loop 30 -> 13.5 us). Past this size a copy costs more than
+# the take.
 COPY_OUTPUTS_MAX = 64 << 10
 
 
 class PlanOutputs:
     """A plan's CPU outputs as numpy arrays with little Python after the replay (which
     leaves Python's data in cold caches: each step then costs 2-3x). Small ones (`copies`)
-    are copied out by the replay's own call (run_copy). Otherwise, without a copy: arrays() makes, before the
-    replay, arrays over the memory it will write; take() after it hands each array that
-    memory (hl_plan_take_outputs: the plan writes fresh memory next time), or replaces it by
-    an array over a copy where the plan cannot hand the memory over. handles: the output
-    tensors; layouts: their numpy views' __array_interface__s."""
+    are copied out by the replay's own call (run_copy). Otherwise, without a copy: arrays()
+    makes, before the replay, arrays over the memory it will write; take() after it hands
+    each array that memory (hl_plan_take_outputs: the plan writes fresh memory next time),
+    or replaces it by an array over a copy where the plan cannot hand the memory over.
+    handles: the output tensors; layouts: their numpy views' __array_interface__s."""
 
     def __init__(self, plan, handles, layouts):
         self._plan, self._handles, self._layouts = plan, list(handles), layouts

@@ -1,9 +1,9 @@
 """A pointwise expansion whose output only a depthwise 3x3 convolution reads runs, in a plan, as
 one call that never writes the expanded tensor (libcore cpu/conv_expand_dw.c, plan/fuse.c's
-fuse_expand_dw): on CPUs with the AVX2 or AVX-512 kernels, where one sample's expanded tensor takes at
-least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks), and where the depthwise layer takes the
-blocked kernel on all its channels (small planes: MobileNetV2's 14x14 and 7x7 blocks; a channel
-count that is a multiple of 8). The replay must equal the unfused one
+fuse_expand_dw): on CPUs with the AVX2 or AVX-512 kernels, where one sample's expanded tensor
+takes at least 1 MiB (MobileNetV2's 112x112 and 56x56 blocks), and where the depthwise layer
+takes the blocked kernel on all its channels (small planes: MobileNetV2's 14x14 and 7x7 blocks;
+a channel count that is a multiple of 8). The replay must equal the unfused one
 (HL_CONV_EXPAND_DW=0) bit for bit, NaN and infinities included, at any thread count;
 onnxruntime on the same ONNX model is the reference for the values (rtol = atol = 1e-4, as
 the other planned-inference tests: float32 sums of up to 9 + K terms in other orders)."""

@@ -164,7 +164,8 @@ def test_small_outputs_are_copied_out_by_the_replays_call():
             np.testing.assert_allclose(_view(taken), _step_numpy(a), rtol=1e-5, atol=1e-6)
         out_y, out_z = outputs.run_copy()
         assert out_y.shape == (5, 4) and out_z.shape == (5, 6)
-        assert not np.shares_memory(out_y, _view(y._h)) and not np.shares_memory(out_z, _view(z._h))
+        assert not np.shares_memory(out_y, _view(y._h))
+        assert not np.shares_memory(out_z, _view(z._h))
         kept.append((out_y, out_z, a))
     for out_y, out_z, a in kept:
         np.testing.assert_allclose(out_y, _step_numpy(a), rtol=1e-5, atol=1e-6)

@@ -49,7 +49,8 @@ static void fill_chunks(const conv_geom *g, chunk16 *cm, int64_t chunks) {
         bool inside = (c + 1) * 16 <= g->ow;
         for (int l = 0; l < 4; l++) {
             cm[c].m[l] = lanes_inside(q + LOAD_AT[s - 1][l], g->w);
-            if (l < (s == 1 ? 3 : 4)) inside = inside && cm[c].m[l] == 0xFFFF;   /* the loads used */
+            if (l < (s == 1 ? 3 : 4))   /* the loads this stride uses */
+                inside = inside && cm[c].m[l] == 0xFFFF;
         }
         cm[c].inside = inside;
     }
@@ -95,6 +96,7 @@ HL_AVX512_INLINE void finish16(__m512 acc, const float *res, float *y, __mmask16
     if (INSIDE) _mm512_storeu_ps(y, acc);
     else _mm512_mask_storeu_ps(y, n, acc);
 }
+#undef LOAD16
 
 /* Chunk c (16 outputs) of output rows oy and, with `two`, oy + 1, from the input rows `rows`
    (NULL: padding): plain loads and stores where INSIDE (the row's interior chunks), masked

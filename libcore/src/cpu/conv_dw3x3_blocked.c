@@ -382,7 +382,8 @@ hl_status hl_dw3x3_blocked_forward(const conv_geom *g, const float *x, const flo
     const int64_t per_sample = wide + (g->c_out - wide * WIDE) / LANES, tasks = g->n * per_sample;
     if (tasks == 0 || g->P == 0) return HL_OK;
     /* the tables, then each thread's cells and outputs */
-    const size_t table = hl_dw3x3_blocked_table_bytes(g), per_thread = hl_dw3x3_blocked_work_bytes(g);
+    const size_t table = hl_dw3x3_blocked_table_bytes(g);
+    const size_t per_thread = hl_dw3x3_blocked_work_bytes(g);
     const int threads = hl_pool_threads();
     const bool parallel = threads > 1 && tasks > 1 &&
                           g->n * (g->c_out / LANES * LANES) * g->P * 9 > PAR_MIN;
